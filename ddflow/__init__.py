@@ -1,0 +1,1 @@
+"""ddflow: differential-dataflow-style incremental computation in Python."""

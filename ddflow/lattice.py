@@ -1,0 +1,252 @@
+"""Lattice times, antichains and frontiers.
+
+A time is a fixed-length int64 vector ordered coordinate-wise (the product
+order).  Depth 1 is the totally ordered top level; every nested ``iterate``
+appends one coordinate, the iteration counter.  Everything here is
+vectorized over ``(n, depth)`` arrays because operators handle thousands
+of data times per message time.
+
+This module is the bottom layer: ``traces`` and the dataflow both build on
+it, and it imports nothing from either.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+TimeLike = int | Sequence[int] | np.ndarray
+
+
+def as_time(t: TimeLike, depth: int | None = None) -> np.ndarray:
+    """One time as a 1-D int64 vector; ints are depth-1 times."""
+    a = np.atleast_1d(np.asarray(t, dtype=np.int64))
+    if a.ndim != 1:
+        raise ValueError(f"a time must be an int or a 1-D vector, got shape {a.shape}")
+    if depth is not None and a.shape[0] != depth:
+        raise ValueError(f"time {tuple(a.tolist())} has depth {a.shape[0]}, expected depth {depth}")
+    return a
+
+
+def as_times(t: TimeLike | Iterable[TimeLike], depth: int | None = None) -> np.ndarray:
+    """Many times as an ``(n, depth)`` int64 array; a 1-D array of ints is depth 1."""
+    a = np.asarray(t, dtype=np.int64)
+    if a.ndim == 0:
+        a = a.reshape(1, 1)
+    elif a.ndim == 1:
+        a = a.reshape(-1, 1) if depth in (None, 1) else a.reshape(-1, depth)
+    if a.ndim != 2:
+        raise ValueError(f"times must have shape (n, depth), got {a.shape}")
+    if depth is not None and a.shape[1] != depth:
+        raise ValueError(f"times have depth {a.shape[1]}, expected depth {depth} (mixed time depths)")
+    return a
+
+
+def join(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Least upper bound, coordinate-wise max (broadcasts)."""
+    return np.maximum(a, b)
+
+
+def meet(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Greatest lower bound, coordinate-wise min (broadcasts)."""
+    return np.minimum(a, b)
+
+
+def less_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray | bool:
+    """``a <= b`` in the product order, over the last axis (broadcasts)."""
+    return np.all(np.asarray(a) <= np.asarray(b), axis=-1)
+
+
+def less_than(a: np.ndarray, b: np.ndarray) -> np.ndarray | bool:
+    """``a < b``: ``a <= b`` and ``a != b``."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    return np.all(a <= b, axis=-1) & np.any(a != b, axis=-1)
+
+
+def lex_order(times: np.ndarray) -> np.ndarray:
+    """Permutation sorting times lexicographically, a linear extension of the product order."""
+    times = np.asarray(times)
+    if times.shape[1] == 1:
+        return np.argsort(times[:, 0], kind="stable")
+    return np.lexsort(times.T[::-1])
+
+
+def minimal(times: np.ndarray) -> np.ndarray:
+    """The antichain of minimal elements of a set of times, lexicographically sorted."""
+    times = np.asarray(times, dtype=np.int64)
+    if len(times) == 0:
+        return times.reshape(0, times.shape[1] if times.ndim == 2 else 1)
+    if times.shape[1] == 1:
+        return times[[int(np.argmin(times[:, 0]))]]
+    uniq = np.unique(times, axis=0)  # lexicographic order
+    keep: list[np.ndarray] = []
+    for t in uniq:
+        # In lexicographic order an element can only be dominated by an earlier one.
+        if not any(np.all(k <= t) for k in keep):
+            keep.append(t)
+    return np.array(keep, dtype=np.int64)
+
+
+class Antichain:
+    """A set of mutually incomparable times: a frontier.
+
+    The frontier *contains* every time greater than or equal to one of its
+    elements; those are the times that may still appear.  The empty
+    antichain is the frontier of a finished input.
+    """
+
+    __slots__ = ("_elements", "depth")
+
+    def __init__(self, elements: Iterable[TimeLike] | np.ndarray = (), depth: int | None = None):
+        arr = np.asarray(list(elements) if not isinstance(elements, np.ndarray) else elements, dtype=np.int64)
+        if arr.size == 0:
+            if depth is None:
+                raise ValueError("an empty Antichain needs an explicit depth")
+            arr = arr.reshape(0, depth)
+        else:
+            arr = as_times(arr, depth)
+        self.depth = arr.shape[1]
+        self._elements = minimal(arr)
+        self._elements.setflags(write=False)
+
+    @classmethod
+    def from_time(cls, t: TimeLike) -> "Antichain":
+        t = as_time(t)
+        return cls(t.reshape(1, -1))
+
+    @classmethod
+    def minimum(cls, depth: int) -> "Antichain":
+        """The frontier of all times: the single all-zeros time."""
+        return cls(np.zeros((1, depth), dtype=np.int64))
+
+    @classmethod
+    def empty(cls, depth: int) -> "Antichain":
+        return cls((), depth=depth)
+
+    @property
+    def elements(self) -> np.ndarray:
+        return self._elements
+
+    def __len__(self) -> int:
+        return len(self._elements)
+
+    def __iter__(self) -> Iterator[tuple[int, ...]]:
+        return (tuple(int(x) for x in e) for e in self._elements)
+
+    def __bool__(self) -> bool:
+        return len(self._elements) > 0
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Antichain):
+            return NotImplemented
+        return self.depth == other.depth and np.array_equal(self._elements, other._elements)
+
+    def __hash__(self) -> int:
+        return hash((self.depth, self._elements.tobytes()))
+
+    def __repr__(self) -> str:
+        return "Antichain({" + ", ".join(str(e if len(e) > 1 else e[0]) for e in self) + "})"
+
+    def insert(self, t: TimeLike) -> "Antichain":
+        """A new antichain with ``t`` added, keeping only minimal elements."""
+        t = as_time(t, self.depth).reshape(1, -1)
+        return Antichain(np.concatenate([self._elements, t]), depth=self.depth)
+
+    def less_equal(self, t: TimeLike) -> bool:
+        """Some element is ``<= t``: ``t`` is in (beyond) the frontier, not yet complete."""
+        t = as_time(t, self.depth)
+        return bool(np.any(np.all(self._elements <= t, axis=1)))
+
+    def less_equal_many(self, times: np.ndarray) -> np.ndarray:
+        """Vectorized ``less_equal`` over an ``(n, depth)`` array."""
+        times = as_times(times, self.depth)
+        out = np.zeros(len(times), dtype=bool)
+        for e in self._elements:
+            out |= np.all(times >= e, axis=1)
+        return out
+
+    def complete(self, times: np.ndarray) -> np.ndarray:
+        """Mask of times no longer in the frontier: nothing at or before them can still arrive."""
+        return ~self.less_equal_many(times)
+
+    def dominates(self, other: "Antichain") -> bool:
+        """Every element of ``other`` is ``>=`` some element of ``self`` (self <= other as frontiers)."""
+        if other.depth != self.depth:
+            raise ValueError(f"mixed time depths: {self.depth} and {other.depth}")
+        return all(self.less_equal(e) for e in other._elements)
+
+    def meet(self, other: "Antichain") -> "Antichain":
+        """The lower envelope of two frontiers (the more conservative of the two)."""
+        if other.depth != self.depth:
+            raise ValueError(f"mixed time depths: {self.depth} and {other.depth}")
+        return Antichain(np.concatenate([self._elements, other._elements]), depth=self.depth)
+
+
+class MutableAntichain:
+    """A multiset of times with a cached frontier of its minimal elements.
+
+    Used where a frontier is the meet of many holders (readers of a trace,
+    capabilities of operators): each holder adds +1 at its time and -1 when
+    it moves on.
+    """
+
+    __slots__ = ("depth", "_counts", "_frontier")
+
+    def __init__(self, depth: int):
+        self.depth = depth
+        self._counts: dict[tuple[int, ...], int] = {}
+        self._frontier: Antichain | None = Antichain.empty(depth)
+
+    def update(self, t: TimeLike, delta: int) -> None:
+        key = tuple(int(x) for x in as_time(t, self.depth))
+        n = self._counts.get(key, 0) + delta
+        if n < 0:
+            raise ValueError(f"MutableAntichain count for time {key} would become negative ({n})")
+        if n == 0:
+            self._counts.pop(key, None)
+        else:
+            self._counts[key] = n
+        self._frontier = None
+
+    def update_iter(self, changes: Iterable[tuple[TimeLike, int]]) -> list[tuple[tuple[int, ...], int]]:
+        """Apply changes; return the resulting changes to the frontier as (time, +1/-1)."""
+        before = set(self.frontier())
+        for t, d in changes:
+            self.update(t, d)
+        after = set(self.frontier())
+        return [(t, -1) for t in sorted(before - after)] + [(t, +1) for t in sorted(after - before)]
+
+    def frontier(self) -> Antichain:
+        if self._frontier is None:
+            if self._counts:
+                self._frontier = Antichain(np.array(list(self._counts), dtype=np.int64), depth=self.depth)
+            else:
+                self._frontier = Antichain.empty(self.depth)
+        return self._frontier
+
+    def count(self, t: TimeLike) -> int:
+        return self._counts.get(tuple(int(x) for x in as_time(t, self.depth)), 0)
+
+    def __bool__(self) -> bool:
+        return bool(self._counts)
+
+
+def advance_by(times: np.ndarray, frontier: Antichain) -> np.ndarray:
+    """Advance every time to ``meet over f in frontier of join(t, f)``.
+
+    For every ``g`` beyond the frontier, ``t <= g`` iff ``advance(t) <= g``,
+    and the result is the largest such time: two updates whose times no
+    future time can tell apart land on the same time and consolidate.  An
+    empty frontier leaves times as they are (no future time exists).
+    """
+    times = np.asarray(times, dtype=np.int64)
+    if len(frontier) == 0 or len(times) == 0:
+        return times
+    if times.shape[1] != frontier.depth:
+        raise ValueError(f"mixed time depths: times have depth {times.shape[1]}, frontier depth {frontier.depth}")
+    elems = frontier.elements
+    out = np.maximum(times, elems[0])
+    for f in elems[1:]:
+        np.minimum(out, np.maximum(times, f), out=out)
+    return out

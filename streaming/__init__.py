@@ -1,0 +1,1 @@
+"""The outside world: Spark Structured Streaming, Kafka, sinks, checkpoints."""

@@ -1,0 +1,248 @@
+"""Immutable columnar trie batches: the unit of storage of a trace.
+
+A batch holds consolidated updates of a keyed collection in three layers,
+each a set of plain numpy arrays so it can be shared between readers
+without copying and written to Arrow IPC as it is:
+
+* keys: unique, sorted (one column);
+* values: sorted within each key (zero or more columns), ``key_offs``
+  (len keys + 1) gives each key's range of value rows;
+* updates: ``times`` (n, depth) and ``diffs``, ``val_offs`` (len values + 1)
+  gives each value row's range of updates, sorted by time.
+
+A key-only collection has no value columns and exactly one value row per
+key.  ``lower``/``upper`` say which times the batch covers (lower <= t and
+not upper <= t) and ``since`` to which frontier its times were advanced.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import BinaryIO, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ddflow.lattice import Antichain, advance_by
+from ddflow.updates import Updates, consolidate, group_starts
+
+
+@dataclass(frozen=True, slots=True)
+class Description:
+    """The time interval a batch covers and the frontier its times were advanced to."""
+
+    lower: Antichain
+    upper: Antichain
+    since: Antichain
+
+    @classmethod
+    def covering(cls, depth: int, lower: Antichain | None = None, upper: Antichain | None = None) -> "Description":
+        low = lower if lower is not None else Antichain.minimum(depth)
+        return cls(low, upper if upper is not None else Antichain.empty(depth), Antichain.minimum(depth))
+
+
+def ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, e)`` for each pair, without a Python loop."""
+    lens = ends - starts
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    csum = np.cumsum(lens)
+    return np.repeat(starts - csum + lens, lens) + np.arange(total, dtype=np.int64)
+
+
+class Batch:
+    """An immutable trie of consolidated updates with its description."""
+
+    __slots__ = ("keys", "vals", "key_offs", "val_offs", "times", "diffs", "desc", "kinds")
+
+    def __init__(
+        self,
+        keys: np.ndarray,
+        vals: tuple[np.ndarray, ...],
+        key_offs: np.ndarray,
+        val_offs: np.ndarray,
+        times: np.ndarray,
+        diffs: np.ndarray,
+        desc: Description,
+        kinds: tuple[str, ...],
+        check: bool = True,
+    ):
+        self.keys = keys
+        self.vals = vals
+        self.key_offs = key_offs
+        self.val_offs = val_offs
+        self.times = times
+        self.diffs = diffs
+        self.desc = desc
+        self.kinds = kinds
+        for a in (keys, key_offs, val_offs, times, diffs, *vals):
+            a.setflags(write=False)
+        if check:
+            self._check()
+
+    def _check(self) -> None:
+        d = self.desc
+        depth = self.times.shape[1]
+        for name, f in (("lower", d.lower), ("upper", d.upper), ("since", d.since)):
+            if f.depth != depth:
+                raise ValueError(f"batch {name} frontier has depth {f.depth}, its times depth {depth} (mixed time depths)")
+        if len(self.times) == 0:
+            return
+        beyond_lower = d.lower.less_equal_many(self.times)
+        if not beyond_lower.all():
+            t = self.times[np.flatnonzero(~beyond_lower)[0]]
+            raise ValueError(f"batch time {tuple(t.tolist())} is not beyond its lower frontier {d.lower}")
+        # Times advanced to `since` may pass `upper`; only unadvanced batches are checked against it.
+        if len(d.upper) and len(d.since) == 1 and not d.since.elements.any():
+            at_upper = d.upper.less_equal_many(self.times)
+            if at_upper.any():
+                t = self.times[np.flatnonzero(at_upper)[0]]
+                raise ValueError(f"batch time {tuple(t.tolist())} is not before its upper frontier {d.upper}")
+
+    # -- construction ---------------------------------------------------------
+    @classmethod
+    def from_updates(cls, u: Updates, desc: Description | None = None, consolidated: bool = False,
+                     runs: bool = False) -> "Batch":
+        """Build from updates whose first column is the key and the rest the value."""
+        if u.arity < 1:
+            raise ValueError("a batch needs at least a key column")
+        if desc is None:
+            desc = Description.covering(u.depth)
+        if not consolidated:
+            u = consolidate(u, runs)
+        key = u.cols[0]
+        vals = tuple(u.cols[1:])
+        n = len(u)
+        if n == 0:
+            return cls.empty(u.kinds, u.depth, desc, key.dtype, [v.dtype for v in vals])
+        kstarts = group_starts([key])
+        vstarts = group_starts([key, *vals]) if vals else kstarts
+        key_offs = np.append(np.searchsorted(vstarts, kstarts), len(vstarts)).astype(np.int64)
+        val_offs = np.append(vstarts, n).astype(np.int64)
+        return cls(
+            key[kstarts], tuple(v[vstarts] for v in vals), key_offs, val_offs, u.times, u.diffs, desc, u.kinds
+        )
+
+    @classmethod
+    def empty(cls, kinds: Sequence[str], depth: int, desc: Description | None = None,
+              key_dtype=np.int64, val_dtypes=None) -> "Batch":
+        val_dtypes = val_dtypes if val_dtypes is not None else [np.float64 if k == "f" else np.int64 for k in kinds[1:]]
+        return cls(
+            np.zeros(0, dtype=key_dtype),
+            tuple(np.zeros(0, dtype=dt) for dt in val_dtypes),
+            np.zeros(1, dtype=np.int64),
+            np.zeros(1, dtype=np.int64),
+            np.zeros((0, depth), dtype=np.int64),
+            np.zeros(0, dtype=np.int64),
+            desc if desc is not None else Description.covering(depth),
+            tuple(kinds),
+        )
+
+    # -- shape ----------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.diffs)
+
+    def __repr__(self) -> str:
+        return f"Batch({len(self.keys)} keys, {len(self.val_offs) - 1} values, {len(self)} updates, {self.desc.lower}..{self.desc.upper})"
+
+    @property
+    def depth(self) -> int:
+        return self.times.shape[1]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.keys, self.key_offs, self.val_offs, self.times, self.diffs, *self.vals))
+
+    def flatten(self) -> Updates:
+        """The batch as flat update-level columns (key, *vals), times, diffs, in trie order."""
+        vcounts = np.diff(self.val_offs)
+        kcounts = np.add.reduceat(vcounts, self.key_offs[:-1]) if len(self.keys) else np.zeros(0, dtype=np.int64)
+        key = np.repeat(self.keys, kcounts)
+        vals = tuple(np.repeat(v, vcounts) for v in self.vals)
+        return Updates((key, *vals), self.times, self.diffs, self.kinds)
+
+    # -- merging ----------------------------------------------------------------
+    def merge(self, other: "Batch", frontier: Antichain | None = None) -> "Batch":
+        """Merge with the next batch in time, advancing times by ``frontier`` and consolidating.
+
+        Both inputs are sorted, so the stable sort of their concatenation
+        runs as a single linear merge pass (timsort finds the two runs).
+        Keys whose updates all cancel disappear.
+        """
+        if self.kinds != other.kinds:
+            raise TypeError(f"cannot merge batches with column kinds {self.kinds} and {other.kinds}")
+        a, b = self.flatten(), other.flatten()
+        u = Updates.concat([a, b]) if len(a) and len(b) else (a if len(a) else b)
+        since = self.desc.since.meet(other.desc.since)
+        if frontier is not None and len(frontier):
+            since = frontier
+            u = u.with_times(advance_by(u.times, frontier))
+        desc = Description(self.desc.lower, other.desc.upper, since)
+        return Batch.from_updates(u, desc, runs=True)
+
+    # -- Arrow IPC ----------------------------------------------------------------
+    def to_arrow(self) -> pa.RecordBatch:
+        """The trie as one Arrow record batch of keys with nested value and update lists."""
+        depth = self.depth
+        upd_fields = [pa.array(self.times[:, j]) for j in range(depth)] + [pa.array(self.diffs)]
+        upd_names = [f"t{j}" for j in range(depth)] + ["diff"]
+        updates = pa.StructArray.from_arrays(upd_fields, names=upd_names)
+        upd_lists = pa.ListArray.from_arrays(pa.array(self.val_offs.astype(np.int32) if len(self) < 2**31 else self.val_offs), updates)
+        val_fields = [pa.array(v) for v in self.vals] + [upd_lists]
+        val_names = [f"v{i}" for i in range(len(self.vals))] + ["updates"]
+        values = pa.StructArray.from_arrays(val_fields, names=val_names)
+        val_lists = pa.ListArray.from_arrays(pa.array(self.key_offs.astype(np.int32)), values)
+        meta = {
+            "ddflow.kinds": json.dumps(list(self.kinds)),
+            "ddflow.depth": str(depth),
+            "ddflow.lower": json.dumps([list(t) for t in self.desc.lower]),
+            "ddflow.upper": json.dumps([list(t) for t in self.desc.upper]),
+            "ddflow.since": json.dumps([list(t) for t in self.desc.since]),
+        }
+        schema = pa.schema([pa.field("key", pa.array(self.keys).type), pa.field("values", val_lists.type)], metadata=meta)
+        return pa.RecordBatch.from_arrays([pa.array(self.keys), val_lists], schema=schema)
+
+    @classmethod
+    def from_arrow(cls, rb: pa.RecordBatch) -> "Batch":
+        meta = {k.decode(): v.decode() for k, v in (rb.schema.metadata or {}).items()}
+        depth = int(meta["ddflow.depth"])
+        kinds = tuple(json.loads(meta["ddflow.kinds"]))
+
+        def anti(name: str) -> Antichain:
+            return Antichain(np.array(json.loads(meta[name]), dtype=np.int64).reshape(-1, depth), depth=depth)
+
+        keys = rb.column(0).to_numpy(zero_copy_only=False)
+        val_lists = rb.column(1)
+        key_offs = val_lists.offsets.to_numpy().astype(np.int64)
+        values = val_lists.values
+        nvals = len(values.type) - 1
+        vals = tuple(values.field(i).to_numpy(zero_copy_only=False) for i in range(nvals))
+        upd_lists = values.field(nvals)
+        val_offs = upd_lists.offsets.to_numpy().astype(np.int64)
+        updates = upd_lists.values
+        if len(updates):
+            times = np.stack([updates.field(j).to_numpy(zero_copy_only=False) for j in range(depth)], axis=1)
+        else:
+            times = np.zeros((0, depth), dtype=np.int64)
+        diffs = updates.field(depth).to_numpy(zero_copy_only=False)
+        desc = Description(anti("ddflow.lower"), anti("ddflow.upper"), anti("ddflow.since"))
+        return cls(keys, vals, key_offs, val_offs, times.astype(np.int64), diffs.astype(np.int64), desc, kinds)
+
+    def write_ipc(self, sink: str | BinaryIO) -> None:
+        rb = self.to_arrow()
+        if isinstance(sink, str):
+            with pa.OSFile(sink, "wb") as f, pa.ipc.new_file(f, rb.schema) as w:
+                w.write_batch(rb)
+            return
+        out = pa.BufferOutputStream()
+        with pa.ipc.new_file(out, rb.schema) as w:
+            w.write_batch(rb)
+        sink.write(out.getvalue().to_pybytes())
+
+    @classmethod
+    def read_ipc(cls, source: str | BinaryIO) -> "Batch":
+        if isinstance(source, str):
+            with pa.memory_map(source, "r") as f:
+                return cls.from_arrow(pa.ipc.open_file(f).get_batch(0))
+        return cls.from_arrow(pa.ipc.open_file(pa.py_buffer(source.read())).get_batch(0))

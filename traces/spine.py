@@ -1,0 +1,227 @@
+"""The spine: a log-structured list of batches of geometrically decreasing size.
+
+Merge work is *spread over insertions*.  When two neighbouring batches
+come within a factor of two of each other they become a merge in
+progress; every insertion of ``n`` updates then gives each merge in
+progress ``FUEL * max(n, 1)`` units of work, and a merge advances through
+its key range one slice at a time (slices of both inputs by key are cheap
+views, so a partial merge is real progress).  A merge finishes within the
+insertions that bring about its own size, before its level can be asked
+to merge again, so each update is merged O(log n) times in all and no
+single insertion pays for a large merge.  ``exert`` and ``compact`` let
+an idle caller finish merges early.
+
+Until a merge completes, readers see both of its inputs: cursors read
+every batch of the spine, so a partial merge changes nothing they see.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import numpy as np
+
+from ddflow.lattice import Antichain
+from .batch import Batch, Description
+
+#: Units of merge work (updates) granted per inserted update to each merge in progress.
+FUEL = 8
+#: Merges smaller than this finish at once: slicing them is not worth it.
+EAGER_BELOW = 4096
+
+
+def _slice_keys(b: Batch, lo: int, hi: int) -> Batch:
+    """The sub-trie of keys ``[lo, hi)`` as a batch with the same description."""
+    v0, v1 = int(b.key_offs[lo]), int(b.key_offs[hi])
+    u0, u1 = int(b.val_offs[v0]), int(b.val_offs[v1])
+    return Batch(
+        b.keys[lo:hi],
+        tuple(v[v0:v1] for v in b.vals),
+        b.key_offs[lo : hi + 1] - v0,
+        b.val_offs[v0 : v1 + 1] - u0,
+        b.times[u0:u1],
+        b.diffs[u0:u1],
+        b.desc,
+        b.kinds,
+        check=False,
+    )
+
+
+def _concat_tries(parts: list[Batch], desc: Description, template: Batch) -> Batch:
+    """Concatenate batches covering disjoint, increasing key ranges."""
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return Batch.empty(template.kinds, template.depth, desc, template.keys.dtype, [v.dtype for v in template.vals])
+    if len(parts) == 1:
+        p = parts[0]
+        return Batch(p.keys, p.vals, p.key_offs, p.val_offs, p.times, p.diffs, desc, p.kinds, check=False)
+    vbase = np.cumsum([0] + [len(p.val_offs) - 1 for p in parts])
+    ubase = np.cumsum([0] + [len(p) for p in parts])
+    key_offs = np.concatenate([p.key_offs[:-1] + vbase[i] for i, p in enumerate(parts)] + [[vbase[-1]]])
+    val_offs = np.concatenate([p.val_offs[:-1] + ubase[i] for i, p in enumerate(parts)] + [[ubase[-1]]])
+    return Batch(
+        np.concatenate([p.keys for p in parts]),
+        tuple(np.concatenate([p.vals[j] for p in parts]) for j in range(len(parts[0].vals))),
+        key_offs.astype(np.int64),
+        val_offs.astype(np.int64),
+        np.concatenate([p.times for p in parts]),
+        np.concatenate([p.diffs for p in parts]),
+        desc,
+        parts[0].kinds,
+        check=False,
+    )
+
+
+class Merging:
+    """A merge of two adjacent batches in progress, advanced key range by key range."""
+
+    __slots__ = ("old", "new", "_i", "_j", "_parts", "_frontier", "_starts_old", "_starts_new")
+
+    def __init__(self, old: Batch, new: Batch):
+        self.old, self.new = old, new
+        # First update of each key (plus the end), to cut slices of ~fuel updates.
+        self._starts_old = old.val_offs[old.key_offs]
+        self._starts_new = new.val_offs[new.key_offs]
+        self._i = 0  # next key position in old
+        self._j = 0  # next key position in new
+        self._parts: list[Batch] = []
+        self._frontier: Antichain | None = None
+
+    def __len__(self) -> int:
+        return len(self.old) + len(self.new)
+
+    def batches(self) -> tuple[Batch, Batch]:
+        return self.old, self.new
+
+    def work(self, fuel: int, frontier: Antichain | None) -> tuple[int, Batch | None]:
+        """Spend up to ``fuel`` units; return (fuel left, the result if finished)."""
+        # The frontier only moves forward, so the one in force when a slice
+        # is merged is always valid; the result records the earliest used.
+        if self._frontier is None:
+            self._frontier = frontier
+        old, new = self.old, self.new
+        while fuel > 0 and (self._i < len(old.keys) or self._j < len(new.keys)):
+            # Take about `fuel` updates from the input with more left, and the
+            # matching key range of the other input.
+            i, j = self._i, self._j
+            if len(old.keys) - i >= len(new.keys) - j:
+                hi_i = _advance_keys(self._starts_old, i, fuel)
+                bound = old.keys[hi_i - 1] if hi_i > i else None
+                hi_j = j if bound is None else int(np.searchsorted(new.keys, bound, side="right"))
+            else:
+                hi_j = _advance_keys(self._starts_new, j, fuel)
+                bound = new.keys[hi_j - 1] if hi_j > j else None
+                hi_i = i if bound is None else int(np.searchsorted(old.keys, bound, side="right"))
+            a, b = _slice_keys(old, i, hi_i), _slice_keys(new, j, hi_j)
+            fuel -= len(a) + len(b) + 1
+            self._parts.append(a.merge(b, frontier))
+            self._i, self._j = hi_i, hi_j
+        if self._i >= len(old.keys) and self._j >= len(new.keys):
+            since = self._frontier if self._frontier is not None and len(self._frontier) else old.desc.since.meet(new.desc.since)
+            desc = Description(old.desc.lower, new.desc.upper, since)
+            return fuel, _concat_tries(self._parts, desc, old)
+        return fuel, None
+
+
+def _advance_keys(starts: np.ndarray, start: int, fuel: int) -> int:
+    """Key position after ``start`` covering about ``fuel`` updates (at least one key)."""
+    nkeys = len(starts) - 1
+    hi = int(np.searchsorted(starts, starts[start] + max(fuel, 1), side="left"))
+    return min(max(hi, start + 1), nkeys)
+
+
+Entry = Batch | Merging
+
+
+class Spine:
+    """Batches oldest (largest) first; neighbours within a factor of two are merged with fuel."""
+
+    def __init__(self, kinds: tuple[str, ...], depth: int, frontier: Callable[[], Antichain]):
+        self.kinds = kinds
+        self.depth = depth
+        self._frontier = frontier  # the trace's current logical compaction frontier
+        self.entries: list[Entry] = []
+        self.upper = Antichain.minimum(depth)
+
+    # -- reading ------------------------------------------------------------
+    def batches(self) -> Iterator[Batch]:
+        """Every batch a reader must look at, including both sides of merges in progress."""
+        for e in self.entries:
+            if isinstance(e, Merging):
+                yield e.old
+                yield e.new
+            else:
+                yield e
+
+    def __len__(self) -> int:
+        return sum(len(e) for e in self.entries)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.nbytes for b in self.batches())
+
+    # -- writing ------------------------------------------------------------
+    def insert(self, batch: Batch) -> None:
+        if batch.kinds != self.kinds:
+            raise TypeError(f"batch column kinds {batch.kinds} do not match the trace's {self.kinds}")
+        if batch.depth != self.depth:
+            raise ValueError(f"batch time depth {batch.depth} does not match the trace's {self.depth} (mixed time depths)")
+        if not (self.upper == batch.desc.lower):
+            raise ValueError(f"batch lower {batch.desc.lower} does not continue the trace, whose upper is {self.upper}")
+        self.upper = batch.desc.upper
+        self._fuel(FUEL * max(len(batch), 1))
+        if len(batch):
+            self.entries.append(batch)
+        elif self.entries and isinstance(self.entries[-1], Batch):
+            # An empty batch only extends the previous one's time interval.
+            last = self.entries[-1]
+            self.entries[-1] = Batch(last.keys, last.vals, last.key_offs, last.val_offs, last.times, last.diffs,
+                                     Description(last.desc.lower, batch.desc.upper, last.desc.since), last.kinds, check=False)
+        else:
+            self.entries.append(batch)
+        self._start_merges()
+
+    def _fuel(self, fuel: int) -> None:
+        frontier = self._frontier()
+        for idx, e in enumerate(self.entries):
+            if isinstance(e, Merging):
+                _, done = e.work(fuel, frontier)
+                if done is not None:
+                    self.entries[idx] = done
+
+    def _start_merges(self) -> None:
+        """Pair up the newest neighbours whose sizes are within a factor of two."""
+        changed = True
+        while changed:
+            changed = False
+            for idx in range(len(self.entries) - 1, 0, -1):
+                a, b = self.entries[idx - 1], self.entries[idx]
+                if isinstance(a, Merging) or isinstance(b, Merging):
+                    continue
+                if len(a) <= 2 * len(b):
+                    m = Merging(a, b)
+                    if len(m) < EAGER_BELOW:
+                        _, done = m.work(len(m) + len(a.keys) + len(b.keys) + 2, self._frontier())
+                        self.entries[idx - 1 : idx + 1] = [done]
+                    else:
+                        self.entries[idx - 1 : idx + 1] = [m]
+                    changed = True
+                    break
+
+    def exert(self, fuel: int) -> None:
+        """Spend idle effort on merges in progress."""
+        self._fuel(fuel)
+        self._start_merges()
+
+    def compact(self) -> None:
+        """Finish every merge and merge everything into one batch, advancing all times."""
+        while len(self.entries) > 1 or any(isinstance(e, Merging) for e in self.entries):
+            self.exert(1 << 62)
+            if len(self.entries) > 1 and not any(isinstance(e, Merging) for e in self.entries):
+                a, b = self.entries[-2], self.entries[-1]
+                self.entries[-2:] = [Merging(a, b)]
+        if len(self.entries) == 1 and isinstance(self.entries[0], Batch):
+            b = self.entries[0]
+            f = self._frontier()
+            if len(f) and not (b.desc.since == f):
+                self.entries[0] = b.merge(Batch.empty(b.kinds, b.depth, Description(b.desc.upper, b.desc.upper, b.desc.since),
+                                                      b.keys.dtype, [v.dtype for v in b.vals]), f)

@@ -1,0 +1,234 @@
+"""A trace: a spine shared through reader handles, compacted to the readers' meet.
+
+Each :class:`TraceHandle` holds its own logical compaction frontier: a
+promise that its owner will only ask about accumulations at times beyond
+it.  The trace advances times during merges only to the meet of all live
+handles' frontiers, so a lagging reader holds compaction back and a
+dropped reader releases its hold.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ddflow.lattice import Antichain, MutableAntichain, advance_by, as_time
+from ddflow.updates import Updates, consolidate
+from .batch import Batch, Description, ranges
+from .spine import Spine
+
+
+class Trace:
+    """The updates of an arranged collection: keys (first column), values, times, diffs."""
+
+    def __init__(self, kinds: tuple[str, ...], depth: int, name: str = "trace"):
+        self.name = name
+        self.kinds = tuple(kinds)
+        self.depth = depth
+        self._holds = MutableAntichain(depth)
+        self._since = Antichain.minimum(depth)
+        self.spine = Spine(self.kinds, depth, self.compaction_frontier)
+
+    # -- compaction ------------------------------------------------------------
+    def compaction_frontier(self) -> Antichain:
+        """The meet of live readers' frontiers; with no reader, the last one known."""
+        if self._holds:
+            self._since = self._holds.frontier()
+        return self._since
+
+    def reader(self, frontier: Antichain | None = None) -> "TraceHandle":
+        """A new handle, at ``frontier`` or at the trace's current compaction frontier."""
+        return TraceHandle(self, frontier if frontier is not None else self.compaction_frontier())
+
+    # -- writing ------------------------------------------------------------
+    @property
+    def upper(self) -> Antichain:
+        return self.spine.upper
+
+    def insert(self, batch: Batch) -> None:
+        self.spine.insert(batch)
+
+    def insert_updates(self, u: Updates, upper: Antichain | None = None, consolidated: bool = False) -> Batch:
+        """Seal updates into a batch from the trace's upper to ``upper`` and insert it."""
+        desc = Description(self.spine.upper, upper if upper is not None else Antichain.empty(self.depth),
+                           Antichain.minimum(self.depth))
+        b = Batch.from_updates(u, desc, consolidated=consolidated)
+        self.spine.insert(b)
+        return b
+
+    def compact(self) -> None:
+        """Merge all batches into one, advancing times to the compaction frontier."""
+        self.spine.compact()
+
+    def exert(self, fuel: int = 1 << 16) -> None:
+        self.spine.exert(fuel)
+
+    # -- reading ------------------------------------------------------------
+    def __len__(self) -> int:
+        """Updates held, across all batches (the measure of state size)."""
+        return len(self.spine)
+
+    @property
+    def nbytes(self) -> int:
+        return self.spine.nbytes
+
+    def seek(self, keys: np.ndarray) -> tuple[np.ndarray, Updates]:
+        return seek(list(self.spine.batches()), keys, self.kinds, self.depth)
+
+    def cursor(self, keys: np.ndarray | None = None) -> "Cursor":
+        return Cursor(self, keys)
+
+    def contents(self, time: Any) -> dict[tuple, int]:
+        """Every (key, *val) accumulated at ``time`` (all of it: for tests and small traces)."""
+        return self.cursor().accumulate(time)
+
+
+class TraceHandle:
+    """A reader of a shared trace with its own logical compaction frontier."""
+
+    def __init__(self, trace: Trace, frontier: Antichain):
+        self.trace = trace
+        self._frontier = frontier
+        self._live = True
+        for t in frontier:
+            trace._holds.update(t, +1)
+
+    @property
+    def frontier(self) -> Antichain:
+        return self._frontier
+
+    def set_logical_compaction(self, frontier: Antichain) -> None:
+        """Promise to read only at times beyond ``frontier``; it may only advance."""
+        self._check_live()
+        if frontier.depth != self.trace.depth:
+            raise ValueError(f"{self.trace.name}: frontier depth {frontier.depth}, trace depth {self.trace.depth} (mixed time depths)")
+        if not self._frontier.dominates(frontier):
+            raise ValueError(f"{self.trace.name}: compaction frontier may not go backwards, from {self._frontier} to {frontier}")
+        if frontier == self._frontier:
+            return
+        for t in frontier:
+            self.trace._holds.update(t, +1)
+        for t in self._frontier:
+            self.trace._holds.update(t, -1)
+        self._frontier = frontier
+
+    def drop(self) -> None:
+        """Release this reader's hold on compaction."""
+        if self._live:
+            # Remember the meet before the last hold goes, so compaction never regresses.
+            self.trace.compaction_frontier()
+            for t in self._frontier:
+                self.trace._holds.update(t, -1)
+            self._live = False
+
+    close = drop
+
+    def __enter__(self) -> "TraceHandle":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.drop()
+
+    def _check_live(self) -> None:
+        if not self._live:
+            raise ValueError(f"{self.trace.name}: this reader handle was dropped")
+
+    def cursor(self, keys: np.ndarray | None = None) -> "Cursor":
+        self._check_live()
+        return self.trace.cursor(keys)
+
+    def seek(self, keys: np.ndarray) -> tuple[np.ndarray, Updates]:
+        self._check_live()
+        return self.trace.seek(keys)
+
+
+def seek(batches: list[Batch], keys: np.ndarray, kinds: tuple[str, ...], depth: int) -> tuple[np.ndarray, Updates]:
+    """Every update of the sorted unique ``keys`` in ``batches``, and for each the index of its key.
+
+    One vectorized ``searchsorted`` per batch; the result is grouped by
+    batch, not sorted (callers consolidate when they need order).
+    """
+    qparts: list[np.ndarray] = []
+    uparts: list[Updates] = []
+    for b in batches:
+        if not len(b.keys) or not len(keys):
+            continue
+        pos = np.searchsorted(b.keys, keys)
+        np.minimum(pos, len(b.keys) - 1, out=pos)
+        hit = b.keys[pos] == keys
+        if not hit.any():
+            continue
+        kpos = pos[hit]
+        q = np.flatnonzero(hit)
+        v0, v1 = b.key_offs[kpos], b.key_offs[kpos + 1]
+        vrows = ranges(v0, v1)
+        u0, u1 = b.val_offs[vrows], b.val_offs[vrows + 1]
+        ucount = u1 - u0
+        urows = ranges(u0, u1)
+        qu = np.repeat(np.repeat(q, v1 - v0), ucount)
+        vals = tuple(np.repeat(v[vrows], ucount) for v in b.vals)
+        qparts.append(qu)
+        uparts.append(Updates((keys[qu], *vals), b.times[urows], b.diffs[urows], b.kinds))
+    if not uparts:
+        return np.zeros(0, dtype=np.int64), Updates.empty(kinds, depth)
+    return np.concatenate(qparts), Updates.concat(uparts)
+
+
+class Cursor:
+    """A consolidated view of some keys of a trace: keys, their values and (time, diff) histories."""
+
+    def __init__(self, trace: Trace, keys: np.ndarray | None = None):
+        batches = list(trace.spine.batches())
+        if keys is None:
+            parts = [b.flatten() for b in batches]
+            u = Updates.concat(parts) if parts else Updates.empty(trace.kinds, trace.depth)
+        else:
+            keys = np.unique(np.asarray(keys))
+            _, u = seek(batches, keys, trace.kinds, trace.depth)
+        self.batch = Batch.from_updates(consolidate(u), Description.covering(trace.depth), consolidated=True)
+
+    def keys(self) -> np.ndarray:
+        return self.batch.keys
+
+    def _key_pos(self, key: Any) -> int | None:
+        b = self.batch
+        p = int(np.searchsorted(b.keys, key))
+        return p if p < len(b.keys) and b.keys[p] == key else None
+
+    def values(self, key: Any) -> list[tuple]:
+        p = self._key_pos(key)
+        if p is None:
+            return []
+        b = self.batch
+        lo, hi = b.key_offs[p], b.key_offs[p + 1]
+        return [tuple(v[i].item() for v in b.vals) for i in range(lo, hi)]
+
+    def history(self, key: Any, val: tuple = ()) -> list[tuple[tuple[int, ...], int]]:
+        """The (time, diff) list of one key and value, in time order."""
+        p = self._key_pos(key)
+        if p is None:
+            return []
+        b = self.batch
+        for i in range(b.key_offs[p], b.key_offs[p + 1]):
+            if tuple(v[i].item() for v in b.vals) == tuple(val):
+                lo, hi = b.val_offs[i], b.val_offs[i + 1]
+                return [(tuple(b.times[j].tolist()), int(b.diffs[j])) for j in range(lo, hi)]
+        return []
+
+    def accumulate(self, time: Any, key: Any = None) -> dict[tuple, int]:
+        """(key, *val) -> multiplicity accumulated at ``time`` (optionally for one key)."""
+        b = self.batch
+        t = as_time(time, b.depth)
+        u = b.flatten()
+        mask = np.all(u.times <= t, axis=1)
+        if key is not None:
+            mask &= u.cols[0] == key
+        sel = u.take(np.flatnonzero(mask)).with_times(np.zeros((int(mask.sum()), b.depth), dtype=np.int64))
+        acc = consolidate(sel)
+        rows = zip(*(c.tolist() for c in acc.cols))
+        return {tuple(r): d for r, d in zip(rows, acc.diffs.tolist())}
+
+
+def advance_updates(u: Updates, frontier: Antichain) -> Updates:
+    """Advance every time of ``u`` by ``frontier`` and consolidate (what merges do)."""
+    return consolidate(u.with_times(advance_by(u.times, frontier)))
