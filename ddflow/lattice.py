@@ -99,7 +99,15 @@ class Antichain:
     __slots__ = ("_elements", "depth")
 
     def __init__(self, elements: Iterable[TimeLike] | np.ndarray = (), depth: int | None = None):
-        arr = np.asarray(list(elements) if not isinstance(elements, np.ndarray) else elements, dtype=np.int64)
+        if isinstance(elements, np.ndarray):
+            arr = np.asarray(elements, dtype=np.int64)
+        else:
+            elements = list(elements)
+            try:
+                arr = np.asarray(elements, dtype=np.int64)
+            except ValueError:
+                lens = sorted({len(np.atleast_1d(e)) for e in elements})
+                raise ValueError(f"mixed time depths in an Antichain: elements of depths {lens}") from None
         if arr.size == 0:
             if depth is None:
                 raise ValueError("an empty Antichain needs an explicit depth")
@@ -241,10 +249,10 @@ def advance_by(times: np.ndarray, frontier: Antichain) -> np.ndarray:
     empty frontier leaves times as they are (no future time exists).
     """
     times = np.asarray(times, dtype=np.int64)
+    if times.ndim != 2 or times.shape[1] != frontier.depth:
+        raise ValueError(f"mixed time depths: times of shape {times.shape}, frontier depth {frontier.depth}")
     if len(frontier) == 0 or len(times) == 0:
         return times
-    if times.shape[1] != frontier.depth:
-        raise ValueError(f"mixed time depths: times have depth {times.shape[1]}, frontier depth {frontier.depth}")
     elems = frontier.elements
     out = np.maximum(times, elems[0])
     for f in elems[1:]:

@@ -163,6 +163,12 @@ def encode_column(values: Sequence[Any], kind: str, interner: Interner, where: s
     """Values as an internal column of ``kind``; TypeError naming ``where`` if they do not fit."""
     if kind == "o":
         return interner.encode(values, where)
+    # numpy would quietly parse "5" or truncate 1.5 into an int column: check types first.
+    ok = _KIND_TYPES[kind]
+    for v in values:
+        if not isinstance(v, ok) or (kind != "b" and isinstance(v, (bool, np.bool_))) \
+                or (kind == "i" and isinstance(v, (float, np.floating))):
+            raise TypeError(f"{where}: {v!r} of type {type(v).__name__} in {_KIND_ARTICLE[kind]} column")
     try:
         if kind == "f":
             arr = np.array(values, dtype=np.float64)
@@ -170,15 +176,18 @@ def encode_column(values: Sequence[Any], kind: str, interner: Interner, where: s
             arr = np.array(values, dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
         raise TypeError(f"{where}: values do not fit column kind {kind!r} ({_KIND_NAMES[kind]})") from None
-    if kind == "i" and len(values) and any(type(v) is float or type(v) is bool for v in values):
-        bad = next(v for v in values if type(v) is float or type(v) is bool)
-        raise TypeError(f"{where}: {bad!r} in an int column")
     if kind == "b" and len(arr) and not np.isin(arr, (0, 1)).all():
         raise TypeError(f"{where}: non-bool value in a bool column")
     return arr
 
 
 _KIND_NAMES = {"i": "int64", "f": "float64", "b": "bool", "o": "object"}
+_KIND_ARTICLE = {"i": "an int", "f": "a float", "b": "a bool"}
+_KIND_TYPES = {
+    "i": (int, np.integer),
+    "f": (int, float, np.integer, np.floating),
+    "b": (bool, np.bool_, int, np.integer),
+}
 
 
 def check_diffs(diffs: Any, n: int, where: str) -> np.ndarray:
@@ -188,6 +197,8 @@ def check_diffs(diffs: Any, n: int, where: str) -> np.ndarray:
         arr = np.full(n, arr)
     if arr.shape != (n,):
         raise ValueError(f"{where}: {arr.shape[0] if arr.ndim else 0} diffs for {n} records")
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)  # np.asarray([]) is float64, but there is no bad diff
     if arr.dtype.kind == "b" or arr.dtype.kind not in "iu":
         if arr.dtype.kind == "O" and all(type(d) is int for d in arr.tolist()):
             return arr.astype(np.int64)
@@ -253,7 +264,8 @@ def from_arrow(
     """A batch from an Arrow table: record fields from ``columns``, times and diffs from columns or arrays."""
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
-    names = list(columns) if columns is not None else [c for c in table.column_names if c not in (time, diff)]
+    named = {x for x in (time, diff) if isinstance(x, str)}
+    names = list(columns) if columns is not None else [c for c in table.column_names if c not in named]
     for nm in names:
         if nm not in table.column_names:
             raise ValueError(f"{where}: no column {nm!r} in {table.column_names}")
@@ -267,7 +279,7 @@ def from_arrow(
         if k == "o":
             arr = interner.encode_arrow(col, f"{where} column {nm!r}")
         else:
-            if arrow_kind(col.type) == "o":
+            if arrow_kind(col.type) == "o" or (k in "ib" and arrow_kind(col.type) == "f"):
                 raise TypeError(f"{where}: column {nm!r} has Arrow type {col.type}, expected {_KIND_NAMES[k]}")
             if col.null_count:
                 raise TypeError(f"{where}: column {nm!r} has nulls; numeric fields cannot be null")
@@ -281,7 +293,9 @@ def from_arrow(
         raise ValueError(f"{where}: from_arrow needs a time column or array")
     if isinstance(time, str):
         tcol = table.column(time)
-        if pa.types.is_timestamp(tcol.type):
+        if tcol.null_count:
+            raise TypeError(f"{where}: time column {time!r} has nulls")
+        if pa.types.is_timestamp(tcol.type) or pa.types.is_date(tcol.type):
             tcol = tcol.cast(pa.int64())
         t = tcol.to_numpy().astype(np.int64).reshape(-1, 1)
     else:
@@ -364,7 +378,12 @@ def group_starts(sorted_cols: Sequence[np.ndarray], packed: np.ndarray | None = 
         n = len(sorted_cols[0]) if sorted_cols else 0
         change = np.zeros(max(n - 1, 0), dtype=bool)
         for c in sorted_cols:
-            change |= c[1:] != c[:-1]
+            ne = c[1:] != c[:-1]
+            if c.dtype.kind == "f":
+                # NaN != NaN, but the sort puts all NaNs together: they are one value.
+                nan = np.isnan(c)
+                ne &= ~(nan[1:] & nan[:-1])
+            change |= ne
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     return np.concatenate(([0], np.flatnonzero(change) + 1)).astype(np.int64)

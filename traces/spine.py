@@ -165,9 +165,11 @@ class Spine:
             raise TypeError(f"batch column kinds {batch.kinds} do not match the trace's {self.kinds}")
         if batch.depth != self.depth:
             raise ValueError(f"batch time depth {batch.depth} does not match the trace's {self.depth} (mixed time depths)")
-        if not (self.upper == batch.desc.lower):
-            raise ValueError(f"batch lower {batch.desc.lower} does not continue the trace, whose upper is {self.upper}")
-        self.upper = batch.desc.upper
+        untiled = not len(batch.desc.upper) and batch.desc.lower == Antichain.minimum(self.depth)
+        if not untiled:
+            if not (self.upper == batch.desc.lower):
+                raise ValueError(f"batch lower {batch.desc.lower} does not continue the trace, whose upper is {self.upper}")
+            self.upper = batch.desc.upper
         self._fuel(FUEL * max(len(batch), 1))
         if len(batch):
             self.entries.append(batch)

@@ -50,8 +50,11 @@ class Trace:
 
     def insert_updates(self, u: Updates, upper: Antichain | None = None, consolidated: bool = False) -> Batch:
         """Seal updates into a batch from the trace's upper to ``upper`` and insert it."""
-        desc = Description(self.spine.upper, upper if upper is not None else Antichain.empty(self.depth),
-                           Antichain.minimum(self.depth))
+        if upper is None:
+            # Untiled: the batch may hold any times (a dataflow inserts updates as they arrive).
+            desc = Description.covering(self.depth)
+        else:
+            desc = Description(self.spine.upper, upper, Antichain.minimum(self.depth))
         b = Batch.from_updates(u, desc, consolidated=consolidated)
         self.spine.insert(b)
         return b

@@ -1,0 +1,213 @@
+"""The dataflow: inputs, the frontier, and running everything that is complete."""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ddflow.arrange import compaction_frontier
+from ddflow.collection import Collection
+from ddflow.errors import DataflowError, FrontierError
+from ddflow.interner import Interner
+from ddflow.lattice import as_times
+from ddflow.node import IterativeScope, Node, Scope
+from ddflow.updates import Updates, check_diffs, encode_column, from_arrow, from_rows
+
+INT64_MAX = np.iinfo(np.int64).max
+
+
+class InputNode(Node):
+    """Holds submitted updates until the frontier passes their times."""
+
+    def __init__(self, scope: Scope, name: str):
+        super().__init__(scope, name, n_inputs=1)
+
+    def step(self, bound: np.ndarray) -> None:
+        q = self.queues[0]
+        if not q:
+            return
+        u = Updates.concat(q)
+        ready = np.all(u.times < bound, axis=1)
+        self.queues[0] = [u.take(np.flatnonzero(~ready))] if not ready.all() else []
+        if ready.any():
+            self.emit(u.take(np.flatnonzero(ready)))
+
+
+class InputHandle:
+    """Feeds updates into one input collection, each at its own data time."""
+
+    def __init__(self, flow: "Dataflow", node: InputNode, kinds: Sequence[str] | None):
+        self.flow = flow
+        self.node = node
+        self.name = node.name
+        self.kinds: tuple[str, ...] | None = tuple(kinds) if kinds is not None else None
+        self._upsert: dict[Any, tuple[tuple, int]] = {}
+
+    def __repr__(self) -> str:
+        return f"<InputHandle {self.name}>"
+
+    def insert(self, row: tuple, time: int | None = None) -> None:
+        self.update([row], self.flow.frontier if time is None else time, 1)
+
+    def remove(self, row: tuple, time: int | None = None) -> None:
+        self.update([row], self.flow.frontier if time is None else time, -1)
+
+    def upsert(self, row: tuple, time: int | None = None) -> None:
+        """Set the record for ``row[0]`` to ``row``, retracting the previous one for that key."""
+        t = self.flow.frontier if time is None else time
+        if not isinstance(row, tuple) or not row:
+            raise TypeError(f"collection {self.name!r}: upsert needs a non-empty tuple, got {row!r}")
+        prev = self._upsert.get(row[0])
+        if prev is not None and t < prev[1]:
+            raise FrontierError(f"collection {self.name!r}: upsert for key {row[0]!r} at time {t} is before its previous upsert at {prev[1]}")
+        rows = ([prev[0]] if prev is not None else []) + [row]
+        self.update(rows, t, [-1] * (len(rows) - 1) + [1])
+        self._upsert[row[0]] = (row, t)
+
+    def update(self, rows: Any, times: Any = None, diffs: Any = 1) -> None:
+        """Many updates at once: rows as tuples, an Arrow table/record batch, or a dict of numpy columns.
+
+        ``times``: one time for all, an array, or (Arrow/dict) a column name.
+        ``diffs``: +1 by default, an int, an array, or a column name.
+        Validated in full before anything is applied.
+        """
+        flow = self.flow
+        where = f"collection {self.name!r}"
+        if flow.closed:
+            raise DataflowError(f"{where}: the dataflow is closed; no more updates")
+        if times is None:
+            times = flow.frontier
+        if isinstance(rows, dict):
+            rows = pa.table({str(k): v for k, v in rows.items()})
+        if isinstance(rows, (pa.Table, pa.RecordBatch)):
+            tcol = times if isinstance(times, str) else None
+            dcol = diffs if isinstance(diffs, str) else None
+            cols = [c for c in rows.schema.names if c not in (tcol, dcol)]
+            n = rows.num_rows
+            t = times if isinstance(times, str) else _times_for(times, n)
+            d = diffs if isinstance(diffs, str) else check_diffs(diffs, n, where)
+            u = from_arrow(rows, flow.interner, cols, t, d, kinds=self.kinds, where=where)
+        else:
+            rows = list(rows)
+            u = from_rows(rows, _times_for(times, len(rows)), diffs, flow.interner, kinds=self.kinds, where=where)
+        if u.depth != 1:
+            raise ValueError(f"{where}: input times are integers (depth 1), got depth {u.depth}")
+        if len(u) and int(u.times.min()) < flow.frontier:
+            bad = int(u.times.min())
+            raise FrontierError(f"{where}: update at time {bad} is before the frontier {flow.frontier}; "
+                                "times before the frontier are final")
+        if self.kinds is None:
+            self.kinds = u.kinds
+        self.node.push(0, u)
+
+    @property
+    def frontier(self) -> int:
+        return self.flow.frontier
+
+
+def _times_for(times: Any, n: int) -> np.ndarray:
+    t = np.asarray(times)
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"times must be integers, got {t.dtype}")
+    return np.full(n, int(t), dtype=np.int64) if t.ndim == 0 else t.astype(np.int64)
+
+
+class Dataflow:
+    """A single-process dataflow: build it with collections, then feed, advance and run."""
+
+    def __init__(self, workers: int = 1):
+        if workers != 1:
+            raise ValueError("Dataflow(workers=W) with W > 1 is not available in this version; use workers=1")
+        self.workers = workers
+        self.interner = Interner()
+        self.top = Scope(self, 1)
+        self.inputs: list[InputHandle] = []
+        self.frontier = 0
+        self.completed = 0
+        self.closed = False
+        self._running = False
+        self._failed: BaseException | None = None
+        self._ids = itertools.count()
+        self._graph_version = 0
+
+    # -- building ----------------------------------------------------------------
+    def _fresh(self, base: str) -> str:
+        return f"{base}#{next(self._ids)}"
+
+    def _check_building(self) -> None:
+        if self._failed is not None:
+            raise DataflowError(f"the dataflow failed earlier and cannot be extended: {self._failed}")
+
+    def new_collection(self, name: str | None = None, schema: Sequence[str] | None = None) -> tuple[InputHandle, Collection]:
+        """An input: its handle for updates and the collection it feeds.
+
+        ``schema``: optional column kinds (``"i"`` int, ``"f"`` float, ``"b"`` bool,
+        ``"o"`` any hashable object); otherwise fixed by the first update.
+        """
+        node = InputNode(self.top, name or self._fresh("input"))
+        handle = InputHandle(self, node, schema)
+        self.inputs.append(handle)
+        return handle, Collection(node)
+
+    def iterative(self, name: str | None = None, max_iterations: int | None = None) -> IterativeScope:
+        """A top-level loop scope for ``Variable``s (mutual recursion)."""
+        return IterativeScope(self.top, name or self._fresh("iterative"), max_iterations)
+
+    # -- running ------------------------------------------------------------------
+    def advance_to(self, time: int) -> None:
+        """No further updates at times before ``time`` on any input."""
+        time = int(time)
+        if time < self.frontier:
+            raise FrontierError(f"advance_to({time}) would move the frontier backwards from {self.frontier}")
+        self.frontier = time
+
+    def run(self) -> None:
+        """Process everything before the frontier; returns when all of it is final everywhere."""
+        if self._failed is not None:
+            raise DataflowError(f"the dataflow failed earlier: {self._failed}")
+        bound = np.array([self.frontier], dtype=np.int64)
+        try:
+            self.top.step(bound)
+        except BaseException as e:
+            self._failed = e
+            raise
+        self.completed = self.frontier
+        for node in self.top.all_nodes():
+            for h in node.trace_handles():
+                h.set_logical_compaction(compaction_frontier(self.frontier, h.trace.depth))
+
+    def close(self) -> None:
+        """No more input: retire everything and refuse further updates."""
+        self.advance_to(INT64_MAX)
+        self.run()
+        self.closed = True
+
+    # -- state ------------------------------------------------------------------
+    def trace_size(self) -> int:
+        """Updates held in all traces (arrangements and reduce outputs)."""
+        return sum(len(h.trace) for n in self.top.all_nodes() for h in n.trace_handles())
+
+    def trace_bytes(self) -> int:
+        return sum(h.trace.nbytes for n in self.top.all_nodes() for h in n.trace_handles())
+
+    def coerce(self, u: Updates, kinds: tuple[str, ...], where: str) -> Updates:
+        """Bring a batch to the column kinds a node already emits (int -> float, anything -> object)."""
+        if len(kinds) != u.arity:
+            raise ValueError(f"operator {where!r}: records have {u.arity} fields, earlier ones had {len(kinds)}")
+        cols = []
+        for i, (c, have, want) in enumerate(zip(u.cols, u.kinds, kinds)):
+            if have == want:
+                cols.append(c)
+            elif want == "f" and have == "i":
+                cols.append(c.astype(np.float64))
+            elif want == "o":
+                vals = Updates((c,), u.times, u.diffs, (have,)).decoded_columns(self.interner)[0].tolist()
+                cols.append(encode_column(vals, "o", self.interner, f"operator {where!r} field {i}"))
+            else:
+                raise TypeError(f"operator {where!r}: field {i} was {_KIND[want]} and is now {_KIND[have]}")
+        return Updates(tuple(cols), u.times, u.diffs, tuple(kinds))
+
+
+_KIND = {"i": "int", "f": "float", "b": "bool", "o": "object"}
