@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m ddflow.demo
+	$(PY) -m ddflow.streaming.demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q tests

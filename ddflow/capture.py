@@ -40,7 +40,7 @@ class Capture:
     @property
     def frontier(self) -> int:
         """Every time before this is complete: its output is final."""
-        return self._node.flow.frontier
+        return self._node.flow.completed
 
     def updates(self) -> Updates:
         node = self._node
@@ -63,6 +63,12 @@ class Capture:
 
     def to_pandas(self, names: list[str] | None = None):
         return self.to_arrow(names).to_pandas()
+
+    def take(self) -> Updates:
+        """The raw columnar output updates since the last take/drain, and forget them (cheap)."""
+        u = self.updates()
+        self._node.parts = []
+        return u
 
     def drain(self) -> list[tuple[tuple, Any, int]]:
         out = self.changes()
@@ -90,7 +96,7 @@ class Probe:
 
     @property
     def frontier(self) -> int:
-        return self._flow.frontier
+        return self._flow.completed
 
     def done(self, time: int) -> bool:
-        return time < self._flow.frontier
+        return time < self._flow.completed

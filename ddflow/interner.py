@@ -18,11 +18,14 @@ import pyarrow.compute as pc
 class Interner:
     """Two-way map between hashable Python values and int64 codes."""
 
-    __slots__ = ("_codes", "_values")
+    __slots__ = ("_codes", "_values", "_decoded", "_decoded_n")
 
     def __init__(self, values: Iterable[Any] = ()):
         self._codes: dict[Any, int] = {}
         self._values: list[Any] = []
+        # Object array of the values for decode, grown by doubling as codes are added.
+        self._decoded = np.empty(0, dtype=object)
+        self._decoded_n = 0
         for v in values:
             self.code(v)
 
@@ -77,9 +80,16 @@ class Interner:
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
         """Values for codes, as an object array."""
-        vals = np.empty(len(self._values), dtype=object)
-        vals[:] = self._values if self._values else []
-        return vals[np.asarray(codes, dtype=np.int64)]
+        n = len(self._values)
+        if self._decoded_n != n:
+            arr, done = self._decoded, self._decoded_n
+            if len(arr) < n:
+                arr = np.empty(max(n, 2 * len(arr)), dtype=object)
+                arr[:done] = self._decoded[:done]
+            for i in range(done, n):  # element by element: tuples must stay objects
+                arr[i] = self._values[i]
+            self._decoded, self._decoded_n = arr, n
+        return self._decoded[:n][np.asarray(codes, dtype=np.int64)]
 
     def value(self, code: int) -> Any:
         return self._values[code]

@@ -77,6 +77,8 @@ def minimal(times: np.ndarray) -> np.ndarray:
     times = np.asarray(times, dtype=np.int64)
     if len(times) == 0:
         return times.reshape(0, times.shape[1] if times.ndim == 2 else 1)
+    if len(times) == 1:
+        return times.copy()
     if times.shape[1] == 1:
         return times[[int(np.argmin(times[:, 0]))]]
     uniq = np.unique(times, axis=0)  # lexicographic order
@@ -86,6 +88,10 @@ def minimal(times: np.ndarray) -> np.ndarray:
         if not any(np.all(k <= t) for k in keep):
             keep.append(t)
     return np.array(keep, dtype=np.int64)
+
+
+_MINIMUM: dict[int, "Antichain"] = {}
+_EMPTY: dict[int, "Antichain"] = {}
 
 
 class Antichain:
@@ -125,12 +131,18 @@ class Antichain:
 
     @classmethod
     def minimum(cls, depth: int) -> "Antichain":
-        """The frontier of all times: the single all-zeros time."""
-        return cls(np.zeros((1, depth), dtype=np.int64))
+        """The frontier of all times: the single all-zeros time (shared: antichains are immutable)."""
+        a = _MINIMUM.get(depth)
+        if a is None:
+            a = _MINIMUM[depth] = cls(np.zeros((1, depth), dtype=np.int64))
+        return a
 
     @classmethod
     def empty(cls, depth: int) -> "Antichain":
-        return cls((), depth=depth)
+        a = _EMPTY.get(depth)
+        if a is None:
+            a = _EMPTY[depth] = cls((), depth=depth)
+        return a
 
     @property
     def elements(self) -> np.ndarray:
@@ -169,6 +181,8 @@ class Antichain:
     def less_equal_many(self, times: np.ndarray) -> np.ndarray:
         """Vectorized ``less_equal`` over an ``(n, depth)`` array."""
         times = as_times(times, self.depth)
+        if self.depth == 1 and len(self._elements):
+            return times[:, 0] >= self._elements[0, 0]
         out = np.zeros(len(times), dtype=bool)
         for e in self._elements:
             out |= np.all(times >= e, axis=1)

@@ -22,6 +22,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ddflow.arrange import ArrangeNode
+from ddflow.errors import DataflowError
+from ddflow.reduce_loop import scalar_loop
 from ddflow.lattice import lex_order
 from ddflow.node import Node, Scope, ready_mask
 from ddflow.traces import Trace, TraceHandle
@@ -195,7 +197,14 @@ class ReduceNode(Node):
         self.source = source
         self.logic = logic
         source.connect(self, 0)
-        self.vectorized = logic.scalar and scope.depth == 1
+        # total: depth-1 scalar kernel; loop: depth-2 scalar kernel (reduce_loop); general: per key.
+        if logic.scalar and scope.depth == 1:
+            self.mode = "total"
+        elif logic.scalar and scope.depth == 2:
+            self.mode = "loop"
+        else:
+            self.mode = "general"
+        self.pending_rows: Updates | None = None  # loop mode: seeds for later rounds, by group
         self.out_trace: Trace | None = None
         self.out_handle: TraceHandle | None = None
         self.pending_keys: np.ndarray | None = None
@@ -207,6 +216,8 @@ class ReduceNode(Node):
     def work_times(self):
         yield from super().work_times()
         yield self.pending_times
+        if self.pending_rows is not None:
+            yield self.pending_rows.times
 
     def step(self, bound: np.ndarray) -> None:
         q = self.queues[0]
@@ -219,6 +230,9 @@ class ReduceNode(Node):
                 new = new.take(np.flatnonzero(ok))
             if not len(new):
                 new = None
+        if self.mode == "loop":
+            self._step_loop(new, bound)
+            return
         pk, pt = None, None
         if len(self.pending_times):
             ok = ready_mask(self.pending_times, bound)
@@ -229,7 +243,7 @@ class ReduceNode(Node):
             return
         if new is not None and new.arity < (2 if isinstance(self.logic, (SumLogic, ExtremeLogic)) else 1):
             raise ValueError(f"{self.logic.name} {self.name!r}: records need a key and a value field, got {new.arity} field(s)")
-        if self.vectorized:
+        if self.mode == "total":
             self.emit(self._step_total(new))
         else:
             self._step_general(new, pk, pt, bound)
@@ -239,6 +253,9 @@ class ReduceNode(Node):
         trace = self.source.trace
         logic = self.logic
         new = consolidate(new)  # sorted by (record, time)
+        if not logic.by_row:
+            # Grouped by key: the running state must advance in time order within each key.
+            new = new.take(np.lexsort((new.times[:, 0], new.cols[0])))
         gcols = list(new.cols) if logic.by_row else [new.cols[0]]
         starts = group_starts(gcols)
         # State before this step: the trace already holds the new updates, so subtract them.
@@ -276,6 +293,62 @@ class ReduceNode(Node):
         # A (group, time) whose value did not change cancels here.
         return consolidate(Updates.concat(parts))
 
+    # -- depth 2 (a top-level loop), scalar reductions: vectorized ----------------------
+    def _step_loop(self, new: Updates | None, bound: np.ndarray) -> None:
+        logic = self.logic
+        pend = None
+        if self.pending_rows is not None:
+            ok = ready_mask(self.pending_rows.times, bound)
+            if ok.any():
+                pend = self.pending_rows.take(np.flatnonzero(ok))
+                rest = self.pending_rows.take(np.flatnonzero(~ok))
+                self.pending_rows = rest if len(rest) else None
+        if new is None and pend is None:
+            return
+        trace = self.source.trace
+        ng = len(trace.kinds) if logic.by_row else 1
+        gk = trace.kinds[:ng]
+        seeds = []
+        if new is not None:
+            if logic.name == "sum" and new.arity < 2:
+                raise ValueError(f"sum {self.name!r}: records need a key and a value field, got {new.arity} field(s)")
+            seeds.append(Updates(tuple(new.cols[:ng]), new.times, new.diffs, gk))
+        if pend is not None:
+            seeds.append(pend)
+        seeds_u = Updates.concat(seeds)
+        r = int(bound[-1]) - 1
+        if (seeds_u.times[:, 1] != r).any():
+            raise DataflowError(f"reduce {self.name!r}: internal error, seeds at iterations other than the current round {r}")
+        groups = consolidate(Updates(seeds_u.cols, np.zeros((len(seeds_u), 1), dtype=np.int64),
+                                     np.ones(len(seeds_u), dtype=np.int64), gk)).cols
+        seed_gid = lookup_rows(list(groups), list(seeds_u.cols))
+        keys = np.unique(groups[0])
+        _, hist = trace.seek(keys)
+        in_gid = lookup_rows(list(groups), list(hist.cols[:ng]))
+        keep = np.flatnonzero(in_gid >= 0)
+        hist, in_gid = hist.take(keep), in_gid[keep]
+        weights = (hist.cols[1] * hist.diffs) if logic.name == "sum" else None
+        out_kinds = logic.out_kinds(trace.kinds)
+        if self.out_trace is not None:
+            _, oh = self.out_trace.seek(keys)
+            out_gid = lookup_rows(list(groups), list(oh.cols[:ng]))
+            keep = np.flatnonzero(out_gid >= 0)
+            oh, out_gid = oh.take(keep), out_gid[keep]
+        else:
+            oh, out_gid = Updates.empty(out_kinds, 2), np.zeros(0, dtype=np.int64)
+        emitted, p_gid, p_times = scalar_loop(list(groups), seed_gid, seeds_u.times[:, 0], in_gid, hist.times,
+                                              hist.diffs, weights, out_gid, oh, logic, out_kinds, r)
+        if len(p_gid):
+            p = Updates(tuple(g[p_gid] for g in groups), p_times, np.ones(len(p_gid), dtype=np.int64), gk)
+            allp = Updates.concat([self.pending_rows, p]) if self.pending_rows is not None else p
+            self.pending_rows = _dedupe(allp)
+        if len(emitted):
+            if self.out_trace is None:
+                self.out_trace = Trace(emitted.kinds, 2, name=f"{self.name}.output")
+                self.out_handle = self.out_trace.reader()
+            self.out_trace.insert_updates(emitted, consolidated=True)
+            self.emit(emitted)
+
     # -- any depth, any reduction ----------------------------------------------------------
     def _step_general(self, new: Updates | None, pk: np.ndarray | None, pt: np.ndarray | None,
                       bound: np.ndarray) -> None:
@@ -296,9 +369,9 @@ class ReduceNode(Node):
         in_kinds = trace.kinds
         decode = not logic.raw
         # Values as Python tuples: internal numbers for built-ins, decoded for user functions.
-        in_vals = _rows(inp.cols[1:], in_kinds[1:], flow.interner, decode)
+        in_vals = _rows(inp.cols[1:], in_kinds[1:], flow.interner, decode, len(inp))
         in_key_py = _rows((keys,), in_kinds[:1], flow.interner, decode)
-        out_vals = _rows(outp.cols[1:], outp.kinds[1:], flow.interner, decode) if outp is not None else []
+        out_vals = _rows(outp.cols[1:], outp.kinds[1:], flow.interner, decode, len(outp)) if outp is not None else []
 
         in_o, in_b = _group(in_q, len(keys))
         out_o, out_b = _group(out_q, len(keys))
@@ -400,9 +473,9 @@ def _sort_key(item: tuple[tuple, int]) -> tuple:
         return (1, repr(item[0]))
 
 
-def _rows(cols: Sequence[np.ndarray], kinds: Sequence[str], interner, decode: bool) -> list[tuple]:
+def _rows(cols: Sequence[np.ndarray], kinds: Sequence[str], interner, decode: bool, n: int = 0) -> list[tuple]:
     if not len(cols):
-        return []
+        return [()] * n  # records that are only a key: every value is the empty tuple
     lists = []
     for c, k in zip(cols, kinds):
         if decode and k == "o":
@@ -437,6 +510,12 @@ def _group_sums(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.n
     sums = np.add.reduceat(values[order], starts)
     pos = np.minimum(np.searchsorted(ks[starts], query), len(starts) - 1)
     return np.where(ks[starts][pos] == query, sums[pos], 0)
+
+
+def _dedupe(u: Updates) -> Updates:
+    """Distinct (row, time) pairs, each with diff 1."""
+    u = consolidate(u.with_diffs(np.ones(len(u), dtype=np.int64)))
+    return u.with_diffs(np.ones(len(u), dtype=np.int64))
 
 
 def _unique_pairs(keys: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -210,9 +210,9 @@ class VariableNode(Node):
         fb = self.take(1)
         if init is not None:
             self.emit(init)
-            self.held.append(_next_iteration(init.with_diffs(-init.diffs)))
+            self.held.append(_next_iteration(self._fit(init.with_diffs(-init.diffs))))
         if fb is not None:
-            self.held.append(_next_iteration(fb))
+            self.held.append(_next_iteration(self._fit(fb)))
         if not self.held:
             return
         u = Updates.concat(self.held) if len(self.held) > 1 else self.held[0]
@@ -220,6 +220,12 @@ class VariableNode(Node):
         self.held = [u.take(np.flatnonzero(~ready))] if not ready.all() else []
         if ready.any():
             self.emit(consolidate(u.take(np.flatnonzero(ready))))
+
+    def _fit(self, u: Updates) -> Updates:
+        """Bring feedback to the variable's column kinds (as concat does), or fail naming the variable."""
+        if self.kinds is None or u.kinds == self.kinds:
+            return u
+        return self.flow.coerce(u, self.kinds, self.name)
 
     def work_times(self):
         yield from super().work_times()

@@ -54,6 +54,8 @@ class Updates:
 
     @classmethod
     def concat(cls, parts: Sequence["Updates"]) -> "Updates":
+        if not len(parts):
+            raise ValueError("Updates.concat needs at least one batch (for its column kinds and time depth)")
         parts = [p for p in parts if len(p)] or list(parts[:1])
         if len(parts) == 1:
             return parts[0]
@@ -362,10 +364,14 @@ def pack_keys(keys: Sequence[np.ndarray]) -> np.ndarray | None:
             return None
         los.append(lo)
         spans.append(span)
-    packed = np.zeros(len(keys[0]), dtype=np.int64)
-    for k, lo, span in zip(keys, los, spans):
+    # In place, without temporaries; intermediate wrap-around cancels out because
+    # the final value fits.
+    packed = keys[0].astype(np.int64, copy=True)
+    packed -= los[0]
+    for k, lo, span in zip(keys[1:], los[1:], spans[1:]):
         packed *= span
-        packed += k.astype(np.int64, copy=False) - lo
+        packed += k.astype(np.int64, copy=False)
+        packed -= lo
     return packed
 
 
@@ -376,17 +382,36 @@ def group_starts(sorted_cols: Sequence[np.ndarray], packed: np.ndarray | None = 
         change = packed[1:] != packed[:-1]
     else:
         n = len(sorted_cols[0]) if sorted_cols else 0
-        change = np.zeros(max(n - 1, 0), dtype=bool)
-        for c in sorted_cols:
-            ne = c[1:] != c[:-1]
-            if c.dtype.kind == "f":
-                # NaN != NaN, but the sort puts all NaNs together: they are one value.
-                nan = np.isnan(c)
-                ne &= ~(nan[1:] & nan[:-1])
-            change |= ne
+        change = row_changes(sorted_cols)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    return np.concatenate(([0], np.flatnonzero(change) + 1)).astype(np.int64)
+    return starts_of(change)
+
+
+def row_changes(sorted_cols: Sequence[np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
+    """``change[i]``: row ``i + 1`` differs from row ``i`` in some column (NaN equals NaN).
+
+    ``out``: changes already known (for a prefix of the columns), updated in place.
+    """
+    n = len(sorted_cols[0]) if sorted_cols else (len(out) + 1 if out is not None else 0)
+    change = out if out is not None else np.zeros(max(n - 1, 0), dtype=bool)
+    for c in sorted_cols:
+        ne = c[1:] != c[:-1]
+        if c.dtype.kind == "f":
+            # NaN != NaN, but the sort puts all NaNs together: they are one value.
+            nan = np.isnan(c)
+            ne &= ~(nan[1:] & nan[:-1])
+        change |= ne
+    return change
+
+
+def starts_of(change: np.ndarray) -> np.ndarray:
+    """Group start indices from a :func:`row_changes` mask."""
+    starts = np.empty(int(np.count_nonzero(change)) + 1, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = np.flatnonzero(change)
+    starts[1:] += 1
+    return starts
 
 
 def consolidate(u: Updates, runs: bool = False) -> Updates:
@@ -398,13 +423,23 @@ def consolidate(u: Updates, runs: bool = False) -> Updates:
     if n == 0:
         return u
     order, packed = sort_order(u.cols, u.times, runs)
+    if packed is not None:
+        # Groups come from the packed key alone: gather the columns once, at the end.
+        starts = group_starts((), packed)
+        diffs = u.diffs[order]
+        if len(starts) == n:
+            sel, sums = order, diffs
+        else:
+            sums = np.add.reduceat(diffs, starts)
+            sel = order[starts]
+        keep = sums != 0
+        if not keep.all():
+            sel, sums = sel[keep], sums[keep]
+        return Updates(tuple(c[sel] for c in u.cols), u.times[sel], sums, u.kinds)
     cols = tuple(c[order] for c in u.cols)
     times = u.times[order]
     diffs = u.diffs[order]
-    if packed is not None:
-        starts = group_starts((), packed)
-    else:
-        starts = group_starts(list(cols) + [times[:, j] for j in range(times.shape[1])])
+    starts = group_starts(list(cols) + [times[:, j] for j in range(times.shape[1])])
     if len(starts) == n:
         keep = diffs != 0
         if keep.all():

@@ -1,0 +1,376 @@
+"""Attach a ddflow dataflow to a Spark streaming DataFrame.
+
+Users write a function that builds the dataflow and a few builder calls;
+the ``foreachBatch`` plumbing is here::
+
+    def build(flow):
+        edges_in, edges = flow.new_collection("edges")
+        ...
+        return {"edges": edges_in}, {"reach": reach}     # inputs, outputs
+
+    query = (StreamingDataflow(build)
+             .input("edges", fields=["src", "dst"], format="json", time="t", diff="diff")
+             .output("reach", KafkaSink(bootstrap, "reach"), names=["node", "root"])
+             .deadLetter(JsonLinesSink("/tmp/dead"))
+             .start(df, checkpointLocation="/tmp/ckpt"))
+
+Per micro-batch: rows become input updates (fields from Kafka's JSON
+value or from DataFrame columns, the data time from a column such as the
+Kafka offset or timestamp or an event-time field, the diff from a column,
+an op mapping, or +1), the frontier advances past the batch's times so all
+of them retire in one pass, the dataflow runs, output changes go to the
+sinks under the batch id, the input is logged, and only then does Spark
+commit.  A replayed batch id that the log already holds is skipped.
+Messages that do not parse, and updates behind the frontier, go to the
+dead-letter sink with the reason; they never stop the query.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import ddflow
+from ddflow.streaming.sinks import Sink
+from ddflow.streaming.state import StateStore
+
+Build = Callable[[ddflow.Dataflow], tuple[Mapping[str, ddflow.InputHandle], Mapping[str, ddflow.Collection]]]
+
+DEAD_LETTER_SCHEMA = pa.schema([("input", pa.string()), ("error", pa.string()), ("topic", pa.string()),
+                                ("partition", pa.int64()), ("offset", pa.int64()), ("value", pa.binary())])
+
+
+@dataclass
+class InputSpec:
+    name: str
+    fields: list[str]
+    format: str = "columns"  # "columns": DataFrame columns; "json": fields of a JSON value column
+    value_column: str = "value"
+    time: str = "offset"
+    diff: str | None = None
+    op: tuple[str, Mapping[Any, int]] | None = None
+    topic: str | None = None  # only rows of this Kafka topic (one query, several inputs)
+    late: str = "dead-letter"  # or "error"
+
+
+@dataclass
+class OutputSpec:
+    name: str
+    sink: Sink
+    names: list[str] | None = None
+
+
+@dataclass
+class Metrics:
+    batches: int = 0
+    skipped_batches: int = 0
+    updates: int = 0
+    dead_letters: int = 0
+    output_changes: int = 0
+    ddflow_s: float = 0.0
+    last: dict = field(default_factory=dict)
+
+
+class StreamingDataflow:
+    """A ddflow dataflow fed by a Spark Structured Streaming query (builder style)."""
+
+    def __init__(self, build: Build, name: str = "ddflow"):
+        self.build = build
+        self.name = name
+        self.inputs: dict[str, InputSpec] = {}
+        self.outputs: dict[str, OutputSpec] = {}
+        self.dead_letter: Sink | None = None
+        self.state_path: str | None = None
+        self.snapshot_every = 50
+        self.metrics = Metrics()
+        self.on_batch: Callable[[int, dict], None] | None = None
+        self._flow: ddflow.Dataflow | None = None
+        self._handles: Mapping[str, ddflow.InputHandle] = {}
+        self._captures: dict[str, ddflow.Capture] = {}
+        self._store: StateStore | None = None
+
+    # -- builder ------------------------------------------------------------------
+    def input(self, name: str, fields: Sequence[str], *, format: str = "columns", time: str = "offset",
+              diff: str | None = None, op: tuple[str, Mapping[Any, int]] | None = None, topic: str | None = None,
+              value_column: str = "value", late: str = "dead-letter") -> "StreamingDataflow":
+        if format not in ("columns", "json"):
+            raise ValueError(f"input {name!r}: format must be 'columns' or 'json', got {format!r}")
+        if late not in ("dead-letter", "error"):
+            raise ValueError(f"input {name!r}: late must be 'dead-letter' or 'error', got {late!r}")
+        self.inputs[name] = InputSpec(name, list(fields), format, value_column, time, diff, op, topic, late)
+        return self
+
+    def output(self, name: str, sink: Sink, names: Sequence[str] | None = None) -> "StreamingDataflow":
+        self.outputs[name] = OutputSpec(name, sink, list(names) if names is not None else None)
+        return self
+
+    def deadLetter(self, sink: Sink) -> "StreamingDataflow":  # noqa: N802 - PySpark's naming style
+        self.dead_letter = sink
+        return self
+
+    def stateLocation(self, path: str, snapshot_every: int = 50) -> "StreamingDataflow":  # noqa: N802
+        self.state_path = path
+        self.snapshot_every = snapshot_every
+        return self
+
+    def onBatch(self, fn: Callable[[int, dict], None]) -> "StreamingDataflow":  # noqa: N802
+        """Call ``fn(batch_id, stats)`` after each processed micro-batch (progress lines, tests)."""
+        self.on_batch = fn
+        return self
+
+    def start(self, df: Any, checkpointLocation: str, trigger: Mapping[str, Any] | None = None,  # noqa: N803
+              queryName: str | None = None) -> Any:  # noqa: N803
+        """Start the Spark query; the dataflow state lives beside Spark's checkpoint unless set."""
+        if self.state_path is None:
+            self.state_path = checkpointLocation.rstrip("/") + "/ddflow-state"
+        self.open()
+        w = df.writeStream.foreachBatch(self.process_batch).option("checkpointLocation", checkpointLocation)
+        if trigger:
+            w = w.trigger(**trigger)
+        if queryName:
+            w = w.queryName(queryName)
+        return w.start()
+
+    # -- lifecycle ------------------------------------------------------------------
+    @property
+    def flow(self) -> ddflow.Dataflow:
+        if self._flow is None:
+            self.open()
+        return self._flow
+
+    def open(self) -> None:
+        """Build the dataflow and restore its state from the input log, if any."""
+        flow = ddflow.Dataflow()
+        handles, outs = self.build(flow)
+        missing = set(self.inputs) - set(handles)
+        if missing:
+            raise ValueError(f"{self.name}: inputs {sorted(missing)} are configured but build() did not return them")
+        for name in self.outputs:
+            if name not in outs:
+                raise ValueError(f"{self.name}: output {name!r} is configured but build() did not return it")
+        self._captures = {n: outs[n].capture() for n in self.outputs}
+        self._flow, self._handles = flow, handles
+        if self.state_path is not None:
+            self._store = StateStore(self.state_path, self.snapshot_every)
+            m = self._store.manifest
+            if m.batch_id >= 0:
+                for name, t in self._store.read_all().items():
+                    self._feed(name, t)
+                flow.advance_to(m.frontier)
+                flow.run()
+                for cap in self._captures.values():
+                    cap.take()  # delivered before the restart
+
+    # -- per micro-batch ---------------------------------------------------------------
+    def process_batch(self, df: Any, batch_id: int) -> None:
+        t0 = time.perf_counter()
+        table = df.toArrow() if hasattr(df, "toArrow") else df
+        self._to_arrow_s = time.perf_counter() - t0
+        self.process_arrow(table, batch_id)
+
+    def process_arrow(self, table: pa.Table, batch_id: int) -> None:
+        flow = self.flow
+        store = self._store
+        if store is not None and batch_id <= store.manifest.batch_id:
+            self.metrics.skipped_batches += 1  # a replay of a batch whose effects are already durable
+            return
+        t0 = time.perf_counter()
+        dead: list[pa.Table] = []
+        logged: dict[str, pa.Table] = {}
+        max_time = None
+        for spec in self.inputs.values():
+            rows, bad = self._parse(spec, table)
+            if bad is not None and bad.num_rows:
+                dead.append(bad)
+            if rows.num_rows == 0:
+                continue
+            times = rows.column("time").to_numpy()
+            late = times < flow.frontier
+            if late.any():
+                if spec.late == "error":
+                    raise ddflow.FrontierError(f"input {spec.name!r}: {int(late.sum())} updates in batch {batch_id} are "
+                                               f"before the frontier {flow.frontier}")
+                dead.append(_dead(spec.name, f"time before the frontier {flow.frontier}",
+                                  rows.filter(pa.array(late)).column("__topic"), rows.filter(pa.array(late)).column("__partition"),
+                                  rows.filter(pa.array(late)).column("__offset"), rows.filter(pa.array(late)).column("__value")))
+                rows = rows.filter(pa.array(~late))
+            rows = rows.select(spec.fields + ["time", "diff"])
+            if rows.num_rows:
+                self._feed(spec.name, rows)
+                logged[spec.name] = rows
+                mt = int(pc.max(rows.column("time")).as_py())
+                max_time = mt if max_time is None else max(max_time, mt)
+                self.metrics.updates += rows.num_rows
+        if max_time is not None and max_time + 1 > flow.frontier:
+            flow.advance_to(max_time + 1)
+        flow.run()
+        outputs = {}
+        for name, spec in self.outputs.items():
+            u = self._captures[name].take()
+            outputs[name] = u.to_arrow(flow.interner, spec.names)
+            self.metrics.output_changes += u.__len__()
+        t_dd = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        # Order matters for exactly-once: outputs (idempotent per batch id), then state, then Spark commits.
+        for name, spec in self.outputs.items():
+            spec.sink.write(batch_id, outputs[name])
+        if dead:
+            dl = pa.concat_tables(dead)
+            self.metrics.dead_letters += dl.num_rows
+            if self.dead_letter is not None:
+                self.dead_letter.write(batch_id, dl)
+        t_out = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        if store is not None:
+            store.commit(batch_id, flow.frontier, logged)
+        t_state = time.perf_counter() - t2
+        self.metrics.batches += 1
+        self.metrics.ddflow_s += t_dd
+        stats = {"batch_id": batch_id, "rows": table.num_rows, "updates": sum(t.num_rows for t in logged.values()),
+                 "dead_letters": sum(t.num_rows for t in dead), "ddflow_s": t_dd, "sink_s": t_out, "state_s": t_state,
+                 "to_arrow_s": getattr(self, "_to_arrow_s", 0.0),
+                 "output_changes": {n: t.num_rows for n, t in outputs.items()}, "frontier": flow.frontier,
+                 "trace_size": flow.trace_size()}
+        self.metrics.last = stats
+        if self.on_batch is not None:
+            self.on_batch(batch_id, {**stats, "outputs": outputs, "input": table})
+
+    def _feed(self, name: str, rows: pa.Table) -> None:
+        fields = [c for c in rows.column_names if c not in ("time", "diff")]
+        self._handles[name].update(rows.select(fields), times=rows.column("time").to_numpy(),
+                                   diffs=rows.column("diff").to_numpy())
+
+    # -- parsing ------------------------------------------------------------------
+    def _parse(self, spec: InputSpec, table: pa.Table) -> tuple[pa.Table, pa.Table | None]:
+        """Rows of one input as fields + time + diff (+ provenance), and dead letters."""
+        n = table.num_rows
+        if spec.topic is not None and "topic" in table.column_names:
+            table = table.filter(pc.equal(table.column("topic"), spec.topic))
+            n = table.num_rows
+        prov = {
+            "__topic": table.column("topic") if "topic" in table.column_names else pa.nulls(n, pa.string()),
+            "__partition": table.column("partition").cast(pa.int64()) if "partition" in table.column_names else pa.nulls(n, pa.int64()),
+            "__offset": table.column("offset").cast(pa.int64()) if "offset" in table.column_names else pa.nulls(n, pa.int64()),
+            "__value": table.column(spec.value_column).cast(pa.binary()) if spec.value_column in table.column_names
+            else pa.nulls(n, pa.binary()),
+        }
+        if spec.format == "json":
+            src, ok, errors = _parse_json(table.column(spec.value_column), spec, n)
+        else:
+            src, ok, errors = table, np.ones(n, dtype=bool), [None] * n
+        cols: dict[str, Any] = {}
+        try:
+            for f in spec.fields:
+                cols[f] = _column(src, table, f, spec)
+            cols["time"] = _time_column(src, table, spec.time, spec)
+            cols["diff"] = _diff_column(src, table, spec)
+        except (KeyError, TypeError, ValueError, pa.ArrowInvalid) as e:
+            if spec.format == "columns":
+                raise TypeError(f"input {spec.name!r}: {e}") from e
+            raise
+        # Rows whose fields are missing or of the wrong type are dead letters too.
+        for name, c in cols.items():
+            if c.null_count:
+                nulls = c.is_null().to_numpy(zero_copy_only=False)
+                for i in np.flatnonzero(nulls & ok):
+                    errors[i] = f"field {name!r} is missing or null"
+                ok &= ~nulls
+        out = pa.table({**cols, **prov})
+        bad = None
+        if not ok.all():
+            idx = np.flatnonzero(~ok)
+            bad = _dead(spec.name, [errors[i] or "malformed" for i in idx], prov["__topic"].take(idx),
+                        prov["__partition"].take(idx), prov["__offset"].take(idx), prov["__value"].take(idx))
+            out = out.filter(pa.array(ok))
+        return out, bad
+
+
+def _dead(input_name: str, errors, topic, partition, offset, value) -> pa.Table:
+    n = len(value)
+    errs = errors if isinstance(errors, list) else [errors] * n
+    return pa.table({"input": [input_name] * n, "error": errs, "topic": topic, "partition": partition,
+                     "offset": offset, "value": value}, schema=DEAD_LETTER_SCHEMA)
+
+
+def _parse_json(values: pa.ChunkedArray, spec: InputSpec, n: int) -> tuple[pa.Table, np.ndarray, list]:
+    """Parse JSON object values; one bad message never spoils the rest."""
+    vals = values.to_pylist()
+    wanted = set(spec.fields) | {spec.time} | ({spec.diff} if spec.diff else set()) | ({spec.op[0]} if spec.op else set())
+    records: list[dict] = []
+    ok = np.ones(n, dtype=bool)
+    errors: list[str | None] = [None] * n
+    for i, v in enumerate(vals):
+        try:
+            if v is None:
+                raise ValueError("null value")
+            obj = json.loads(v)
+            if not isinstance(obj, dict):
+                raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+            records.append({k: obj.get(k) for k in wanted})
+        except (ValueError, UnicodeDecodeError) as e:
+            ok[i] = False
+            errors[i] = f"unparseable JSON: {e}"
+            records.append({k: None for k in wanted})
+    cols = {}
+    for k in wanted:
+        col = [r[k] for r in records]
+        try:
+            cols[k] = pa.array(col)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            # Mixed types in a field: keep the majority-compatible values, dead-letter the rest.
+            arr = []
+            for i, x in enumerate(col):
+                if x is not None and not isinstance(x, (int, float, str, bool)):
+                    ok[i] = False
+                    errors[i] = f"field {k!r} has unsupported value {x!r}"
+                    x = None
+                arr.append(x)
+            types = {type(x) for x in arr if x is not None}
+            if len(types) > 1:
+                first = type(next(x for x in arr if x is not None))
+                for i, x in enumerate(arr):
+                    if x is not None and type(x) is not first:
+                        ok[i] = False
+                        errors[i] = f"field {k!r} has value {x!r} of type {type(x).__name__}, others are {first.__name__}"
+                        arr[i] = None
+            cols[k] = pa.array(arr)
+    return pa.table(cols) if cols else pa.table({"_": pa.nulls(n)}), ok, errors
+
+
+def _column(src: pa.Table, table: pa.Table, name: str, spec: InputSpec) -> pa.ChunkedArray | pa.Array:
+    if name in src.column_names:
+        return src.column(name)
+    if name in table.column_names:
+        return table.column(name)
+    raise KeyError(f"input {spec.name!r}: no field {name!r} (columns: {table.column_names})")
+
+
+def _time_column(src: pa.Table, table: pa.Table, name: str, spec: InputSpec) -> pa.Array:
+    c = _column(src, table, name, spec)
+    if pa.types.is_timestamp(c.type):
+        # Data times in microseconds since the epoch, whatever the timestamp unit.
+        c = c.cast(pa.timestamp("us")).cast(pa.int64())
+    elif not pa.types.is_integer(c.type):
+        if pa.types.is_null(c.type):
+            return pa.nulls(len(c), pa.int64())
+        raise TypeError(f"input {spec.name!r}: time field {name!r} has type {c.type}, expected integers or timestamps")
+    return c.cast(pa.int64())
+
+
+def _diff_column(src: pa.Table, table: pa.Table, spec: InputSpec) -> pa.Array:
+    n = src.num_rows
+    if spec.op is not None:
+        field_name, mapping = spec.op
+        raw = _column(src, table, field_name, spec).to_pylist()
+        return pa.array([mapping.get(v) for v in raw], pa.int64())
+    if spec.diff is not None:
+        c = _column(src, table, spec.diff, spec)
+        if not pa.types.is_integer(c.type) and not pa.types.is_null(c.type):
+            raise TypeError(f"input {spec.name!r}: diff field {spec.diff!r} has type {c.type}, expected integers")
+        return c.cast(pa.int64())
+    return pa.array(np.ones(n, dtype=np.int64))

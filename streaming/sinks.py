@@ -1,0 +1,229 @@
+"""Where output changes and dead letters go: memory, Parquet files, Kafka topics.
+
+Every sink writes per Spark batch id and is idempotent for a replayed
+batch id: files are written under a batch-id name and renamed into place
+atomically (a rewrite replaces them); Kafka records carry ``batch_id`` and
+``seq`` headers so a consumer can drop the duplicates a replay after a
+crash may produce (see ``KafkaSink``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any, Protocol
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+class Sink(Protocol):
+    def write(self, batch_id: int, table: pa.Table) -> None: ...
+
+
+class MemorySink:
+    """Keeps each batch's Arrow table, for tests and notebooks."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, pa.Table] = {}
+
+    def write(self, batch_id: int, table: pa.Table) -> None:
+        self.batches[batch_id] = table
+
+    def table(self) -> pa.Table:
+        tables = [self.batches[k] for k in sorted(self.batches)]
+        return pa.concat_tables(tables) if tables else pa.table({})
+
+    def contents(self) -> dict[tuple, int]:
+        """Record -> multiplicity after all batches (the accumulated output)."""
+        return accumulate(self.table())
+
+
+def accumulate(table: pa.Table) -> dict[tuple, int]:
+    """Sum the ``diff`` of each record over a table of output changes."""
+    if table.num_rows == 0:
+        return {}
+    fields = [c for c in table.column_names if c not in ("time", "diff") and not c.startswith("time_")]
+    out: dict[tuple, int] = {}
+    cols = [table.column(c).to_pylist() for c in fields]
+    for row, d in zip(zip(*cols), table.column("diff").to_pylist()):
+        n = out.get(row, 0) + d
+        if n:
+            out[row] = n
+        else:
+            out.pop(row, None)
+    return out
+
+
+def _atomic_write(path: str, write) -> None:
+    d = os.path.dirname(path)
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class ParquetSink:
+    """One Parquet file per batch id in a directory; a replayed batch replaces its file."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def write(self, batch_id: int, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        _atomic_write(os.path.join(self.path, f"batch-{batch_id:012d}.parquet"), lambda p: pq.write_table(table, p))
+
+    def table(self) -> pa.Table:
+        if not os.path.isdir(self.path):
+            return pa.table({})
+        files = sorted(f for f in os.listdir(self.path) if f.endswith(".parquet"))
+        tables = [pq.read_table(os.path.join(self.path, f)) for f in files]
+        return pa.concat_tables(tables) if tables else pa.table({})
+
+
+class JsonLinesSink:
+    """One JSON-lines file per batch id (used for dead letters)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def write(self, batch_id: int, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        rows = table.to_pylist()
+        text = "".join(json.dumps(r, default=_json_default) + "\n" for r in rows)
+        _atomic_write(os.path.join(self.path, f"batch-{batch_id:012d}.jsonl"), lambda p: open(p, "w").write(text))
+
+    def rows(self) -> list[dict]:
+        if not os.path.isdir(self.path):
+            return []
+        out = []
+        for f in sorted(os.listdir(self.path)):
+            if f.endswith(".jsonl"):
+                with open(os.path.join(self.path, f)) as fh:
+                    out.extend(json.loads(line) for line in fh if line.strip())
+        return out
+
+
+def _json_default(v: Any) -> Any:
+    if isinstance(v, bytes):
+        return v.decode("utf-8", errors="replace")
+    return str(v)
+
+
+class KafkaSink:
+    """Output changes as JSON records on a Kafka topic.
+
+    Value: ``{"record": [...], "time": t, "diff": d}``; key: the record's
+    first field.  Headers ``batch_id`` and ``seq`` identify each record:
+    processing is deterministic, so a batch replayed after a crash produces
+    the same (batch_id, seq) pairs and a reader keeps the first of each
+    (``read_changes`` does).  Transactions are not used: the broker this
+    project embeds does not support them (measured; see the streaming notes).
+    """
+
+    def __init__(self, bootstrap: str, topic: str, producer_config: dict | None = None):
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.config = dict(producer_config or {})
+        self._producer = None
+
+    def _get(self):
+        if self._producer is None:
+            from confluent_kafka import Producer
+
+            self._producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5,
+                                       "enable.idempotence": False, **self.config})
+        return self._producer
+
+    def write(self, batch_id: int, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        p = self._get()
+        fields = [c for c in table.column_names if c not in ("time", "diff")]
+        cols = [table.column(c).to_pylist() for c in fields]
+        times = table.column("time").to_pylist()
+        diffs = table.column("diff").to_pylist()
+        errors: list = []
+
+        def done(err, msg):
+            if err is not None:
+                errors.append(err)
+
+        for seq, (rec, t, d) in enumerate(zip(zip(*cols), times, diffs)):
+            value = json.dumps({"record": list(rec), "time": t, "diff": d}, default=_json_default).encode()
+            key = json.dumps(rec[0], default=_json_default).encode() if rec else None
+            while True:
+                try:
+                    p.produce(self.topic, value=value, key=key, on_delivery=done,
+                              headers=[("batch_id", str(batch_id).encode()), ("seq", str(seq).encode())])
+                    break
+                except BufferError:
+                    p.poll(0.05)
+            p.poll(0)
+        remaining = p.flush(30)
+        if remaining or errors:
+            raise RuntimeError(f"Kafka sink {self.topic!r}: {len(errors)} delivery errors, {remaining} undelivered "
+                               f"for batch {batch_id}: {errors[:3]}")
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(10)
+            self._producer = None
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d["_producer"] = None
+        return d
+
+
+def read_changes(bootstrap: str, topic: str) -> list[dict]:
+    """Every change on a KafkaSink topic, with replayed duplicates (same batch_id, seq) dropped."""
+    seen = set()
+    out = []
+    for value, headers in read_topic(bootstrap, topic):
+        hdr = dict(headers or [])
+        ident = (hdr.get("batch_id"), hdr.get("seq"))
+        if ident in seen:
+            continue
+        seen.add(ident)
+        out.append(json.loads(value))
+    return out
+
+
+def read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[tuple[bytes, list]]:
+    """(value, headers) of every record of ``topic`` from the beginning to the current end."""
+    import time
+
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    from ddflow.streaming.broker import consumer_config, drain_events, topic_partitions
+
+    c = Consumer(consumer_config(bootstrap))
+    try:
+        parts = topic_partitions(c, topic, bootstrap)
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+        open_parts = set(parts)
+        out = []
+        deadline = time.monotonic() + timeout
+        while open_parts:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading Kafka topic {topic!r} did not reach the end within {timeout}s")
+            for m in drain_events(c, 0.2):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        open_parts.discard(m.partition())
+                        continue
+                    raise RuntimeError(f"reading Kafka topic {topic!r}: {err}")
+                out.append((m.value(), m.headers()))
+        return out
+    finally:
+        c.close()
