@@ -1,0 +1,128 @@
+"""Plots and a results table from ``bench.reach`` JSON lines.
+
+    python -m bench.report results.jsonl --out bench/plots
+
+Writes latency CDFs per checkpoint (if latency does not drift the curves
+lie on top of each other), throughput against batch size per worker
+count and system, and trace size and RSS against updates processed, plus
+``table.md`` with one row per run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+
+def load(path: str) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def table(runs: list[dict]) -> str:
+    head = ("| system | batch | workers | updates | updates/s | p50 ms | p99 ms | max ms | trace updates | RSS MiB | correct |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|\n")
+    rows = []
+    for r in runs:
+        cp = r["checkpoints"][-1] if r["checkpoints"] else {}
+        rows.append(f"| {r['system']} | {r['batch']} | {r['workers']} | {r['updates']} | {r['updates_per_s']:.0f} | "
+                    f"{cp.get('p50_ms', float('nan')):.2f} | {cp.get('p99_ms', float('nan')):.2f} | "
+                    f"{cp.get('max_ms', float('nan')):.2f} | {cp.get('trace_updates', 0)} | "
+                    f"{cp.get('rss_bytes', 0) / 2**20:.0f} | {r['correct']} |")
+    return head + "\n".join(rows) + "\n"
+
+
+def plot(runs: list[dict], out: str) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(out, exist_ok=True)
+    written = []
+    # Latency at each checkpoint (a log-normal-ish CDF from the recorded percentiles).
+    for r in runs:
+        if len(r["checkpoints"]) < 2:
+            continue
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for cp in r["checkpoints"]:
+            qs = [0.0, 0.5, 0.99, 1.0]
+            xs = [0.0, cp["p50_ms"], cp["p99_ms"], cp["max_ms"]]
+            ax.plot(xs, qs, marker="o", label=f"after {cp['updates']:,} updates")
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlabel(f"latency per {'update' if r['batch'] == 1 else 'batch of %d' % r['batch']} (ms)")
+        ax.set_ylabel("fraction (p0, p50, p99, max)")
+        ax.set_title(f"{r['system']} reachability, batch {r['batch']}: latency over the last 1,000")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        name = os.path.join(out, f"latency_{r['system']}_b{r['batch']}_w{r['workers']}.png")
+        fig.savefig(name, dpi=100)
+        plt.close(fig)
+        written.append(name)
+    # Throughput against batch size.
+    fig, ax = plt.subplots(figsize=(6, 4))
+    groups: dict[tuple, list] = {}
+    for r in runs:
+        groups.setdefault((r["system"], r["workers"]), []).append((r["batch"], r["updates_per_s"]))
+    for (system, workers), pts in sorted(groups.items()):
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{system}, {workers} worker(s)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("updates per frontier advance (each at its own data time)")
+    ax.set_ylabel("updates/s")
+    ax.set_title("reachability throughput, full resolution")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    name = os.path.join(out, "throughput.png")
+    fig.savefig(name, dpi=100)
+    plt.close(fig)
+    written.append(name)
+    # State against updates processed.
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    for r in runs:
+        if r["system"] != "ddflow" or len(r["checkpoints"]) < 2:
+            continue
+        u = [cp["updates"] for cp in r["checkpoints"]]
+        a1.plot(u, [cp["trace_updates"] for cp in r["checkpoints"]], marker="o", label=f"batch {r['batch']}")
+        a2.plot(u, [cp["rss_bytes"] / 2**20 for cp in r["checkpoints"]], marker="o", label=f"batch {r['batch']}")
+    for a, lab in ((a1, "updates held in traces"), (a2, "RSS (MiB)")):
+        a.set_xscale("log")
+        a.set_xlabel("updates processed")
+        a.set_ylabel(lab)
+        a.grid(alpha=0.3)
+        a.legend(fontsize=8)
+    fig.tight_layout()
+    name = os.path.join(out, "state.png")
+    fig.savefig(name, dpi=100)
+    plt.close(fig)
+    written.append(name)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.report")
+    ap.add_argument("results", help="JSON lines written by python -m bench.reach --json")
+    ap.add_argument("--out", default="bench/plots")
+    args = ap.parse_args(argv)
+    runs = load(args.results)
+    if not runs:
+        print(f"no runs in {args.results}", file=sys.stderr)
+        return 1
+    files = plot(runs, args.out)
+    md = table(runs)
+    with open(os.path.join(args.out, "table.md"), "w") as f:
+        f.write(md)
+    print(md)
+    for f in files:
+        print("wrote", f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""The benchmark harness runs, checks itself, and renders its report (tiny sizes; no timing asserts)."""
+import json
+
+import pytest
+
+from bench import reach, report
+
+
+@pytest.mark.parametrize("system,batch", [("ddflow", 1), ("ddflow", 7), ("naive", 5)])
+def test_reach_tiny_is_correct(tmp_path, capsys, system, batch):
+    out = tmp_path / "r.jsonl"
+    rc = reach.main(["--nodes", "40", "--edges", "80", "--roots", "3", "--updates", "60", "--batch", str(batch),
+                     "--system", system, "--checkpoints", "20,60", "--verify-every", "10", "--json", str(out)])
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert rc == 0 and line["correct"] is True
+    assert line["system"] == system and line["updates"] == 60
+    cps = [cp["updates"] for cp in line["checkpoints"]]
+    assert len(cps) == 2 and 20 <= cps[0] < 20 + batch and cps[1] == 60  # checkpoints land on batch boundaries
+    assert json.loads(out.read_text().splitlines()[-1]) == line
+
+
+def test_wrong_answer_is_detected(monkeypatch, capsys):
+    """A system that drops an output change must fail the check (exit 1)."""
+    real_step = reach.DdflowSystem.step
+
+    def lossy(self, removed, added, t0):
+        return real_step(self, removed, added, t0)[1:]
+
+    monkeypatch.setattr(reach.DdflowSystem, "step", lossy)
+    rc = reach.main(["--nodes", "30", "--edges", "60", "--roots", "3", "--updates", "40", "--batch", "4",
+                     "--checkpoints", "40", "--verify-every", "4"])
+    assert rc == 1
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["correct"] is False
+
+
+def test_report_renders(tmp_path, capsys):
+    res = tmp_path / "r.jsonl"
+    for batch in (1, 5):
+        reach.main(["--nodes", "30", "--edges", "60", "--roots", "2", "--updates", "30", "--batch", str(batch),
+                    "--checkpoints", "10,30", "--json", str(res)])
+    capsys.readouterr()
+    assert report.main([str(res), "--out", str(tmp_path / "plots")]) == 0
+    names = {p.name for p in (tmp_path / "plots").iterdir()}
+    assert {"throughput.png", "state.png", "table.md"} <= names
+    assert "| ddflow | 5 |" in (tmp_path / "plots" / "table.md").read_text()
