@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from ddflow.lattice import Antichain, advance_by
-from ddflow.updates import Updates, consolidate, group_starts
+from ddflow.updates import Updates, consolidate, row_changes, starts_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,12 +116,27 @@ class Batch:
         n = len(u)
         if n == 0:
             return cls.empty(u.kinds, u.depth, desc, key.dtype, [v.dtype for v in vals])
-        kstarts = group_starts([key])
-        vstarts = group_starts([key, *vals]) if vals else kstarts
-        key_offs = np.append(np.searchsorted(vstarts, kstarts), len(vstarts)).astype(np.int64)
-        val_offs = np.append(vstarts, n).astype(np.int64)
+        kchange = row_changes([key])
+        kstarts = starts_of(kchange)
+        if not vals or len(kstarts) == n:
+            vstarts = kstarts  # key-only, or one update per key: one value row per key
+            key_offs = np.arange(len(kstarts) + 1, dtype=np.int64)
+        else:
+            vchange = row_changes(vals, out=kchange.copy())
+            vstarts = starts_of(vchange)
+            # Position of each key's first value row among the value rows.
+            key_offs = np.empty(len(kstarts) + 1, dtype=np.int64)
+            key_offs[:-1] = np.searchsorted(vstarts, kstarts)
+            key_offs[-1] = len(vstarts)
+        val_offs = np.empty(len(vstarts) + 1, dtype=np.int64)
+        val_offs[:-1] = vstarts
+        val_offs[-1] = n
+        flat_k = len(kstarts) == n
+        flat_v = len(vstarts) == n
         return cls(
-            key[kstarts], tuple(v[vstarts] for v in vals), key_offs, val_offs, u.times, u.diffs, desc, u.kinds
+            key if flat_k else key[kstarts],
+            vals if flat_v else tuple(v[vstarts] for v in vals),
+            key_offs, val_offs, u.times, u.diffs, desc, u.kinds,
         )
 
     @classmethod
@@ -156,10 +171,18 @@ class Batch:
 
     def flatten(self) -> Updates:
         """The batch as flat update-level columns (key, *vals), times, diffs, in trie order."""
-        vcounts = np.diff(self.val_offs)
-        kcounts = np.add.reduceat(vcounts, self.key_offs[:-1]) if len(self.keys) else np.zeros(0, dtype=np.int64)
-        key = np.repeat(self.keys, kcounts)
-        vals = tuple(np.repeat(v, vcounts) for v in self.vals)
+        n = len(self)
+        nvals = len(self.val_offs) - 1
+        # A layer with one row per update is already flat: share it instead of repeating it.
+        if len(self.keys) == n:
+            key = self.keys
+        else:
+            key = np.repeat(self.keys, np.diff(self.val_offs[self.key_offs]))
+        if nvals == n:
+            vals = self.vals
+        else:
+            vcounts = np.diff(self.val_offs)
+            vals = tuple(np.repeat(v, vcounts) for v in self.vals)
         return Updates((key, *vals), self.times, self.diffs, self.kinds)
 
     # -- merging ----------------------------------------------------------------

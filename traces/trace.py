@@ -37,8 +37,19 @@ class Trace:
         return self._since
 
     def reader(self, frontier: Antichain | None = None) -> "TraceHandle":
-        """A new handle, at ``frontier`` or at the trace's current compaction frontier."""
-        return TraceHandle(self, frontier if frontier is not None else self.compaction_frontier())
+        """A new handle, at ``frontier`` or at the trace's current compaction frontier.
+
+        Times may already be advanced to the compaction frontier, so a reader
+        cannot start behind it: that is a ValueError.
+        """
+        since = self.compaction_frontier()
+        if frontier is None:
+            return TraceHandle(self, since)
+        if frontier.depth != self.depth:
+            raise ValueError(f"{self.name}: reader frontier depth {frontier.depth}, trace depth {self.depth} (mixed time depths)")
+        if not since.dominates(frontier):
+            raise ValueError(f"{self.name}: reader frontier {frontier} is behind the trace's compaction frontier {since}")
+        return TraceHandle(self, frontier)
 
     # -- writing ------------------------------------------------------------
     @property
@@ -109,6 +120,9 @@ class TraceHandle:
             raise ValueError(f"{self.trace.name}: compaction frontier may not go backwards, from {self._frontier} to {frontier}")
         if frontier == self._frontier:
             return
+        # Remember the meet before this hold moves, so compaction never regresses
+        # (should the holds become empty, e.g. for an empty frontier).
+        self.trace.compaction_frontier()
         for t in frontier:
             self.trace._holds.update(t, +1)
         for t in self._frontier:
