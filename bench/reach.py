@@ -109,24 +109,41 @@ class DdflowSystem:
 
 
 class NaiveSystem:
-    """From scratch after every single update: BFS from the roots, diffed with the previous answer."""
+    """From scratch after every single update: BFS from the roots, diffed with the previous answer.
+
+    The reachable set is a (roots x nodes) boolean matrix, so the diff is
+    one vectorized comparison and only the changed pairs become tuples.
+    """
 
     name = "naive"
 
     def __init__(self, w: Workload, workers: int = 1):
         self.w = w
         self.window = collections.deque(map(tuple, w.initial.tolist()))
-        self.current = reachable(w.nodes, w.initial, w.roots)
-        self.state = {p: 1 for p in self.current}
+        self.current = self._matrix(w.initial)
+        self.state = {p: 1 for p in reachable(w.nodes, w.initial, w.roots)}
+
+    def _matrix(self, edges: np.ndarray) -> np.ndarray:
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import breadth_first_order
+
+        n = self.w.nodes
+        g = csr_matrix((np.ones(len(edges), dtype=np.int8), (edges[:, 0], edges[:, 1])), shape=(n, n))
+        m = np.zeros((len(self.w.roots), n), dtype=bool)
+        for i, r in enumerate(self.w.roots.tolist()):
+            m[i, breadth_first_order(g, r, directed=True, return_predecessors=False)] = True
+        return m
 
     def step(self, removed: np.ndarray, added: np.ndarray, t0: int) -> list[tuple[tuple, int, int]]:
         out = []
+        roots = self.w.roots
         for i, e in enumerate(added.tolist()):
             self.window.popleft()
             self.window.append(tuple(e))
-            nxt = reachable(self.w.nodes, np.array(self.window, dtype=np.int64), self.w.roots)
-            out.extend((p, t0 + i, 1) for p in nxt - self.current)
-            out.extend((p, t0 + i, -1) for p in self.current - nxt)
+            nxt = self._matrix(np.array(self.window, dtype=np.int64))
+            ri, ni = np.nonzero(nxt != self.current)
+            for r, n in zip(ri.tolist(), ni.tolist()):
+                out.append(((n, int(roots[r])), t0 + i, 1 if nxt[r, n] else -1))
             self.current = nxt
         return out
 

@@ -197,10 +197,13 @@ class Batch:
             raise TypeError(f"cannot merge batches with column kinds {self.kinds} and {other.kinds}")
         a, b = self.flatten(), other.flatten()
         u = Updates.concat([a, b]) if len(a) and len(b) else (a if len(a) else b)
-        since = self.desc.since.meet(other.desc.since)
         if frontier is not None and len(frontier):
             since = frontier
             u = u.with_times(advance_by(u.times, frontier))
+        elif self.desc.since == other.desc.since:
+            since = self.desc.since
+        else:
+            since = self.desc.since.meet(other.desc.since)
         desc = Description(self.desc.lower, other.desc.upper, since)
         return Batch.from_updates(u, desc, runs=True)
 

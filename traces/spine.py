@@ -200,12 +200,10 @@ class Spine:
                 if isinstance(a, Merging) or isinstance(b, Merging):
                     continue
                 if len(a) <= 2 * len(b):
-                    m = Merging(a, b)
-                    if len(m) < EAGER_BELOW:
-                        _, done = m.work(len(m) + len(a.keys) + len(b.keys) + 2, self._frontier())
-                        self.entries[idx - 1 : idx + 1] = [done]
+                    if len(a) + len(b) < EAGER_BELOW:
+                        self.entries[idx - 1 : idx + 1] = [a.merge(b, self._frontier())]
                     else:
-                        self.entries[idx - 1 : idx + 1] = [m]
+                        self.entries[idx - 1 : idx + 1] = [Merging(a, b)]
                     changed = True
                     break
 
