@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 import ddflow
 from ddflow.streaming.sinks import Sink
 from ddflow.streaming.state import StateStore
+from ddflow.updates import Updates
 
 Build = Callable[[ddflow.Dataflow], tuple[Mapping[str, ddflow.InputHandle], Mapping[str, ddflow.Collection]]]
 
@@ -50,6 +51,7 @@ class InputSpec:
     name: str
     fields: list[str]
     format: str = "columns"  # "columns": DataFrame columns; "json": fields of a JSON value column
+    # (with "json", a name that is a column of the DataFrame, e.g. "offset" or "timestamp", is that column)
     value_column: str = "value"
     time: str = "offset"
     diff: str | None = None
@@ -93,6 +95,10 @@ class StreamingDataflow:
         self._handles: Mapping[str, ddflow.InputHandle] = {}
         self._captures: dict[str, ddflow.Capture] = {}
         self._store: StateStore | None = None
+        # Test hook (crash tests only): ``_fault(point, batch_id)`` is called at "before_output",
+        # "before_state" and "after_state" (the end of foreachBatch, before Spark commits) of
+        # every processed batch, e.g. to ``os._exit`` there.  None in normal use.
+        self._fault: Callable[[str, int], None] | None = None
 
     # -- builder ------------------------------------------------------------------
     def input(self, name: str, fields: Sequence[str], *, format: str = "columns", time: str = "offset",
@@ -154,6 +160,7 @@ class StreamingDataflow:
             if name not in outs:
                 raise ValueError(f"{self.name}: output {name!r} is configured but build() did not return it")
         self._captures = {n: outs[n].capture() for n in self.outputs}
+        self._out_nodes = {n: outs[n].node for n in self.outputs}
         self._flow, self._handles = flow, handles
         if self.state_path is not None:
             self._store = StateStore(self.state_path, self.snapshot_every)
@@ -212,11 +219,16 @@ class StreamingDataflow:
         outputs = {}
         for name, spec in self.outputs.items():
             u = self._captures[name].take()
-            outputs[name] = u.to_arrow(flow.interner, spec.names)
-            self.metrics.output_changes += u.__len__()
+            if not len(u):
+                # A capture that has seen nothing yet does not know its columns: ask the collection.
+                kinds = self._out_nodes[name].kinds
+                u = Updates.empty(kinds, 1) if kinds is not None else None
+            outputs[name] = u.to_arrow(flow.interner, spec.names) if u is not None else _no_output(spec.names)
+            self.metrics.output_changes += outputs[name].num_rows
         t_dd = time.perf_counter() - t0
         t1 = time.perf_counter()
         # Order matters for exactly-once: outputs (idempotent per batch id), then state, then Spark commits.
+        self._at("before_output", batch_id)
         for name, spec in self.outputs.items():
             spec.sink.write(batch_id, outputs[name])
         if dead:
@@ -225,10 +237,12 @@ class StreamingDataflow:
             if self.dead_letter is not None:
                 self.dead_letter.write(batch_id, dl)
         t_out = time.perf_counter() - t1
+        self._at("before_state", batch_id)
         t2 = time.perf_counter()
         if store is not None:
             store.commit(batch_id, flow.frontier, logged)
         t_state = time.perf_counter() - t2
+        self._at("after_state", batch_id)
         self.metrics.batches += 1
         self.metrics.ddflow_s += t_dd
         stats = {"batch_id": batch_id, "rows": table.num_rows, "updates": sum(t.num_rows for t in logged.values()),
@@ -239,6 +253,10 @@ class StreamingDataflow:
         self.metrics.last = stats
         if self.on_batch is not None:
             self.on_batch(batch_id, {**stats, "outputs": outputs, "input": table})
+
+    def _at(self, point: str, batch_id: int) -> None:
+        if self._fault is not None:
+            self._fault(point, batch_id)
 
     def _feed(self, name: str, rows: pa.Table) -> None:
         fields = [c for c in rows.column_names if c not in ("time", "diff")]
@@ -260,7 +278,10 @@ class StreamingDataflow:
             else pa.nulls(n, pa.binary()),
         }
         if spec.format == "json":
-            src, ok, errors = _parse_json(table.column(spec.value_column), spec, n)
+            handle_kinds = self._handles[spec.name].kinds
+            kinds = dict(zip(spec.fields, handle_kinds)) if handle_kinds and len(handle_kinds) == len(spec.fields) else None
+            src, ok, errors = _parse_json(table.column(spec.value_column), spec, n, kinds,
+                                          exclude=[c for c in table.column_names if c != spec.value_column])
         else:
             src, ok, errors = table, np.ones(n, dtype=bool), [None] * n
         cols: dict[str, Any] = {}
@@ -274,11 +295,12 @@ class StreamingDataflow:
                 raise TypeError(f"input {spec.name!r}: {e}") from e
             raise
         # Rows whose fields are missing or of the wrong type are dead letters too.
+        source_names = {"time": spec.time, "diff": spec.diff or (spec.op[0] if spec.op else "diff")}
         for name, c in cols.items():
             if c.null_count:
                 nulls = c.is_null().to_numpy(zero_copy_only=False)
                 for i in np.flatnonzero(nulls & ok):
-                    errors[i] = f"field {name!r} is missing or null"
+                    errors[i] = f"field {source_names.get(name, name)!r} is missing or null"
                 ok &= ~nulls
         out = pa.table({**cols, **prov})
         bad = None
@@ -290,6 +312,12 @@ class StreamingDataflow:
         return out, bad
 
 
+def _no_output(names: list[str] | None) -> pa.Table:
+    """The (empty) output of a collection whose column kinds are not known yet."""
+    cols = {n: pa.array([], pa.null()) for n in names or []}
+    return pa.table({**cols, "time": pa.array([], pa.int64()), "diff": pa.array([], pa.int64())})
+
+
 def _dead(input_name: str, errors, topic, partition, offset, value) -> pa.Table:
     n = len(value)
     errs = errors if isinstance(errors, list) else [errors] * n
@@ -297,10 +325,37 @@ def _dead(input_name: str, errors, topic, partition, offset, value) -> pa.Table:
                      "offset": offset, "value": value}, schema=DEAD_LETTER_SCHEMA)
 
 
-def _parse_json(values: pa.ChunkedArray, spec: InputSpec, n: int) -> tuple[pa.Table, np.ndarray, list]:
-    """Parse JSON object values; one bad message never spoils the rest."""
+_KIND_TYPES = {"i": pa.int64(), "f": pa.float64(), "b": pa.bool_(), "o": pa.string()}
+_KIND_NAMES = {"i": "an integer", "f": "a number", "b": "a boolean", "o": "a string"}
+
+
+def _json_kind(x: Any) -> str | None:
+    """The column kind of a JSON scalar (None for lists, objects and out-of-range integers)."""
+    if isinstance(x, bool):
+        return "b"
+    if isinstance(x, int):
+        return "i" if -(1 << 63) <= x < (1 << 63) else None
+    if isinstance(x, float):
+        return "f"
+    if isinstance(x, str):
+        return "o"
+    return None
+
+
+def _parse_json(values: pa.ChunkedArray, spec: InputSpec, n: int, kinds: Mapping[str, str] | None = None,
+                exclude: Sequence[str] = ()) -> tuple[pa.Table, np.ndarray, list]:
+    """Parse JSON object values; one bad message never spoils the rest.
+
+    Each field's values must share one kind: times and diffs are integers;
+    a data field has the kind its input already holds (``kinds``) or else the
+    most common kind in this batch (an integer is fine where a number is
+    expected).  Values of any other kind make their message a dead letter.
+    """
     vals = values.to_pylist()
-    wanted = set(spec.fields) | {spec.time} | ({spec.diff} if spec.diff else set()) | ({spec.op[0]} if spec.op else set())
+    wanted = list(dict.fromkeys([*spec.fields, spec.time, *([spec.diff] if spec.diff else []),
+                                 *([spec.op[0]] if spec.op else [])]))
+    # Names of the message's own columns (Kafka's offset, timestamp, ...) come from those columns.
+    wanted = [k for k in wanted if k not in exclude]
     records: list[dict] = []
     ok = np.ones(n, dtype=bool)
     errors: list[str | None] = [None] * n
@@ -319,26 +374,25 @@ def _parse_json(values: pa.ChunkedArray, spec: InputSpec, n: int) -> tuple[pa.Ta
     cols = {}
     for k in wanted:
         col = [r[k] for r in records]
-        try:
-            cols[k] = pa.array(col)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            # Mixed types in a field: keep the majority-compatible values, dead-letter the rest.
-            arr = []
-            for i, x in enumerate(col):
-                if x is not None and not isinstance(x, (int, float, str, bool)):
+        got = [None if x is None else _json_kind(x) for x in col]
+        if k == spec.time or k == spec.diff:
+            want = "i"
+        elif kinds and kinds.get(k) in _KIND_TYPES:
+            want = kinds[k]
+        else:
+            present = [g for g in got if g is not None]
+            want = max(set(present), key=present.count) if present else "o"
+        arr = []
+        for i, (x, g) in enumerate(zip(col, got)):
+            if x is not None and g != want and not (want == "f" and g == "i"):
+                if ok[i]:
                     ok[i] = False
-                    errors[i] = f"field {k!r} has unsupported value {x!r}"
-                    x = None
-                arr.append(x)
-            types = {type(x) for x in arr if x is not None}
-            if len(types) > 1:
-                first = type(next(x for x in arr if x is not None))
-                for i, x in enumerate(arr):
-                    if x is not None and type(x) is not first:
-                        ok[i] = False
-                        errors[i] = f"field {k!r} has value {x!r} of type {type(x).__name__}, others are {first.__name__}"
-                        arr[i] = None
-            cols[k] = pa.array(arr)
+                    errors[i] = (f"field {k!r} has value {x!r}, outside the 64-bit integer range" if g is None and
+                                 isinstance(x, int) else f"field {k!r} has value {x!r} of type {type(x).__name__}, "
+                                 f"expected {_KIND_NAMES[want]}")
+                x = None
+            arr.append(x)
+        cols[k] = pa.array(arr, _KIND_TYPES[want])
     return pa.table(cols) if cols else pa.table({"_": pa.nulls(n)}), ok, errors
 
 

@@ -32,7 +32,7 @@ class MemorySink:
 
     def table(self) -> pa.Table:
         tables = [self.batches[k] for k in sorted(self.batches)]
-        return pa.concat_tables(tables) if tables else pa.table({})
+        return pa.concat_tables(tables, promote_options="default") if tables else pa.table({})
 
     def contents(self) -> dict[tuple, int]:
         """Record -> multiplicity after all batches (the accumulated output)."""
@@ -85,7 +85,7 @@ class ParquetSink:
             return pa.table({})
         files = sorted(f for f in os.listdir(self.path) if f.endswith(".parquet"))
         tables = [pq.read_table(os.path.join(self.path, f)) for f in files]
-        return pa.concat_tables(tables) if tables else pa.table({})
+        return pa.concat_tables(tables, promote_options="default") if tables else pa.table({})
 
 
 class JsonLinesSink:

@@ -8,7 +8,6 @@ of the embedded Tansu broker.
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -44,27 +43,8 @@ def new_topic(kafka_bootstrap: str) -> Callable[..., str]:
 def spark():
     """A ``local[2]`` SparkSession with the ``ddkafka`` source registered."""
     pytest.importorskip("pyspark")
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    # Python workers must run this interpreter (the one with ddflow installed).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from ddflow.streaming.spark import local_session
 
-    from ddflow.streaming.kafka_source import register
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("ddflow-tests")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
+    session = local_session("ddflow-tests")
     yield session
     session.stop()

@@ -1,0 +1,127 @@
+"""The streaming job that test_crash_recovery.py kills and restarts.
+
+    python tests/streaming/crash_job.py --bootstrap HOST:PORT --topic EDGES --out-prefix OUT \
+        --work DIR [--max-offsets 10] [--fault POINT:BATCH_ID] [--pidfile FILE]
+
+Kafka topic ``--topic`` (JSON edge updates ``{"src", "dst", "t", "diff"}``)
+-> Spark (``ddkafka``, ``Trigger.AvailableNow``, ``maxOffsetsPerTrigger``)
+-> ddflow: reachability from the fixed ``ROOTS`` and the out-degree of every
+node -> each output to a Parquet sink (``DIR/reach``, ``DIR/degree``) and
+a Kafka sink (topics ``OUT-reach``, ``OUT-degree``); dead letters to
+``DIR/dead``; Spark's checkpoint in ``DIR/checkpoint`` and ddflow's state
+in ``DIR/state`` (snapshot every 2 batches).  Running it again with the
+same arguments resumes the job.
+
+``--fault POINT:BATCH_ID`` kills the process with ``os._exit(CRASH_EXIT)``
+inside foreachBatch when batch ``BATCH_ID`` reaches ``POINT``, one of
+``before_output``, ``before_state``, ``after_state`` (the driver's test
+hook ``StreamingDataflow._fault``).  ``--pidfile`` receives the pid of
+Spark's JVM, which outlives this process by a moment after a crash.
+
+The test imports ``run`` to make the uninterrupted reference run in its
+own Spark session.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+CRASH_EXIT = 17
+ROOTS = [0, 1]
+OUTPUTS = {"reach": ["node", "root"], "degree": ["node", "count"]}
+
+
+def build(flow: Any):
+    from ddflow.streaming.demo import reach_dataflow
+
+    roots_in, roots = flow.new_collection("roots", schema=("i",))
+    roots_in.update([(r,) for r in ROOTS], times=0)  # static input, rebuilt identically on restart
+    edges_in, edges = flow.new_collection("edges", schema=("i", "i"))
+    return {"edges": edges_in}, {"reach": reach_dataflow(roots, edges), "degree": edges.project(0).count()}
+
+
+def make_stream(bootstrap: str, out_prefix: str, work: str) -> Any:
+    from ddflow.streaming.driver import StreamingDataflow
+    from ddflow.streaming.sinks import JsonLinesSink, KafkaSink, ParquetSink
+
+    stream = (StreamingDataflow(lambda flow: _both(build(flow)), name="crash-job")
+              .input("edges", fields=["src", "dst"], format="json", time="t", diff="diff")
+              .deadLetter(JsonLinesSink(os.path.join(work, "dead")))
+              .stateLocation(os.path.join(work, "state"), snapshot_every=2))
+    for name, names in OUTPUTS.items():
+        stream.output(name, ParquetSink(os.path.join(work, name)), names=names)
+        stream.output(f"{name}_kafka", KafkaSink(bootstrap, f"{out_prefix}-{name}"), names=names)
+    return stream
+
+
+def _both(built):
+    """Each output twice: once for the Parquet sink, once for the Kafka sink."""
+    handles, outs = built
+    return handles, {**outs, **{f"{n}_kafka": c for n, c in outs.items()}}
+
+
+def run(spark: Any, bootstrap: str, topic: str, out_prefix: str, work: str, max_offsets: int = 10,
+        fault: tuple[str, int] | None = None) -> list[int]:
+    """Run the job to completion (availableNow); the batch ids it processed."""
+    from ddflow.streaming.kafka_source import FORMAT
+
+    stream = make_stream(bootstrap, out_prefix, work)
+    if fault is not None:
+        def crash(point: str, batch_id: int) -> None:
+            if (point, batch_id) == fault:
+                sys.stdout.flush()
+                os._exit(CRASH_EXIT)
+
+        stream._fault = crash
+    done: list[int] = []
+    stream.onBatch(lambda batch_id, stats: done.append(batch_id))
+    df = (spark.readStream.format(FORMAT)
+          .option("kafka.bootstrap.servers", bootstrap)
+          .option("subscribe", topic)
+          .option("startingOffsets", "earliest")
+          .option("maxOffsetsPerTrigger", max_offsets)
+          .load())
+    query = stream.start(df, checkpointLocation=os.path.join(work, "checkpoint"), trigger={"availableNow": True})
+    try:
+        query.awaitTermination()
+    finally:
+        for spec in stream.outputs.values():
+            close = getattr(spec.sink, "close", None)
+            if close is not None:
+                close()
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--out-prefix", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--max-offsets", type=int, default=10)
+    ap.add_argument("--fault", default=None, help="POINT:BATCH_ID")
+    ap.add_argument("--pidfile", default=None)
+    args = ap.parse_args(argv)
+    fault = None
+    if args.fault:
+        point, batch = args.fault.rsplit(":", 1)
+        fault = (point, int(batch))
+
+    from ddflow.streaming.spark import local_session
+
+    spark = local_session("ddflow-crash-job")
+    try:
+        if args.pidfile:
+            with open(args.pidfile, "w") as f:
+                f.write(str(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
+        done = run(spark, args.bootstrap, args.topic, args.out_prefix, args.work, args.max_offsets, fault)
+        print(f"crash_job: processed batches {done}", flush=True)
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

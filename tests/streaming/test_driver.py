@@ -1,0 +1,432 @@
+"""The streaming driver end to end, and its state and dead letters without Spark.
+
+Spark tests (real local Spark, real broker from conftest):
+- Kafka -> ddflow (reachability and a keyed count) -> Kafka and Parquet:
+  the accumulated outputs equal the from-scratch answers, over a first
+  query and a restarted second one with several micro-batches.
+- Malformed and late messages go to the dead-letter sink with the reason;
+  the query keeps going and the good messages count.
+
+Fast tests (``process_arrow`` on Arrow tables shaped like Kafka rows):
+replayed batch ids are skipped, snapshots restore, each kind of bad
+message is a dead letter, batches without output changes.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import random
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import ddflow
+from ddflow.streaming.demo import bfs, reach_dataflow
+from ddflow.streaming.driver import StreamingDataflow
+from ddflow.streaming.sinks import JsonLinesSink, KafkaSink, MemorySink, ParquetSink, accumulate, read_changes
+from ddflow.streaming.state import StateStore
+
+ROOTS = [0, 1]
+
+
+# -- helpers ------------------------------------------------------------------------
+
+
+def build(flow: ddflow.Dataflow):
+    """Reachability from the roots over the edges, and the out-degree (a keyed count) of each node."""
+    roots_in, roots = flow.new_collection("roots", schema=("i",))
+    edges_in, edges = flow.new_collection("edges", schema=("i", "i"))
+    reach = reach_dataflow(roots, edges)
+    degree = edges.project(0).count()
+    return {"roots": roots_in, "edges": edges_in}, {"reach": reach, "degree": degree,
+                                                    "reach_pq": reach, "degree_pq": degree}
+
+
+def expected(edges: list[tuple[int, int]], roots: list[int]) -> tuple[dict, dict]:
+    """From-scratch answers as accumulated outputs: record -> multiplicity."""
+    reach = {pair: 1 for pair in bfs(edges, roots)}
+    degree = {(s, c): 1 for s, c in collections.Counter(s for s, _ in edges).items()}
+    return reach, degree
+
+
+def edge_updates(n_edges: int, n_updates: int, nodes: int, seed: int, t0: int = 0):
+    """Initial edges at time ``t0``, then sliding-window updates at distinct increasing times.
+
+    Returns (initial messages, update messages, final edge multiset).
+    """
+    rng = random.Random(seed)
+    window = collections.deque((rng.randrange(nodes), rng.randrange(nodes)) for _ in range(n_edges))
+    initial = [{"src": s, "dst": d, "t": t0, "diff": 1} for s, d in window]
+    updates = []
+    t = t0
+    for _ in range(n_updates):
+        old = window.popleft()
+        new = (rng.randrange(nodes), rng.randrange(nodes))
+        window.append(new)
+        updates.append({"src": old[0], "dst": old[1], "t": t + 1, "diff": -1})
+        updates.append({"src": new[0], "dst": new[1], "t": t + 2, "diff": 1})
+        t += 2
+    return initial, updates, list(window)
+
+
+def kafka_rows(values: list[Any], topic: str = "edges", start: int = 0) -> pa.Table:
+    """An Arrow table like a micro-batch of Spark's Kafka source (dicts become JSON)."""
+    n = len(values)
+    enc = [v if isinstance(v, bytes) or v is None else json.dumps(v).encode() for v in values]
+    return pa.table({
+        "key": pa.nulls(n, pa.binary()),
+        "value": pa.array(enc, pa.binary()),
+        "topic": pa.array([topic] * n, pa.string()),
+        "partition": pa.array([0] * n, pa.int32()),
+        "offset": pa.array(range(start, start + n), pa.int64()),
+        "timestamp": pa.array([1_700_000_000_000_000 + i for i in range(start, start + n)], pa.timestamp("us", tz="UTC")),
+        "timestampType": pa.array([0] * n, pa.int32()),
+    })
+
+
+def fast_stream(state: str | None = None, snapshot_every: int = 50, dead: str | None = None):
+    """Edges and roots from one Kafka-like table (told apart by topic), outputs to memory."""
+    s = (StreamingDataflow(build, name="test")
+         .input("roots", fields=["root"], format="json", time="t", topic="roots")
+         .input("edges", fields=["src", "dst"], format="json", time="t", diff="diff", topic="edges"))
+    for name, names in (("reach", ["node", "root"]), ("degree", ["node", "count"])):
+        s.output(name, MemorySink(), names=names)
+    if dead is not None:
+        s.deadLetter(JsonLinesSink(dead))
+    if state is not None:
+        s.stateLocation(state, snapshot_every)
+    return s
+
+
+def roots_rows(roots: list[int], t: int = 0) -> pa.Table:
+    return kafka_rows([{"root": r, "t": t} for r in roots], topic="roots", start=10_000)
+
+
+def fast_batches(seed: int = 3) -> tuple[list[pa.Table], list[tuple[int, int]]]:
+    """Six micro-batches of Kafka-like rows (roots first) and the final edge multiset."""
+    initial, updates, final = edge_updates(10, 20, 12, seed)
+    batches = [pa.concat_tables([roots_rows(ROOTS), kafka_rows(initial)])]
+    off = len(initial)
+    for i in range(0, len(updates), 8):
+        chunk = updates[i:i + 8]
+        batches.append(kafka_rows(chunk, start=off))
+        off += len(chunk)
+    return batches, final
+
+
+# -- fast: state, replay, snapshots ----------------------------------------------------------
+
+
+def test_replayed_batch_id_is_skipped(tmp_path):
+    batches, final = fast_batches()
+    state = str(tmp_path / "state")
+    s = fast_stream(state)
+    for b in (0, 1, 2):
+        s.process_arrow(batches[b], b)
+    reach = s.outputs["reach"].sink
+    before = {b: t for b, t in reach.batches.items()}
+    manifest = StateStore(state).manifest
+    assert manifest.batch_id == 2
+
+    # Spark replays batch 2 (crash after the state commit, before Spark's): nothing happens.
+    s.process_arrow(batches[2], 2)
+    s.process_arrow(batches[1], 1)
+    assert s.metrics.skipped_batches == 2 and s.metrics.batches == 3
+    assert reach.batches == before
+    assert StateStore(state).manifest == manifest
+
+    # The same after a restart: the restored dataflow skips it and goes on correctly.
+    s2 = fast_stream(state)
+    s2.open()
+    s2.process_arrow(batches[2], 2)
+    assert s2.metrics.skipped_batches == 1 and not s2.outputs["reach"].sink.batches
+    for b in range(3, len(batches)):
+        s2.process_arrow(batches[b], b)
+        s.process_arrow(batches[b], b)
+    # Outputs after the restart equal those of the process that never stopped, batch by batch.
+    for name in ("reach", "degree"):
+        restarted = s2.outputs[name].sink.batches
+        assert sorted(restarted) == list(range(3, len(batches)))
+        for b, t in restarted.items():
+            assert t.to_pylist() == s.outputs[name].sink.batches[b].to_pylist(), (name, b)
+    want_reach, want_degree = expected(final, ROOTS)
+    assert s.outputs["reach"].sink.contents() == want_reach
+    assert s.outputs["degree"].sink.contents() == want_degree
+
+
+@pytest.mark.parametrize("restart_after", [1, 2, 3, 4])
+def test_snapshot_restore(tmp_path, restart_after):
+    """snapshot_every=2: restarting after each number of batches restores the same dataflow."""
+    batches, final = fast_batches(seed=11)
+    state = str(tmp_path / "state")
+    ref = fast_stream()
+    for b, t in enumerate(batches):
+        ref.process_arrow(t, b)
+
+    s = fast_stream(state, snapshot_every=2)
+    for b in range(restart_after + 1):
+        s.process_arrow(batches[b], b)
+    store = StateStore(state, 2)
+    m = store.manifest
+    files = sorted(os.listdir(state))
+    assert m.batch_id == restart_after
+    n_done = restart_after + 1
+    # A snapshot replaces the log every second batch; at most one log file follows it.
+    assert m.files[0].startswith("snapshot-") and m.batches_since_snapshot == n_done % 2
+    assert len(m.files) == 1 + n_done % 2
+    assert files == sorted(m.files + ["manifest.json"])
+    # The snapshot holds consolidated updates at its frontier - 1, no cancelled records.
+    snap = StateStore.read_file(os.path.join(state, m.files[0]))
+    snap_time = (m.frontier if n_done % 2 == 0 else StateStore.read_file(os.path.join(state, m.files[1]))
+                 ["edges"].column("time").to_pylist()[0]) - 1
+    assert set(snap) == {"roots", "edges"}
+    for t in snap.values():
+        assert set(t.column("time").to_pylist()) == {snap_time}
+        assert 0 not in t.column("diff").to_pylist()
+
+    s2 = fast_stream(state, snapshot_every=2)
+    s2.open()
+    assert s2.flow.frontier == s.flow.frontier == m.frontier
+    for b in range(n_done, len(batches)):
+        s2.process_arrow(batches[b], b)
+    for name in ("reach", "degree"):
+        for b, t in s2.outputs[name].sink.batches.items():
+            assert t.to_pylist() == ref.outputs[name].sink.batches[b].to_pylist(), (name, b)
+    # Accumulated: what s delivered before the restart plus what s2 delivered after = from scratch.
+    want_reach, want_degree = expected(final, ROOTS)
+    for name, want in (("reach", want_reach), ("degree", want_degree)):
+        both = pa.concat_tables([s.outputs[name].sink.table(), s2.outputs[name].sink.table()])
+        assert accumulate(both) == want
+
+
+# -- fast: dead letters ------------------------------------------------------------------------
+
+BAD = [
+    pytest.param(b"{not json", "unparseable JSON", id="not-json"),
+    pytest.param(b"\xff\xfe", "unparseable JSON", id="not-utf8"),
+    pytest.param(None, "null value", id="null-value"),
+    pytest.param([1, 2], "expected a JSON object", id="not-an-object"),
+    pytest.param({"src": 1, "t": 5, "diff": 1}, "'dst' is missing", id="missing-field"),
+    pytest.param({"src": 1, "dst": 2, "diff": 1}, "'t' is missing", id="missing-time"),
+    pytest.param({"src": 1, "dst": None, "t": 5, "diff": 1}, "'dst' is missing or null", id="null-field"),
+    pytest.param({"src": "a", "dst": 2, "t": 5, "diff": 1}, "'src' has value 'a'", id="string-for-int"),
+    pytest.param({"src": 1.5, "dst": 2, "t": 5, "diff": 1}, "'src' has value 1.5", id="float-for-int"),
+    pytest.param({"src": True, "dst": 2, "t": 5, "diff": 1}, "'src' has value True", id="bool-for-int"),
+    pytest.param({"src": [1], "dst": 2, "t": 5, "diff": 1}, "'src' has value [1]", id="list-for-int"),
+    pytest.param({"src": 1, "dst": 2, "t": "5", "diff": 1}, "'t' has value '5'", id="string-time"),
+    pytest.param({"src": 1, "dst": 2, "t": 5.5, "diff": 1}, "'t' has value 5.5", id="float-time"),
+    pytest.param({"src": 1, "dst": 2, "t": 5, "diff": "x"}, "'diff' has value 'x'", id="string-diff"),
+    pytest.param({"src": 1, "dst": 2, "t": 5, "diff": 2 ** 70}, "'diff' has value", id="huge-diff"),
+]
+
+
+@pytest.mark.parametrize("where", ["first", "last", "alone"])
+@pytest.mark.parametrize("bad, error", BAD)
+def test_bad_message_is_a_dead_letter(tmp_path, bad, error, where):
+    dead = str(tmp_path / "dead")
+    s = fast_stream(str(tmp_path / "state"), dead=dead)
+    s.process_arrow(pa.concat_tables([roots_rows([0]), kafka_rows([{"src": 0, "dst": 1, "t": 1, "diff": 1}])]), 0)
+    good = [{"src": 1, "dst": 2, "t": 5, "diff": 1}, {"src": 2, "dst": 3, "t": 6, "diff": 1}]
+    msgs = {"first": [bad] + good, "last": good + [bad], "alone": [bad]}[where]
+    s.process_arrow(kafka_rows(msgs, start=1), 1)
+    s.process_arrow(kafka_rows([{"src": 3, "dst": 4, "t": 7, "diff": 1}], start=10), 2)  # the query goes on
+    rows = JsonLinesSink(dead).rows()
+    assert len(rows) == 1, rows
+    r = rows[0]
+    assert error in r["error"] and r["input"] == "edges" and r["topic"] == "edges"
+    assert r["offset"] == 1 + next(i for i, m in enumerate(msgs) if m is bad) and r["partition"] == 0
+    if isinstance(bad, bytes) and bad.isascii():
+        assert r["value"] == bad.decode()
+    if where == "alone":
+        want = {(0, 0), (1, 0)}
+    else:
+        want = {(n, 0) for n in range(5)}
+    assert s.outputs["reach"].sink.contents() == {p: 1 for p in want}
+    assert s.metrics.dead_letters == 1
+
+
+def test_late_update_is_a_dead_letter_by_default(tmp_path):
+    dead = str(tmp_path / "dead")
+    s = fast_stream(dead=dead)
+    s.process_arrow(pa.concat_tables([roots_rows([0]), kafka_rows([{"src": 0, "dst": 1, "t": 3, "diff": 1}])]), 0)
+    assert s.flow.frontier == 4
+    s.process_arrow(kafka_rows([{"src": 1, "dst": 2, "t": 3, "diff": 1}, {"src": 1, "dst": 3, "t": 4, "diff": 1}],
+                               start=1), 1)
+    rows = JsonLinesSink(dead).rows()
+    assert [(r["offset"], r["error"]) for r in rows] == [(1, "time before the frontier 4")]
+    assert s.outputs["reach"].sink.contents() == {(0, 0): 1, (1, 0): 1, (3, 0): 1}
+
+
+def test_late_update_with_late_error_raises():
+    s = (StreamingDataflow(build)
+         .input("edges", fields=["src", "dst"], format="json", time="t", diff="diff", late="error"))
+    s.process_arrow(kafka_rows([{"src": 0, "dst": 1, "t": 3, "diff": 1}]), 0)
+    with pytest.raises(ddflow.FrontierError, match="before the frontier 4"):
+        s.process_arrow(kafka_rows([{"src": 1, "dst": 2, "t": 3, "diff": 1}], start=1), 1)
+
+
+def test_kafka_columns_as_time_with_json_values():
+    """time="offset" (the default) or "timestamp" with JSON values reads the Kafka column."""
+    for time_col in ("offset", "timestamp"):
+        s = (StreamingDataflow(build)
+             .input("edges", fields=["src", "dst"], format="json", time=time_col)
+             .output("degree", MemorySink(), names=["node", "count"]))
+        s.process_arrow(kafka_rows([{"src": 1, "dst": 2}, {"src": 1, "dst": 3}]), 0)
+        assert s.metrics.dead_letters == 0, time_col
+        assert s.outputs["degree"].sink.contents() == {(1, 2): 1}, time_col
+
+
+def test_batches_without_output_changes():
+    """Empty micro-batches, and batches whose changes cancel, give empty outputs with the output's columns."""
+    s = fast_stream()
+    s.process_arrow(kafka_rows([]), 0)  # nothing yet: column kinds unknown
+    s.process_arrow(roots_rows([5]), 1)
+    s.process_arrow(kafka_rows([{"src": 5, "dst": 6, "t": 1, "diff": 1}], start=0), 2)
+    s.process_arrow(kafka_rows([]), 3)
+    sink = s.outputs["reach"].sink
+    assert sink.batches[0].num_rows == 0 and sink.batches[3].num_rows == 0
+    assert sink.batches[3].column_names == ["node", "root", "time", "diff"]
+    assert sink.contents() == {(5, 5): 1, (6, 5): 1}
+
+
+# -- Spark + Kafka ------------------------------------------------------------------------------
+
+
+def _ddkafka(spark, bootstrap: str, topics: list[str], max_offsets: int | None = None):
+    r = (spark.readStream.format("ddkafka")
+         .option("kafka.bootstrap.servers", bootstrap)
+         .option("subscribe", ",".join(topics))
+         .option("startingOffsets", "earliest"))
+    if max_offsets is not None:
+        r = r.option("maxOffsetsPerTrigger", max_offsets)
+    return r.load()
+
+
+def _spark_stream(bootstrap: str, t_roots: str, t_edges: str, out: dict[str, str], work, batches: list):
+    s = (StreamingDataflow(build, name="e2e")
+         .input("roots", fields=["root"], format="json", time="t", topic=t_roots)
+         .input("edges", fields=["src", "dst"], format="json", time="t", diff="diff", topic=t_edges)
+         .output("reach", KafkaSink(bootstrap, out["reach"]), names=["node", "root"])
+         .output("degree", KafkaSink(bootstrap, out["degree"]), names=["node", "count"])
+         .output("reach_pq", ParquetSink(str(work / "reach")), names=["node", "root"])
+         .output("degree_pq", ParquetSink(str(work / "degree")), names=["node", "count"])
+         .deadLetter(JsonLinesSink(str(work / "dead")))
+         .onBatch(lambda b, stats: batches.append(stats)))
+    return s
+
+
+def _run(stream, df, checkpoint) -> None:
+    query = stream.start(df, checkpointLocation=checkpoint, trigger={"availableNow": True})
+    try:
+        query.awaitTermination()
+    finally:
+        for spec in stream.outputs.values():
+            if hasattr(spec.sink, "close"):
+                spec.sink.close()
+    assert query.exception() is None
+
+
+def _kafka_contents(bootstrap: str, topic: str) -> dict:
+    acc: collections.Counter = collections.Counter()
+    for ch in read_changes(bootstrap, topic):
+        acc[tuple(ch["record"])] += ch["diff"]
+    return {k: v for k, v in acc.items() if v}
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_kafka_to_ddflow_to_kafka_and_parquet(spark, kafka_bootstrap, new_topic, tmp_path):
+    from ddflow.streaming.broker import produce
+
+    t_roots, t_edges = new_topic(1, "roots"), new_topic(1, "edges")
+    out = {"reach": new_topic(1, "reach"), "degree": new_topic(1, "degree")}
+    initial, updates, final = edge_updates(40, 30, 25, seed=5)
+    produce(kafka_bootstrap, t_roots, [(None, json.dumps({"root": r, "t": 0}).encode()) for r in ROOTS])
+    produce(kafka_bootstrap, t_edges, [(str(m["src"]).encode(), json.dumps(m).encode()) for m in initial])
+    checkpoint = str(tmp_path / "checkpoint")
+
+    # First query: roots and the initial graph, one micro-batch.
+    batches: list = []
+    _run(_spark_stream(kafka_bootstrap, t_roots, t_edges, out, tmp_path, batches),
+         _ddkafka(spark, kafka_bootstrap, [t_roots, t_edges]), checkpoint)
+    assert len(batches) == 1 and batches[0]["updates"] == len(ROOTS) + len(initial)
+    want_reach, want_degree = expected([(m["src"], m["dst"]) for m in initial], ROOTS)
+    assert _kafka_contents(kafka_bootstrap, out["reach"]) == want_reach
+    assert accumulate(ParquetSink(str(tmp_path / "reach")).table()) == want_reach
+
+    # More input, then the job restarted (a new StreamingDataflow restores from its state) with
+    # several micro-batches.
+    produce(kafka_bootstrap, t_edges, [(str(m["src"]).encode(), json.dumps(m).encode()) for m in updates])
+    batches2: list = []
+    _run(_spark_stream(kafka_bootstrap, t_roots, t_edges, out, tmp_path, batches2),
+         _ddkafka(spark, kafka_bootstrap, [t_roots, t_edges], max_offsets=16), checkpoint)
+    assert len(batches2) == -(-len(updates) // 16) >= 3
+    assert [b["batch_id"] for b in batches2] == list(range(1, 1 + len(batches2)))
+    assert sum(b["updates"] for b in batches2) == len(updates)
+    assert all(b["dead_letters"] == 0 for b in batches + batches2)
+
+    want_reach, want_degree = expected(final, ROOTS)
+    assert _kafka_contents(kafka_bootstrap, out["reach"]) == want_reach
+    assert _kafka_contents(kafka_bootstrap, out["degree"]) == want_degree
+    assert accumulate(ParquetSink(str(tmp_path / "reach")).table()) == want_reach
+    assert accumulate(ParquetSink(str(tmp_path / "degree")).table()) == want_degree
+    # Each sink received exactly the changes of the other (same records, times and diffs).
+    pq_changes = collections.Counter()
+    for r in ParquetSink(str(tmp_path / "reach")).table().to_pylist():
+        pq_changes[(r["node"], r["root"], r["time"])] += r["diff"]
+    kafka_changes = collections.Counter()
+    for ch in read_changes(kafka_bootstrap, out["reach"]):
+        kafka_changes[(*ch["record"], ch["time"])] += ch["diff"]
+    assert pq_changes == kafka_changes
+    assert not JsonLinesSink(str(tmp_path / "dead")).rows()
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_malformed_and_late_messages_go_to_dead_letters(spark, kafka_bootstrap, new_topic, tmp_path):
+    from ddflow.streaming.broker import produce
+
+    t_roots, t_edges = new_topic(1, "roots"), new_topic(1, "edges")
+    out = {"reach": new_topic(1, "reach"), "degree": new_topic(1, "degree")}
+    produce(kafka_bootstrap, t_roots, [(None, json.dumps({"root": 0, "t": 0}).encode())])
+    good = [{"src": i, "dst": i + 1, "t": i + 1, "diff": 1} for i in range(12)]
+    bad = {
+        3: b"this is not JSON",
+        5: json.dumps({"src": 9, "t": 4, "diff": 1}).encode(),                 # missing dst
+        8: json.dumps({"src": "nine", "dst": 1, "t": 7, "diff": 1}).encode(),  # wrong type
+        9: json.dumps({"src": 1, "dst": 2, "t": 7.5, "diff": 1}).encode(),     # wrong type of time
+        12: json.dumps({"src": 0, "dst": 50, "t": 2, "diff": 1}).encode(),     # late: before the frontier
+    }
+    msgs: list[bytes] = []
+    for i, m in enumerate(good):
+        if i in bad:
+            msgs.append(bad[i])
+        msgs.append(json.dumps(m).encode())
+    msgs.append(bad[12])
+    # The root first, alone: with maxOffsetsPerTrigger it could land in a micro-batch after edges
+    # with later data times, and then it would be late itself.
+    batches: list = []
+    checkpoint = str(tmp_path / "checkpoint")
+    _run(_spark_stream(kafka_bootstrap, t_roots, t_edges, out, tmp_path, batches),
+         _ddkafka(spark, kafka_bootstrap, [t_roots, t_edges]), checkpoint)
+    produce(kafka_bootstrap, t_edges, [(None, m) for m in msgs])
+    _run(_spark_stream(kafka_bootstrap, t_roots, t_edges, out, tmp_path, batches),
+         _ddkafka(spark, kafka_bootstrap, [t_roots, t_edges], max_offsets=6), checkpoint)
+    assert len(batches) == 1 + 3  # the query kept going past the bad messages
+    assert sum(b["dead_letters"] for b in batches) == len(bad)
+    dead = JsonLinesSink(str(tmp_path / "dead")).rows()
+    offsets = {v: i for i, v in enumerate(msgs)}
+    got = {r["offset"]: r["error"] for r in dead}
+    assert sorted(got) == sorted(offsets[v] for v in bad.values())
+    assert all(r["topic"] == t_edges and r["input"] == "edges" for r in dead)
+    assert got[offsets[bad[3]]].startswith("unparseable JSON")
+    assert "'dst' is missing" in got[offsets[bad[5]]]
+    assert "'src' has value 'nine'" in got[offsets[bad[8]]]
+    assert "'t' has value 7.5" in got[offsets[bad[9]]]
+    assert got[offsets[bad[12]]].startswith("time before the frontier")
+    assert {r["offset"]: r["value"] for r in dead}[offsets[bad[3]]] == "this is not JSON"
+    # Every good message was processed: a path 0 -> 1 -> ... -> 12.
+    assert _kafka_contents(kafka_bootstrap, out["reach"]) == {(n, 0): 1 for n in range(13)}
+    assert accumulate(ParquetSink(str(tmp_path / "degree")).table()) == {(i, 1): 1 for i in range(12)}
