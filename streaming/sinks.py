@@ -148,26 +148,30 @@ class KafkaSink:
             return
         p = self._get()
         fields = [c for c in table.column_names if c not in ("time", "diff")]
-        cols = [table.column(c).to_pylist() for c in fields]
-        times = table.column("time").to_pylist()
-        diffs = table.column("diff").to_pylist()
+        # JSON text per column, then one join per record: far cheaper than json.dumps of a dict per record.
+        texts = [_json_texts(table.column(c)) for c in fields]
+        times = _json_texts(table.column("time"))
+        diffs = _json_texts(table.column("diff"))
+        keys = texts[0] if texts else None
+        bid = str(batch_id).encode()
         errors: list = []
 
         def done(err, msg):
             if err is not None:
                 errors.append(err)
 
-        for seq, (rec, t, d) in enumerate(zip(zip(*cols), times, diffs)):
-            value = json.dumps({"record": list(rec), "time": t, "diff": d}, default=_json_default).encode()
-            key = json.dumps(rec[0], default=_json_default).encode() if rec else None
+        produce, topic = p.produce, self.topic
+        for seq, (rec, t, d) in enumerate(zip(zip(*texts), times, diffs)):
+            value = f'{{"record": [{", ".join(rec)}], "time": {t}, "diff": {d}}}'.encode()
             while True:
                 try:
-                    p.produce(self.topic, value=value, key=key, on_delivery=done,
-                              headers=[("batch_id", str(batch_id).encode()), ("seq", str(seq).encode())])
+                    produce(topic, value=value, key=keys[seq].encode() if keys else None, on_delivery=done,
+                            headers=[("batch_id", bid), ("seq", str(seq).encode())])
                     break
                 except BufferError:
                     p.poll(0.05)
-            p.poll(0)
+            if seq % 1000 == 0:
+                p.poll(0)
         remaining = p.flush(30)
         if remaining or errors:
             raise RuntimeError(f"Kafka sink {self.topic!r}: {len(errors)} delivery errors, {remaining} undelivered "
@@ -182,6 +186,16 @@ class KafkaSink:
         d = dict(self.__dict__)
         d["_producer"] = None
         return d
+
+
+def _json_texts(col: pa.ChunkedArray) -> list[str]:
+    """Each value of an Arrow column as JSON text."""
+    typ = col.type
+    if pa.types.is_integer(typ) and not col.null_count:
+        return list(map(str, col.to_pylist()))
+    if pa.types.is_boolean(typ) and not col.null_count:
+        return ["true" if v else "false" for v in col.to_pylist()]
+    return [json.dumps(v, default=_json_default) for v in col.to_pylist()]
 
 
 def read_changes(bootstrap: str, topic: str) -> list[dict]:
