@@ -486,15 +486,23 @@ def drain_events(consumer: Any, timeout: float) -> list:
 
 
 def probe_end_offsets(
-    consumer: Any, topic: str, partitions: Iterable[int], bootstrap: str, timeout: float = 10.0
+    consumer: Any, topic: str, partitions: Iterable[int], bootstrap: str, timeout: float = 10.0,
+    floor: Optional[dict[int, int]] = None, settle: float = 0.05,
 ) -> dict[int, int]:
-    """True end offset (next offset to be written) of each partition.
+    """End offset (next offset to be written) of each partition, as of some moment during the call.
 
     ``consumer`` must be built with :func:`consumer_config` (partition EOF
     on) and not be consuming anything else; it is unassigned afterwards.
     The reported high watermark is only a lower bound on Tansu, so we start
-    there (minus one) and read to EOF: this touches at most the last record
+    there (minus one) and read forward: this touches at most the last record
     batch. Works unchanged on a real Kafka broker.
+
+    While a producer keeps appending, EOF may not show up for a long time
+    (every fetch finds a little more data), so after ``settle`` seconds a
+    partition that has delivered a record ends after the last record seen:
+    data certainly exists up to there, which is all a micro-batch needs.
+    ``floor`` (offsets already known to exist) keeps the answer from going
+    backwards when the watermark lags.
     """
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -510,11 +518,18 @@ def probe_end_offsets(
             raise BrokerError(
                 f"cannot read offsets of {topic!r} partition {p} on {bootstrap}: {e.args[0]}"
             ) from e
-        starts.append(TopicPartition(topic, p, max(lo, hi - 1, 0)))
+        known = (floor or {}).get(p, 0)
+        starts.append(TopicPartition(topic, p, max(lo, hi - 1, known - 1, 0)))
     ends: dict[int, int] = {}
+    seen: dict[int, int] = {}
+    began = time.monotonic()
     consumer.assign(starts)
     try:
         while len(ends) < len(partitions):
+            if time.monotonic() - began > settle and all(p in ends or p in seen for p in partitions):
+                for p in partitions:
+                    ends.setdefault(p, seen.get(p, 0))
+                break
             left = deadline - time.monotonic()
             if left <= 0:
                 missing = sorted(set(partitions) - set(ends))
@@ -525,6 +540,7 @@ def probe_end_offsets(
             for m in drain_events(consumer, min(left, 0.2)):
                 err = m.error()
                 if err is None:
+                    seen[m.partition()] = max(seen.get(m.partition(), 0), m.offset() + 1)
                     continue
                 if err.code() == KafkaError._PARTITION_EOF:
                     ends[m.partition()] = m.offset()

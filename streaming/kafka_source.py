@@ -302,16 +302,18 @@ class _Kafka:
             out[str(p)] = lo
         return out
 
-    def latest(self, topic: str, parts: Sequence[int]) -> dict[str, int]:
+    def latest(self, topic: str, parts: Sequence[int], floor: Optional[Mapping[str, int]] = None) -> dict[str, int]:
         with _errors("finding the latest offsets"):
             ends = probe_end_offsets(
-                self.consumer, topic, parts, self.opts.bootstrap, self.opts.timeout
+                self.consumer, topic, parts, self.opts.bootstrap, self.opts.timeout,
+                floor={int(p): o for p, o in (floor or {}).items()},
             )
         return {str(p): o for p, o in ends.items()}
 
-    def latest_all(self) -> Offsets:
-        """True end offsets of every partition of every subscribed topic."""
-        return _canonical({t: self.latest(t, ps) for t, ps in self.partitions().items()})
+    def latest_all(self, floor: Optional[Offsets] = None) -> Offsets:
+        """End offsets of every partition of every subscribed topic, never below ``floor``."""
+        floor = floor or {}
+        return _canonical({t: self.latest(t, ps, floor.get(t)) for t, ps in self.partitions().items()})
 
     def resolve(self, spec: str, what: str) -> Offsets:
         """Offsets for an ``earliest``/``latest``/JSON option value."""
@@ -473,7 +475,7 @@ class KafkaStreamReader(_KafkaUser, DataSourceStreamReader, SupportsTriggerAvail
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         start = _canonical(start)
-        latest = self._kafka.latest_all()
+        latest = self._kafka.latest_all(start)
         begin: Offsets = {}
         end: Offsets = {}
         for t in self._opts.topics:
