@@ -91,6 +91,7 @@ class StreamingDataflow:
         self.dead_letter: Sink | None = None
         self.state_path: str | None = None
         self.snapshot_every = 50
+        self.frontier_policy = "after-batch"
         self.metrics = Metrics()
         self.on_batch: Callable[[int, dict], None] | None = None
         self._flow: ddflow.Dataflow | None = None
@@ -119,6 +120,22 @@ class StreamingDataflow:
 
     def deadLetter(self, sink: Sink) -> "StreamingDataflow":  # noqa: N802 - PySpark's naming style
         self.dead_letter = sink
+        return self
+
+    def frontierPolicy(self, policy: str) -> "StreamingDataflow":  # noqa: N802
+        """How far each micro-batch advances the frontier.
+
+        ``"after-batch"`` (default): past every data time in the batch, so all of
+        them retire now; right when a batch always carries every update of its
+        times.  ``"before-max"``: up to the batch's largest time, which retires
+        with the next batch; right when one data time's updates may straddle two
+        micro-batches (several Kafka records per data time, cut anywhere by
+        ``maxOffsetsPerTrigger`` or the end offset).  Either way a later update
+        at a retired time is late and goes to the dead letters.
+        """
+        if policy not in ("after-batch", "before-max"):
+            raise ValueError(f"{self.name}: frontier policy must be 'after-batch' or 'before-max', got {policy!r}")
+        self.frontier_policy = policy
         return self
 
     def stateLocation(self, path: str, snapshot_every: int = 50) -> "StreamingDataflow":  # noqa: N802
@@ -215,8 +232,10 @@ class StreamingDataflow:
                 mt = int(pc.max(rows.column("time")).as_py())
                 max_time = mt if max_time is None else max(max_time, mt)
                 self.metrics.updates += rows.num_rows
-        if max_time is not None and max_time + 1 > flow.frontier:
-            flow.advance_to(max_time + 1)
+        if max_time is not None:
+            target = max_time + 1 if self.frontier_policy == "after-batch" else max_time
+            if target > flow.frontier:
+                flow.advance_to(target)
         flow.run()
         outputs = {}
         for name, spec in self.outputs.items():
