@@ -430,3 +430,34 @@ def test_malformed_and_late_messages_go_to_dead_letters(spark, kafka_bootstrap, 
     # Every good message was processed: a path 0 -> 1 -> ... -> 12.
     assert _kafka_contents(kafka_bootstrap, out["reach"]) == {(n, 0): 1 for n in range(13)}
     assert accumulate(ParquetSink(str(tmp_path / "degree")).table()) == {(i, 1): 1 for i in range(12)}
+
+
+@pytest.mark.parametrize("policy", ["after-batch", "before-max"])
+def test_frontier_policy_when_a_time_straddles_batches(tmp_path, policy):
+    """One data time's updates split across two micro-batches: before-max keeps both, after-batch
+    retires the time with the first batch and dead-letters the rest as late."""
+    dead = JsonLinesSink(str(tmp_path / "dead"))
+    out = MemorySink()
+
+    def build_count(flow):
+        h, edges = flow.new_collection("edges", schema=("i", "i"))
+        return {"edges": h}, {"deg": edges.project(0).count()}
+
+    s = (StreamingDataflow(build_count).input("edges", fields=["src", "dst"], format="json", time="t", diff="diff")
+         .output("deg", out, names=["src", "n"]).deadLetter(dead).frontierPolicy(policy))
+    s.process_arrow(kafka_rows([{"src": 1, "dst": 2, "t": 1, "diff": 1}, {"src": 1, "dst": 2, "t": 2, "diff": -1}]), 0)
+    s.process_arrow(kafka_rows([{"src": 1, "dst": 3, "t": 2, "diff": 1}, {"src": 0, "dst": 0, "t": 3, "diff": 0}],
+                               start=2), 1)
+    if policy == "before-max":
+        assert dead.rows() == []
+        # At time 2 the edge (1,2) was replaced by (1,3): the count of node 1 stays 1, nothing changes at 2.
+        assert out.contents() == {(1, 1): 1}
+        assert sorted(out.table().column("time").to_pylist()) == [1]
+    else:
+        assert [r["error"] for r in dead.rows()] == ["time before the frontier 3"]
+        assert out.contents() == {}  # the removal at 2 retired alone; its replacement was late
+
+
+def test_frontier_policy_rejects_unknown():
+    with pytest.raises(ValueError, match="frontier policy"):
+        StreamingDataflow(build).frontierPolicy("eventually")
