@@ -313,6 +313,10 @@ def from_arrow(
 # -- sorting and consolidation ---------------------------------------------------------
 
 
+#: Below this many rows sorting skips key packing (fixed per-call costs dominate).
+SMALL_SORT = 64
+
+
 def sort_order(
     cols: Sequence[np.ndarray], times: np.ndarray | None = None, runs: bool = False
 ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -330,6 +334,9 @@ def sort_order(
     if not keys:
         return np.zeros(0, dtype=np.int64), None
     n = len(keys[0])
+    if n <= SMALL_SORT and len(keys) > 1:
+        # Packing costs a dozen numpy calls; on a few rows lexsort is cheaper, runs or not.
+        return np.lexsort(keys[::-1]), None
     packed = pack_keys(keys)
     kind = "stable" if runs else None
     if packed is not None:

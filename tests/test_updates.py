@@ -129,6 +129,9 @@ def test_fallback_path_really_is_taken():
     assert big[order].tolist() == sorted(big.tolist())
     small = np.array([5, 3, 5, 4], dtype=np.int64)
     order, packed = sort_order([small], t)
+    assert packed is None  # a few rows sort by lexsort: packing costs more than it saves
+    many = np.tile(small, 50)
+    order, packed = sort_order([many], np.zeros((len(many), 1), dtype=np.int64))
     assert packed is not None and np.all(np.diff(packed) >= 0)
     small = np.array([5, 3, 5, 3], dtype=np.int64)
     u = Updates((big, small), np.array([[1], [0], [1], [0]]), np.array([1, 1, 1, -1]), ("i", "i"))

@@ -41,6 +41,11 @@ class Description:
         return cls(low, upper if upper is not None else Antichain.empty(depth), Antichain.minimum(depth))
 
 
+def offset_dtype(n: int) -> type:
+    """Offsets into ``n`` rows: 32 bits while they fit (a third less memory per update than 64)."""
+    return np.int32 if n < 2**31 else np.int64
+
+
 def ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Concatenation of ``arange(s, e)`` for each pair, without a Python loop."""
     lens = ends - starts
@@ -116,19 +121,20 @@ class Batch:
         n = len(u)
         if n == 0:
             return cls.empty(u.kinds, u.depth, desc, key.dtype, [v.dtype for v in vals])
+        off = offset_dtype(n)
         kchange = row_changes([key])
         kstarts = starts_of(kchange)
         if not vals or len(kstarts) == n:
             vstarts = kstarts  # key-only, or one update per key: one value row per key
-            key_offs = np.arange(len(kstarts) + 1, dtype=np.int64)
+            key_offs = np.arange(len(kstarts) + 1, dtype=off)
         else:
             vchange = row_changes(vals, out=kchange.copy())
             vstarts = starts_of(vchange)
             # Position of each key's first value row among the value rows.
-            key_offs = np.empty(len(kstarts) + 1, dtype=np.int64)
+            key_offs = np.empty(len(kstarts) + 1, dtype=off)
             key_offs[:-1] = np.searchsorted(vstarts, kstarts)
             key_offs[-1] = len(vstarts)
-        val_offs = np.empty(len(vstarts) + 1, dtype=np.int64)
+        val_offs = np.empty(len(vstarts) + 1, dtype=off)
         val_offs[:-1] = vstarts
         val_offs[-1] = n
         flat_k = len(kstarts) == n
@@ -146,8 +152,8 @@ class Batch:
         return cls(
             np.zeros(0, dtype=key_dtype),
             tuple(np.zeros(0, dtype=dt) for dt in val_dtypes),
-            np.zeros(1, dtype=np.int64),
-            np.zeros(1, dtype=np.int64),
+            np.zeros(1, dtype=np.int32),
+            np.zeros(1, dtype=np.int32),
             np.zeros((0, depth), dtype=np.int64),
             np.zeros(0, dtype=np.int64),
             desc if desc is not None else Description.covering(depth),
@@ -240,12 +246,12 @@ class Batch:
 
         keys = rb.column(0).to_numpy(zero_copy_only=False)
         val_lists = rb.column(1)
-        key_offs = val_lists.offsets.to_numpy().astype(np.int64)
+        key_offs = val_lists.offsets.to_numpy()
         values = val_lists.values
         nvals = len(values.type) - 1
         vals = tuple(values.field(i).to_numpy(zero_copy_only=False) for i in range(nvals))
         upd_lists = values.field(nvals)
-        val_offs = upd_lists.offsets.to_numpy().astype(np.int64)
+        val_offs = upd_lists.offsets.to_numpy()
         updates = upd_lists.values
         if len(updates):
             times = np.stack([updates.field(j).to_numpy(zero_copy_only=False) for j in range(depth)], axis=1)

@@ -21,7 +21,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from ddflow.lattice import Antichain
-from .batch import Batch, Description
+from .batch import Batch, Description, offset_dtype
 
 #: Units of merge work (updates) granted per inserted update to each merge in progress.
 FUEL = 8
@@ -61,8 +61,8 @@ def _concat_tries(parts: list[Batch], desc: Description, template: Batch) -> Bat
     return Batch(
         np.concatenate([p.keys for p in parts]),
         tuple(np.concatenate([p.vals[j] for p in parts]) for j in range(len(parts[0].vals))),
-        key_offs.astype(np.int64),
-        val_offs.astype(np.int64),
+        key_offs.astype(offset_dtype(int(vbase[-1]))),
+        val_offs.astype(offset_dtype(int(ubase[-1]))),
         np.concatenate([p.times for p in parts]),
         np.concatenate([p.diffs for p in parts]),
         desc,
@@ -125,7 +125,8 @@ class Merging:
 def _advance_keys(starts: np.ndarray, start: int, fuel: int) -> int:
     """Key position after ``start`` covering about ``fuel`` updates (at least one key)."""
     nkeys = len(starts) - 1
-    hi = int(np.searchsorted(starts, starts[start] + max(fuel, 1), side="left"))
+    target = min(int(starts[start]) + max(fuel, 1), int(starts[-1]) + 1)  # stays within the offsets' dtype
+    hi = int(np.searchsorted(starts, target, side="left"))
     return min(max(hi, start + 1), nkeys)
 
 
