@@ -86,19 +86,19 @@ class InputHandle:
             dcol = diffs if isinstance(diffs, str) else None
             cols = [c for c in rows.schema.names if c not in (tcol, dcol)]
             n = rows.num_rows
-            t = times if isinstance(times, str) else _times_for(times, n)
+            t = times if isinstance(times, str) else _times_for(times, n, where)
             d = diffs if isinstance(diffs, str) else check_diffs(diffs, n, where)
             u = from_arrow(rows, flow.interner, cols, t, d, kinds=self.kinds, where=where)
         else:
             rows = list(rows)
-            u = from_rows(rows, _times_for(times, len(rows)), diffs, flow.interner, kinds=self.kinds, where=where)
+            u = from_rows(rows, _times_for(times, len(rows), where), diffs, flow.interner, kinds=self.kinds, where=where)
         if u.depth != 1:
             raise ValueError(f"{where}: input times are integers (depth 1), got depth {u.depth}")
         if len(u) and int(u.times.min()) < flow.frontier:
             bad = int(u.times.min())
             raise FrontierError(f"{where}: update at time {bad} is before the frontier {flow.frontier}; "
                                 "times before the frontier are final")
-        if self.kinds is None:
+        if self.kinds is None and len(u):  # an empty first batch of tuples says nothing about the arity
             self.kinds = u.kinds
         self.node.push(0, u)
 
@@ -107,10 +107,10 @@ class InputHandle:
         return self.flow.frontier
 
 
-def _times_for(times: Any, n: int) -> np.ndarray:
+def _times_for(times: Any, n: int, where: str = "collection") -> np.ndarray:
     t = np.asarray(times)
     if t.dtype.kind not in "iu":
-        raise TypeError(f"times must be integers, got {t.dtype}")
+        raise TypeError(f"{where}: times must be integers, got {t.dtype}")
     return np.full(n, int(t), dtype=np.int64) if t.ndim == 0 else t.astype(np.int64)
 
 

@@ -110,7 +110,9 @@ class ThresholdLogic(Logic):
 
 
 class SumLogic(Logic):
-    name, raw, scalar = "sum", True, True
+    # Reduce semantics (a key is present while any record has nonzero multiplicity) need
+    # per-record state, so sum takes the general path rather than the (count, sum) kernels.
+    name, raw, scalar = "sum", True, False
 
     def evaluate(self, key, vals):
         if not vals:
@@ -414,9 +416,9 @@ class ReduceNode(Node):
                 inputs = sorted(((v, m) for v, m in acc.items() if m), key=_sort_key)
                 desired: dict[tuple, int] = {}
                 if inputs:
-                    for v, m in logic.evaluate(key_py, inputs):
+                    for v, m in _checked(logic.evaluate(key_py, inputs), self.name):
                         if m:
-                            desired[tuple(v)] = desired.get(tuple(v), 0) + int(m)
+                            desired[v] = desired.get(v, 0) + m
                 for j in np.flatnonzero(np.all(ot <= t, axis=1)):
                     v = ovals[j]
                     desired[v] = desired.get(v, 0) - int(odf[j])
@@ -464,6 +466,18 @@ class ReduceNode(Node):
             kinds = self.kinds
         return from_rows(rows, times, diffs, self.flow.interner, kinds=kinds, depth=times.shape[1],
                          where=f"reduce {self.name!r}")
+
+
+def _checked(out: Any, name: str) -> list[tuple[tuple, int]]:
+    """A reduction's output as ``[(value_tuple, int)]``, or a TypeError naming the reduce."""
+    res = []
+    for item in out:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], tuple)
+                and isinstance(item[1], (int, np.integer)) and not isinstance(item[1], (bool, np.bool_))):
+            raise TypeError(f"reduce {name!r}: the function must return [(value_tuple, int_multiplicity)], "
+                            f"got the item {item!r}")
+        res.append((item[0], int(item[1])))
+    return res
 
 
 def _sort_key(item: tuple[tuple, int]) -> tuple:
