@@ -131,6 +131,7 @@ class Dataflow:
         self._failed: BaseException | None = None
         self._ids = itertools.count()
         self._graph_version = 0
+        self._ran = False
 
     # -- building ----------------------------------------------------------------
     def _fresh(self, base: str) -> str:
@@ -139,6 +140,9 @@ class Dataflow:
     def _check_building(self) -> None:
         if self._failed is not None:
             raise DataflowError(f"the dataflow failed earlier and cannot be extended: {self._failed}")
+        if self._ran:
+            # A new operator would see only later updates, not the history already processed.
+            raise DataflowError("the dataflow has already run: build every operator (and capture) before the first run()")
 
     def new_collection(self, name: str | None = None, schema: Sequence[str] | None = None) -> tuple[InputHandle, Collection]:
         """An input: its handle for updates and the collection it feeds.
@@ -168,6 +172,7 @@ class Dataflow:
         if self._failed is not None:
             raise DataflowError(f"the dataflow failed earlier: {self._failed}")
         bound = np.array([self.frontier], dtype=np.int64)
+        self._ran = True
         try:
             self.top.step(bound)
         except BaseException as e:
