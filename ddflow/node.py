@@ -17,6 +17,8 @@ pending work so the loop comes back for them.
 """
 from __future__ import annotations
 
+import heapq
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
@@ -33,11 +35,11 @@ def ready_mask(times: np.ndarray, bound: np.ndarray) -> np.ndarray:
     return np.all(times < bound, axis=1)
 
 
-class Node:
+class Node(ABC):
     """An operator: input queues, a step that retires ready work, and downstream edges."""
 
-    #: Stateless nodes pass work on at once; they never hold pending work.
-    stateless = True
+    #: The input port that closes a loop (its data is one iteration later), if any.
+    feedback_port: int | None = None
 
     def __init__(self, scope: "Scope", name: str, n_inputs: int = 1):
         self.scope = scope
@@ -84,8 +86,9 @@ class Node:
         return Updates.concat(q) if len(q) > 1 else q[0]
 
     # -- scheduling -------------------------------------------------------------
+    @abstractmethod
     def step(self, bound: np.ndarray) -> None:
-        raise NotImplementedError  # every concrete node defines its step
+        """Retire the work that is complete under ``bound``; keep the rest."""
 
     def work_times(self) -> Iterable[np.ndarray]:
         """Times (in this node's scope) of work not yet retired: queued input and pending times."""
@@ -139,7 +142,7 @@ class Scope:
         for n in self.all_nodes():
             a = self._item_of(n)
             for t, port in n.targets:
-                if port == 1 and type(t).__name__ == "VariableNode":
+                if port == t.feedback_port:
                     continue  # feedback: one iteration later
                 b = self._item_of(t)
                 if a is None or b is None or a is b:
@@ -148,7 +151,6 @@ class Scope:
                 if ib not in succ[ia]:
                     succ[ia].add(ib)
                     indeg[ib] += 1
-        import heapq
         heap = [i for i, d in enumerate(indeg) if d == 0]
         heapq.heapify(heap)
         order = []

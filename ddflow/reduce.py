@@ -17,6 +17,7 @@ before this step.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -32,7 +33,7 @@ from ddflow.updates import Updates, consolidate, from_rows, group_starts, pack_k
 ReduceFn = Callable[[Any, list[tuple[tuple, int]]], list[tuple[tuple, int]]]
 
 
-class Logic:
+class Logic(ABC):
     """How a reduction turns a key's accumulated values into output values."""
 
     name = "reduce"
@@ -43,8 +44,9 @@ class Logic:
     #: The group is the whole record (count, distinct, threshold) rather than the key.
     by_row = False
 
+    @abstractmethod
     def evaluate(self, key: Any, vals: list[tuple[tuple, int]]) -> list[tuple[tuple, int]]:
-        raise NotImplementedError  # overridden by every logic
+        """The output values for one key's accumulated input values."""
 
     def out_kinds(self, in_kinds: tuple[str, ...]) -> tuple[str, ...] | None:
         return None
@@ -192,8 +194,6 @@ def lookup_rows(table: Sequence[np.ndarray], query: Sequence[np.ndarray]) -> np.
 
 
 class ReduceNode(Node):
-    stateless = False
-
     def __init__(self, scope: Scope, name: str, source: ArrangeNode, logic: Logic):
         super().__init__(scope, name)
         self.source = source

@@ -200,6 +200,8 @@ class VariableNode(Node):
     collection consolidate before they re-enter the body.
     """
 
+    feedback_port = 1
+
     def __init__(self, scope: Scope, name: str):
         super().__init__(scope, name, n_inputs=2)
         self.feedback_source: Node | None = None
