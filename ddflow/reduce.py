@@ -11,7 +11,7 @@ Incomplete ones are kept as pending work and revisited when the
 frontier passes them, which is what keeps loops correct.
 
 With totally ordered (depth 1) times the closure is just the change
-times, and count, distinct, threshold and sum run fully vectorized:
+times, and count, distinct and threshold run fully vectorized:
 per group a running sum over the new times, starting from the total
 before this step.
 """
@@ -39,10 +39,8 @@ class Logic(ABC):
     name = "reduce"
     #: Evaluate on internal column values (numbers, interned codes) rather than decoded Python values.
     raw = False
-    #: Depth-1 fast path: the state per group is (count, sum) and output follows from it.
+    #: Vectorized kernels apply: the group is the whole record and its output follows from its count.
     scalar = False
-    #: The group is the whole record (count, distinct, threshold) rather than the key.
-    by_row = False
 
     @abstractmethod
     def evaluate(self, key: Any, vals: list[tuple[tuple, int]]) -> list[tuple[tuple, int]]:
@@ -62,7 +60,7 @@ class UserLogic(Logic):
 
 
 class CountLogic(Logic):
-    name, raw, scalar, by_row = "count", True, True, True
+    name, raw, scalar = "count", True, True
 
     def evaluate(self, key, vals):
         return [(v + (m,), 1) for v, m in vals]
@@ -70,12 +68,12 @@ class CountLogic(Logic):
     def out_kinds(self, in_kinds):
         return (*in_kinds, "i")
 
-    def scalar_rows(self, cnt, sm):
-        return cnt, cnt != 0  # extra column value, present mask
+    def scalar_rows(self, cnt):
+        return cnt, cnt != 0  # extra column value, multiplicity
 
 
 class DistinctLogic(Logic):
-    name, raw, scalar, by_row = "distinct", True, True, True
+    name, raw, scalar = "distinct", True, True
 
     def evaluate(self, key, vals):
         return [(v, 1) for v, m in vals if m > 0]
@@ -83,12 +81,12 @@ class DistinctLogic(Logic):
     def out_kinds(self, in_kinds):
         return in_kinds
 
-    def scalar_rows(self, cnt, sm):
+    def scalar_rows(self, cnt):
         return None, (cnt > 0).astype(np.int64)
 
 
 class ThresholdLogic(Logic):
-    name, raw, scalar, by_row = "threshold", True, True, True
+    name, raw, scalar = "threshold", True, True
 
     def __init__(self, fn: Callable[[int], int]):
         self.fn = fn
@@ -105,7 +103,7 @@ class ThresholdLogic(Logic):
     def out_kinds(self, in_kinds):
         return in_kinds
 
-    def scalar_rows(self, cnt, sm):
+    def scalar_rows(self, cnt):
         mult = self._vfn(cnt).astype(np.int64) if len(cnt) else np.zeros(0, dtype=np.int64)
         mult[cnt == 0] = 0
         return None, mult
@@ -123,9 +121,6 @@ class SumLogic(Logic):
 
     def out_kinds(self, in_kinds):
         return (in_kinds[0], "f" if in_kinds[1] == "f" else "i")
-
-    def scalar_rows(self, cnt, sm):
-        return sm, cnt != 0
 
 
 class ExtremeLogic(Logic):
@@ -254,18 +249,12 @@ class ReduceNode(Node):
     def _step_total(self, new: Updates) -> Updates:
         trace = self.source.trace
         logic = self.logic
-        new = consolidate(new)  # sorted by (record, time)
-        if not logic.by_row:
-            # Grouped by key: the running state must advance in time order within each key.
-            new = new.take(np.lexsort((new.times[:, 0], new.cols[0])))
-        gcols = list(new.cols) if logic.by_row else [new.cols[0]]
+        new = consolidate(new)  # sorted by (record, time): each group's times in order
+        gcols = list(new.cols)
         starts = group_starts(gcols)
         # State before this step: the trace already holds the new updates, so subtract them.
         _, hist = trace.seek(np.unique(new.cols[0]))
-        hist_cols = list(hist.cols) if logic.by_row else [hist.cols[0]]
-        weights = hist.cols[1] if logic.name == "sum" else None
-        tot = consolidate(Updates(tuple(hist_cols), np.zeros((len(hist), 1), dtype=np.int64), hist.diffs,
-                                  tuple(hist.kinds[: len(hist_cols)])))
+        tot = consolidate(Updates(hist.cols, np.zeros((len(hist), 1), dtype=np.int64), hist.diffs, hist.kinds))
         gkeys = [c[starts] for c in gcols]
         idx = lookup_rows(list(tot.cols), gkeys)
         g_of = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(new))))
@@ -274,17 +263,9 @@ class ReduceNode(Node):
         old_cnt = np.where(idx >= 0, tot_cnt, 0) - new_cnt
         run_cnt = _segmented_cumsum(new.diffs, starts) + old_cnt[g_of]
         prev_cnt = run_cnt - new.diffs
-        if weights is not None:
-            wsum = _group_sums(hist_cols[0], hist.cols[1] * hist.diffs, gkeys[0])
-            contrib = new.cols[1] * new.diffs
-            old_sum = wsum - np.add.reduceat(contrib, starts)
-            run_sum = _segmented_cumsum(contrib, starts) + old_sum[g_of]
-            prev_sum = run_sum - contrib
-        else:
-            run_sum = prev_sum = None
-        cur_val, cur_mult = logic.scalar_rows(run_cnt, run_sum)
-        prev_val, prev_mult = logic.scalar_rows(prev_cnt, prev_sum)
-        base = tuple(new.cols) if logic.by_row else (new.cols[0],)
+        cur_val, cur_mult = logic.scalar_rows(run_cnt)
+        prev_val, prev_mult = logic.scalar_rows(prev_cnt)
+        base = tuple(new.cols)
         kinds = logic.out_kinds(new.kinds)
         parts = []
         for val, mult, sign in ((cur_val, cur_mult, 1), (prev_val, prev_mult, -1)):
@@ -308,13 +289,11 @@ class ReduceNode(Node):
         if new is None and pend is None:
             return
         trace = self.source.trace
-        ng = len(trace.kinds) if logic.by_row else 1
-        gk = trace.kinds[:ng]
+        ng = len(trace.kinds)
+        gk = trace.kinds
         seeds = []
         if new is not None:
-            if logic.name == "sum" and new.arity < 2:
-                raise ValueError(f"sum {self.name!r}: records need a key and a value field, got {new.arity} field(s)")
-            seeds.append(Updates(tuple(new.cols[:ng]), new.times, new.diffs, gk))
+            seeds.append(Updates(new.cols, new.times, new.diffs, gk))
         if pend is not None:
             seeds.append(pend)
         seeds_u = Updates.concat(seeds)
@@ -329,7 +308,6 @@ class ReduceNode(Node):
         in_gid = lookup_rows(list(groups), list(hist.cols[:ng]))
         keep = np.flatnonzero(in_gid >= 0)
         hist, in_gid = hist.take(keep), in_gid[keep]
-        weights = (hist.cols[1] * hist.diffs) if logic.name == "sum" else None
         out_kinds = logic.out_kinds(trace.kinds)
         if self.out_trace is not None:
             _, oh = self.out_trace.seek(keys)
@@ -339,7 +317,7 @@ class ReduceNode(Node):
         else:
             oh, out_gid = Updates.empty(out_kinds, 2), np.zeros(0, dtype=np.int64)
         emitted, p_gid, p_times = scalar_loop(list(groups), seed_gid, seeds_u.times[:, 0], in_gid, hist.times,
-                                              hist.diffs, weights, out_gid, oh, logic, out_kinds, r)
+                                              hist.diffs, out_gid, oh, logic, out_kinds, r)
         if len(p_gid):
             p = Updates(tuple(g[p_gid] for g in groups), p_times, np.ones(len(p_gid), dtype=np.int64), gk)
             allp = Updates.concat([self.pending_rows, p]) if self.pending_rows is not None else p
@@ -512,18 +490,6 @@ def _segmented_cumsum(x: np.ndarray, starts: np.ndarray) -> np.ndarray:
     c = np.cumsum(x)
     before = np.concatenate(([0], c[starts[1:] - 1])) if len(starts) else np.zeros(0, dtype=x.dtype)
     return c - np.repeat(before, np.diff(np.append(starts, len(x))))
-
-
-def _group_sums(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Sum of ``values`` per key, for each key in ``query``."""
-    if not len(keys):
-        return np.zeros(len(query), dtype=values.dtype)
-    order = np.argsort(keys, kind="stable")
-    ks = keys[order]
-    starts = group_starts([ks])
-    sums = np.add.reduceat(values[order], starts)
-    pos = np.minimum(np.searchsorted(ks[starts], query), len(starts) - 1)
-    return np.where(ks[starts][pos] == query, sums[pos], 0)
 
 
 def _dedupe(u: Updates) -> Updates:

@@ -1,4 +1,4 @@
-"""Vectorized scalar reductions (count, distinct, threshold, sum) at loop times ``(t, i)``.
+"""Vectorized scalar reductions (count, distinct, threshold) at loop times ``(t, i)``.
 
 Inside a top-level loop, round ``r`` retires seeds at times ``(t, r)``.
 For one group the complete times whose output may change form a chain
@@ -63,7 +63,6 @@ def scalar_loop(
     in_gid: np.ndarray,
     in_times: np.ndarray,
     in_diffs: np.ndarray,
-    in_weights: np.ndarray | None,
     out_gid: np.ndarray,
     out: Updates,
     logic,
@@ -94,11 +93,7 @@ def scalar_loop(
     c_gid, c_a = cand.cols
     # -- accumulated input at each chain time --------------------------------------------
     acc = _segment_sum_at(in_gid[in_now], in_times[in_now, 0], in_diffs[in_now], c_gid, c_a)
-    if in_weights is not None:
-        acc_w = _segment_sum_at(in_gid[in_now], in_times[in_now, 0], in_weights[in_now], c_gid, c_a)
-    else:
-        acc_w = None
-    val, mult = logic.scalar_rows(acc, acc_w)
+    val, mult = logic.scalar_rows(acc)
     mult = np.asarray(mult, dtype=np.int64)
     first = np.ones(len(c_gid), dtype=bool)
     first[1:] = c_gid[1:] != c_gid[:-1]
