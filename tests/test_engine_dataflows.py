@@ -314,6 +314,15 @@ def test_degenerate_loop_bodies(schedule):
                  lambda a, b: O.add(O.fmap(a, lambda r: (0, *r)), O.fmap(b, lambda r: (1, *r))), schedule)
 
 
+@EXAMPLES
+@given(schedules({"a": int_rows(2, 0, 40)}))
+def test_loop_variable_is_replaced_each_round(schedule):
+    """x(i+1) = body(x(i)), not body(x(i)) + x(0): halving values converges to zero, not to everything seen."""
+    body = lambda x: x.map(lambda r: (r[0] // 2, r[1])).distinct()
+    run_scenario(["a"], lambda a: a.iterate(body),
+                 lambda a: O.fixpoint(a, lambda x: O.distinct(O.fmap(x, lambda r: (r[0] // 2, r[1])))), schedule)
+
+
 def test_huge_data_times_and_close():
     """Data times near the int64 limit (e.g. nanoseconds) keep full resolution through a loop."""
     flow = ddflow.Dataflow()
