@@ -217,6 +217,7 @@ def run(args: argparse.Namespace) -> dict:
                 "p50_ms": float(np.percentile(lat, 50)),
                 "p99_ms": float(np.percentile(lat, 99)),
                 "max_ms": float(lat.max()),
+                "quantiles_ms": np.percentile(lat, np.linspace(0, 100, 41)).round(4).tolist(),
                 "window": len(lat),
                 "trace_updates": system.trace_size(),
                 "rss_bytes": rss_bytes(),
