@@ -9,7 +9,6 @@ run per data time) and bounded state under a sliding window.
 from __future__ import annotations
 
 import random
-import time as _time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -448,7 +447,6 @@ def test_sliding_window_reachability_state_is_bounded():
     out: dict[tuple, int] = {}
     t = 0
     sizes = []
-    start = _time.perf_counter()
     rows, times, diffs = [], [], []
     for i in range(total):
         t += 1
@@ -471,7 +469,6 @@ def test_sliding_window_reachability_state_is_bounded():
                 out[row] = out.get(row, 0) + d
             if (i + 1) % (total // 20) == 0:
                 sizes.append(flow.trace_size())
-    elapsed = _time.perf_counter() - start
     # Still right at the end: reachability from 0 over the live window.
     assert O.clean(out) == reach_oracle({(0,): 1}, O.add(*({e: 1} for e in live)))
     # Sizes swing with the spine's merge schedule (unmerged batches hold updates that later cancel),
@@ -481,4 +478,3 @@ def test_sliding_window_reachability_state_is_bounded():
     assert max(sizes[len(sizes) // 2:]) <= 2 * quarter, f"trace size grew from {quarter}: {sizes}"
     # 100 live edges and <= 50 reachable nodes: a few thousand updates at most, not 2e4 or more.
     assert max(sizes) < 6_000, sizes
-    assert elapsed < 120, f"sliding window took {elapsed:.1f}s"
