@@ -30,6 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 MANIFEST = "manifest.json"
+#: First line of every log file; each Arrow IPC stream after it is prefixed by its length.
+LOG_FORMAT = "ddflow-input-log-1"
 
 
 @dataclass
@@ -72,11 +74,10 @@ class StateStore:
         for name, t in tables.items():
             if t.num_rows:
                 parts.append(t.append_column("__input", pa.array([name] * t.num_rows, pa.string())))
-        payload = {"inputs": {n: t.schema.serialize().to_pybytes().hex() for n, t in tables.items()}}
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".log-")
         os.close(fd)
         with open(tmp, "wb") as f:
-            f.write(json.dumps(payload).encode() + b"\n")
+            f.write(json.dumps({"format": LOG_FORMAT, "inputs": sorted(tables)}).encode() + b"\n")
             for t in parts:
                 sink = pa.BufferOutputStream()
                 with pa.ipc.new_stream(sink, t.schema) as w:
@@ -92,7 +93,9 @@ class StateStore:
     def read_file(path: str) -> dict[str, pa.Table]:
         out: dict[str, list[pa.Table]] = {}
         with open(path, "rb") as f:
-            json.loads(f.readline())
+            header = json.loads(f.readline())
+            if header.get("format") != LOG_FORMAT:
+                raise ValueError(f"{path}: not a ddflow input log (header {header!r})")
             while True:
                 n = f.read(8)
                 if not n:
