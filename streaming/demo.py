@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
             if len(xs):
                 ax.plot(xs, np.arange(1, len(xs) + 1) / len(xs))
             ax.set_xlabel("end-to-end latency, produce -> output visible (ms)")
-            ax.set_ylabel("fraction of updates")
+            ax.set_ylabel("fraction of input records")
             ax.set_title(f"ddflow demo: {args.query} at {args.rate:g} updates/s")
             ax.grid(alpha=0.3)
             fig.tight_layout()
