@@ -239,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
                 lat_s = (f"latency p50 {np.percentile(lat, 50):7.1f} ms p99 {np.percentile(lat, 99):7.1f} ms"
                          if len(lat) else "latency (waiting for the first micro-batch)")
                 print(f"[{now - t_start:5.1f}s] micro-batches {n_batches:4d} | updates {max(done_time, 0):7d} "
-                      f"| {max(done_time, 0) / max(now - t_start, 1e-9):7.1f} updates/s | {lat_s} | state {size} updates",
+                      f"| {max(done_time, 0) / max(now - t_start - (startup_s or 0.0), 1e-9):7.1f} updates/s | {lat_s} "
+                      f"| state {size} updates",
                       flush=True)
             if startup_s is None and producer.go.is_set():
                 startup_s = now - t_start
