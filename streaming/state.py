@@ -132,10 +132,15 @@ class StateStore:
         snap = {}
         for name, t in tables.items():
             keys = [c for c in t.column_names if c not in ("time", "diff")]
-            g = t.group_by(keys, use_threads=False).aggregate([("diff", "sum")]).rename_columns(keys + ["diff"])
+            # Only times before the frontier are final; later ones (a batch's largest time under the
+            # before-max policy) have not produced output yet and are kept as they are.
+            final = pc.less(t.column("time"), m.frontier)
+            done, pending = t.filter(final), t.filter(pc.invert(final))
+            g = done.group_by(keys, use_threads=False).aggregate([("diff", "sum")]).rename_columns(keys + ["diff"])
             g = g.filter(pc.not_equal(g.column("diff"), 0))
-            snap[name] = g.append_column("time", pa.array([max(m.frontier - 1, 0)] * g.num_rows, pa.int64())).select(
-                keys + ["time", "diff"])
+            g = g.append_column("time", pa.array([max(m.frontier - 1, 0)] * g.num_rows, pa.int64()))
+            snap[name] = pa.concat_tables([g.select(keys + ["time", "diff"]), pending.select(keys + ["time", "diff"])],
+                                          promote_options="default")
         fn = f"snapshot-{m.batch_id:012d}.arrow"
         self._write_table(os.path.join(self.path, fn), snap)
         return Manifest(m.batch_id, m.frontier, [fn], 0)
