@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from ddflow.arrange import Arrangement, ArrangeNode
 from ddflow.capture import Capture, CaptureNode, Probe
 from ddflow.errors import DataflowError
+from ddflow.exchange import ExchangeNode
 from ddflow.join import JoinNode
 from ddflow.node import IterativeScope, Node, Scope
 from ddflow.reduce import (CountLogic, DistinctLogic, ExtremeLogic, Logic, ReduceNode, SumLogic, ThresholdLogic,
@@ -131,8 +132,13 @@ class Collection:
     def arrange(self, name: str | None = None) -> Arrangement:
         """Index by key in a trace that several joins and reduces can share."""
         if self._arranged is None:
+            source = self.node
+            if self.flow.workers > 1:
+                # All updates of a key meet on its worker before they are indexed.
+                source = ExchangeNode(self.scope, self._name("exchange", None), self.flow.workers)
+                self.node.connect(source)
             node = ArrangeNode(self.scope, self._name("arrange", name))
-            self.node.connect(node)
+            source.connect(node)
             self._arranged = Arrangement(self, node)
         return self._arranged
 

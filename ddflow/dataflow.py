@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import weakref
 from typing import Any, Sequence
 
 import numpy as np
@@ -115,13 +116,23 @@ def _times_for(times: Any, n: int, where: str = "collection") -> np.ndarray:
 
 
 class Dataflow:
-    """A single-process dataflow: build it with collections, then feed, advance and run."""
+    """A dataflow: build it with collections, then feed, advance and run.
+
+    ``workers=W`` runs it in W worker processes, forked at the first
+    ``run()`` (see :mod:`ddflow.workers`): the code that builds and feeds the
+    dataflow is the same for every W, and so are the outputs.  ``W=1`` runs
+    in this process with no exchange machinery at all.  Call
+    :meth:`shutdown` (or use the dataflow as a context manager) to stop
+    the workers before the dataflow is garbage collected.
+    """
 
     def __init__(self, workers: int = 1):
-        if workers != 1:
-            raise ValueError("Dataflow(workers=W) with W > 1 is not available in this version; use workers=1")
+        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+            raise ValueError(f"Dataflow(workers=W) needs an integer W >= 1, got {workers!r}")
         self.workers = workers
-        self.interner = Interner()
+        # Several processes must agree on the codes of values each of them may intern first.
+        self.interner = Interner(hashed=workers > 1)
+        self._pool = None
         self.top = Scope(self, 1)
         self.inputs: list[InputHandle] = []
         self.frontier = 0
@@ -174,14 +185,50 @@ class Dataflow:
         bound = np.array([self.frontier], dtype=np.int64)
         self._ran = True
         try:
-            self.top.step(bound)
+            if self.workers > 1:
+                self._workers().run(self, self.frontier)
+            else:
+                self.top.step(bound)
         except BaseException as e:
             self._failed = e
+            if self._pool is not None:
+                self._pool.shutdown()
             raise
         self.completed = self.frontier
+        if self.workers == 1:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Advance every trace to the frontier: all times before it are final."""
         for node in self.top.all_nodes():
             for h in node.trace_handles():
                 h.set_logical_compaction(compaction_frontier(self.frontier, h.trace.depth))
+
+    def _workers(self):
+        if self._pool is None:
+            from ddflow.workers import WorkerPool
+
+            self._pool = WorkerPool(self)
+            weakref.finalize(self, self._pool.shutdown)
+        return self._pool
+
+    def shutdown(self) -> None:
+        """Stop the worker processes (W > 1); the dataflow accepts no more runs."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self.closed = True
+
+    def __enter__(self) -> "Dataflow":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    def worker_stats(self) -> list[dict]:
+        """Per worker: trace sizes, rounds run, time busy and waiting, coordination time per round, messages."""
+        if self.workers == 1 or self._pool is None:
+            return []
+        return self._pool.stats()
 
     def close(self) -> None:
         """No more input: retire everything and refuse further updates."""
@@ -191,10 +238,20 @@ class Dataflow:
 
     # -- state ------------------------------------------------------------------
     def trace_size(self) -> int:
-        """Updates held in all traces (arrangements and reduce outputs)."""
-        return sum(len(h.trace) for n in self.top.all_nodes() for h in n.trace_handles())
+        """Updates held in all traces (arrangements and reduce outputs), over all workers."""
+        if self.workers > 1:
+            return sum(s["trace_size"] for s in self.worker_stats())
+        return self._local_trace_size()
 
     def trace_bytes(self) -> int:
+        if self.workers > 1:
+            return sum(s["trace_bytes"] for s in self.worker_stats())
+        return self._local_trace_bytes()
+
+    def _local_trace_size(self) -> int:
+        return sum(len(h.trace) for n in self.top.all_nodes() for h in n.trace_handles())
+
+    def _local_trace_bytes(self) -> int:
         return sum(h.trace.nbytes for n in self.top.all_nodes() for h in n.trace_handles())
 
     def coerce(self, u: Updates, kinds: tuple[str, ...], where: str) -> Updates:

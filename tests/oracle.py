@@ -8,11 +8,14 @@ complete time can be compared with it.
 
 ``run_scenario`` drives a dataflow through a schedule of input batches and
 frontier advances and checks, after every ``run()``, the captured output at
-every complete time against the oracle.  ``schedules`` and
+every complete time against the oracle.  It does so once per worker count
+in ``WORKERS`` (``DDFLOW_TEST_WORKERS``, default ``1,2,3``: 3 is not a power
+of two) and requires the same consolidated output changes from each.  ``schedules`` and
 ``nonneg_schedules`` are hypothesis strategies for those schedules.
 """
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from typing import Any, Callable, Iterable, Sequence
 
@@ -21,6 +24,9 @@ from hypothesis import strategies as st
 import ddflow
 
 Multiset = dict[tuple, int]
+
+#: Worker counts every scenario runs at; the first one's dataflow and capture are returned.
+WORKERS = tuple(int(w) for w in os.environ.get("DDFLOW_TEST_WORKERS", "1,2,3").split(","))
 Update = tuple[tuple, int, int]  # (row, time, diff)
 
 
@@ -197,6 +203,7 @@ def run_scenario(
     per_row: bool = False,
     check: Callable[[ddflow.Dataflow, Any, int], None] | None = None,
     feed: Callable[[Any, list[tuple], list[int], list[int]], None] | dict | None = None,
+    workers: Sequence[int] | None = None,
 ) -> tuple[ddflow.Dataflow, Any]:
     """Feed ``schedule`` to the dataflow ``build(*input_collections)`` and compare with ``query``.
 
@@ -205,9 +212,36 @@ def run_scenario(
     accumulated at ``t``.  ``per_row`` feeds updates one ``insert``/``remove``
     call at a time instead of one ``update`` call per input and step;
     ``feed(handle, rows, times, diffs)`` (or a dict of them by input name)
-    replaces that ``update`` call, e.g. to feed Arrow tables.
+    replaces that ``update`` call, e.g. to feed Arrow tables.  The whole check
+    runs once per worker count (``workers``, default :data:`WORKERS`), and every
+    count must produce exactly the first one's output changes.
     """
-    flow = ddflow.Dataflow()
+    expected: dict[int, Multiset] = {}  # the oracle's answers, shared by the runs
+    first = None
+    for w in workers or WORKERS:
+        flow, cap = _run_once(w, inputs, build, query, schedule, per_row, check, feed, expected)
+        if first is None:
+            first = (flow, cap, cap.changes())
+        else:
+            try:
+                assert cap.changes() == first[2], (
+                    f"{w} workers produced other output changes than {first[0].workers}\n"
+                    f"  {w}: {cap.changes()}\n  {first[0].workers}: {first[2]}")
+            finally:
+                flow.shutdown()
+    return first[0], first[1]
+
+
+def _run_once(workers, inputs, build, query, schedule, per_row, check, feed, expected):
+    flow = ddflow.Dataflow(workers=workers)
+    try:
+        return _drive(flow, inputs, build, query, schedule, per_row, check, feed, expected)
+    except BaseException:
+        flow.shutdown()
+        raise
+
+
+def _drive(flow, inputs, build, query, schedule, per_row, check, feed, expected):
     handles, colls = {}, []
     for name in inputs:
         h, c = flow.new_collection(name)
@@ -216,7 +250,6 @@ def run_scenario(
     out = build(*colls)
     cap = out.capture()
     submitted: dict[str, list[Update]] = {name: [] for name in inputs}
-    expected: dict[int, Multiset] = {}
     for updates, frontier in schedule:
         by_input: dict[str, list[tuple[tuple, int, int]]] = defaultdict(list)
         for name, row, time, diff in updates:

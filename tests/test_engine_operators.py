@@ -190,6 +190,8 @@ def test_arrange_trace_holds_the_collection(schedule):
         return arr["a"].as_collection()
 
     def check(flow, cap, frontier):
+        if flow.workers > 1:
+            return  # the traces live in the worker processes
         trace = arr["a"].trace
         got = trace.contents(frontier + 1000) if trace is not None else {}
         assert got == cap.contents(frontier - 1)
