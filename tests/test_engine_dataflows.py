@@ -347,9 +347,13 @@ def test_huge_data_times_and_close():
 # -- resolution: one batch of K data times == K runs -------------------------------------------------------
 
 
-def _changes_by_batching(build, inputs, updates, cuts):
+def _changes_by_batching(build, inputs, updates, cuts, workers=1):
     """Output changes when ``updates`` (name, row, time, diff) are retired at the frontiers ``cuts``."""
-    flow = ddflow.Dataflow()
+    with ddflow.Dataflow(workers=workers) as flow:
+        return _changes_of(flow, build, inputs, updates, cuts)
+
+
+def _changes_of(flow, build, inputs, updates, cuts):
     handles, colls = {}, []
     for name in inputs:
         handles[name], c = flow.new_collection(name)
@@ -397,6 +401,9 @@ def _check_resolution(build, inputs, drawn):
     some = _changes_by_batching(build, inputs, ups, cuts)
     assert one_batch == per_time
     assert some == per_time
+    # Many data times per message time on several workers: still every update's own change.
+    assert _changes_by_batching(build, inputs, ups, [201], workers=3) == per_time
+    assert _changes_by_batching(build, inputs, ups, cuts, workers=2) == per_time
     # Full resolution: every output change sits at the data time of an input change.
     assert {t for _, t, _ in one_batch} <= set(times)
 

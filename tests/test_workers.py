@@ -1,0 +1,231 @@
+"""Multi-worker dataflows: exchange edge cases, faults, and what runs where.
+
+The operator and dataflow oracle suites already run every scenario at
+W = 1, 2 and 3 (``oracle.WORKERS``); here are the cases they do not reach:
+a worker that dies or raises, skew, empty rounds, many data times per
+message time, values created on workers, and the driver-side API.
+"""
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import oracle as O
+from oracle import int_rows, nonneg_schedules, run_scenario, schedules
+
+import ddflow
+from ddflow.exchange import partition, route
+from ddflow.updates import Updates
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def reach(roots, edges):
+    return roots.iterate(lambda r: r.join(edges).map(lambda t: (t[1],)).concat(roots).distinct(), name="reach")
+
+
+def reach_oracle(roots, edges):
+    return O.fixpoint(roots, lambda r: O.distinct(O.add(O.fmap(O.join(r, edges), lambda t: (t[1],)), roots)))
+
+
+# -- routing ---------------------------------------------------------------------------------------
+
+
+def test_route_is_arithmetic_and_total():
+    keys = np.arange(-1000, 1000, dtype=np.int64)
+    for w in (1, 2, 3, 7, 8):
+        owner = route(keys, w)
+        assert owner.min() >= 0 and owner.max() < w
+        assert set(owner.tolist()) == set(range(w))  # every worker owns some keys
+    assert route(np.array([0.0, -0.0]), 5)[0] == route(np.array([0.0, -0.0]), 5)[1]
+
+
+def test_partition_keeps_every_update_once():
+    rng = np.random.default_rng(1)
+    u = Updates((rng.integers(0, 50, 500), rng.integers(0, 5, 500)), rng.integers(0, 9, (500, 1)),
+                rng.integers(-2, 3, 500), ("i", "i"))
+    parts = partition(u, 3)
+    assert sum(map(len, parts)) == len(u)
+    for w, p in enumerate(parts):
+        assert (route(p.cols[0], 3) == w).all()
+
+
+# -- exchange edge cases -------------------------------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(schedules({"a": st.tuples(st.just(7), st.integers(0, 5)), "b": st.tuples(st.just(7), st.integers(0, 5))}))
+def test_skew_every_key_on_one_worker(schedule):
+    """One key: every update goes to one worker, the others see only markers."""
+    run_scenario(["a", "b"], lambda a, b: a.join(b).count().concat(a.distinct().map(lambda r: (*r, -1, 0))),
+                 lambda a, b: O.add(O.count(O.join(a, b)), O.fmap(O.distinct(a), lambda r: (*r, -1, 0))), schedule,
+                 workers=(1, 3, 4))
+
+
+def test_empty_rounds_and_idle_workers():
+    """Runs with no input, inputs to one collection only, and loops with nothing to do."""
+    steps = [([], 1), ([], 2), ([("roots", (0,), 2, 1)], 3), ([], 4), ([("edges", (0, 1), 4, 1)], 5), ([], 9),
+             ([("edges", (0, 1), 9, -1)], 10), ([], 12)]
+    run_scenario(["roots", "edges"], reach, reach_oracle, steps, workers=(1, 2, 3))
+
+
+def test_many_data_times_per_message_time():
+    """2,000 updates at 1,000 data times retired by one advance give each update's own output change."""
+    rng = np.random.default_rng(3)
+    n = 1000
+    src, dst = rng.integers(0, 60, n), rng.integers(0, 60, n)
+    outs = {}
+    for w in (1, 3):
+        with ddflow.Dataflow(workers=w) as flow:
+            hr, roots = flow.new_collection("roots")
+            he, edges = flow.new_collection("edges")
+            cap = reach(roots, edges).capture()
+            hr.insert((0,), time=0)
+            times = np.arange(1, n + 1)
+            he.update({"s": np.concatenate([src, src[:n // 2]]), "d": np.concatenate([dst, dst[:n // 2]])},
+                      times=np.concatenate([times, times[: n // 2] + n]),
+                      diffs=np.concatenate([np.ones(n, np.int64), -np.ones(n // 2, np.int64)]))
+            flow.advance_to(2 * n + 1)
+            flow.run()
+            outs[w] = cap.changes()
+    assert outs[1] == outs[3]
+    assert len({t for _, t, _ in outs[3]}) > 10  # full resolution: many distinct output times
+
+
+@settings(max_examples=20, deadline=None)
+@given(nonneg_schedules({"roots": int_rows(1, 0, 7), "edges": int_rows(2, 0, 7)}, max_updates=30))
+def test_five_workers_three_tree_levels(schedule):
+    """W = 5: the merge and allreduce tree has an incomplete last level."""
+    run_scenario(["roots", "edges"], reach, reach_oracle, schedule, workers=(1, 5))
+
+
+@settings(max_examples=30, deadline=None)
+@given(schedules({"a": int_rows(2, 0, 6)}))
+def test_values_created_on_workers(schedule):
+    """Strings and tuples made by a map on one worker are joined and counted on another, and decoded in the driver."""
+    def build(a):
+        named = a.map(lambda r: (f"n{r[0]}", (r[1], "x")))
+        return named.join(named.map(lambda r: (r[0], r[1][0] % 2))).count()
+
+    def query(a):
+        named = O.fmap(a, lambda r: (f"n{r[0]}", (r[1], "x")))
+        return O.count(O.join(named, O.fmap(named, lambda r: (r[0], r[1][0] % 2))))
+    run_scenario(["a"], build, query, schedule, workers=(1, 2, 3))
+
+
+def test_subscribe_runs_in_the_driver_with_merged_batches():
+    seen = []
+    with ddflow.Dataflow(workers=3) as flow:
+        h, a = flow.new_collection("a")
+        a.count().subscribe(seen.append)
+        h.update([(k % 10, k) for k in range(100)], times=0)
+        flow.advance_to(1)
+        flow.run()
+        assert len(seen) == 1  # one consolidated batch per retired time range, not one per worker
+        assert sorted(seen[0].to_pylist(), key=lambda r: (r["c0"], r["c1"]))[0] == {
+            "c0": 0, "c1": 0, "c2": 1, "time": 0, "diff": 1}
+        assert seen[0].num_rows == 100
+
+
+def test_trace_size_and_worker_stats_cover_every_worker():
+    sizes = {}
+    for w in (1, 2):
+        with ddflow.Dataflow(workers=w) as flow:
+            h, a = flow.new_collection("a")
+            a.distinct().capture()
+            h.update([(k,) for k in range(1000)], times=0)
+            flow.advance_to(1)
+            flow.run()
+            sizes[w] = flow.trace_size()
+            if w == 2:
+                stats = flow.worker_stats()
+                assert [s["worker"] for s in stats] == [0, 1]
+                assert all(s["trace_size"] > 0 for s in stats)  # the keys are spread over both
+                assert sizes[w] == sum(s["trace_size"] for s in stats)
+    assert sizes[1] == sizes[2] == 1000
+
+
+# -- faults --------------------------------------------------------------------------------------------
+
+
+def _boom_flow(fn, workers=2):
+    flow = ddflow.Dataflow(workers=workers)
+    h, a = flow.new_collection("a")
+    cap = a.map(fn, name="boom").distinct().capture()
+    return flow, h, cap
+
+
+def _die_on_13(r):
+    if r[0] == 13:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return r
+
+
+def test_a_killed_worker_stops_the_dataflow_with_an_error_naming_it():
+    flow, h, cap = _boom_flow(_die_on_13)
+    h.update([(k,) for k in range(10)], times=0)
+    flow.advance_to(1)
+    flow.run()
+    before = cap.changes()
+    h.insert((13,), time=1)
+    flow.advance_to(2)
+    with pytest.raises(ddflow.DataflowError, match=r"worker \d \(pid \d+\) died \(killed by SIGKILL\) "
+                                                   r"while running operator 'boom'"):
+        flow.run()
+    # The driver's state is intact: earlier output stays, and the dataflow refuses to go on.
+    assert cap.changes() == before
+    with pytest.raises(ddflow.DataflowError, match="failed earlier"):
+        flow.run()
+
+
+def _raise_on_13(r):
+    if r[0] == 13:
+        raise ValueError("no thirteens")
+    return r
+
+
+def test_a_worker_that_raises_reports_the_error_the_worker_and_the_operator():
+    flow, h, cap = _boom_flow(_raise_on_13, workers=3)
+    h.update([(k,) for k in range(20)], times=0)
+    flow.advance_to(1)
+    with pytest.raises(ValueError, match=r"no thirteens.*\[worker \d, operator 'boom'\]"):
+        flow.run()
+    with pytest.raises(ddflow.DataflowError, match="failed earlier"):
+        flow.run()
+
+
+def test_non_convergence_on_workers_names_the_loop():
+    with ddflow.Dataflow(workers=2) as flow:
+        h, a = flow.new_collection("a")
+        a.iterate(lambda x: x.map(lambda r: (r[0] + 1,)).distinct(), name="forever", max_iterations=30).capture()
+        h.insert((1,), time=0)
+        flow.advance_to(1)
+        with pytest.raises(ddflow.NonConvergence, match="loop 'forever' did not converge within max_iterations=30"):
+            flow.run()
+
+
+def test_workers_exit_when_the_dataflow_shuts_down():
+    flow = ddflow.Dataflow(workers=2)
+    h, a = flow.new_collection("a")
+    a.count().capture()
+    h.insert((1,), time=0)
+    flow.advance_to(1)
+    flow.run()
+    pids = list(flow._pool.pids)
+    flow.shutdown()
+    for pid in pids:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # reaped already
+    with pytest.raises(ddflow.DataflowError, match="closed"):
+        h.insert((2,), time=1)
+
+
+def test_bad_worker_counts_are_refused():
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="workers"):
+            ddflow.Dataflow(workers=bad)
