@@ -92,6 +92,7 @@ class StreamingDataflow:
         self.state_path: str | None = None
         self.snapshot_every = 50
         self.frontier_policy = "after-batch"
+        self.n_workers = 1
         self.metrics = Metrics()
         self.on_batch: Callable[[int, dict], None] | None = None
         self._flow: ddflow.Dataflow | None = None
@@ -138,6 +139,22 @@ class StreamingDataflow:
         self.frontier_policy = policy
         return self
 
+    def workers(self, n: int) -> "StreamingDataflow":
+        """Run the dataflow in ``n`` worker processes (``ddflow.Dataflow(workers=n)``); the Spark side is unchanged.
+
+        The workers are forked at the first micro-batch, from the process that
+        runs ``foreachBatch`` (the Spark driver's Python process).
+        """
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"{self.name}: workers needs an integer >= 1, got {n!r}")
+        self.n_workers = n
+        return self
+
+    def stop(self) -> None:
+        """Stop the dataflow's worker processes (after the Spark query has stopped)."""
+        if self._flow is not None:
+            self._flow.shutdown()
+
     def stateLocation(self, path: str, snapshot_every: int = 50) -> "StreamingDataflow":  # noqa: N802
         self.state_path = path
         self.snapshot_every = snapshot_every
@@ -170,7 +187,9 @@ class StreamingDataflow:
 
     def open(self) -> None:
         """Build the dataflow and restore its state from the input log, if any."""
-        flow = ddflow.Dataflow()
+        if self._flow is not None:
+            self._flow.shutdown()
+        flow = ddflow.Dataflow(workers=self.n_workers)
         handles, outs = self.build(flow)
         missing = set(self.inputs) - set(handles)
         if missing:
@@ -241,8 +260,9 @@ class StreamingDataflow:
         for name, spec in self.outputs.items():
             u = self._captures[name].take()
             if not len(u):
-                # A capture that has seen nothing yet does not know its columns: ask the collection.
-                kinds = self._out_nodes[name].kinds
+                # A capture that has seen nothing yet does not know its columns: ask the collection
+                # (with several workers the collection lives in the workers; the capture knows once it saw output).
+                kinds = self._captures[name]._node.kinds or self._out_nodes[name].kinds
                 u = Updates.empty(kinds, 1) if kinds is not None else None
             outputs[name] = u.to_arrow(flow.interner, spec.names) if u is not None else _no_output(spec.names)
             self.metrics.output_changes += outputs[name].num_rows

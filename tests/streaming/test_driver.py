@@ -304,8 +304,9 @@ def _ddkafka(spark, bootstrap: str, topics: list[str], max_offsets: int | None =
     return r.load()
 
 
-def _spark_stream(bootstrap: str, t_roots: str, t_edges: str, out: dict[str, str], work, batches: list):
-    s = (StreamingDataflow(build, name="e2e")
+def _spark_stream(bootstrap: str, t_roots: str, t_edges: str, out: dict[str, str], work, batches: list,
+                  workers: int = 1):
+    s = (StreamingDataflow(build, name="e2e").workers(workers)
          .input("roots", fields=["root"], format="json", time="t", topic=t_roots)
          .input("edges", fields=["src", "dst"], format="json", time="t", diff="diff", topic=t_edges)
          .output("reach", KafkaSink(bootstrap, out["reach"]), names=["node", "root"])
@@ -322,6 +323,7 @@ def _run(stream, df, checkpoint) -> None:
     try:
         query.awaitTermination()
     finally:
+        stream.stop()
         for spec in stream.outputs.values():
             if hasattr(spec.sink, "close"):
                 spec.sink.close()
@@ -337,7 +339,9 @@ def _kafka_contents(bootstrap: str, topic: str) -> dict:
 
 @pytest.mark.spark
 @pytest.mark.kafka
-def test_kafka_to_ddflow_to_kafka_and_parquet(spark, kafka_bootstrap, new_topic, tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_kafka_to_ddflow_to_kafka_and_parquet(spark, kafka_bootstrap, new_topic, tmp_path, workers):
+    """The whole path, and a restart from the state log; with 2 workers the Spark query feeds worker processes."""
     from ddflow.streaming.broker import produce
 
     t_roots, t_edges = new_topic(1, "roots"), new_topic(1, "edges")
@@ -349,7 +353,7 @@ def test_kafka_to_ddflow_to_kafka_and_parquet(spark, kafka_bootstrap, new_topic,
 
     # First query: roots and the initial graph, one micro-batch.
     batches: list = []
-    _run(_spark_stream(kafka_bootstrap, t_roots, t_edges, out, tmp_path, batches),
+    _run(_spark_stream(kafka_bootstrap, t_roots, t_edges, out, tmp_path, batches, workers),
          _ddkafka(spark, kafka_bootstrap, [t_roots, t_edges]), checkpoint)
     assert len(batches) == 1 and batches[0]["updates"] == len(ROOTS) + len(initial)
     want_reach, want_degree = expected([(m["src"], m["dst"]) for m in initial], ROOTS)
@@ -360,7 +364,7 @@ def test_kafka_to_ddflow_to_kafka_and_parquet(spark, kafka_bootstrap, new_topic,
     # several micro-batches.
     produce(kafka_bootstrap, t_edges, [(str(m["src"]).encode(), json.dumps(m).encode()) for m in updates])
     batches2: list = []
-    _run(_spark_stream(kafka_bootstrap, t_roots, t_edges, out, tmp_path, batches2),
+    _run(_spark_stream(kafka_bootstrap, t_roots, t_edges, out, tmp_path, batches2, workers),
          _ddkafka(spark, kafka_bootstrap, [t_roots, t_edges], max_offsets=16), checkpoint)
     assert len(batches2) == -(-len(updates) // 16) >= 3
     assert [b["batch_id"] for b in batches2] == list(range(1, 1 + len(batches2)))
@@ -409,7 +413,7 @@ def test_malformed_and_late_messages_go_to_dead_letters(spark, kafka_bootstrap, 
     # with later data times, and then it would be late itself.
     batches: list = []
     checkpoint = str(tmp_path / "checkpoint")
-    _run(_spark_stream(kafka_bootstrap, t_roots, t_edges, out, tmp_path, batches),
+    _run(_spark_stream(kafka_bootstrap, t_roots, t_edges, out, tmp_path, batches, workers),
          _ddkafka(spark, kafka_bootstrap, [t_roots, t_edges]), checkpoint)
     produce(kafka_bootstrap, t_edges, [(None, m) for m in msgs])
     _run(_spark_stream(kafka_bootstrap, t_roots, t_edges, out, tmp_path, batches),
