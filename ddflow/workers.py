@@ -126,6 +126,7 @@ class WorkerRuntime:
         self.commands: deque[Message] = deque()
         self.stats = {"rounds": 0, "coord_s": [], "wait_s": 0.0, "busy_s": 0.0, "runs": 0, "messages": 0}
         self._last_work = time.perf_counter()
+        self.by_node: dict[str, float] = defaultdict(float)  # busy seconds per operator
 
     # -- message plumbing ---------------------------------------------------------------------
     def _on_message(self, ch: Channel, m: Message) -> None:
@@ -194,6 +195,7 @@ class WorkerRuntime:
         m.step(bound)
         self._last_work = time.perf_counter()
         self.stats["busy_s"] += self._last_work - t0
+        self.by_node[m.name] += self._last_work - t0
         self.slot[2 * self.me + 1] = 0
 
     def step_scope(self, scope: Scope, bound: np.ndarray) -> None:
@@ -316,6 +318,7 @@ class WorkerRuntime:
 
     def _run(self, cmd: Message) -> None:
         frontier, ids = cmd.meta
+        self.flow.frontier = frontier  # the driver's frontier: this worker's compaction follows it
         for nid, b in zip(ids, cmd.batches):
             self.nodes[nid].push(0, b)
         self.step_scope(self.flow.top, np.array([frontier], dtype=np.int64))
@@ -328,6 +331,7 @@ class WorkerRuntime:
         if self.me == 0:
             ids = sorted(merged)
             self.driver.send(Message("done", ids, [merged[i] for i in ids]))
+        self.flow.completed = frontier
         self.flow._compact()
         self.stats["runs"] += 1
 
@@ -336,7 +340,7 @@ class WorkerRuntime:
         return {"worker": self.me, "trace_size": self.flow._local_trace_size(),
                 "trace_bytes": self.flow._local_trace_bytes(), "rounds": self.stats["rounds"],
                 "runs": self.stats["runs"], "wait_s": self.stats["wait_s"], "busy_s": self.stats["busy_s"],
-                "coord_s": list(coord[-5000:]), "messages_received": self.stats["messages"],
+                "coord_s": list(coord[-5000:]), "busy_by_operator_s": dict(self.by_node), "messages_received": self.stats["messages"],
                 "messages_sent": sum(c.messages_sent for c in self.peers.values()),
                 "bytes_sent": sum(c.bytes_sent for c in self.peers.values())}
 

@@ -150,6 +150,24 @@ def test_trace_size_and_worker_stats_cover_every_worker():
     assert sizes[1] == sizes[2] == 1000
 
 
+def test_worker_traces_compact_as_the_frontier_advances():
+    """A sliding window keeps the same state on 3 workers as on 1: workers compact to the driver's frontier."""
+    sizes = {}
+    for w in (1, 3):
+        with ddflow.Dataflow(workers=w) as flow:
+            h, a = flow.new_collection("a")
+            a.count().capture()
+            for t in range(60):
+                h.update([(k, t) for k in range(20)], times=t)
+                if t >= 5:
+                    h.update([(k, t - 5) for k in range(20)], times=t, diffs=-1)
+                flow.advance_to(t + 1)
+                flow.run()
+            sizes[w] = flow.trace_size()
+    # Without compaction the 3-worker traces would hold all 60 x 20 inserts and 55 x 20 removals.
+    assert sizes[3] <= 2 * sizes[1] < 60 * 20, sizes
+
+
 # -- faults --------------------------------------------------------------------------------------------
 
 
