@@ -4,8 +4,9 @@
 
 Writes latency CDFs per checkpoint (if latency does not drift the curves
 lie on top of each other), throughput against batch size per worker
-count and system, and trace size and RSS against updates processed, plus
-``table.md`` with one row per run.
+count and system, trace size and RSS against updates processed, the
+per-round coordination cost against the worker count (multi-worker runs),
+plus ``table.md`` with one row per run.
 """
 from __future__ import annotations
 
@@ -33,6 +34,21 @@ def table(runs: list[dict]) -> str:
                     f"{cp.get('max_ms', float('nan')):.2f} | {cp.get('trace_updates', 0)} | "
                     f"{cp.get('rss_bytes', 0) / 2**20:.0f} | {r['correct']} |")
     return head + "\n".join(rows) + "\n"
+
+
+def coordination_table(runs: list[dict]) -> str:
+    """Per multi-worker run: loop rounds, and per round the coordination, waiting and busy time per worker."""
+    head = ("| workers | batch | rounds | coordination p50 ms | p90 ms | mean ms | wait/round ms | busy/round ms "
+            "| messages/round |\n|---|---|---|---|---|---|---|---|---|\n")
+    rows = []
+    for r in sorted(runs, key=lambda r: (r["batch"], r["workers"])):
+        c = r.get("coordination") or {}
+        if not c:
+            continue
+        rows.append(f"| {r['workers']} | {r['batch']} | {c['rounds']} | {c['coord_p50_ms']:.2f} | {c['coord_p90_ms']:.2f} | "
+                    f"{c['coord_mean_ms']:.2f} | {c['wait_per_round_ms']:.2f} | {c['busy_per_round_ms']:.2f} | "
+                    f"{c['messages_per_round']:.1f} |")
+    return head + "\n".join(rows) + "\n" if rows else ""
 
 
 def plot(runs: list[dict], out: str) -> list[str]:
@@ -88,8 +104,9 @@ def plot(runs: list[dict], out: str) -> list[str]:
         if r["system"] != "ddflow" or len(r["checkpoints"]) < 2:
             continue
         u = [cp["updates"] for cp in r["checkpoints"]]
-        a1.plot(u, [cp["trace_updates"] for cp in r["checkpoints"]], marker="o", label=f"batch {r['batch']}")
-        a2.plot(u, [cp["rss_bytes"] / 2**20 for cp in r["checkpoints"]], marker="o", label=f"batch {r['batch']}")
+        lab = f"batch {r['batch']}" + (f", {r['workers']} workers" if r.get("workers", 1) > 1 else "")
+        a1.plot(u, [cp["trace_updates"] for cp in r["checkpoints"]], marker="o", label=lab)
+        a2.plot(u, [cp["rss_bytes"] / 2**20 for cp in r["checkpoints"]], marker="o", label=lab)
     for a, lab in ((a1, "updates held in traces"), (a2, "RSS (MiB)")):
         a.set_xscale("log")
         a.set_xlabel("updates processed")
@@ -101,6 +118,32 @@ def plot(runs: list[dict], out: str) -> list[str]:
     fig.savefig(name, dpi=100)
     plt.close(fig)
     written.append(name)
+    # Coordination per loop round against the worker count, with log2(W) for scale.
+    coord: dict[int, list] = {}
+    for r in runs:
+        c = r.get("coordination") or {}
+        if c:
+            coord.setdefault(r["batch"], []).append((r["workers"], c["coord_p50_ms"], c["coord_mean_ms"]))
+    if coord:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for batch, pts in sorted(coord.items()):
+            pts.sort()
+            ws = [p[0] for p in pts]
+            ax.plot(ws, [p[1] for p in pts], marker="o", label=f"batch {batch}: median")
+            ax.plot(ws, [p[2] for p in pts], marker="x", linestyle=":", label=f"batch {batch}: mean")
+            base = pts[0][1] / max(np.log2(pts[0][0]), 1)
+            ax.plot(ws, [base * max(np.log2(w), 1) for w in ws], color="grey", linestyle="--", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("workers (2 cores: 4 and 8 are oversubscribed)")
+        ax.set_ylabel("ms from a worker's last work to the round's end")
+        ax.set_title("coordination per loop round (grey: log2 W)")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3, which="both")
+        fig.tight_layout()
+        name = os.path.join(out, "coordination.png")
+        fig.savefig(name, dpi=100)
+        plt.close(fig)
+        written.append(name)
     return written
 
 
@@ -114,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no runs in {args.results}", file=sys.stderr)
         return 1
     files = plot(runs, args.out)
-    md = table(runs)
+    md = table(runs) + ("\n" + coordination_table(runs) if coordination_table(runs) else "")
     with open(os.path.join(args.out, "table.md"), "w") as f:
         f.write(md)
     print(md)

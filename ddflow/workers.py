@@ -120,7 +120,8 @@ class WorkerRuntime:
         self.plans: dict[int, tuple] = {}
         self.epoch = 0
         self.markers: dict[tuple[int, int], int] = defaultdict(int)
-        self.future: dict[int, list[Message]] = defaultdict(list)
+        self.future: dict[int, list[tuple]] = defaultdict(list)
+        self.deferred: dict[int, list[tuple[int, int]]] = {w: [] for w in peers}
         self.tree_msgs: dict[tuple[str, int], list[Message]] = defaultdict(list)
         self.tree_seq = 0
         self.commands: deque[Message] = deque()
@@ -134,28 +135,36 @@ class WorkerRuntime:
         if ch is self.driver:
             self.commands.append(m)
         elif m.kind == "x":
-            nid, tag, final = m.meta
-            if tag > self.epoch:
-                self.future[tag].append(m)
-                return
-            self._deliver(m)
+            batches = iter(m.batches)
+            for nid, tag, has_data in m.meta:
+                entry = (nid, tag, next(batches) if has_data else None)
+                if tag > self.epoch:
+                    self.future[tag].append(entry)
+                else:
+                    self._deliver(*entry)
         else:
             self.tree_msgs[(m.kind, m.meta[0])].append(m)
 
-    def _deliver(self, m: Message) -> None:
-        nid, tag, final = m.meta
-        node = self.nodes[nid]
-        for b in m.batches:
-            node.emit(b)
-        if final:
-            self.markers[(nid, tag)] += 1
+    def _deliver(self, nid: int, tag: int, batch: Updates | None) -> None:
+        """A peer's share of exchange ``nid`` goes downstream; it is that peer's last for step ``tag``."""
+        if batch is not None:
+            self.nodes[nid].emit(batch)
+        self.markers[(nid, tag)] += 1
 
     def _new_epoch(self) -> None:
         self.epoch += 1
-        for m in self.future.pop(self.epoch, ()):
-            self._deliver(m)
+        for entry in self.future.pop(self.epoch, ()):
+            self._deliver(*entry)
+
+    def _send_deferred(self) -> None:
+        """Markers without data wait for the next data message to their peer, or for the next wait."""
+        for w, marks in self.deferred.items():
+            if marks:
+                self.peers[w].send(Message("x", [(n, t, False) for n, t in marks]))
+                marks.clear()
 
     def _wait(self, done: Callable[[], bool], on_progress: Callable[[], None] | None = None) -> None:
+        self._send_deferred()
         t0 = time.perf_counter()
         self.slot[2 * self.me + 1] = 0
         while not done():
@@ -220,15 +229,26 @@ class WorkerRuntime:
             self._complete(scope, pending, len(order), bound)
 
     def _finalize(self, x: ExchangeNode) -> None:
-        """Send each peer its share of ``x``'s step and the marker that ends it."""
+        """Send each peer its share of ``x``'s step now, with the marker that ends it.
+
+        A peer with no share gets only the marker, deferred: it rides on the next
+        data message to that peer or goes out, with any others, when this worker
+        next waits.  Data is never held back (a waiting peer can start on it).
+        """
         per: dict[int, list[Updates]] = defaultdict(list)
         for w, part in x.outgoing:
             per[w].append(part)
         x.outgoing = []
-        meta = (self.nid[id(x)], self.epoch, True)
+        nid = self.nid[id(x)]
         for w, ch in self.peers.items():
             parts = per.get(w)
-            ch.send(Message("x", meta, [Updates.concat(parts)] if parts else []))
+            if parts:
+                marks = self.deferred[w]
+                ch.send(Message("x", [(nid, self.epoch, True)] + [(n, t, False) for n, t in marks],
+                                [Updates.concat(parts)]))
+                marks.clear()
+            else:
+                self.deferred[w].append((nid, self.epoch))
 
     def _complete(self, scope: Scope, need: list[tuple[int, int]], upto: int, bound: np.ndarray) -> None:
         """Wait for every peer's marker on the exchanges ``need``, working on what arrives meanwhile."""
