@@ -107,6 +107,27 @@ class DdflowSystem:
     def trace_size(self) -> int:
         return self.flow.trace_size()
 
+    def coordination(self) -> dict:
+        """Per loop round, over all workers: time from a worker's last local work to the round's completion."""
+        stats = self.flow.worker_stats()
+        if not stats:
+            return {}
+        coord = np.concatenate([np.asarray(s["coord_s"], dtype=np.float64) for s in stats]) * 1e3
+        rounds = max(s["rounds"] for s in stats)
+        return {
+            "rounds": rounds,
+            "coord_p50_ms": float(np.percentile(coord, 50)) if len(coord) else 0.0,
+            "coord_p90_ms": float(np.percentile(coord, 90)) if len(coord) else 0.0,
+            "coord_mean_ms": float(coord.mean()) if len(coord) else 0.0,
+            "wait_per_round_ms": float(np.mean([s["wait_s"] for s in stats]) / max(rounds, 1) * 1e3),
+            "busy_per_round_ms": float(np.mean([s["busy_s"] for s in stats]) / max(rounds, 1) * 1e3),
+            "messages_per_round": float(sum(s["messages_sent"] for s in stats) / max(rounds, 1)),
+            "bytes_sent": int(sum(s["bytes_sent"] for s in stats)),
+        }
+
+    def close(self) -> None:
+        self.flow.shutdown()
+
 
 class NaiveSystem:
     """From scratch after every single update: BFS from the roots, diffed with the previous answer.
@@ -149,6 +170,12 @@ class NaiveSystem:
 
     def trace_size(self) -> int:
         return 0
+
+    def coordination(self) -> dict:
+        return {}
+
+    def close(self) -> None:
+        pass
 
 
 # -- harness ----------------------------------------------------------------------
@@ -227,6 +254,8 @@ def run(args: argparse.Namespace) -> dict:
                 print(json.dumps(res.checkpoints[-1]), file=sys.stderr, flush=True)
             next_cp += 1
     wall = time.perf_counter() - t_start
+    coordination = system.coordination()
+    system.close()
     final = reachable(w.nodes, np.array(window, dtype=np.int64), w.roots)
     correct = verify_ok and final == {r for r, m in state.items() if m == 1} and all(m == 1 for m in state.values())
     return {
@@ -238,6 +267,7 @@ def run(args: argparse.Namespace) -> dict:
         "wall_s": wall,
         "checkpoints": res.checkpoints,
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "coordination": coordination,
         "correct": bool(correct),
     }
 

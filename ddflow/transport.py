@@ -6,15 +6,17 @@ header length), a pickled header describing the arrays, then each
 array's bytes as they are in memory.  The receiver reads a frame into
 one fresh buffer and views the arrays on it without copying.
 
-Why this transport (``python -m bench.transport``, 2-core machine): a
-Unix socketpair carrying raw buffers moved 1 MB batches at 2.1 GB/s and
-round-tripped small messages in 31 us; the same frames over an
-``os.pipe`` pair were slower for large batches (64 KB pipe buffers: 1.1
-GB/s) and no faster for small ones; pickling whole messages (protocol 5)
-cost an extra copy on each side (1.5 GB/s); a shared-memory segment per
-message saved the kernel copy but paid for creating and mapping a segment
-each time (0.9 GB/s at 1 MB, 170 us round trip).  Batches in this system
-are small to medium, so latency decides, and the socketpair wins on both.
+Why this transport (``python -m bench.transport``, this 2-core machine,
+``bench/results/transport.jsonl``; round trip of a batch of 32-byte
+updates to a forked peer and back): at 100,000 rows (3.2 MB) a Unix
+socketpair carrying raw buffers moved 4.1 GB/s, the same frames over
+``os.pipe`` 1.8 GB/s, a shared-memory segment per message 1.1 GB/s
+(creating and mapping a segment each time costs more than the copy it
+saves), and pickled messages (``multiprocessing.Pipe``, protocol 5) 0.5
+GB/s.  At 1,000 rows the socketpair was also fastest (309 us against
+353-657 us); at 10 rows all four were within the noise of process wake-up
+(190-290 us); only at 1,000,000 rows (32 MB) did pipes lead (1.7 against
+1.4 GB/s).  Exchange batches are small to medium, so the socketpair stays.
 
 Sockets are non-blocking.  Every channel has its own outbox (so a worker
 holds O(W) buffers, one per peer, never a W x W matrix), and a process

@@ -28,6 +28,13 @@ Outputs are merged pairwise up the same tree (log2(W) levels, all merges
 of a level in parallel on different workers); worker 0 sends the result
 to the driver.
 
+Costs (``bench/README.md``).  Per loop round a worker sends each peer at
+most one message per exchange that has data for it, plus the end-of-step
+markers (coalesced: one message per peer per wait), and takes part in one
+tree reduction.  The markers are O(W) messages per worker per round: cheap
+at the worker counts one machine holds, the term to replace (by completion
+counted over the tree) before W reaches the hundreds.
+
 Faults.  A worker that raises reports the exception, with its worker id
 and the operator it was running, then exits; a worker that dies is
 noticed by the end of its socket, and a shared-memory slot per worker
@@ -445,7 +452,8 @@ class WorkerPool:
         elif m.kind == "error":
             self._errors.append(m.meta)
 
-    def _poll(self, timeout: float | None = None) -> None:
+    def _collect(self, timeout: float | None) -> None:
+        """Take the workers' messages; note every worker whose socket ended."""
         try:
             self.hub.poll(self._on_message, timeout)
         except ChannelClosed:
@@ -457,6 +465,9 @@ class WorkerPool:
                     self.hub.sel.unregister(ch.sock)
                 except (KeyError, ValueError):
                     pass
+
+    def _poll(self) -> None:
+        self._collect(None)
         if self._errors or self._gone:
             self._fail()
 
@@ -505,17 +516,7 @@ class WorkerPool:
         """Collect what every worker says for a moment, stop them all, and raise the root cause."""
         deadline = time.monotonic() + 2.0
         while len(self._gone) < self.W and time.monotonic() < deadline:
-            try:
-                self.hub.poll(self._on_message, 0.05)
-            except ChannelClosed:
-                pass
-            for ch in self.channels:
-                if ch.closed and ch.peer not in self._gone:
-                    self._gone.add(ch.peer)
-                    try:
-                        self.hub.sel.unregister(ch.sock)
-                    except (KeyError, ValueError):
-                        pass
+            self._collect(0.05)
         status = self._kill_all()
         reported = {e["worker"] for e in self._errors}
         primary = [e for e in self._errors if not e["peer_closed"]]

@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--roots", type=int, default=10)
     ap.add_argument("--max-offsets-per-trigger", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=1, help="ddflow worker processes (default 1)")
     ap.add_argument("--out", default="demo-output", help="directory for the latency plot and summary")
     args = ap.parse_args(argv)
 
@@ -200,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                   .output("out", KafkaSink(bootstrap, t_out),
                           names=["node", "root"] if args.query == "reach" else ["src", "count"])
                   .frontierPolicy("before-max")
+                  .workers(args.workers)
                   .onBatch(on_batch))
         df = (spark.readStream.format(FORMAT)
               .option("kafka.bootstrap.servers", bootstrap)
@@ -255,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps({"spark_batch": pr.get("batchId"), "durationMs": pr.get("durationMs"),
                                   "rows": pr.get("numInputRows"), "ts": pr.get("timestamp")}), file=sys.stderr)
         query.stop()
+        stream.stop()
         for spec in stream.outputs.values():
             spec.sink.close()
         # Check: the output, read back from Kafka, equals reachability on the final window.
@@ -284,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             "ddflow_share": dd_s / wall_s if wall_s else 0.0,
             "mean_batch_s": wall_s / len(batch_log) if batch_log else 0.0,
             "query": args.query,
+            "workers": args.workers,
             "final_output_records": len(got),
             "rate": args.rate,
             "duration_s": args.duration,
