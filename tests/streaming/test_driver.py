@@ -413,7 +413,7 @@ def test_malformed_and_late_messages_go_to_dead_letters(spark, kafka_bootstrap, 
     # with later data times, and then it would be late itself.
     batches: list = []
     checkpoint = str(tmp_path / "checkpoint")
-    _run(_spark_stream(kafka_bootstrap, t_roots, t_edges, out, tmp_path, batches, workers),
+    _run(_spark_stream(kafka_bootstrap, t_roots, t_edges, out, tmp_path, batches),
          _ddkafka(spark, kafka_bootstrap, [t_roots, t_edges]), checkpoint)
     produce(kafka_bootstrap, t_edges, [(None, m) for m in msgs])
     _run(_spark_stream(kafka_bootstrap, t_roots, t_edges, out, tmp_path, batches),
