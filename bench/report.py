@@ -39,7 +39,7 @@ def table(runs: list[dict]) -> str:
 def coordination_table(runs: list[dict]) -> str:
     """Per multi-worker run: loop rounds, and per round the coordination, waiting and busy time per worker."""
     head = ("| workers | batch | rounds | coordination p50 ms | p90 ms | mean ms | wait/round ms | busy/round ms "
-            "| messages/round |\n|---|---|---|---|---|---|---|---|---|\n")
+            "| messages/round | CPU/round ms |\n|---|---|---|---|---|---|---|---|---|---|\n")
     rows = []
     for r in sorted(runs, key=lambda r: (r["batch"], r["workers"])):
         c = r.get("coordination") or {}
@@ -47,7 +47,7 @@ def coordination_table(runs: list[dict]) -> str:
             continue
         rows.append(f"| {r['workers']} | {r['batch']} | {c['rounds']} | {c['coord_p50_ms']:.2f} | {c['coord_p90_ms']:.2f} | "
                     f"{c['coord_mean_ms']:.2f} | {c['wait_per_round_ms']:.2f} | {c['busy_per_round_ms']:.2f} | "
-                    f"{c['messages_per_round']:.1f} |")
+                    f"{c['messages_per_round']:.1f} | {c.get('cpu_per_round_ms', float('nan')):.2f} |")
     return head + "\n".join(rows) + "\n" if rows else ""
 
 

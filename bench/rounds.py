@@ -7,8 +7,11 @@ update through an exchange, an arrangement and a distinct: the time per
 round is the schedule's and the exchange protocol's overhead, not data
 work.  With W > 1 it is reported beside the workers' own figures: the time
 from a worker's last operator step in a round to the round's agreed end
-(``coord``), and messages sent per round over all workers.  Several
-repetitions; the median is reported.
+(``coord``), messages sent per round over all workers, and the CPU time a
+worker spends per round (``cpu``: the same operator work at every W, plus
+sending, receiving and polling).  On a machine with fewer cores than
+workers the waiting figures include time-sharing; the CPU figure does not.
+Several repetitions; the median is reported.
 """
 from __future__ import annotations
 
@@ -40,6 +43,7 @@ def one(workers: int, rounds: int) -> dict:
             coord = np.concatenate([np.asarray(s["coord_s"]) for s in stats]) * 1e6
             res["coord_p50_us"] = float(np.percentile(coord, 50))
             res["messages_per_round"] = sum(s["messages_sent"] for s in stats) / rounds
+            res["cpu_us_per_round"] = float(np.mean([s["cpu_s"] for s in stats]) / rounds * 1e6)
         return res
 
 

@@ -13,27 +13,29 @@ members in topological order, loops run rounds.  Data crosses workers
 only at exchanges, and is handed downstream the moment it arrives; only
 operators that must see *complete* input under the step's bound (the
 reduce family, and a nested loop as a whole) wait, and only for the
-exchanges upstream of them.  An exchange is complete on a worker when
-every peer has sent its end-of-step marker, which each peer sends once,
-behind its data, on a FIFO socket: the per-peer counts settle without a
-coordinator, and while they do the worker keeps joining and mapping what
-has already arrived.  The schedule is deterministic, so all workers pass
-the same sequence of steps (epochs) and tag their messages with it.  Where
-the workers must agree on something (the next round of a loop) they
-reduce over a binary tree: log2(W) hops up and down, no one waits for a
-central coordinator.  Waiting means blocking in epoll on the worker's own
-sockets, so a message wakes only the worker it is addressed to.
+exchanges upstream of them.  The schedule is deterministic, so all
+workers pass the same sequence of steps (epochs) and tag their messages
+with it.
 
-Outputs are merged pairwise up the same tree (log2(W) levels, all merges
-of a level in parallel on different workers); worker 0 sends the result
-to the driver.
+Completion is counted, not signalled.  A worker sends a peer a message
+only when it has data for it, and remembers whom it sent to.  Where a
+reduce needs its exchanges complete, the workers sum those per-destination
+counts by recursive halving (a reduce-scatter: log2(W) pairwise exchanges
+of ever shorter vectors), after which each worker knows how many data
+messages are addressed to it and waits for exactly those.  So a round
+costs each worker O(log W) coordination messages plus its data messages,
+never a marker to every peer; and while counts settle the worker keeps
+joining and mapping what has already arrived.  Where the workers must
+agree on something (the next round of a loop) they allreduce by recursive
+doubling, again log2(W) pairwise exchanges with no central coordinator.
+Waiting means blocking in epoll on the worker's own sockets, so a message
+wakes only the worker it is addressed to.
 
-Costs (``bench/README.md``).  Per loop round a worker sends each peer at
-most one message per exchange that has data for it, plus the end-of-step
-markers (coalesced: one message per peer per wait), and takes part in one
-tree reduction.  The markers are O(W) messages per worker per round: cheap
-at the worker counts one machine holds, the term to replace (by completion
-counted over the tree) before W reaches the hundreds.
+Outputs are merged pairwise up a binomial tree (ceil(log2 W) levels, the
+merges of a level in parallel on different workers); worker 0 sends the
+result to the driver.
+
+Costs are measured in ``bench/README.md`` (``python -m bench.rounds``).
 
 Faults.  A worker that raises reports the exception, with its worker id
 and the operator it was running, then exits; a worker that dies is
@@ -89,15 +91,6 @@ def merge_batches(parts: list[Updates], flow: "Dataflow", name: str) -> Updates:
     return consolidate(Updates.concat(parts), runs=True)
 
 
-class TreeShape:
-    """A binary tree over worker ids: worker 0 at the root, ``i``'s children ``2i+1`` and ``2i+2``."""
-
-    def __init__(self, me: int, workers: int):
-        self.me = me
-        self.parent = (me - 1) // 2 if me else None
-        self.children = [c for c in (2 * me + 1, 2 * me + 2) if c < workers]
-
-
 # -- in each worker process ------------------------------------------------------------------------
 
 
@@ -112,7 +105,6 @@ class WorkerRuntime:
         self.peers = peers
         self.driver = driver
         self.slot = slot
-        self.tree = TreeShape(me, workers)
         self.hub = Hub([*peers.values(), driver])
         self.nodes: list[Node] = list(flow.top.all_nodes())
         self.nid = {id(n): i for i, n in enumerate(self.nodes)}
@@ -126,9 +118,9 @@ class WorkerRuntime:
                 n.callback = None  # subscriptions are called in the driver, with the merged output
         self.plans: dict[int, tuple] = {}
         self.epoch = 0
-        self.markers: dict[tuple[int, int], int] = defaultdict(int)
+        self.received: dict[tuple[int, int], int] = defaultdict(int)  # data messages per (exchange, epoch)
+        self.sent: dict[tuple[int, int], np.ndarray] = {}  # per (exchange, epoch): 1 where a peer got data
         self.future: dict[int, list[tuple]] = defaultdict(list)
-        self.deferred: dict[int, list[tuple[int, int]]] = {w: [] for w in peers}
         self.tree_msgs: dict[tuple[str, int], list[Message]] = defaultdict(list)
         self.tree_seq = 0
         self.commands: deque[Message] = deque()
@@ -142,36 +134,25 @@ class WorkerRuntime:
         if ch is self.driver:
             self.commands.append(m)
         elif m.kind == "x":
-            batches = iter(m.batches)
-            for nid, tag, has_data in m.meta:
-                entry = (nid, tag, next(batches) if has_data else None)
-                if tag > self.epoch:
-                    self.future[tag].append(entry)
-                else:
-                    self._deliver(*entry)
+            nid, tag = m.meta
+            if tag > self.epoch:
+                self.future[tag].append((nid, tag, m.batches[0]))
+            else:
+                self._deliver(nid, tag, m.batches[0])
         else:
             self.tree_msgs[(m.kind, m.meta[0])].append(m)
 
-    def _deliver(self, nid: int, tag: int, batch: Updates | None) -> None:
-        """A peer's share of exchange ``nid`` goes downstream; it is that peer's last for step ``tag``."""
-        if batch is not None:
-            self.nodes[nid].emit(batch)
-        self.markers[(nid, tag)] += 1
+    def _deliver(self, nid: int, tag: int, batch: Updates) -> None:
+        """A peer's share of exchange ``nid`` in step ``tag`` goes downstream (each peer sends at most one)."""
+        self.nodes[nid].emit(batch)
+        self.received[(nid, tag)] += 1
 
     def _new_epoch(self) -> None:
         self.epoch += 1
         for entry in self.future.pop(self.epoch, ()):
             self._deliver(*entry)
 
-    def _send_deferred(self) -> None:
-        """Markers without data wait for the next data message to their peer, or for the next wait."""
-        for w, marks in self.deferred.items():
-            if marks:
-                self.peers[w].send(Message("x", [(n, t, False) for n, t in marks]))
-                marks.clear()
-
     def _wait(self, done: Callable[[], bool], on_progress: Callable[[], None] | None = None) -> None:
-        self._send_deferred()
         t0 = time.perf_counter()
         self.slot[2 * self.me + 1] = 0
         while not done():
@@ -236,45 +217,46 @@ class WorkerRuntime:
             self._complete(scope, pending, len(order), bound)
 
     def _finalize(self, x: ExchangeNode) -> None:
-        """Send each peer its share of ``x``'s step now, with the marker that ends it.
+        """Send each peer with a share of ``x``'s step its share now, in one message; note who got one.
 
-        A peer with no share gets only the marker, deferred: it rides on the next
-        data message to that peer or goes out, with any others, when this worker
-        next waits.  Data is never held back (a waiting peer can start on it).
+        Data is never held back (a waiting peer can start on it) and a peer
+        with no share gets nothing: completion is counted in :meth:`_complete`.
         """
         per: dict[int, list[Updates]] = defaultdict(list)
         for w, part in x.outgoing:
             per[w].append(part)
         x.outgoing = []
-        nid = self.nid[id(x)]
-        for w, ch in self.peers.items():
-            parts = per.get(w)
-            if parts:
-                marks = self.deferred[w]
-                ch.send(Message("x", [(nid, self.epoch, True)] + [(n, t, False) for n, t in marks],
-                                [Updates.concat(parts)]))
-                marks.clear()
-            else:
-                self.deferred[w].append((nid, self.epoch))
+        key = (self.nid[id(x)], self.epoch)
+        sent = np.zeros(self.W, dtype=np.int64)
+        for w, parts in per.items():
+            self.peers[w].send(Message("x", key, [Updates.concat(parts)]))
+            sent[w] = 1
+        self.sent[key] = sent
 
     def _complete(self, scope: Scope, need: list[tuple[int, int]], upto: int, bound: np.ndarray) -> None:
-        """Wait for every peer's marker on the exchanges ``need``, working on what arrives meanwhile."""
+        """Wait until every data message of the exchanges ``need`` addressed here has arrived.
+
+        How many that is comes from summing every worker's per-destination
+        counts (:meth:`reduce_scatter`); what arrives meanwhile is joined and
+        mapped at once.
+        """
         order, reach, sync = self._plan(scope)
         restep = sorted({q for p, _ in need for q in reach[p] if q < upto and not sync[q]})
         keys = [(self.nid[id(order[p])], tag) for p, tag in need]
-        peers = self.W - 1
-
-        def done() -> bool:
-            return all(self.markers.get(k, 0) >= peers for k in keys)
 
         def work() -> None:
             for q in restep:
                 self._step(order[q], bound)
 
+        expected = self.reduce_scatter(sum(self.sent.pop(k) for k in keys), work)
+
+        def done() -> bool:
+            return sum(self.received.get(k, 0) for k in keys) >= expected
+
         self._wait(done, work)
         work()
         for k in keys:
-            self.markers.pop(k, None)
+            self.received.pop(k, None)
 
     def step_loop(self, loop: IterativeScope, outer_bound: np.ndarray) -> None:
         for v in loop.variables:
@@ -294,42 +276,93 @@ class WorkerRuntime:
             self.stats["rounds"] += 1
             self.step_scope(loop, np.append(outer_bound, r + 1))
 
-    # -- collectives over the tree ----------------------------------------------------------------------
-    def _gather(self, kind: str, seq: int) -> list[Message]:
+    # -- collectives: log2(W) pairwise exchanges each ----------------------------------------------------
+    # Every worker calls the same collectives in the same order (the schedule
+    # is deterministic), so a shared sequence number pairs up their messages.
+    # Where W is not a power of two, the workers beyond the largest power of
+    # two P <= W fold into worker ``me - P`` first and hear back last.
+
+    def _next_seq(self) -> int:
+        self.tree_seq += 1
+        return self.tree_seq - 1
+
+    def _take(self, kind: str, seq: int, work: Callable[[], None] | None = None) -> Message:
         key = (kind, seq)
-        n = len(self.tree.children)
-        self._wait(lambda: len(self.tree_msgs[key]) >= n)
-        return self.tree_msgs.pop(key, [])
+        self._wait(lambda: bool(self.tree_msgs[key]), work)
+        return self.tree_msgs.pop(key)[0]
 
     def allreduce(self, value: int, op: Callable[[int, int], int]) -> int:
-        seq = self.tree_seq
-        self.tree_seq += 1
-        for m in self._gather("up", seq):
-            value = op(value, m.meta[1])
-        if self.tree.parent is not None:
-            self.peers[self.tree.parent].send(Message("up", (seq, value)))
-            key = ("down", seq)
-            self._wait(lambda: bool(self.tree_msgs[key]))
-            value = self.tree_msgs.pop(key)[0].meta[1]
-        for c in self.tree.children:
-            self.peers[c].send(Message("down", (seq, value)))
+        """``op`` over every worker's ``value``, known to all, by recursive doubling.
+
+        ``op`` must be commutative and associative (partners combine in opposite orders).
+        """
+        seq, me, W = self._next_seq(), self.me, self.W
+        P = 1 << (W.bit_length() - 1)
+        if me >= P:
+            self.peers[me - P].send(Message("fold", (seq, value)))
+            return self._take("unfold", seq).meta[1]
+        if me + P < W:
+            value = op(value, self._take("fold", seq).meta[1])
+        k = 1
+        while k < P:
+            self.peers[me ^ k].send(Message(f"ar{k}", (seq, value)))
+            value = op(value, self._take(f"ar{k}", seq).meta[1])
+            k <<= 1
+        if me + P < W:
+            self.peers[me + P].send(Message("unfold", (seq, value)))
         return value
 
+    def reduce_scatter(self, counts: np.ndarray, work: Callable[[], None] | None = None) -> int:
+        """The sum over all workers of their ``counts[me]``, by recursive halving.
+
+        ``counts`` has one entry per destination worker.  Each of the P core
+        workers answers for itself and its folded partner, so the vector is
+        P rows of two; at every step a worker keeps the half of the rows that
+        holds its own and sends the other half to its partner: messages
+        shrink from P/2 rows to one.
+        """
+        seq, me, W = self._next_seq(), self.me, self.W
+        P = 1 << (W.bit_length() - 1)
+        if me >= P:
+            self.peers[me - P].send(Message("rsfold", (seq, counts.tolist())))
+            return self._take("rsunfold", seq, work).meta[1]
+        rows = np.zeros((P, 2), dtype=np.int64)
+        rows[:, 0] = counts[:P]
+        rows[: W - P, 1] = counts[P:]
+        if me + P < W:
+            theirs = np.asarray(self._take("rsfold", seq, work).meta[1], dtype=np.int64)
+            rows[:, 0] += theirs[:P]
+            rows[: W - P, 1] += theirs[P:]
+        lo, k = 0, P // 2  # rows [lo, lo + 2k) are this worker's block
+        while k:
+            keep, give = (lo + k, lo) if me & k else (lo, lo + k)
+            self.peers[me ^ k].send(Message(f"rs{k}", (seq, rows[give : give + k].tolist())))
+            rows[keep : keep + k] += np.asarray(self._take(f"rs{k}", seq, work).meta[1], dtype=np.int64)
+            lo, k = keep, k // 2
+        if me + P < W:
+            self.peers[me + P].send(Message("rsunfold", (seq, int(rows[me, 1]))))
+        return int(rows[me, 0])
+
     def merge_up(self, outs: dict[int, Updates]) -> dict[int, Updates]:
-        """Merge every worker's outputs pairwise up the tree; the root returns the total."""
-        seq = self.tree_seq
-        self.tree_seq += 1
-        parts: dict[int, list[Updates]] = defaultdict(list)
-        for nid, u in outs.items():
-            parts[nid].append(u)
-        for m in self._gather("merge", seq):
-            for nid, u in zip(m.meta[1], m.batches):
-                parts[nid].append(u)
-        merged = {nid: merge_batches(ps, self.flow, self.nodes[nid].name) for nid, ps in parts.items()}
-        if self.tree.parent is not None:
-            ids = sorted(merged)
-            self.peers[self.tree.parent].send(Message("merge", (seq, ids), [merged[i] for i in ids]))
-        return merged
+        """Merge every worker's outputs pairwise up a binomial tree; worker 0 ends with the total.
+
+        At level k (1, 2, 4, ...) a worker with bit k set sends what it holds
+        to ``me - k`` and is done; the others merge in what ``me + k`` sends.
+        """
+        seq, me = self._next_seq(), self.me
+        held = dict(outs)
+        k = 1
+        while k < self.W:
+            if me & k:
+                ids = sorted(held)
+                self.peers[me - k].send(Message(f"merge{k}", (seq, ids), [held[i] for i in ids]))
+                return {}
+            if me + k < self.W:
+                m = self._take(f"merge{k}", seq)
+                for nid, u in zip(m.meta[1], m.batches):
+                    held[nid] = merge_batches([held[nid], u], self.flow, self.nodes[nid].name) if nid in held else u
+            k <<= 1
+        return held
 
     # -- commands from the driver -------------------------------------------------------------------------
     def serve(self) -> None:
@@ -367,7 +400,11 @@ class WorkerRuntime:
         return {"worker": self.me, "trace_size": self.flow._local_trace_size(),
                 "trace_bytes": self.flow._local_trace_bytes(), "rounds": self.stats["rounds"],
                 "runs": self.stats["runs"], "wait_s": self.stats["wait_s"], "busy_s": self.stats["busy_s"],
-                "coord_s": list(coord[-5000:]), "busy_by_operator_s": dict(self.by_node), "messages_received": self.stats["messages"],
+                # CPU seconds since the fork: unlike waiting, not inflated when workers time-share cores
+                # (read here only: clock_gettime for CPU time is a real system call, ~20 us on this VM)
+                "cpu_s": time.process_time(),
+                "coord_s": list(coord[-5000:]), "busy_by_operator_s": dict(self.by_node),
+                "messages_received": self.stats["messages"],
                 "messages_sent": sum(c.messages_sent for c in self.peers.values()),
                 "bytes_sent": sum(c.bytes_sent for c in self.peers.values())}
 
