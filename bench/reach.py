@@ -122,6 +122,7 @@ class DdflowSystem:
             "wait_per_round_ms": float(np.mean([s["wait_s"] for s in stats]) / max(rounds, 1) * 1e3),
             "busy_per_round_ms": float(np.mean([s["busy_s"] for s in stats]) / max(rounds, 1) * 1e3),
             "messages_per_round": float(sum(s["messages_sent"] for s in stats) / max(rounds, 1)),
+            "data_messages_per_round": float(sum(s["data_messages_sent"] for s in stats) / max(rounds, 1)),
             # CPU per worker per round: unlike waiting, not inflated when more workers than cores share the machine
             "cpu_per_round_ms": float(np.mean([s["cpu_s"] for s in stats]) / max(rounds, 1) * 1e3),
             "bytes_sent": int(sum(s["bytes_sent"] for s in stats)),

@@ -118,14 +118,16 @@ def plot(runs: list[dict], out: str) -> list[str]:
     fig.savefig(name, dpi=100)
     plt.close(fig)
     written.append(name)
-    # Coordination per loop round against the worker count, with log2(W) for scale.
+    # Coordination per loop round against the worker count: time (inflated on 2 cores past W=2 by
+    # time-sharing) and messages each worker sends, which do not depend on the machine.
     coord: dict[int, list] = {}
     for r in runs:
         c = r.get("coordination") or {}
         if c:
-            coord.setdefault(r["batch"], []).append((r["workers"], c["coord_p50_ms"], c["coord_mean_ms"]))
+            collectives = (c["messages_per_round"] - c.get("data_messages_per_round", np.nan)) / r["workers"]
+            coord.setdefault(r["batch"], []).append((r["workers"], c["coord_p50_ms"], c["coord_mean_ms"], collectives))
     if coord:
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4))
         for batch, pts in sorted(coord.items()):
             pts.sort()
             ws = [p[0] for p in pts]
@@ -133,12 +135,21 @@ def plot(runs: list[dict], out: str) -> list[str]:
             ax.plot(ws, [p[2] for p in pts], marker="x", linestyle=":", label=f"batch {batch}: mean")
             base = pts[0][1] / max(np.log2(pts[0][0]), 1)
             ax.plot(ws, [base * max(np.log2(w), 1) for w in ws], color="grey", linestyle="--", linewidth=0.8)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("workers (2 cores: 4 and 8 are oversubscribed)")
+            if np.isnan(pts[0][3]):
+                continue  # a run from before data messages were counted apart
+            bx.plot(ws, [p[3] for p in pts], marker="o", label=f"batch {batch}")
+            m2 = pts[0][3] / max(np.log2(pts[0][0]), 1)  # scaled to the smallest W
+            bx.plot(ws, [m2 * np.log2(w) for w in ws], color="grey", linestyle="--", linewidth=0.8)
+            bx.plot(ws, [m2 * (w - 1) for w in ws], color="grey", linestyle=":", linewidth=0.8)
+        for a in (ax, bx):
+            a.set_xscale("log", base=2)
+            a.set_xlabel("workers (2 cores: 4 and 8 are oversubscribed)")
+            a.legend(fontsize=8)
+            a.grid(alpha=0.3, which="both")
         ax.set_ylabel("ms from a worker's last work to the round's end")
         ax.set_title("coordination per loop round (grey: log2 W)")
-        ax.legend(fontsize=8)
-        ax.grid(alpha=0.3, which="both")
+        bx.set_ylabel("collective messages sent per worker per round")
+        bx.set_title("coordination messages (grey: log2 W dashed, W - 1 dotted)")
         fig.tight_layout()
         name = os.path.join(out, "coordination.png")
         fig.savefig(name, dpi=100)

@@ -43,6 +43,7 @@ def one(workers: int, rounds: int) -> dict:
             coord = np.concatenate([np.asarray(s["coord_s"]) for s in stats]) * 1e6
             res["coord_p50_us"] = float(np.percentile(coord, 50))
             res["messages_per_round"] = sum(s["messages_sent"] for s in stats) / rounds
+            res["data_messages_per_round"] = sum(s["data_messages_sent"] for s in stats) / rounds
             res["cpu_us_per_round"] = float(np.mean([s["cpu_s"] for s in stats]) / rounds * 1e6)
         return res
 

@@ -124,7 +124,8 @@ class WorkerRuntime:
         self.tree_msgs: dict[tuple[str, int], list[Message]] = defaultdict(list)
         self.tree_seq = 0
         self.commands: deque[Message] = deque()
-        self.stats = {"rounds": 0, "coord_s": [], "wait_s": 0.0, "busy_s": 0.0, "runs": 0, "messages": 0}
+        self.stats = {"rounds": 0, "coord_s": [], "wait_s": 0.0, "busy_s": 0.0, "runs": 0, "messages": 0,
+                      "data_messages": 0}
         self._last_work = time.perf_counter()
         self.by_node: dict[str, float] = defaultdict(float)  # busy seconds per operator
 
@@ -232,6 +233,7 @@ class WorkerRuntime:
             self.peers[w].send(Message("x", key, [Updates.concat(parts)]))
             sent[w] = 1
         self.sent[key] = sent
+        self.stats["data_messages"] += len(per)
 
     def _complete(self, scope: Scope, need: list[tuple[int, int]], upto: int, bound: np.ndarray) -> None:
         """Wait until every data message of the exchanges ``need`` addressed here has arrived.
@@ -406,6 +408,7 @@ class WorkerRuntime:
                 "coord_s": list(coord[-5000:]), "busy_by_operator_s": dict(self.by_node),
                 "messages_received": self.stats["messages"],
                 "messages_sent": sum(c.messages_sent for c in self.peers.values()),
+                "data_messages_sent": self.stats["data_messages"],  # the rest are collectives
                 "bytes_sent": sum(c.bytes_sent for c in self.peers.values())}
 
 

@@ -38,8 +38,13 @@ def test_report_renders(tmp_path, capsys):
     for batch in (1, 5):
         reach.main(["--nodes", "30", "--edges", "60", "--roots", "2", "--updates", "30", "--batch", str(batch),
                     "--checkpoints", "10,30", "--json", str(res)])
+    reach.main(["--nodes", "30", "--edges", "60", "--roots", "2", "--updates", "30", "--batch", "5", "--workers", "2",
+                "--checkpoints", "10,30", "--json", str(res)])
     capsys.readouterr()
     assert report.main([str(res), "--out", str(tmp_path / "plots")]) == 0
     names = {p.name for p in (tmp_path / "plots").iterdir()}
-    assert {"throughput.png", "state.png", "table.md"} <= names
-    assert "| ddflow | 5 |" in (tmp_path / "plots" / "table.md").read_text()
+    assert {"throughput.png", "state.png", "coordination.png", "table.md"} <= names
+    md = (tmp_path / "plots" / "table.md").read_text()
+    assert "| ddflow | 5 | 1 |" in md and "| ddflow | 5 | 2 |" in md
+    row = [line for line in md.splitlines() if line.startswith("| 2 | 5 |")]  # the coordination table
+    assert len(row) == 1 and "nan" not in row[0]

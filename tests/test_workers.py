@@ -62,7 +62,7 @@ def test_partition_keeps_every_update_once():
 @settings(max_examples=30, deadline=None)
 @given(schedules({"a": st.tuples(st.just(7), st.integers(0, 5)), "b": st.tuples(st.just(7), st.integers(0, 5))}))
 def test_skew_every_key_on_one_worker(schedule):
-    """One key: every update goes to one worker, the others see only markers."""
+    """One key: every update goes to one worker; the others exchange no data, only counts."""
     run_scenario(["a", "b"], lambda a, b: a.join(b).count().concat(a.distinct().map(lambda r: (*r, -1, 0))),
                  lambda a, b: O.add(O.count(O.join(a, b)), O.fmap(O.distinct(a), lambda r: (*r, -1, 0))), schedule,
                  workers=(1, 3, 4))
