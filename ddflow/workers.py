@@ -119,10 +119,12 @@ class WorkerRuntime:
         self.plans: dict[int, tuple] = {}
         self.epoch = 0
         self.received: dict[tuple[int, int], int] = defaultdict(int)  # data messages per (exchange, epoch)
-        self.sent: dict[tuple[int, int], np.ndarray] = {}  # per (exchange, epoch): 1 where a peer got data
+        self.sent: dict[tuple[int, int], list[int]] = {}  # per (exchange, epoch): the peers that got data
         self.future: dict[int, list[tuple]] = defaultdict(list)
-        self.tree_msgs: dict[tuple[str, int], list[Message]] = defaultdict(list)
-        self.tree_seq = 0
+        # Collectives: one message per (kind, sequence number); P is the largest power of two <= W.
+        self.collective_msgs: dict[tuple[str, int], Message] = {}
+        self.collective_seq = 0
+        self.P = 1 << (workers.bit_length() - 1)
         self.commands: deque[Message] = deque()
         self.stats = {"rounds": 0, "coord_s": [], "wait_s": 0.0, "busy_s": 0.0, "runs": 0, "messages": 0,
                       "data_messages": 0}
@@ -141,7 +143,7 @@ class WorkerRuntime:
             else:
                 self._deliver(nid, tag, m.batches[0])
         else:
-            self.tree_msgs[(m.kind, m.meta[0])].append(m)
+            self.collective_msgs[(m.kind, m.meta[0])] = m
 
     def _deliver(self, nid: int, tag: int, batch: Updates) -> None:
         """A peer's share of exchange ``nid`` in step ``tag`` goes downstream (each peer sends at most one)."""
@@ -228,11 +230,9 @@ class WorkerRuntime:
             per[w].append(part)
         x.outgoing = []
         key = (self.nid[id(x)], self.epoch)
-        sent = np.zeros(self.W, dtype=np.int64)
         for w, parts in per.items():
             self.peers[w].send(Message("x", key, [Updates.concat(parts)]))
-            sent[w] = 1
-        self.sent[key] = sent
+        self.sent[key] = list(per)
         self.stats["data_messages"] += len(per)
 
     def _complete(self, scope: Scope, need: list[tuple[int, int]], upto: int, bound: np.ndarray) -> None:
@@ -250,7 +250,8 @@ class WorkerRuntime:
             for q in restep:
                 self._step(order[q], bound)
 
-        expected = self.reduce_scatter(sum(self.sent.pop(k) for k in keys), work)
+        counts = np.bincount([w for k in keys for w in self.sent.pop(k)], minlength=self.W)
+        expected = self.reduce_scatter(counts, work)
 
         def done() -> bool:
             return sum(self.received.get(k, 0) for k in keys) >= expected
@@ -285,21 +286,20 @@ class WorkerRuntime:
     # two P <= W fold into worker ``me - P`` first and hear back last.
 
     def _next_seq(self) -> int:
-        self.tree_seq += 1
-        return self.tree_seq - 1
+        self.collective_seq += 1
+        return self.collective_seq - 1
 
     def _take(self, kind: str, seq: int, work: Callable[[], None] | None = None) -> Message:
         key = (kind, seq)
-        self._wait(lambda: bool(self.tree_msgs[key]), work)
-        return self.tree_msgs.pop(key)[0]
+        self._wait(lambda: key in self.collective_msgs, work)
+        return self.collective_msgs.pop(key)
 
     def allreduce(self, value: int, op: Callable[[int, int], int]) -> int:
         """``op`` over every worker's ``value``, known to all, by recursive doubling.
 
         ``op`` must be commutative and associative (partners combine in opposite orders).
         """
-        seq, me, W = self._next_seq(), self.me, self.W
-        P = 1 << (W.bit_length() - 1)
+        seq, me, W, P = self._next_seq(), self.me, self.W, self.P
         if me >= P:
             self.peers[me - P].send(Message("fold", (seq, value)))
             return self._take("unfold", seq).meta[1]
@@ -323,8 +323,7 @@ class WorkerRuntime:
         holds its own and sends the other half to its partner: messages
         shrink from P/2 rows to one.
         """
-        seq, me, W = self._next_seq(), self.me, self.W
-        P = 1 << (W.bit_length() - 1)
+        seq, me, W, P = self._next_seq(), self.me, self.W, self.P
         if me >= P:
             self.peers[me - P].send(Message("rsfold", (seq, counts.tolist())))
             return self._take("rsunfold", seq, work).meta[1]
