@@ -27,7 +27,6 @@ import numpy as np
 
 import ddflow
 
-
 # -- workload ----------------------------------------------------------------------
 
 
@@ -102,7 +101,7 @@ class DdflowSystem:
                              diffs=np.concatenate([-np.ones(k, dtype=np.int64), np.ones(k, dtype=np.int64)]))
         self.flow.advance_to(t0 + k)
         self.flow.run()
-        return self.cap.take().to_rows(self.flow.interner)
+        return self.cap.drain_updates().to_rows(self.flow.interner)
 
     def trace_size(self) -> int:
         return self.flow.trace_size()

@@ -9,9 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ddflow.lattice import Antichain
+from ddflow.base.consolidate import consolidate
+from ddflow.base.lattice import Antichain
+from ddflow.base.updates import Updates
 from ddflow.traces import Batch, Description, Trace
-from ddflow.updates import Updates, consolidate
 
 # Medians of finished benchmarks, for ratios between them (same session).
 _MEDIANS: dict[str, float] = {}

@@ -30,8 +30,8 @@ from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
-from ddflow.transport import Channel, Hub, Message
-from ddflow.updates import Updates
+from ddflow.base.updates import Updates
+from ddflow.workers.transport import Channel, Hub, Message
 
 
 def batch(rows: int) -> Updates:

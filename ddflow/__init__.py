@@ -1,17 +1,80 @@
 """ddflow: differential-dataflow-style incremental computation in Python.
 
-Layers import only downward: the base (``lattice``, ``updates``,
-``interner``) < ``ddflow.traces`` < the dataflow (this package) <
-``ddflow.streaming``.
-"""
-from ddflow.lattice import Antichain, MutableAntichain, advance_by
-from ddflow.errors import DataflowError, FrontierError, NonConvergence
-from ddflow.collection import Collection, Variable
-from ddflow.arrange import Arrangement
-from ddflow.capture import Capture, Probe
-from ddflow.dataflow import Dataflow, InputHandle
+The layers are folders, and imports point only down::
 
-__all__ = [
-    "Antichain", "Arrangement", "Capture", "Collection", "DataflowError", "Dataflow", "FrontierError",
-    "InputHandle", "MutableAntichain", "NonConvergence", "Probe", "Variable", "advance_by",
-]
+    ddflow.base        lattice times and antichains, column kinds, the interner,
+                       columnar updates, consolidation            (numpy, pyarrow)
+    ddflow.traces      log-structured merge tries: batches, spine, traces
+    ddflow.graph       build context, operator nodes, scopes, the one scheduler
+    ddflow.operators   stateless, iterate, arrange, join, reduce, capture
+    ddflow.workers     exchange, transport, collectives, worker runtime and pool
+    ddflow.collection, ddflow.dataflow    the public API
+    ddflow.streaming   Spark Structured Streaming, Kafka, sinks, state
+
+This root loads nothing until a name is used (PEP 562), so
+``import ddflow.traces`` never loads the engine and ``import ddflow``
+never loads Spark or Kafka.
+
+>>> import ddflow
+>>> flow = ddflow.Dataflow()
+>>> edges_in, edges = flow.new_collection("edges")
+>>> out = edges.project(0).count().capture()
+>>> edges_in.update([(1, 2), (1, 3)], times=0)
+>>> flow.advance_to(1); flow.run()
+>>> out.drain()
+[((1, 2), 0, 1)]
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "Antichain": "ddflow.base.lattice",
+    "MutableAntichain": "ddflow.base.lattice",
+    "advance_by": "ddflow.base.lattice",
+    "Updates": "ddflow.base.updates",
+    "Interner": "ddflow.base.interner",
+    "IterativeScope": "ddflow.graph.scope",
+    "DdflowError": "ddflow.errors",
+    "DataflowError": "ddflow.errors",
+    "FrontierError": "ddflow.errors",
+    "NonConvergence": "ddflow.errors",
+    "SchemaError": "ddflow.errors",
+    "UsageError": "ddflow.errors",
+    "Collection": "ddflow.collection",
+    "Variable": "ddflow.collection",
+    "Arrangement": "ddflow.operators.arrange",
+    "Capture": "ddflow.operators.capture",
+    "Probe": "ddflow.operators.capture",
+    "Dataflow": "ddflow.dataflow",
+    "InputHandle": "ddflow.dataflow",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+if TYPE_CHECKING:
+    from ddflow.base.interner import Interner
+    from ddflow.base.lattice import Antichain, MutableAntichain, advance_by
+    from ddflow.base.updates import Updates
+    from ddflow.collection import Collection, Variable
+    from ddflow.dataflow import Dataflow, InputHandle
+    from ddflow.errors import DataflowError, DdflowError, FrontierError, NonConvergence, SchemaError, UsageError
+    from ddflow.graph.scope import IterativeScope
+    from ddflow.operators.arrange import Arrangement
+    from ddflow.operators.capture import Capture, Probe
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ddflow' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

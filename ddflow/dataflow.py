@@ -1,43 +1,29 @@
 """The dataflow: inputs, the frontier, and running everything that is complete."""
 from __future__ import annotations
 
-import itertools
 import weakref
 from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from ddflow.arrange import compaction_frontier
+from ddflow.base.interner import Interner
+from ddflow.base.updates import check_diffs, from_arrow, from_rows
 from ddflow.collection import Collection
-from ddflow.errors import DataflowError, FrontierError
-from ddflow.interner import Interner
-from ddflow.lattice import as_times
-from ddflow.node import IterativeScope, Node, Scope
-from ddflow.updates import Updates, check_diffs, encode_column, from_arrow, from_rows
+from ddflow.errors import DataflowError, FrontierError, SchemaError, UsageError
+from ddflow.graph.context import Context
+from ddflow.graph.scope import IterativeScope, Scheduler, Scope, compact, trace_bytes, trace_size
+from ddflow.operators.input import InputNode
 
 INT64_MAX = np.iinfo(np.int64).max
 
 
-class InputNode(Node):
-    """Holds submitted updates until the frontier passes their times."""
-
-    def __init__(self, scope: Scope, name: str):
-        super().__init__(scope, name, n_inputs=1)
-
-    def step(self, bound: np.ndarray) -> None:
-        q = self.queues[0]
-        if not q:
-            return
-        u = Updates.concat(q)
-        ready = np.all(u.times < bound, axis=1)
-        self.queues[0] = [u.take(np.flatnonzero(~ready))] if not ready.all() else []
-        if ready.any():
-            self.emit(u.take(np.flatnonzero(ready)))
-
-
 class InputHandle:
-    """Feeds updates into one input collection, each at its own data time."""
+    """Feeds updates into one input collection, each at its own data time.
+
+    What :meth:`Dataflow.new_collection` returns beside the collection.
+    Times before the dataflow's frontier are final and refused.
+    """
 
     def __init__(self, flow: "Dataflow", node: InputNode, kinds: Sequence[str] | None):
         self.flow = flow
@@ -50,16 +36,52 @@ class InputHandle:
         return f"<InputHandle {self.name}>"
 
     def insert(self, row: tuple, time: int | None = None) -> None:
+        """Add one record at ``time`` (default: the frontier), with diff +1.
+
+        Cost: one one-row batch per call (a fixed overhead of some numpy
+        calls): use ``update`` for many records.
+
+        >>> flow = ddflow.Dataflow()
+        >>> edges_in, edges = flow.new_collection("edges")
+        >>> out = edges.capture()
+        >>> edges_in.insert((1, 2)); edges_in.insert((2, 3), time=4); flow.advance_to(5); flow.run()
+        >>> out.drain()
+        [((1, 2), 0, 1), ((2, 3), 4, 1)]
+        """
         self.update([row], self.flow.frontier if time is None else time, 1)
 
     def remove(self, row: tuple, time: int | None = None) -> None:
+        """Retract one record at ``time`` (default: the frontier): diff -1.
+
+        Cost: one one-row batch per call, as ``insert``.
+
+        >>> flow = ddflow.Dataflow()
+        >>> edges_in, edges = flow.new_collection("edges")
+        >>> out = edges.capture()
+        >>> edges_in.insert((1, 2), time=0); edges_in.remove((1, 2), time=3); flow.advance_to(5); flow.run()
+        >>> out.drain()
+        [((1, 2), 0, 1), ((1, 2), 3, -1)]
+        """
         self.update([row], self.flow.frontier if time is None else time, -1)
 
     def upsert(self, row: tuple, time: int | None = None) -> None:
-        """Set the record for ``row[0]`` to ``row``, retracting the previous one for that key."""
+        """Set the record for ``row[0]`` to ``row``, retracting the previous one for that key.
+
+        Only earlier ``upsert`` calls count as previous (the handle remembers
+        the last row per key; records from ``insert``/``update`` are not
+        retracted).  Cost: O(1) per call, a one- or two-row batch, plus one
+        remembered row per key.
+
+        >>> flow = ddflow.Dataflow()
+        >>> prices_in, prices = flow.new_collection("prices")
+        >>> out = prices.capture()
+        >>> prices_in.upsert(("a", 1), time=0); prices_in.upsert(("a", 2), time=1); flow.advance_to(2); flow.run()
+        >>> out.drain()
+        [(('a', 1), 0, 1), (('a', 1), 1, -1), (('a', 2), 1, 1)]
+        """
         t = self.flow.frontier if time is None else time
         if not isinstance(row, tuple) or not row:
-            raise TypeError(f"collection {self.name!r}: upsert needs a non-empty tuple, got {row!r}")
+            raise SchemaError(f"collection {self.name!r}: upsert needs a non-empty tuple, got {row!r}")
         prev = self._upsert.get(row[0])
         if prev is not None and t < prev[1]:
             raise FrontierError(f"collection {self.name!r}: upsert for key {row[0]!r} at time {t} is before its previous upsert at {prev[1]}")
@@ -72,7 +94,19 @@ class InputHandle:
 
         ``times``: one time for all, an array, or (Arrow/dict) a column name.
         ``diffs``: +1 by default, an int, an array, or a column name.
-        Validated in full before anything is applied.
+        Validated in full before anything is applied.  Cost: O(n) for n
+        records; tuples are checked value by value in Python, numeric Arrow
+        and numpy columns are converted vectorized (object columns: one
+        Python call per distinct value).
+
+        >>> flow = ddflow.Dataflow()
+        >>> edges_in, edges = flow.new_collection("edges")
+        >>> out = edges.capture()
+        >>> edges_in.update([(1, 2), (1, 3)], times=0)
+        >>> edges_in.update({"src": np.array([1]), "dst": np.array([2])}, times=[1], diffs=-1)
+        >>> flow.advance_to(2); flow.run()
+        >>> out.drain()
+        [((1, 2), 0, 1), ((1, 3), 0, 1), ((1, 2), 1, -1)]
         """
         flow = self.flow
         where = f"collection {self.name!r}"
@@ -94,7 +128,7 @@ class InputHandle:
             rows = list(rows)
             u = from_rows(rows, _times_for(times, len(rows), where), diffs, flow.interner, kinds=self.kinds, where=where)
         if u.depth != 1:
-            raise ValueError(f"{where}: input times are integers (depth 1), got depth {u.depth}")
+            raise SchemaError(f"{where}: input times are integers (depth 1), got depth {u.depth}")
         if len(u) and int(u.times.min()) < flow.frontier:
             bad = int(u.times.min())
             raise FrontierError(f"{where}: update at time {bad} is before the frontier {flow.frontier}; "
@@ -105,13 +139,22 @@ class InputHandle:
 
     @property
     def frontier(self) -> int:
+        """The dataflow's input frontier: updates must be at this time or later.
+
+        Cost: O(1).
+
+        >>> flow = ddflow.Dataflow()
+        >>> edges_in, edges = flow.new_collection("edges")
+        >>> flow.advance_to(3); edges_in.frontier
+        3
+        """
         return self.flow.frontier
 
 
 def _times_for(times: Any, n: int, where: str = "collection") -> np.ndarray:
     t = np.asarray(times)
     if t.dtype.kind not in "iu":
-        raise TypeError(f"{where}: times must be integers, got {t.dtype}")
+        raise SchemaError(f"{where}: times must be integers, got {t.dtype}")
     return np.full(n, int(t), dtype=np.int64) if t.ndim == 0 else t.astype(np.int64)
 
 
@@ -124,96 +167,158 @@ class Dataflow:
     in this process with no exchange machinery at all.  Call
     :meth:`shutdown` (or use the dataflow as a context manager) to stop
     the workers before the dataflow is garbage collected.
+
+    >>> with ddflow.Dataflow() as flow:
+    ...     edges_in, edges = flow.new_collection("edges")
+    ...     out = edges.project(1, 0).capture()
+    ...     edges_in.update([(1, 2)], times=0); flow.advance_to(1); flow.run()
+    >>> out.drain()
+    [((2, 1), 0, 1)]
     """
 
     def __init__(self, workers: int = 1):
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-            raise ValueError(f"Dataflow(workers=W) needs an integer W >= 1, got {workers!r}")
+            raise UsageError(f"Dataflow(workers=W) needs an integer W >= 1, got {workers!r}")
         self.workers = workers
-        # Several processes must agree on the codes of values each of them may intern first.
-        self.interner = Interner(hashed=workers > 1)
-        self._pool = None
-        self.top = Scope(self, 1)
+        self.ctx = Context(workers)
+        self.top = Scope(self.ctx)
         self.inputs: list[InputHandle] = []
         self.frontier = 0
-        self.completed = 0
         self.closed = False
-        self._running = False
-        self._failed: BaseException | None = None
-        self._ids = itertools.count()
-        self._graph_version = 0
-        self._ran = False
+        self._scheduler = Scheduler()
+        self._pool = None
+
+    @property
+    def interner(self) -> Interner:
+        """Codes of object field values (strings, tuples, ...) in this dataflow's columns.
+
+        Needed to decode raw :class:`ddflow.Updates` (``Capture.updates``).  Cost: O(1).
+
+        >>> flow = ddflow.Dataflow()
+        >>> names_in, names = flow.new_collection("names")
+        >>> out = names.capture()
+        >>> names_in.insert(("ada",), time=0); flow.advance_to(1); flow.run()
+        >>> out.updates().to_rows(flow.interner)
+        [(('ada',), 0, 1)]
+        """
+        return self.ctx.interner
+
+    @property
+    def completed(self) -> int:
+        """Every time before this is complete: its output is final.
+
+        Set by ``run`` to the frontier it ran to.  Cost: O(1).
+
+        >>> flow = ddflow.Dataflow()
+        >>> flow.advance_to(5); flow.completed
+        0
+        >>> flow.run(); flow.completed
+        5
+        """
+        return self.ctx.completed
 
     # -- building ----------------------------------------------------------------
-    def _fresh(self, base: str) -> str:
-        return f"{base}#{next(self._ids)}"
-
-    def _check_building(self) -> None:
-        if self._failed is not None:
-            raise DataflowError(f"the dataflow failed earlier and cannot be extended: {self._failed}")
-        if self._ran:
-            # A new operator would see only later updates, not the history already processed.
-            raise DataflowError("the dataflow has already run: build every operator (and capture) before the first run()")
 
     def new_collection(self, name: str | None = None, schema: Sequence[str] | None = None) -> tuple[InputHandle, Collection]:
         """An input: its handle for updates and the collection it feeds.
 
         ``schema``: optional column kinds (``"i"`` int, ``"f"`` float, ``"b"`` bool,
         ``"o"`` any hashable object); otherwise fixed by the first update.
+        Cost: O(1); call it before the first ``run``.
+
+        >>> flow = ddflow.Dataflow()
+        >>> people_in, people = flow.new_collection("people", schema=["o", "i"])
+        >>> people_in, people
+        (<InputHandle people>, <Collection people depth=1>)
         """
-        node = InputNode(self.top, name or self._fresh("input"))
+        node = InputNode(self.top, name or self.ctx.fresh("input"))
         handle = InputHandle(self, node, schema)
         self.inputs.append(handle)
         return handle, Collection(node)
 
     def iterative(self, name: str | None = None, max_iterations: int | None = None) -> IterativeScope:
-        """A top-level loop scope for ``Variable``s (mutual recursion)."""
-        return IterativeScope(self.top, name or self._fresh("iterative"), max_iterations)
+        """A top-level loop scope for ``Variable``s (mutual recursion).
+
+        Cost: O(1); running the loop costs as ``Collection.iterate``.
+
+        >>> flow = ddflow.Dataflow()
+        >>> nums_in, nums = flow.new_collection("nums")
+        >>> v = ddflow.Variable(flow.iterative("halve"), nums)
+        >>> _ = v.set(v.map(lambda r: (r[0] // 2,)).concat(nums).distinct())
+        >>> out = v.result.leave().capture()
+        >>> nums_in.insert((8,), time=0); flow.advance_to(1); flow.run()
+        >>> [r for r, _, _ in out.drain()]
+        [(0,), (1,), (2,), (4,), (8,)]
+        """
+        return IterativeScope(self.top, name or self.ctx.fresh("iterative"), max_iterations)
 
     # -- running ------------------------------------------------------------------
     def advance_to(self, time: int) -> None:
-        """No further updates at times before ``time`` on any input."""
+        """No further updates at times before ``time`` on any input.
+
+        The frontier never moves back.  Nothing runs until ``run``.  Cost: O(1).
+
+        >>> flow = ddflow.Dataflow()
+        >>> flow.advance_to(3); flow.frontier
+        3
+        """
         time = int(time)
         if time < self.frontier:
             raise FrontierError(f"advance_to({time}) would move the frontier backwards from {self.frontier}")
         self.frontier = time
 
     def run(self) -> None:
-        """Process everything before the frontier; returns when all of it is final everywhere."""
-        if self._failed is not None:
-            raise DataflowError(f"the dataflow failed earlier: {self._failed}")
-        bound = np.array([self.frontier], dtype=np.int64)
-        self._ran = True
+        """Process everything before the frontier; returns when all of it is final everywhere.
+
+        Cost: each operator's cost on the updates submitted since the last
+        run only (never the whole collection), then traces are compacted
+        to the new frontier.
+
+        >>> flow = ddflow.Dataflow()
+        >>> edges_in, edges = flow.new_collection("edges")
+        >>> out = edges.project(0).count().capture()
+        >>> edges_in.update([(1, 2), (1, 3)], times=0); flow.advance_to(1); flow.run()
+        >>> edges_in.remove((1, 3), time=1); flow.advance_to(2); flow.run()
+        >>> out.drain()
+        [((1, 2), 0, 1), ((1, 1), 1, 1), ((1, 2), 1, -1)]
+        """
+        ctx = self.ctx
+        if ctx.failed is not None:
+            raise DataflowError(f"the dataflow failed earlier: {ctx.failed}")
+        ctx.ran = True
         try:
             if self.workers > 1:
-                self._workers().run(self, self.frontier)
+                self._workers().run([h.node for h in self.inputs], self.frontier)
             else:
-                self.top.step(bound)
+                self._scheduler.step_scope(self.top, np.array([self.frontier], dtype=np.int64))
         except BaseException as e:
-            self._failed = e
+            ctx.failed = e
             if self._pool is not None:
                 self._pool.shutdown()
             raise
-        self.completed = self.frontier
+        ctx.completed = self.frontier
         if self.workers == 1:
-            self._compact()
-
-    def _compact(self) -> None:
-        """Advance every trace to the frontier: all times before it are final."""
-        for node in self.top.all_nodes():
-            for h in node.trace_handles():
-                h.set_logical_compaction(compaction_frontier(self.frontier, h.trace.depth))
+            compact(self.top, self.frontier)
 
     def _workers(self):
         if self._pool is None:
-            from ddflow.workers import WorkerPool
+            from ddflow.workers.pool import WorkerPool
 
-            self._pool = WorkerPool(self)
+            self._pool = WorkerPool(self.top, self.ctx)
             weakref.finalize(self, self._pool.shutdown)
         return self._pool
 
     def shutdown(self) -> None:
-        """Stop the worker processes (W > 1); the dataflow accepts no more runs."""
+        """Stop the worker processes (W > 1); the dataflow accepts no more runs.
+
+        With one worker, or before the first run, there is nothing to stop
+        and it does nothing.  Cost: one message to each worker and waiting
+        for it to exit.
+
+        >>> flow = ddflow.Dataflow()
+        >>> flow.shutdown(); flow.closed
+        False
+        """
         if self._pool is not None:
             self._pool.shutdown()
             self.closed = True
@@ -225,51 +330,64 @@ class Dataflow:
         self.shutdown()
 
     def worker_stats(self) -> list[dict]:
-        """Per worker: trace sizes, rounds run, time busy and waiting, coordination time per round, messages."""
+        """Per worker: trace sizes, rounds run, time busy and waiting, coordination time per round, messages.
+
+        Empty for one worker (or before the first run).  Cost: one request
+        and reply per worker.
+
+        >>> ddflow.Dataflow().worker_stats()
+        []
+        """
         if self.workers == 1 or self._pool is None:
             return []
         return self._pool.stats()
 
     def close(self) -> None:
-        """No more input: retire everything and refuse further updates."""
+        """No more input: retire everything and refuse further updates.
+
+        Cost: one ``run`` to the end of time.
+
+        >>> flow = ddflow.Dataflow()
+        >>> edges_in, edges = flow.new_collection("edges")
+        >>> out = edges.capture()
+        >>> edges_in.insert((1, 2), time=7); flow.close()
+        >>> out.drain(), flow.closed
+        ([((1, 2), 7, 1)], True)
+        """
         self.advance_to(INT64_MAX)
         self.run()
         self.closed = True
 
     # -- state ------------------------------------------------------------------
     def trace_size(self) -> int:
-        """Updates held in all traces (arrangements and reduce outputs), over all workers."""
+        """Updates held in all traces (arrangements and reduce outputs), over all workers.
+
+        Cost: O(operators + trace batches); with ``workers > 1`` a
+        ``worker_stats`` round.
+
+        >>> flow = ddflow.Dataflow()
+        >>> edges_in, edges = flow.new_collection("edges")
+        >>> arr = edges.arrange()
+        >>> edges_in.update([(1, 2), (1, 3)], times=0); flow.advance_to(1); flow.run()
+        >>> flow.trace_size()
+        2
+        """
         if self.workers > 1:
             return sum(s["trace_size"] for s in self.worker_stats())
-        return self._local_trace_size()
+        return trace_size(self.top)
 
     def trace_bytes(self) -> int:
+        """Bytes of numpy arrays held in all traces, over all workers.
+
+        Cost: as ``trace_size``.
+
+        >>> flow = ddflow.Dataflow()
+        >>> edges_in, edges = flow.new_collection("edges")
+        >>> arr = edges.arrange()
+        >>> edges_in.update([(1, 2), (1, 3)], times=0); flow.advance_to(1); flow.run()
+        >>> flow.trace_bytes() > 0
+        True
+        """
         if self.workers > 1:
             return sum(s["trace_bytes"] for s in self.worker_stats())
-        return self._local_trace_bytes()
-
-    def _local_trace_size(self) -> int:
-        return sum(len(h.trace) for n in self.top.all_nodes() for h in n.trace_handles())
-
-    def _local_trace_bytes(self) -> int:
-        return sum(h.trace.nbytes for n in self.top.all_nodes() for h in n.trace_handles())
-
-    def coerce(self, u: Updates, kinds: tuple[str, ...], where: str) -> Updates:
-        """Bring a batch to the column kinds a node already emits (int -> float, anything -> object)."""
-        if len(kinds) != u.arity:
-            raise ValueError(f"operator {where!r}: records have {u.arity} fields, earlier ones had {len(kinds)}")
-        cols = []
-        for i, (c, have, want) in enumerate(zip(u.cols, u.kinds, kinds)):
-            if have == want:
-                cols.append(c)
-            elif want == "f" and have == "i":
-                cols.append(c.astype(np.float64))
-            elif want == "o":
-                vals = Updates((c,), u.times, u.diffs, (have,)).decoded_columns(self.interner)[0].tolist()
-                cols.append(encode_column(vals, "o", self.interner, f"operator {where!r} field {i}"))
-            else:
-                raise TypeError(f"operator {where!r}: field {i} was {_KIND[want]} and is now {_KIND[have]}")
-        return Updates(tuple(cols), u.times, u.diffs, tuple(kinds))
-
-
-_KIND = {"i": "int", "f": "float", "b": "bool", "o": "object"}
+        return trace_bytes(self.top)

@@ -1,7 +1,19 @@
-"""Errors raised by the dataflow, each naming what and where."""
+"""Every error ddflow raises derives from :class:`DdflowError`; each message names what and where.
+
+Catch ``DdflowError`` for all of them.  Errors that are also a
+``ValueError``/``TypeError``/``RuntimeError`` in spirit derive from that
+builtin too, so code that catches the builtin keeps working.
+
+This module imports nothing, so every layer (streaming's broker and
+Kafka source included) can derive from it.
+"""
 
 
-class DataflowError(RuntimeError):
+class DdflowError(Exception):
+    """The root of every error ddflow raises."""
+
+
+class DataflowError(DdflowError, RuntimeError):
     """The dataflow cannot proceed; the message names the operator or collection."""
 
 
@@ -9,5 +21,17 @@ class NonConvergence(DataflowError):
     """A loop still changed after its ``max_iterations`` rounds."""
 
 
-class FrontierError(ValueError):
+class FrontierError(DdflowError, ValueError):
     """An update or frontier at a time the dataflow has already passed."""
+
+
+class SchemaError(DdflowError, TypeError, ValueError):
+    """Records whose fields do not fit the number or kinds a collection or operator already has.
+
+    A TypeError (a field changed kind) and a ValueError (a record changed
+    arity), as the engine raised before this class existed.
+    """
+
+
+class UsageError(DdflowError, TypeError, ValueError):
+    """An API called with arguments it cannot take, or out of order (a dropped reader, a frontier going back)."""

@@ -1,10 +1,10 @@
 """Log-structured merge tries: the storage of arranged collections.
 
 Installed as ``ddflow.traces``.  Builds only on the base layer
-(``ddflow.lattice``, ``ddflow.updates``); knows nothing of the dataflow.
+(:mod:`ddflow.base`); knows nothing of the dataflow.
 """
-from .batch import Batch, Description, ranges
+from .batch import Batch, Description
 from .spine import Spine
-from .trace import Cursor, Trace, TraceHandle, seek
+from .trace import Trace, TraceHandle, TraceView, seek
 
-__all__ = ["Batch", "Cursor", "Description", "Spine", "Trace", "TraceHandle", "ranges", "seek"]
+__all__ = ["Batch", "Description", "Spine", "Trace", "TraceHandle", "TraceView", "seek"]

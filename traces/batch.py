@@ -23,8 +23,10 @@ from typing import BinaryIO, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ddflow.lattice import Antichain, advance_by
-from ddflow.updates import Updates, consolidate, row_changes, starts_of
+from ddflow.base.consolidate import consolidate, row_changes, starts_of
+from ddflow.base.lattice import Antichain, advance_by
+from ddflow.base.updates import Updates
+from ddflow.errors import SchemaError, UsageError
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,11 @@ class Description:
 
     @classmethod
     def covering(cls, depth: int, lower: Antichain | None = None, upper: Antichain | None = None) -> "Description":
+        """``lower`` (default: all times) to ``upper`` (default: none left), times not advanced.
+
+        >>> Description.covering(1)
+        Description(lower=Antichain({0}), upper=Antichain({}), since=Antichain({0}))
+        """
         low = lower if lower is not None else Antichain.minimum(depth)
         return cls(low, upper if upper is not None else Antichain.empty(depth), Antichain.minimum(depth))
 
@@ -46,18 +53,19 @@ def offset_dtype(n: int) -> type:
     return np.int32 if n < 2**31 else np.int64
 
 
-def ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, e)`` for each pair, without a Python loop."""
-    lens = ends - starts
-    total = int(lens.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    csum = np.cumsum(lens)
-    return np.repeat(starts - csum + lens, lens) + np.arange(total, dtype=np.int64)
-
 
 class Batch:
-    """An immutable trie of consolidated updates with its description."""
+    """An immutable trie of consolidated updates with its description.
+
+    >>> from ddflow.base.interner import Interner
+    >>> from ddflow.base.updates import from_rows
+    >>> it = Interner()
+    >>> b = Batch.from_updates(from_rows([(1, 10), (1, 11), (2, 20)], 0, 1, it))
+    >>> b.keys.tolist(), b.key_offs.tolist(), len(b)
+    ([1, 2], [0, 2, 3], 3)
+    >>> b.flatten().to_rows(it)
+    [((1, 10), 0, 1), ((1, 11), 0, 1), ((2, 20), 0, 1)]
+    """
 
     __slots__ = ("keys", "vals", "key_offs", "val_offs", "times", "diffs", "desc", "kinds")
 
@@ -91,27 +99,31 @@ class Batch:
         depth = self.times.shape[1]
         for name, f in (("lower", d.lower), ("upper", d.upper), ("since", d.since)):
             if f.depth != depth:
-                raise ValueError(f"batch {name} frontier has depth {f.depth}, its times depth {depth} (mixed time depths)")
+                raise SchemaError(f"batch {name} frontier has depth {f.depth}, its times depth {depth} (mixed time depths)")
         if len(self.times) == 0:
             return
         beyond_lower = d.lower.less_equal_many(self.times)
         if not beyond_lower.all():
             t = self.times[np.flatnonzero(~beyond_lower)[0]]
-            raise ValueError(f"batch time {tuple(t.tolist())} is not beyond its lower frontier {d.lower}")
+            raise UsageError(f"batch time {tuple(t.tolist())} is not beyond its lower frontier {d.lower}")
         # Times advanced to `since` may pass `upper`; only unadvanced batches are checked against it.
         if len(d.upper) and len(d.since) == 1 and not d.since.elements.any():
             at_upper = d.upper.less_equal_many(self.times)
             if at_upper.any():
                 t = self.times[np.flatnonzero(at_upper)[0]]
-                raise ValueError(f"batch time {tuple(t.tolist())} is not before its upper frontier {d.upper}")
+                raise UsageError(f"batch time {tuple(t.tolist())} is not before its upper frontier {d.upper}")
 
     # -- construction ---------------------------------------------------------
     @classmethod
     def from_updates(cls, u: Updates, desc: Description | None = None, consolidated: bool = False,
                      runs: bool = False) -> "Batch":
-        """Build from updates whose first column is the key and the rest the value."""
+        """Build from updates whose first column is the key and the rest the value.
+
+        Cost: O(n log n) to consolidate n updates; O(n) with ``consolidated``
+        (already sorted and consolidated) or ``runs`` (a few sorted runs).
+        """
         if u.arity < 1:
-            raise ValueError("a batch needs at least a key column")
+            raise SchemaError("a batch needs at least a key column")
         if desc is None:
             desc = Description.covering(u.depth)
         if not consolidated:
@@ -148,6 +160,7 @@ class Batch:
     @classmethod
     def empty(cls, kinds: Sequence[str], depth: int, desc: Description | None = None,
               key_dtype=np.int64, val_dtypes=None) -> "Batch":
+        """A batch of no updates (its description may still cover a time interval)."""
         val_dtypes = val_dtypes if val_dtypes is not None else [np.float64 if k == "f" else np.int64 for k in kinds[1:]]
         return cls(
             np.zeros(0, dtype=key_dtype),
@@ -169,14 +182,19 @@ class Batch:
 
     @property
     def depth(self) -> int:
+        """Coordinates per time."""
         return self.times.shape[1]
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the batch's numpy arrays (shared arrays counted in full)."""
         return sum(a.nbytes for a in (self.keys, self.key_offs, self.val_offs, self.times, self.diffs, *self.vals))
 
     def flatten(self) -> Updates:
-        """The batch as flat update-level columns (key, *vals), times, diffs, in trie order."""
+        """The batch as flat update-level columns (key, *vals), times, diffs, in trie order.
+
+        O(n); a layer with one row per update is shared, not copied.
+        """
         n = len(self)
         nvals = len(self.val_offs) - 1
         # A layer with one row per update is already flat: share it instead of repeating it.
@@ -197,10 +215,11 @@ class Batch:
 
         Both inputs are sorted, so the stable sort of their concatenation
         runs as a single linear merge pass (timsort finds the two runs).
-        Keys whose updates all cancel disappear.
+        Keys whose updates all cancel disappear.  Cost: linear in the two
+        batches' sizes, O(n + m).
         """
         if self.kinds != other.kinds:
-            raise TypeError(f"cannot merge batches with column kinds {self.kinds} and {other.kinds}")
+            raise SchemaError(f"cannot merge batches with column kinds {self.kinds} and {other.kinds}")
         a, b = self.flatten(), other.flatten()
         u = Updates.concat([a, b]) if len(a) and len(b) else (a if len(a) else b)
         if frontier is not None and len(frontier):
@@ -209,7 +228,7 @@ class Batch:
         elif self.desc.since == other.desc.since:
             since = self.desc.since
         else:
-            since = self.desc.since.meet(other.desc.since)
+            since = self.desc.since.glb(other.desc.since)
         desc = Description(self.desc.lower, other.desc.upper, since)
         return Batch.from_updates(u, desc, runs=True)
 
@@ -237,6 +256,10 @@ class Batch:
 
     @classmethod
     def from_arrow(cls, rb: pa.RecordBatch) -> "Batch":
+        """The batch that :meth:`to_arrow` wrote (kinds, depth and description from the schema metadata).
+
+        O(n), mostly zero-copy.
+        """
         meta = {k.decode(): v.decode() for k, v in (rb.schema.metadata or {}).items()}
         depth = int(meta["ddflow.depth"])
         kinds = tuple(json.loads(meta["ddflow.kinds"]))
@@ -262,6 +285,7 @@ class Batch:
         return cls(keys, vals, key_offs, val_offs, times.astype(np.int64), diffs.astype(np.int64), desc, kinds)
 
     def write_ipc(self, sink: str | BinaryIO) -> None:
+        """Write the batch as an Arrow IPC file to a path or a binary file object.  O(n)."""
         rb = self.to_arrow()
         if isinstance(sink, str):
             with pa.OSFile(sink, "wb") as f, pa.ipc.new_file(f, rb.schema) as w:
@@ -274,6 +298,16 @@ class Batch:
 
     @classmethod
     def read_ipc(cls, source: str | BinaryIO) -> "Batch":
+        """Read a batch that :meth:`write_ipc` wrote (a path is memory-mapped).  O(n).
+
+        >>> import io
+        >>> from ddflow.base.interner import Interner
+        >>> from ddflow.base.updates import from_rows
+        >>> b = Batch.from_updates(from_rows([(1, 10), (2, 20)], 0, 1, Interner()))
+        >>> buf = io.BytesIO(); b.write_ipc(buf); _ = buf.seek(0)
+        >>> Batch.read_ipc(buf).keys.tolist()
+        [1, 2]
+        """
         if isinstance(source, str):
             with pa.memory_map(source, "r") as f:
                 return cls.from_arrow(pa.ipc.open_file(f).get_batch(0))

@@ -20,7 +20,9 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from ddflow.lattice import Antichain
+from ddflow.base.lattice import Antichain
+from ddflow.errors import SchemaError, UsageError
+
 from .batch import Batch, Description, offset_dtype
 
 #: Units of merge work (updates) granted per inserted update to each merge in progress.
@@ -90,10 +92,14 @@ class Merging:
         return len(self.old) + len(self.new)
 
     def batches(self) -> tuple[Batch, Batch]:
+        """The two batches being merged (readers read both until the merge completes)."""
         return self.old, self.new
 
     def work(self, fuel: int, frontier: Antichain | None) -> tuple[int, Batch | None]:
-        """Spend up to ``fuel`` units; return (fuel left, the result if finished)."""
+        """Spend up to ``fuel`` units; return (fuel left, the result if finished).
+
+        Cost: about ``fuel`` updates merged (linear merges of key slices).
+        """
         # The frontier only moves forward, so the one in force when a slice
         # is merged is always valid; the result records the earliest used.
         if self._frontier is None:
@@ -116,7 +122,7 @@ class Merging:
             self._parts.append(a.merge(b, frontier))
             self._i, self._j = hi_i, hi_j
         if self._i >= len(old.keys) and self._j >= len(new.keys):
-            since = self._frontier if self._frontier is not None and len(self._frontier) else old.desc.since.meet(new.desc.since)
+            since = self._frontier if self._frontier is not None and len(self._frontier) else old.desc.since.glb(new.desc.since)
             desc = Description(old.desc.lower, new.desc.upper, since)
             return fuel, _concat_tries(self._parts, desc, old)
         return fuel, None
@@ -158,18 +164,25 @@ class Spine:
 
     @property
     def nbytes(self) -> int:
+        """Bytes held by every batch, both sides of merges in progress included."""
         return sum(b.nbytes for b in self.batches())
 
     # -- writing ------------------------------------------------------------
     def insert(self, batch: Batch) -> None:
+        """Append the newest batch, fuel merges in progress and start new ones.
+
+        Cost: amortized O(log n) merge work per inserted update; a merge
+        under ``EAGER_BELOW`` updates runs at once, a larger one is spread
+        over later insertions (``FUEL`` per update).
+        """
         if batch.kinds != self.kinds:
-            raise TypeError(f"batch column kinds {batch.kinds} do not match the trace's {self.kinds}")
+            raise SchemaError(f"batch column kinds {batch.kinds} do not match the trace's {self.kinds}")
         if batch.depth != self.depth:
-            raise ValueError(f"batch time depth {batch.depth} does not match the trace's {self.depth} (mixed time depths)")
+            raise SchemaError(f"batch time depth {batch.depth} does not match the trace's {self.depth} (mixed time depths)")
         untiled = not len(batch.desc.upper) and batch.desc.lower == Antichain.minimum(self.depth)
         if not untiled:
             if not (self.upper == batch.desc.lower):
-                raise ValueError(f"batch lower {batch.desc.lower} does not continue the trace, whose upper is {self.upper}")
+                raise UsageError(f"batch lower {batch.desc.lower} does not continue the trace, whose upper is {self.upper}")
             self.upper = batch.desc.upper
         self._fuel(FUEL * max(len(batch), 1))
         if len(batch):

@@ -12,14 +12,27 @@ from typing import Any
 
 import numpy as np
 
-from ddflow.lattice import Antichain, MutableAntichain, advance_by, as_time
-from ddflow.updates import Updates, consolidate
-from .batch import Batch, Description, ranges
+from ddflow.base.columnar import ranges
+from ddflow.base.consolidate import consolidate
+from ddflow.base.lattice import Antichain, MutableAntichain, as_time
+from ddflow.base.updates import Updates
+from ddflow.errors import SchemaError, UsageError
+
+from .batch import Batch, Description
 from .spine import Spine
 
 
 class Trace:
-    """The updates of an arranged collection: keys (first column), values, times, diffs."""
+    """The updates of an arranged collection: keys (first column), values, times, diffs.
+
+    >>> from ddflow.base.interner import Interner
+    >>> from ddflow.base.updates import from_rows
+    >>> it = Interner(); t = Trace(("i", "i"), depth=1)
+    >>> _ = t.insert_updates(from_rows([(1, 10), (2, 20)], 0, 1, it))
+    >>> _ = t.insert_updates(from_rows([(1, 10)], 1, -1, it))
+    >>> len(t), t.contents(0), t.contents(1)
+    (3, {(1, 10): 1, (2, 20): 1}, {(2, 20): 1})
+    """
 
     def __init__(self, kinds: tuple[str, ...], depth: int, name: str = "trace"):
         self.name = name
@@ -46,21 +59,27 @@ class Trace:
         if frontier is None:
             return TraceHandle(self, since)
         if frontier.depth != self.depth:
-            raise ValueError(f"{self.name}: reader frontier depth {frontier.depth}, trace depth {self.depth} (mixed time depths)")
+            raise SchemaError(f"{self.name}: reader frontier depth {frontier.depth}, trace depth {self.depth} (mixed time depths)")
         if not since.dominates(frontier):
-            raise ValueError(f"{self.name}: reader frontier {frontier} is behind the trace's compaction frontier {since}")
+            raise UsageError(f"{self.name}: reader frontier {frontier} is behind the trace's compaction frontier {since}")
         return TraceHandle(self, frontier)
 
     # -- writing ------------------------------------------------------------
     @property
     def upper(self) -> Antichain:
+        """The frontier of the times sealed so far by tiled inserts (unchanged by untiled ones)."""
         return self.spine.upper
 
     def insert(self, batch: Batch) -> None:
+        """Insert a sealed batch; cost as :meth:`Spine.insert`, amortized O(log n) merges per update."""
         self.spine.insert(batch)
 
     def insert_updates(self, u: Updates, upper: Antichain | None = None, consolidated: bool = False) -> Batch:
-        """Seal updates into a batch from the trace's upper to ``upper`` and insert it."""
+        """Seal updates into a batch from the trace's upper to ``upper`` and insert it.
+
+        Cost: building the batch (O(n log n), O(n) if ``consolidated``) plus
+        the spine's amortized O(log n) merges per update.
+        """
         if upper is None:
             # Untiled: the batch may hold any times (a dataflow inserts updates as they arrive).
             desc = Description.covering(self.depth)
@@ -75,6 +94,7 @@ class Trace:
         self.spine.compact()
 
     def exert(self, fuel: int = 1 << 16) -> None:
+        """Spend up to ``fuel`` units of idle merge work (about that many updates merged)."""
         self.spine.exert(fuel)
 
     # -- reading ------------------------------------------------------------
@@ -84,17 +104,30 @@ class Trace:
 
     @property
     def nbytes(self) -> int:
+        """Bytes held by the trace's batches."""
         return self.spine.nbytes
 
     def seek(self, keys: np.ndarray) -> tuple[np.ndarray, Updates]:
+        """Every update of the sorted unique ``keys``, with each one's key index: see :func:`seek`.
+
+        Cost: O(k log n) per batch for k keys, plus O(output).
+
+        >>> from ddflow.base.interner import Interner
+        >>> from ddflow.base.updates import from_rows
+        >>> it = Interner(); t = Trace(("i", "i"), depth=1)
+        >>> _ = t.insert_updates(from_rows([(1, 10), (2, 20), (3, 30)], 0, 1, it))
+        >>> idx, u = t.seek(np.array([2, 3])); idx.tolist(), u.to_rows(it)
+        ([0, 1], [((2, 20), 0, 1), ((3, 30), 0, 1)])
+        """
         return seek(list(self.spine.batches()), keys, self.kinds, self.depth)
 
-    def cursor(self, keys: np.ndarray | None = None) -> "Cursor":
-        return Cursor(self, keys)
+    def view(self, keys: np.ndarray | None = None) -> "TraceView":
+        """A consolidated copy of ``keys`` (all keys if None) to read values and histories from."""
+        return TraceView(self, keys)
 
     def contents(self, time: Any) -> dict[tuple, int]:
         """Every (key, *val) accumulated at ``time`` (all of it: for tests and small traces)."""
-        return self.cursor().accumulate(time)
+        return self.view().accumulate(time)
 
 
 class TraceHandle:
@@ -109,15 +142,16 @@ class TraceHandle:
 
     @property
     def frontier(self) -> Antichain:
+        """This reader's logical compaction frontier."""
         return self._frontier
 
     def set_logical_compaction(self, frontier: Antichain) -> None:
         """Promise to read only at times beyond ``frontier``; it may only advance."""
         self._check_live()
         if frontier.depth != self.trace.depth:
-            raise ValueError(f"{self.trace.name}: frontier depth {frontier.depth}, trace depth {self.trace.depth} (mixed time depths)")
+            raise SchemaError(f"{self.trace.name}: frontier depth {frontier.depth}, trace depth {self.trace.depth} (mixed time depths)")
         if not self._frontier.dominates(frontier):
-            raise ValueError(f"{self.trace.name}: compaction frontier may not go backwards, from {self._frontier} to {frontier}")
+            raise UsageError(f"{self.trace.name}: compaction frontier may not go backwards, from {self._frontier} to {frontier}")
         if frontier == self._frontier:
             return
         # Remember the meet before this hold moves, so compaction never regresses
@@ -148,13 +182,15 @@ class TraceHandle:
 
     def _check_live(self) -> None:
         if not self._live:
-            raise ValueError(f"{self.trace.name}: this reader handle was dropped")
+            raise UsageError(f"{self.trace.name}: this reader handle was dropped")
 
-    def cursor(self, keys: np.ndarray | None = None) -> "Cursor":
+    def view(self, keys: np.ndarray | None = None) -> "TraceView":
+        """:meth:`Trace.view`, through a live handle."""
         self._check_live()
-        return self.trace.cursor(keys)
+        return self.trace.view(keys)
 
     def seek(self, keys: np.ndarray) -> tuple[np.ndarray, Updates]:
+        """:meth:`Trace.seek`, through a live handle: O(k log n) per batch for k keys."""
         self._check_live()
         return self.trace.seek(keys)
 
@@ -164,6 +200,7 @@ def seek(batches: list[Batch], keys: np.ndarray, kinds: tuple[str, ...], depth: 
 
     One vectorized ``searchsorted`` per batch; the result is grouped by
     batch, not sorted (callers consolidate when they need order).
+    Cost: O(k log n) per batch of n keys for k query keys, plus O(output).
     """
     qparts: list[np.ndarray] = []
     uparts: list[Updates] = []
@@ -191,8 +228,12 @@ def seek(batches: list[Batch], keys: np.ndarray, kinds: tuple[str, ...], depth: 
     return np.concatenate(qparts), Updates.concat(uparts)
 
 
-class Cursor:
-    """A consolidated view of some keys of a trace: keys, their values and (time, diff) histories."""
+class TraceView:
+    """A consolidated copy of some keys of a trace: keys, their values and (time, diff) histories.
+
+    It materialises one batch (O(n log n) for n updates of those keys); for
+    reading a trace in the hot path, operators use :meth:`Trace.seek`.
+    """
 
     def __init__(self, trace: Trace, keys: np.ndarray | None = None):
         batches = list(trace.spine.batches())
@@ -205,6 +246,7 @@ class Cursor:
         self.batch = Batch.from_updates(consolidate(u), Description.covering(trace.depth), consolidated=True)
 
     def keys(self) -> np.ndarray:
+        """The view's keys, sorted and unique."""
         return self.batch.keys
 
     def _key_pos(self, key: Any) -> int | None:
@@ -213,6 +255,7 @@ class Cursor:
         return p if p < len(b.keys) and b.keys[p] == key else None
 
     def values(self, key: Any) -> list[tuple]:
+        """The value tuples of ``key`` with any update in the view (their sum may be zero), sorted."""
         p = self._key_pos(key)
         if p is None:
             return []
@@ -244,8 +287,3 @@ class Cursor:
         acc = consolidate(sel)
         rows = zip(*(c.tolist() for c in acc.cols))
         return {tuple(r): d for r, d in zip(rows, acc.diffs.tolist())}
-
-
-def advance_updates(u: Updates, frontier: Antichain) -> Updates:
-    """Advance every time of ``u`` by ``frontier`` and consolidate (what merges do)."""
-    return consolidate(u.with_times(advance_by(u.times, frontier)))

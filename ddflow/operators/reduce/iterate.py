@@ -1,4 +1,4 @@
-"""Vectorized scalar reductions (count, distinct, threshold) at loop times ``(t, i)``.
+"""The loop tactic: count, distinct and threshold at loop times ``(t, i)``, vectorized.
 
 Inside a top-level loop, round ``r`` retires seeds at times ``(t, r)``.
 For one group the complete times whose output may change form a chain
@@ -21,7 +21,83 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.updates import Updates, consolidate, group_starts
+from ddflow.base.columnar import lookup_rows, ranges
+from ddflow.base.consolidate import consolidate
+from ddflow.base.updates import Updates
+from ddflow.errors import DataflowError
+from ddflow.graph.node import ready_mask
+from ddflow.operators.reduce.logic import Logic
+from ddflow.operators.reduce.tactic import ReduceTactic
+
+
+class LoopTactic(ReduceTactic):
+    """Scalar logics inside a top-level loop (depth 2); seeds for later rounds wait by group."""
+
+    @classmethod
+    def accepts(cls, logic: Logic, depth: int) -> bool:
+        return logic.scalar and depth == 2
+
+    def __init__(self, node):
+        super().__init__(node)
+        self.pending_rows: Updates | None = None  # seeds for later rounds, by group
+
+    def work_times(self):
+        if self.pending_rows is not None:
+            yield self.pending_rows.times
+
+    def step(self, new: Updates | None, bound: np.ndarray) -> None:
+        logic = self.node.logic
+        pend = None
+        if self.pending_rows is not None:
+            ok = ready_mask(self.pending_rows.times, bound)
+            if ok.any():
+                pend = self.pending_rows.take(np.flatnonzero(ok))
+                rest = self.pending_rows.take(np.flatnonzero(~ok))
+                self.pending_rows = rest if len(rest) else None
+        if new is None and pend is None:
+            return
+        trace = self.node.source.trace
+        ng = len(trace.kinds)
+        gk = trace.kinds
+        seeds = []
+        if new is not None:
+            seeds.append(Updates(new.cols, new.times, new.diffs, gk))
+        if pend is not None:
+            seeds.append(pend)
+        seeds_u = Updates.concat(seeds)
+        r = int(bound[-1]) - 1
+        if (seeds_u.times[:, 1] != r).any():
+            raise DataflowError(f"reduce {self.node.name!r}: internal error, seeds at iterations other than the current round {r}")
+        groups = consolidate(Updates(seeds_u.cols, np.zeros((len(seeds_u), 1), dtype=np.int64),
+                                     np.ones(len(seeds_u), dtype=np.int64), gk)).cols
+        seed_gid = lookup_rows(list(groups), list(seeds_u.cols))
+        keys = np.unique(groups[0])
+        _, hist = trace.seek(keys)
+        in_gid = lookup_rows(list(groups), list(hist.cols[:ng]))
+        keep = np.flatnonzero(in_gid >= 0)
+        hist, in_gid = hist.take(keep), in_gid[keep]
+        out_kinds = logic.out_kinds(trace.kinds)
+        if self.out_trace is not None:
+            _, oh = self.out_trace.seek(keys)
+            out_gid = lookup_rows(list(groups), list(oh.cols[:ng]))
+            keep = np.flatnonzero(out_gid >= 0)
+            oh, out_gid = oh.take(keep), out_gid[keep]
+        else:
+            oh, out_gid = Updates.empty(out_kinds, 2), np.zeros(0, dtype=np.int64)
+        emitted, p_gid, p_times = scalar_loop(list(groups), seed_gid, seeds_u.times[:, 0], in_gid, hist.times,
+                                              hist.diffs, out_gid, oh, logic, out_kinds, r)
+        if len(p_gid):
+            p = Updates(tuple(g[p_gid] for g in groups), p_times, np.ones(len(p_gid), dtype=np.int64), gk)
+            allp = Updates.concat([self.pending_rows, p]) if self.pending_rows is not None else p
+            self.pending_rows = _dedupe(allp)
+        if len(emitted):
+            self.output(emitted)
+
+
+def _dedupe(u: Updates) -> Updates:
+    """Distinct (row, time) pairs, each with diff 1."""
+    u = consolidate(u.with_diffs(np.ones(len(u), dtype=np.int64)))
+    return u.with_diffs(np.ones(len(u), dtype=np.int64))
 
 
 def _rank(*arrays: np.ndarray) -> list[np.ndarray]:
@@ -144,8 +220,6 @@ def scalar_loop(
         cnt = (o_end - o_start)[pg]
         rep_g = np.repeat(pg, cnt)
         rep_i = np.repeat(pi, cnt)
-        from ddflow.traces import ranges
-
         idx = ranges(o_start[pg], o_end[pg])
         p_gid = rep_g
         p_times = np.column_stack([oa[idx], rep_i])

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.node import Node, Scope
-from ddflow.updates import Updates
+from ddflow.base.updates import Updates
+from ddflow.errors import SchemaError
+from ddflow.graph.node import Node
+from ddflow.graph.scope import Scope
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
@@ -47,10 +49,14 @@ def partition(u: Updates, workers: int) -> list[Updates]:
 class ExchangeNode(Node):
     """Sends each update to its key's worker; what peers send here goes straight downstream.
 
-    The worker runtime calls :meth:`step` (local input) and delivers remote
-    batches with :meth:`emit`; it also sends, once per step, the marker
-    that tells each peer this worker has nothing more for it in that step.
+    :meth:`step` keeps this worker's share and queues the rest in
+    ``outgoing``; the worker runtime ships it (one message per peer with a
+    share, none to the others) and delivers remote batches with
+    :meth:`emit`.  Completion is counted by the runtime, never signalled.
     """
+
+    needs_complete_input = True
+    sends_to_workers = True
 
     def __init__(self, scope: Scope, name: str, workers: int):
         super().__init__(scope, name)
@@ -58,12 +64,16 @@ class ExchangeNode(Node):
         self.me = 0
         self.outgoing: list[tuple[int, Updates]] = []
 
+    def start_worker(self, me: int) -> None:
+        super().start_worker(me)
+        self.me = me
+
     def step(self, bound: np.ndarray) -> None:
-        u = self.take()
+        u = self.dequeue()
         if u is None:
             return
         if u.arity < 1:
-            raise ValueError(f"exchange {self.name!r}: keyed operators need records with at least one field (the key)")
+            raise SchemaError(f"exchange {self.name!r}: keyed operators need records with at least one field (the key)")
         for w, part in enumerate(partition(u, self.workers)):
             if not len(part):
                 continue

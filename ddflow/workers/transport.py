@@ -37,8 +37,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from ddflow.interner import Interner
-from ddflow.updates import Updates
+from ddflow.base.interner import Interner
+from ddflow.base.updates import Updates
 
 _PREFIX = struct.Struct("<QI")
 

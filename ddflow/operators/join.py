@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.arrange import ArrangeNode
-from ddflow.node import Node, Scope
-from ddflow.traces import Trace, ranges
-from ddflow.updates import Updates, consolidate
+from ddflow.base.columnar import ranges
+from ddflow.base.consolidate import consolidate
+from ddflow.base.updates import Updates
+from ddflow.errors import SchemaError
+from ddflow.graph.node import Node
+from ddflow.graph.scope import Scope
+from ddflow.operators.arrange import ArrangeNode
+from ddflow.traces import Trace
 
 
 def match_pairs(a_keys: np.ndarray, b_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -54,12 +58,12 @@ class JoinNode(Node):
         right.connect(self, 1)
 
     def step(self, bound: np.ndarray) -> None:
-        da, db = self.take(0), self.take(1)
+        da, db = self.dequeue(0), self.dequeue(1)
         if da is None and db is None:
             return
         ta, tb = self.left.trace, self.right.trace
         if ta is not None and tb is not None and ta.kinds[0] != tb.kinds[0]:
-            raise TypeError(f"join {self.name!r}: key kinds differ, {ta.kinds[0]!r} on the left and {tb.kinds[0]!r} on the right")
+            raise SchemaError(f"join {self.name!r}: key kinds differ, {ta.kinds[0]!r} on the left and {tb.kinds[0]!r} on the right")
         parts = []
         if da is not None and tb is not None:
             parts.append(join_updates(da, seek_updates(tb, da.cols[0])))

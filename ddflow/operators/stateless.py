@@ -11,8 +11,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ddflow.node import Node, Scope
-from ddflow.updates import Updates, consolidate, from_rows
+from ddflow.base.consolidate import consolidate
+from ddflow.base.kinds import OF_DTYPE
+from ddflow.base.updates import Updates, from_rows
+from ddflow.errors import SchemaError
+from ddflow.graph.node import Node
+from ddflow.graph.scope import Scope
 
 
 class RowNode(Node):
@@ -24,10 +28,10 @@ class RowNode(Node):
         self.mode = mode
 
     def step(self, bound: np.ndarray) -> None:
-        u = self.take()
+        u = self.dequeue()
         if u is None:
             return
-        rows = [r for r, _, _ in u.to_rows(self.flow.interner)] if u.arity else [()] * len(u)
+        rows = [r for r, _, _ in u.to_rows(self.ctx.interner)] if u.arity else [()] * len(u)
         fn = self.fn
         where = f"operator {self.name!r}"
         try:
@@ -51,7 +55,7 @@ class RowNode(Node):
             raise type(e)(f"{where}: {e}") from e
         if not out:
             return
-        self.emit(from_rows(out, u.times[idx], u.diffs[idx], self.flow.interner,
+        self.emit(from_rows(out, u.times[idx], u.diffs[idx], self.ctx.interner,
                             kinds=self._out_kinds(out), depth=u.depth, where=where))
 
     def _out_kinds(self, out: list[tuple]) -> tuple[str, ...] | None:
@@ -63,10 +67,9 @@ class RowNode(Node):
 def _as_row(r: Any, where: str) -> tuple:
     if isinstance(r, tuple):
         return r
-    raise TypeError(f"{where}: records are tuples, the function returned {type(r).__name__} {r!r}")
+    raise SchemaError(f"{where}: records are tuples, the function returned {type(r).__name__} {r!r}")
 
 
-_KIND_OF_DTYPE = {"i": "i", "u": "i", "f": "f", "b": "b"}
 
 
 class ColumnsNode(Node):
@@ -80,7 +83,7 @@ class ColumnsNode(Node):
         self.indices = tuple(indices) if indices is not None else None
 
     def step(self, bound: np.ndarray) -> None:
-        u = self.take()
+        u = self.dequeue()
         if u is None:
             return
         where = f"operator {self.name!r}"
@@ -89,13 +92,13 @@ class ColumnsNode(Node):
                 self.emit(Updates(tuple(u.cols[i] for i in self.indices), u.times, u.diffs,
                                   tuple(u.kinds[i] for i in self.indices)))
             except IndexError:
-                raise ValueError(f"{where}: projects fields {self.indices} of records with {u.arity} fields") from None
+                raise SchemaError(f"{where}: projects fields {self.indices} of records with {u.arity} fields") from None
             return
-        cols = u.decoded_columns(self.flow.interner)
+        cols = u.decoded_columns(self.ctx.interner)
         if self.mode == "filter":
             mask = np.asarray(self.fn(*cols), dtype=bool)
             if mask.shape != (len(u),):
-                raise ValueError(f"{where}: filter returned shape {mask.shape} for {len(u)} records")
+                raise SchemaError(f"{where}: filter returned shape {mask.shape} for {len(u)} records")
             self.emit(u.take(np.flatnonzero(mask)))
             return
         out = self.fn(*cols)
@@ -105,10 +108,10 @@ class ColumnsNode(Node):
         for i, c in enumerate(out):
             c = np.asarray(c)
             if c.shape != (len(u),):
-                raise ValueError(f"{where}: output column {i} has shape {c.shape}, expected ({len(u)},)")
-            k = _KIND_OF_DTYPE.get(c.dtype.kind, "o")
+                raise SchemaError(f"{where}: output column {i} has shape {c.shape}, expected ({len(u)},)")
+            k = OF_DTYPE.get(c.dtype.kind, "o")
             if k == "o":
-                c = self.flow.interner.encode(c.tolist(), f"{where} output column {i}")
+                c = self.ctx.interner.encode(c.tolist(), f"{where} output column {i}")
             elif k == "f":
                 c = c.astype(np.float64, copy=False)
             else:
@@ -120,23 +123,23 @@ class ColumnsNode(Node):
 
 class NegateNode(Node):
     def step(self, bound: np.ndarray) -> None:
-        u = self.take()
+        u = self.dequeue()
         if u is not None:
             self.emit(u.with_diffs(-u.diffs))
 
 
 class ConcatNode(Node):
     def step(self, bound: np.ndarray) -> None:
-        parts = [u for u in (self.take(p) for p in range(len(self.queues))) if u is not None]
+        parts = [u for u in (self.dequeue(p) for p in range(len(self.queues))) if u is not None]
         if parts:
             kinds = parts[0].kinds
-            parts = [p if p.kinds == kinds else self.flow.coerce(p, kinds, self.name) for p in parts]
+            parts = [p if p.kinds == kinds else self.ctx.coerce(p, kinds, self.name) for p in parts]
             self.emit(Updates.concat(parts))
 
 
 class ConsolidateNode(Node):
     def step(self, bound: np.ndarray) -> None:
-        u = self.take()
+        u = self.dequeue()
         if u is not None:
             self.emit(consolidate(u))
 
@@ -150,92 +153,12 @@ class InspectNode(Node):
         self.batch = batch
 
     def step(self, bound: np.ndarray) -> None:
-        u = self.take()
+        u = self.dequeue()
         if u is None:
             return
         if self.batch:
-            self.fn(u.to_arrow(self.flow.interner))
+            self.fn(u.to_arrow(self.ctx.interner))
         else:
-            for upd in u.to_rows(self.flow.interner):
+            for upd in u.to_rows(self.ctx.interner):
                 self.fn(upd)
         self.emit(u)
-
-
-class EnterNode(Node):
-    """Brings a collection into a loop: times gain iteration coordinate 0."""
-
-    def step(self, bound: np.ndarray) -> None:
-        q = self.queues[0]
-        if not q:
-            return
-        u = Updates.concat(q)
-        # Only outer-complete times enter; later ones wait for their outer round.
-        ready = np.all(u.times < bound[:-1], axis=1)
-        if not ready.all():
-            self.queues[0] = [u.take(np.flatnonzero(~ready))]
-            u = u.take(np.flatnonzero(ready))
-        else:
-            self.queues[0] = []
-        if len(u):
-            self.emit(u.with_times(np.concatenate([u.times, np.zeros((len(u), 1), dtype=np.int64)], axis=1)))
-
-
-class LeaveNode(Node):
-    """Takes a collection out of a loop: the iteration coordinate is dropped and diffs telescope."""
-
-    def step(self, bound: np.ndarray) -> None:
-        u = self.take()
-        if u is not None:
-            self.emit(consolidate(u.with_times(np.ascontiguousarray(u.times[:, :-1]))))
-
-
-class VariableNode(Node):
-    """A loop variable: the entered initial collection plus feedback one iteration later.
-
-    Port 0 carries the initial collection (at iteration 0), port 1 the
-    loop body's result; the variable feeds back ``result - initial``
-    advanced by one iteration, so at round ``i + 1`` it equals the result
-    of round ``i`` and only differences circulate.  Feedback is held until
-    its round so that the result and the retraction of the initial
-    collection consolidate before they re-enter the body.
-    """
-
-    feedback_port = 1
-
-    def __init__(self, scope: Scope, name: str):
-        super().__init__(scope, name, n_inputs=2)
-        self.feedback_source: Node | None = None
-        self.held: list[Updates] = []
-
-    def step(self, bound: np.ndarray) -> None:
-        init = self.take(0)
-        fb = self.take(1)
-        if init is not None:
-            self.emit(init)
-            self.held.append(_next_iteration(self._fit(init.with_diffs(-init.diffs))))
-        if fb is not None:
-            self.held.append(_next_iteration(self._fit(fb)))
-        if not self.held:
-            return
-        u = Updates.concat(self.held) if len(self.held) > 1 else self.held[0]
-        ready = np.all(u.times < bound, axis=1)
-        self.held = [u.take(np.flatnonzero(~ready))] if not ready.all() else []
-        if ready.any():
-            self.emit(consolidate(u.take(np.flatnonzero(ready))))
-
-    def _fit(self, u: Updates) -> Updates:
-        """Bring feedback to the variable's column kinds (as concat does), or fail naming the variable."""
-        if self.kinds is None or u.kinds == self.kinds:
-            return u
-        return self.flow.coerce(u, self.kinds, self.name)
-
-    def work_times(self):
-        yield from super().work_times()
-        for u in self.held:
-            yield u.times
-
-
-def _next_iteration(u: Updates) -> Updates:
-    t = u.times.copy()
-    t[:, -1] += 1
-    return u.with_times(t)

@@ -1,0 +1,76 @@
+"""Columnar helpers: vectorized index arithmetic used by traces and operators alike."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ddflow.base.consolidate import group_starts, pack_keys
+
+
+def ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, e)`` for each pair, without a Python loop.  O(total length).
+
+    >>> ranges(np.array([0, 5]), np.array([2, 7])).tolist()
+    [0, 1, 5, 6]
+    """
+    lens = ends - starts
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    csum = np.cumsum(lens)
+    return np.repeat(starts - csum + lens, lens) + np.arange(total, dtype=np.int64)
+
+
+def group_by_index(idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Order and bounds grouping positions by ``idx`` in ``range(n)``.  O(len(idx) log len(idx)).
+
+    Group ``g`` is ``order[bounds[g]:bounds[g + 1]]``.
+
+    >>> order, bounds = group_by_index(np.array([1, 0, 1]), 2)
+    >>> order.tolist(), bounds.tolist()
+    ([1, 0, 2], [0, 1, 3])
+    """
+    order = np.argsort(idx, kind="stable")
+    bounds = np.searchsorted(idx[order], np.arange(n + 1))
+    return order, bounds
+
+
+def segmented_cumsum(x: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Running sums of ``x`` that restart at each of ``starts`` (sorted group starts).  O(n).
+
+    >>> segmented_cumsum(np.array([1, 2, 3, 4]), np.array([0, 2])).tolist()
+    [1, 3, 3, 7]
+    """
+    c = np.cumsum(x)
+    before = np.concatenate(([0], c[starts[1:] - 1])) if len(starts) else np.zeros(0, dtype=x.dtype)
+    return c - np.repeat(before, np.diff(np.append(starts, len(x))))
+
+
+def lookup_rows(table: Sequence[np.ndarray], query: Sequence[np.ndarray]) -> np.ndarray:
+    """For each query row, the index of the equal row in ``table`` (sorted, unique rows), or -1.
+
+    O((t + q) log(t + q)) for t table and q query rows, vectorized.
+
+    >>> lookup_rows([np.array([1, 3, 5])], [np.array([3, 4])]).tolist()
+    [1, -1]
+    """
+    n_t = len(table[0])
+    if not n_t:
+        return np.full(len(query[0]), -1, dtype=np.int64)
+    packed = pack_keys([np.concatenate([t, q]) for t, q in zip(table, query)])
+    if packed is not None:
+        tk, qk = packed[:n_t], packed[n_t:]
+        pos = np.minimum(np.searchsorted(tk, qk), n_t - 1)
+        return np.where(tk[pos] == qk, pos, -1)
+    both = [np.concatenate([t, q]) for t, q in zip(table, query)]
+    flag = np.concatenate([np.zeros(n_t, dtype=np.int64), np.ones(len(query[0]), dtype=np.int64)])
+    order = np.lexsort([flag, *both[::-1]])
+    starts = group_starts([c[order] for c in both])
+    gid = np.cumsum(np.isin(np.arange(len(order)), starts)) - 1
+    first = order[starts]  # table rows come first within a group
+    res = np.full(len(query[0]), -1, dtype=np.int64)
+    is_q = order >= n_t
+    grp_first = first[gid[is_q]]
+    res[order[is_q] - n_t] = np.where(grp_first < n_t, grp_first, -1)
+    return res

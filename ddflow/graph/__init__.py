@@ -1,0 +1,1 @@
+"""The graph: the build context, operator nodes, scopes and the one scheduler (imports base only)."""

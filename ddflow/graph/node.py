@@ -1,0 +1,112 @@
+"""Operator nodes: input queues, a step that retires ready work, and downstream edges.
+
+A node is stepped with a *bound*: a time vector such that every time
+``s`` with ``all(s < bound)`` is complete and may be retired (see
+:mod:`ddflow.graph.scope`).  Stateless nodes process whatever reaches them
+(they preserve times); stateful ones retire only complete times and
+report the rest through :meth:`Node.work_times` so the schedule comes
+back for them.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Iterable
+
+import numpy as np
+
+from ddflow.base.updates import Updates
+
+if TYPE_CHECKING:
+    from ddflow.graph.context import Context
+    from ddflow.graph.scope import Scope
+
+
+def ready_mask(times: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """Times that are complete under ``bound`` (strictly below it in every coordinate)."""
+    return np.all(times < bound, axis=1)
+
+
+class Node(ABC):
+    """An operator in a scope.  Subclasses implement :meth:`step`."""
+
+    #: The input port that closes a loop (its data is one iteration later), if any.
+    feedback_port: int | None = None
+    #: The step must see *all* its input under the bound, including what other workers send
+    #: (the reduce family).  The worker runtime waits for in-flight exchanges before stepping it.
+    needs_complete_input: bool = False
+    #: Part of what the step produces goes to other workers (an exchange).
+    sends_to_workers: bool = False
+    #: An output (capture, subscription): with several workers, its batches are merged and sent to the driver.
+    is_output: bool = False
+
+    def __init__(self, scope: "Scope", name: str, n_inputs: int = 1):
+        self.scope = scope
+        self.ctx: Context = scope.ctx
+        self.name = name
+        self.queues: list[list[Updates]] = [[] for _ in range(n_inputs)]
+        self.targets: list[tuple[Node, int]] = []
+        self.kinds: tuple[str, ...] | None = None
+        scope.add(self)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+    @property
+    def depth(self) -> int:
+        """Length of this node's times: 1 at top level, +1 per enclosing loop."""
+        return self.scope.depth
+
+    # -- wiring ---------------------------------------------------------------
+    def connect(self, target: "Node", port: int = 0) -> None:
+        """Send this node's output to ``target``'s input ``port``."""
+        self.targets.append((target, port))
+        self.ctx.changed()
+
+    def push(self, port: int, u: Updates) -> None:
+        """Queue a batch on input ``port`` (empty batches are dropped)."""
+        if len(u):
+            self.queues[port].append(u)
+
+    def emit(self, u: Updates) -> None:
+        """Send updates downstream, fixing this node's column kinds on first use."""
+        if not len(u):
+            return
+        if self.kinds is None:
+            self.kinds = u.kinds
+        elif u.kinds != self.kinds:
+            u = self.ctx.coerce(u, self.kinds, self.name)
+        for node, port in self.targets:
+            node.push(port, u)
+
+    def dequeue(self, port: int = 0) -> Updates | None:
+        """Everything queued on ``port``, as one batch (or None), leaving the queue empty."""
+        q = self.queues[port]
+        if not q:
+            return None
+        self.queues[port] = []
+        return Updates.concat(q) if len(q) > 1 else q[0]
+
+    # -- scheduling -------------------------------------------------------------
+    @abstractmethod
+    def step(self, bound: np.ndarray) -> None:
+        """Retire the work that is complete under ``bound``; keep the rest."""
+
+    def work_times(self) -> Iterable[np.ndarray]:
+        """Times (in this node's scope) of work not yet retired: queued input and pending times."""
+        for q in self.queues:
+            for u in q:
+                yield u.times
+
+    def trace_handles(self) -> list:
+        """Reader handles of the traces this node owns, advanced as the dataflow's frontier moves."""
+        return []
+
+    def start_worker(self, me: int) -> None:
+        """Called in worker ``me`` just after the fork.
+
+        Queued input belongs to the driver, which sends each worker its
+        share, so it is dropped here; subclasses add what else differs in a
+        worker (an exchange learns its own index, captures stop calling
+        back: subscriptions run in the driver, on merged output).
+        """
+        self.queues = [[] for _ in self.queues]

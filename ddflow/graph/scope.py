@@ -1,0 +1,277 @@
+"""Scopes and the one scheduler that steps them.
+
+Progress is tracked by structure, not by timely's general machinery.  A
+scope is stepped with a *bound*: a time vector such that every time ``s``
+with ``all(s < bound)`` is complete and may be retired.  At top level the
+bound is ``(T,)`` for the frontier ``T`` of ``advance_to``; inside a loop
+at round ``r`` it is ``(*outer_bound, r + 1)``.  Within one bound, members
+are stepped in a topological order of the graph with the loops' feedback
+edges (always one iteration later) cut.  A loop keeps running rounds
+while any node of its body holds work whose outer part is complete, so no
+time is ever finalized early and every time before the frontier is
+finished when a top-level step returns.
+
+There is one :class:`Scheduler`.  A dataflow with one worker runs it as it
+is; each worker process runs a subclass
+(:class:`ddflow.workers.runtime.WorkerRuntime`) that plugs exchange,
+completion and agreement on loop rounds in through its hooks, keyed on
+what nodes declare (``needs_complete_input``, ``sends_to_workers``).
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Union
+
+import numpy as np
+
+from ddflow.base.lattice import Antichain
+from ddflow.errors import DataflowError, NonConvergence
+from ddflow.graph.node import Node
+
+if TYPE_CHECKING:
+    from ddflow.graph.context import Context
+
+Member = Union[Node, "IterativeScope"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How to step one scope: its members in order, whom each reaches, and who needs complete input.
+
+    ``reach[i]`` holds the positions downstream of member ``i`` (feedback
+    cut); ``sync[i]`` says member ``i`` must see complete input (a loop
+    as a whole always does).
+    """
+
+    order: list[Member]
+    reach: list[set[int]]
+    sync: list[bool]
+
+
+class Scope:
+    """The top-level scope (depth 1), and the base of loop scopes."""
+
+    def __init__(self, ctx: "Context", depth: int = 1, parent: "Scope | None" = None, name: str = "top"):
+        self.ctx = ctx
+        self.depth = depth
+        self.parent = parent
+        self.name = name
+        self.nodes: list[Member] = []
+        self._plan: Plan | None = None
+        self._plan_version = -1
+
+    def add(self, node: Member) -> None:
+        """A new member (called by every node and loop as it is made)."""
+        self.ctx.check_building()
+        self.nodes.append(node)
+        self.ctx.changed()
+
+    def member_of(self, node: Node) -> "Member | None":
+        """The member of this scope that is ``node`` or contains it (None if outside)."""
+        item: Node | Scope = node
+        s: Scope | None = node.scope
+        while s is not self:
+            if s is None:
+                return None
+            item, s = s, s.parent
+        return item
+
+    def is_within(self, other: "Scope") -> bool:
+        """This scope is ``other`` or nested in it."""
+        s: Scope | None = self
+        while s is not None:
+            if s is other:
+                return True
+            s = s.parent
+        return False
+
+    def all_nodes(self) -> Iterable[Node]:
+        """Every node of this scope and the loops nested in it."""
+        for n in self.nodes:
+            if isinstance(n, IterativeScope):
+                yield from n.all_nodes()
+            else:
+                yield n
+
+    def plan(self) -> Plan:
+        """Members in topological order of the data edges (feedback cut), creation order on ties.
+
+        Creation order alone is not enough: a body may create nodes in an
+        enclosing scope after that scope already holds the loop.  Cached
+        until the graph changes.
+        """
+        if self._plan_version == self.ctx.graph_version:
+            return self._plan
+        n = len(self.nodes)
+        pos = {id(m): i for i, m in enumerate(self.nodes)}
+        succ: list[set[int]] = [set() for _ in range(n)]
+        for node in self.all_nodes():
+            a = self.member_of(node)
+            for t, port in node.targets:
+                if port == t.feedback_port:
+                    continue  # feedback: one iteration later
+                b = self.member_of(t)
+                if a is not None and b is not None and a is not b:
+                    succ[pos[id(a)]].add(pos[id(b)])
+        indeg = [0] * n
+        for s in succ:
+            for j in s:
+                indeg[j] += 1
+        heap = [i for i, d in enumerate(indeg) if d == 0]
+        heapq.heapify(heap)
+        order: list[int] = []
+        while heap:
+            i = heapq.heappop(heap)
+            order.append(i)
+            for j in succ[i]:
+                indeg[j] -= 1
+                if indeg[j] == 0:
+                    heapq.heappush(heap, j)
+        if len(order) != n:
+            stuck = [self.nodes[i] for i, d in enumerate(indeg) if d > 0]
+            raise DataflowError(f"scope {self.name!r} has a cycle outside any loop variable: {stuck[:4]}")
+        at = {old: new for new, old in enumerate(order)}
+        reach: list[set[int]] = [set() for _ in order]
+        for new in reversed(range(n)):  # successors come later in a topological order
+            for j in succ[order[new]]:
+                reach[new].add(at[j])
+                reach[new] |= reach[at[j]]
+        members = [self.nodes[i] for i in order]
+        sync = [isinstance(m, IterativeScope) or m.needs_complete_input for m in members]
+        self._plan, self._plan_version = Plan(members, reach, sync), self.ctx.graph_version
+        return self._plan
+
+
+class IterativeScope(Scope):
+    """A loop: times gain an iteration coordinate; rounds run until no work is left."""
+
+    DEFAULT_MAX_ITERATIONS = 100_000
+
+    def __init__(self, parent: Scope, name: str, max_iterations: int | None = None):
+        super().__init__(parent.ctx, parent.depth + 1, parent, name)
+        self.max_iterations = max_iterations if max_iterations is not None else self.DEFAULT_MAX_ITERATIONS
+        self.variables: list = []
+        self.rounds_run = 0
+        parent.add(self)
+
+    def __repr__(self) -> str:
+        return f"<loop {self.name}>"
+
+    def check_variables(self) -> None:
+        """Every variable of the loop was ``set``; otherwise a DataflowError naming it."""
+        for v in self.variables:
+            if v.feedback_source is None:
+                raise DataflowError(f"loop {self.name!r}: variable {v.name!r} was never set")
+
+    def next_round(self, outer_bound: np.ndarray) -> int | None:
+        """The least iteration with work whose outer time is complete (None: nothing to do)."""
+        best: int | None = None
+        k = self.depth - 1
+        for times in self.work_times():
+            if not len(times):
+                continue
+            inner = times[:, : self.depth]
+            ok = np.all(inner[:, :k] < outer_bound, axis=1)
+            if ok.any():
+                m = int(inner[ok, k].min())
+                best = m if best is None else min(best, m)
+        return best
+
+    def work_times(self) -> Iterable[np.ndarray]:
+        """Work of every node in the body, in this scope's depth or deeper."""
+        for n in self.nodes:
+            if isinstance(n, IterativeScope):
+                for t in n.work_times():
+                    yield t[:, : self.depth]
+            else:
+                for t in n.work_times():
+                    if t.shape[1] < self.depth:  # an enter node's queue holds parent times
+                        t = np.concatenate([t, np.zeros((len(t), self.depth - t.shape[1]), dtype=np.int64)], axis=1)
+                    yield t
+
+
+class Scheduler:
+    """Steps scopes: members in plan order, loops round by round.
+
+    The hooks (``begin_epoch``, ``step_node``, ``send``, ``wait_complete``,
+    ``agree_round``) do nothing special here; the worker runtime overrides
+    them.  Nodes that send to other workers exist only when W > 1, so with
+    one worker nothing is ever in flight and no completion is waited for.
+    """
+
+    def step_scope(self, scope: Scope, bound: np.ndarray) -> None:
+        """Retire everything in ``scope`` that is complete under ``bound``."""
+        plan = scope.plan()
+        self.begin_epoch()
+        in_flight: list[tuple[int, int]] = []  # (position, epoch) of exchanges not yet complete here
+        for i, m in enumerate(plan.order):
+            if plan.sync[i] and in_flight:
+                need = [p for p in in_flight if i in plan.reach[p[0]]]
+                if need:
+                    self.wait_complete(plan, need, i, bound)
+                    in_flight = [p for p in in_flight if p not in need]
+            if isinstance(m, IterativeScope):
+                self.step_loop(m, bound)
+                self.begin_epoch()
+                continue
+            self.step_node(m, bound)
+            if m.sends_to_workers:
+                in_flight.append(self.send(i, m))
+        if in_flight:
+            self.wait_complete(plan, in_flight, len(plan.order), bound)
+
+    def step_loop(self, loop: IterativeScope, outer_bound: np.ndarray) -> None:
+        """Run the loop's rounds until no work with a complete outer time is left."""
+        loop.check_variables()
+        while True:
+            r = self.agree_round(loop.next_round(outer_bound))
+            if r is None:
+                return
+            if r > loop.max_iterations:
+                raise NonConvergence(
+                    f"loop {loop.name!r} did not converge within max_iterations={loop.max_iterations} "
+                    f"(still changing at iteration {r})")
+            loop.rounds_run = max(loop.rounds_run, r + 1)
+            self.step_scope(loop, np.append(outer_bound, r + 1))
+
+    # -- hooks -------------------------------------------------------------------------
+    def begin_epoch(self) -> None:
+        """A new scope step begins (workers tag their messages with it)."""
+
+    def step_node(self, node: Node, bound: np.ndarray) -> None:
+        """Step one node."""
+        node.step(bound)
+
+    def send(self, position: int, node: Node) -> tuple[int, int]:
+        """Ship what ``node`` produced for other workers; returns what to wait on."""
+        raise DataflowError(f"operator {node.name!r} sends to other workers, but this dataflow has one")
+
+    def wait_complete(self, plan: Plan, need: list[tuple[int, int]], upto: int, bound: np.ndarray) -> None:
+        """Return when the exchanges ``need`` have delivered everything addressed here."""
+
+    def agree_round(self, mine: int | None) -> int | None:
+        """The next loop round all workers run: here, this worker's own."""
+        return mine
+
+
+def compaction_frontier(frontier: int, depth: int) -> Antichain:
+    """Every future time in a scope of ``depth`` is beyond ``(frontier, 0, ..., 0)``."""
+    return Antichain(np.array([[frontier] + [0] * (depth - 1)], dtype=np.int64))
+
+
+def compact(scope: Scope, frontier: int) -> None:
+    """Advance every trace under ``scope`` to ``frontier``: all times before it are final."""
+    for node in scope.all_nodes():
+        for h in node.trace_handles():
+            h.set_logical_compaction(compaction_frontier(frontier, h.trace.depth))
+
+
+def trace_size(scope: Scope) -> int:
+    """Updates held in the traces of ``scope`` (arrangements and reduce outputs)."""
+    return sum(len(h.trace) for n in scope.all_nodes() for h in n.trace_handles())
+
+
+def trace_bytes(scope: Scope) -> int:
+    """Bytes held in the traces of ``scope``."""
+    return sum(h.trace.nbytes for n in scope.all_nodes() for h in n.trace_handles())

@@ -1,0 +1,95 @@
+"""Loop plumbing: entering a loop, leaving it, and loop variables.
+
+Entering appends an iteration coordinate 0 to every time; a variable
+feeds the loop body's result back one iteration later; leaving drops the
+coordinate, so the diffs of all iterations add up (telescope) to the
+fixed point.  The loop's rounds are run by :class:`ddflow.graph.scope.Scheduler`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ddflow.base.consolidate import consolidate
+from ddflow.base.updates import Updates
+from ddflow.graph.node import Node
+from ddflow.graph.scope import Scope
+
+
+class EnterNode(Node):
+    """Brings a collection into a loop: times gain iteration coordinate 0."""
+
+    def step(self, bound: np.ndarray) -> None:
+        q = self.queues[0]
+        if not q:
+            return
+        u = Updates.concat(q)
+        # Only outer-complete times enter; later ones wait for their outer round.
+        ready = np.all(u.times < bound[:-1], axis=1)
+        if not ready.all():
+            self.queues[0] = [u.take(np.flatnonzero(~ready))]
+            u = u.take(np.flatnonzero(ready))
+        else:
+            self.queues[0] = []
+        if len(u):
+            self.emit(u.with_times(np.concatenate([u.times, np.zeros((len(u), 1), dtype=np.int64)], axis=1)))
+
+
+class LeaveNode(Node):
+    """Takes a collection out of a loop: the iteration coordinate is dropped and diffs telescope."""
+
+    def step(self, bound: np.ndarray) -> None:
+        u = self.dequeue()
+        if u is not None:
+            self.emit(consolidate(u.with_times(np.ascontiguousarray(u.times[:, :-1]))))
+
+
+class VariableNode(Node):
+    """A loop variable: the entered initial collection plus feedback one iteration later.
+
+    Port 0 carries the initial collection (at iteration 0), port 1 the
+    loop body's result; the variable feeds back ``result - initial``
+    advanced by one iteration, so at round ``i + 1`` it equals the result
+    of round ``i`` and only differences circulate.  Feedback is held until
+    its round so that the result and the retraction of the initial
+    collection consolidate before they re-enter the body.
+    """
+
+    feedback_port = 1
+
+    def __init__(self, scope: Scope, name: str):
+        super().__init__(scope, name, n_inputs=2)
+        self.feedback_source: Node | None = None
+        self.held: list[Updates] = []
+
+    def step(self, bound: np.ndarray) -> None:
+        init = self.dequeue(0)
+        fb = self.dequeue(1)
+        if init is not None:
+            self.emit(init)
+            self.held.append(_next_iteration(self._fit(init.with_diffs(-init.diffs))))
+        if fb is not None:
+            self.held.append(_next_iteration(self._fit(fb)))
+        if not self.held:
+            return
+        u = Updates.concat(self.held) if len(self.held) > 1 else self.held[0]
+        ready = np.all(u.times < bound, axis=1)
+        self.held = [u.take(np.flatnonzero(~ready))] if not ready.all() else []
+        if ready.any():
+            self.emit(consolidate(u.take(np.flatnonzero(ready))))
+
+    def _fit(self, u: Updates) -> Updates:
+        """Bring feedback to the variable's column kinds (as concat does), or fail naming the variable."""
+        if self.kinds is None or u.kinds == self.kinds:
+            return u
+        return self.ctx.coerce(u, self.kinds, self.name)
+
+    def work_times(self):
+        yield from super().work_times()
+        for u in self.held:
+            yield u.times
+
+
+def _next_iteration(u: Updates) -> Updates:
+    t = u.times.copy()
+    t[:, -1] += 1
+    return u.with_times(t)

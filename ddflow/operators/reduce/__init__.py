@@ -1,0 +1,20 @@
+"""The reduce family: the algebra (``logic``), the tactics that retire times, and the node.
+
+``general`` is the reference tactic (any logic, any depth); ``total``
+(depth 1) and ``iterate`` (loop times) are vectorized tactics for scalar
+logics, property-tested against it.
+"""
+from ddflow.operators.reduce.logic import (
+    CountLogic,
+    DistinctLogic,
+    ExtremeLogic,
+    Logic,
+    SumLogic,
+    ThresholdLogic,
+    UserLogic,
+)
+from ddflow.operators.reduce.node import TACTICS, ReduceNode, choose_tactic
+from ddflow.operators.reduce.tactic import ReduceTactic
+
+__all__ = ["CountLogic", "DistinctLogic", "ExtremeLogic", "Logic", "ReduceNode", "ReduceTactic", "SumLogic", "TACTICS",
+           "ThresholdLogic", "UserLogic", "choose_tactic"]

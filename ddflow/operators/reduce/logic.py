@@ -1,0 +1,160 @@
+"""The reduction algebra: what a reduce computes for one key, separate from how times are retired.
+
+A :class:`Logic` maps a key's accumulated input values ``[(value, mult)]``
+to its output values.  ``scalar`` logics (count, distinct, threshold)
+group by the whole record and their output follows from its count alone,
+which the vectorized tactics use; the strategies that retire times live
+in :mod:`ddflow.operators.reduce.tactic` and its neighbours.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Callable
+
+import numpy as np
+
+from ddflow.errors import SchemaError
+
+ReduceFn = Callable[[Any, list[tuple[tuple, int]]], list[tuple[tuple, int]]]
+
+
+class Logic(ABC):
+    """How a reduction turns a key's accumulated values into output values."""
+
+    name = "reduce"
+    #: Evaluate on internal column values (numbers, interned codes) rather than decoded Python values.
+    raw = False
+    #: Vectorized kernels apply: the group is the whole record and its output follows from its count.
+    scalar = False
+    #: Fields a record needs: the key, and for sum/min/max/top_k a value.
+    min_arity = 1
+
+    @abstractmethod
+    def evaluate(self, key: Any, vals: list[tuple[tuple, int]]) -> list[tuple[tuple, int]]:
+        """The output values for one key's accumulated input values."""
+
+    def out_kinds(self, in_kinds: tuple[str, ...]) -> tuple[str, ...] | None:
+        return None
+
+
+class UserLogic(Logic):
+    def __init__(self, fn: ReduceFn):
+        self.fn = fn
+        self.name = getattr(fn, "__name__", "reduce")
+
+    def evaluate(self, key, vals):
+        return self.fn(key, vals)
+
+
+class CountLogic(Logic):
+    name, raw, scalar = "count", True, True
+
+    def evaluate(self, key, vals):
+        return [(v + (m,), 1) for v, m in vals]
+
+    def out_kinds(self, in_kinds):
+        return (*in_kinds, "i")
+
+    def scalar_rows(self, cnt):
+        return cnt, cnt != 0  # extra column value, multiplicity
+
+
+class DistinctLogic(Logic):
+    name, raw, scalar = "distinct", True, True
+
+    def evaluate(self, key, vals):
+        return [(v, 1) for v, m in vals if m > 0]
+
+    def out_kinds(self, in_kinds):
+        return in_kinds
+
+    def scalar_rows(self, cnt):
+        return None, (cnt > 0).astype(np.int64)
+
+
+class ThresholdLogic(Logic):
+    name, raw, scalar = "threshold", True, True
+
+    def __init__(self, fn: Callable[[int], int]):
+        self.fn = fn
+        self._vfn = np.frompyfunc(lambda c: int(fn(int(c))), 1, 1)
+
+    def evaluate(self, key, vals):
+        out = []
+        for v, m in vals:
+            k = int(self.fn(m))
+            if k:
+                out.append((v, k))
+        return out
+
+    def out_kinds(self, in_kinds):
+        return in_kinds
+
+    def scalar_rows(self, cnt):
+        mult = self._vfn(cnt).astype(np.int64) if len(cnt) else np.zeros(0, dtype=np.int64)
+        mult[cnt == 0] = 0
+        return None, mult
+
+
+class SumLogic(Logic):
+    # Reduce semantics (a key is present while any record has nonzero multiplicity) need
+    # per-record state, so sum takes the general path rather than the (count, sum) kernels.
+    name, raw, scalar = "sum", True, False
+    min_arity = 2
+
+    def evaluate(self, key, vals):
+        if not vals:
+            return []
+        return [((sum(v[0] * m for v, m in vals),), 1)]
+
+    def out_kinds(self, in_kinds):
+        return (in_kinds[0], "f" if in_kinds[1] == "f" else "i")
+
+
+class ExtremeLogic(Logic):
+    """min / max / top_k of the values of each key."""
+
+    min_arity = 2
+
+    def __init__(self, kind: str, k: int = 1):
+        self.kind, self.k = kind, k
+        self.name = kind
+
+    def evaluate(self, key, vals):
+        live = [(v, m) for v, m in vals if m > 0]
+        if not live:
+            return []
+        if self.kind == "min":
+            return [(min(live)[0], 1)]
+        if self.kind == "max":
+            return [(max(live)[0], 1)]
+        out, left = [], self.k
+        for v, m in sorted(live):
+            if left <= 0:
+                break
+            take = min(m, left)
+            out.append((v, take))
+            left -= take
+        return out
+
+    def out_kinds(self, in_kinds):
+        return in_kinds
+
+
+def _checked(out: Any, name: str) -> list[tuple[tuple, int]]:
+    """A reduction's output as ``[(value_tuple, int)]``, or a TypeError naming the reduce."""
+    res = []
+    for item in out:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], tuple)
+                and isinstance(item[1], (int, np.integer)) and not isinstance(item[1], (bool, np.bool_))):
+            raise SchemaError(f"reduce {name!r}: the function must return [(value_tuple, int_multiplicity)], "
+                            f"got the item {item!r}")
+        res.append((item[0], int(item[1])))
+    return res
+
+
+def _sort_key(item: tuple[tuple, int]) -> tuple:
+    try:
+        return (0, item[0])
+    except TypeError:
+        return (1, repr(item[0]))

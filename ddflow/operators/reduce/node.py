@@ -1,0 +1,61 @@
+"""The reduce node: a keyed reduction kept exactly up to date, by the fastest tactic that applies."""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from ddflow.errors import SchemaError, UsageError
+from ddflow.graph.node import Node, ready_mask
+from ddflow.graph.scope import Scope
+from ddflow.operators.arrange import ArrangeNode
+from ddflow.operators.reduce.general import GeneralTactic
+from ddflow.operators.reduce.iterate import LoopTactic
+from ddflow.operators.reduce.logic import Logic
+from ddflow.operators.reduce.tactic import ReduceTactic
+from ddflow.operators.reduce.total import TotalTactic
+from ddflow.traces import TraceHandle
+
+#: Tried in order; the general tactic accepts everything.
+TACTICS: tuple[type[ReduceTactic], ...] = (TotalTactic, LoopTactic, GeneralTactic)
+
+
+def choose_tactic(logic: Logic, depth: int) -> type[ReduceTactic]:
+    """The first tactic of :data:`TACTICS` that keeps the contract for ``logic`` at ``depth``."""
+    return next(t for t in TACTICS if t.accepts(logic, depth))
+
+
+class ReduceNode(Node):
+    """Reads an arrangement's batches; retires complete times with its tactic."""
+
+    needs_complete_input = True
+
+    def __init__(self, scope: Scope, name: str, source: ArrangeNode, logic: Logic,
+                 tactic: type[ReduceTactic] | None = None):
+        super().__init__(scope, name)
+        self.source = source
+        self.logic = logic
+        tactic = tactic or choose_tactic(logic, scope.depth)
+        if not tactic.accepts(logic, scope.depth):
+            raise UsageError(f"reduce {name!r}: {tactic.__name__} does not apply to {logic.name} at depth {scope.depth}")
+        self.tactic = tactic(self)
+        source.connect(self, 0)
+
+    def trace_handles(self) -> list[TraceHandle]:
+        return self.tactic.trace_handles()
+
+    def work_times(self) -> Iterable[np.ndarray]:
+        yield from super().work_times()
+        yield from self.tactic.work_times()
+
+    def step(self, bound: np.ndarray) -> None:
+        new = self.dequeue()
+        if new is not None:
+            ok = ready_mask(new.times, bound)
+            if not ok.all():
+                self.queues[0] = [new.take(np.flatnonzero(~ok))]
+                new = new.take(np.flatnonzero(ok)) if ok.any() else None
+            if new is not None and new.arity < self.logic.min_arity:
+                raise SchemaError(f"{self.logic.name} {self.name!r}: records need a key and a value field, "
+                                 f"got {new.arity} field(s)")
+        self.tactic.step(new, bound)

@@ -1,0 +1,74 @@
+"""The contract every reduce tactic keeps, and the output trace they share.
+
+A tactic is a strategy for retiring the times of the keys whose input
+changed.  The algebra (what to compute per key) is the node's
+:class:`~ddflow.operators.reduce.logic.Logic`; the tactic decides how to
+visit times.  Modelled on differential dataflow's ``ReduceTactic``.
+
+Contract.  :meth:`ReduceTactic.step` is called with ``new``, the input
+updates complete under ``bound`` (already in the input trace), or None.
+When it returns, for every key ``k`` and every time ``t < bound``
+(coordinate-wise):
+
+    sum(out[k, s] for s <= t) == logic(k, sum(in[k, s] for s <= t))
+
+every output update carries a time at which the input of its key
+changed or the least upper bound of such times, and every time at which
+the output of a key may still change but that is not yet complete is
+reported by :meth:`ReduceTactic.work_times` until it is retired.  The
+accumulated output at every time fixes the output updates (the updates at
+a time are the accumulation there minus the sum of those strictly
+before), so any two tactics that keep the contract emit the same
+consolidated output over a run.  :class:`~ddflow.operators.reduce.general.GeneralTactic`
+keeps it for every logic and depth and is the reference the others are
+tested against.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Iterable
+
+import numpy as np
+
+from ddflow.base.updates import Updates
+from ddflow.traces import Trace, TraceHandle
+
+if TYPE_CHECKING:
+    from ddflow.operators.reduce.logic import Logic
+    from ddflow.operators.reduce.node import ReduceNode
+
+
+class ReduceTactic(ABC):
+    """How a reduce node retires times; see the module docstring for the contract."""
+
+    def __init__(self, node: "ReduceNode"):
+        self.node = node
+        self.out_trace: Trace | None = None
+        self.out_handle: TraceHandle | None = None
+
+    @classmethod
+    @abstractmethod
+    def accepts(cls, logic: "Logic", depth: int) -> bool:
+        """Whether this tactic keeps the contract for ``logic`` at times of ``depth``."""
+
+    @abstractmethod
+    def step(self, new: Updates | None, bound: np.ndarray) -> None:
+        """Retire everything complete under ``bound``; emit through ``self.node``."""
+
+    def work_times(self) -> Iterable[np.ndarray]:
+        """Times still to be retired (each an ``(n, depth)`` array)."""
+        return ()
+
+    def trace_handles(self) -> list[TraceHandle]:
+        return [self.out_handle] if self.out_handle is not None else []
+
+    def output(self, out: Updates) -> None:
+        """Record consolidated output in the output trace (what later steps subtract) and emit it."""
+        node = self.node
+        if self.out_trace is None:
+            self.out_trace = Trace(out.kinds, node.depth, name=f"{node.name}.output")
+            self.out_handle = self.out_trace.reader()
+        elif out.kinds != self.out_trace.kinds:
+            out = node.ctx.coerce(out, self.out_trace.kinds, node.name)
+        self.out_trace.insert_updates(out, consolidated=True)
+        node.emit(out)
