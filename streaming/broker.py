@@ -39,6 +39,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Optional, Tuple, Union
 
+from ddflow.errors import DdflowError
+
 __all__ = [
     "EmbeddedBroker",
     "BrokerError",
@@ -69,7 +71,7 @@ Message = Union[
 ]
 
 
-class BrokerError(RuntimeError):
+class BrokerError(DdflowError, RuntimeError):
     """The embedded broker failed to start, or a Kafka helper call failed."""
 
 
@@ -171,10 +173,12 @@ class EmbeddedBroker:
 
     @property
     def running(self) -> bool:
+        """Whether the broker process is alive."""
         return self._proc is not None and self._proc.poll() is None
 
     @property
     def pid(self) -> Optional[int]:
+        """The broker process id, None before ``start``."""
         return self._proc.pid if self._proc is not None else None
 
     def start(self) -> "EmbeddedBroker":

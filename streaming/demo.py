@@ -43,6 +43,7 @@ def edge_counts(edges: ddflow.Collection) -> ddflow.Collection:
 
 
 def bfs(edges: list[tuple[int, int]], roots: list[int]) -> set[tuple[int, int]]:
+    """(node, root) pairs by plain BFS: the from-scratch answer the demo checks its output against."""
     adj = collections.defaultdict(list)
     for s, d in edges:
         adj[s].append(d)
@@ -91,6 +92,7 @@ class Producer(threading.Thread):
                 self.p.poll(0.01)
 
     def run(self) -> None:
+        """Send the initial load, wait for ``go``, then the timed updates; errors land in ``self.error``."""
         try:
             for r in self.roots:
                 self._send(self.roots_topic, {"root": r, "t": 0})
@@ -127,6 +129,7 @@ class Producer(threading.Thread):
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the demo (see the module docstring); 0 if the output was correct."""
     ap = argparse.ArgumentParser(prog="python -m ddflow.streaming.demo", description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=30.0, help="seconds of input (default 30)")
     ap.add_argument("--rate", type=float, default=100.0, help="updates per second (default 100)")
@@ -144,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ddflow.streaming.broker import EmbeddedBroker, create_topics
     from ddflow.streaming.driver import StreamingDataflow
-    from ddflow.streaming.kafka_source import FORMAT
+    from ddflow.streaming.kafka.source import FORMAT
     from ddflow.streaming.sinks import KafkaSink, read_changes
     from ddflow.streaming.spark import local_session
 

@@ -21,49 +21,35 @@ an op mapping, or +1), the frontier advances past the batch's times so all
 of them retire in one pass, the dataflow runs, output changes go to the
 sinks under the batch id, the input is logged, and only then does Spark
 commit.  A replayed batch id that the log already holds is skipped.
-Messages that do not parse, and updates behind the frontier, go to the
-dead-letter sink with the reason; they never stop the query.
+Messages that do not parse (see :mod:`ddflow.streaming.parse`), and
+updates behind the frontier, go to the dead-letter sink with the reason;
+they never stop the query.
 """
 from __future__ import annotations
 
-import io
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pa_json
 
 import ddflow
+from ddflow.base.updates import Updates
+from ddflow.streaming.parse import InputSpec, dead_letters, parse_input
 from ddflow.streaming.sinks import Sink
 from ddflow.streaming.state import StateStore
-from ddflow.updates import Updates
 
+__all__ = ["Build", "Metrics", "OutputSpec", "StreamingDataflow"]
+
+#: The user's dataflow: ``build(flow) -> ({input name: handle}, {output name: collection})``.
 Build = Callable[[ddflow.Dataflow], tuple[Mapping[str, ddflow.InputHandle], Mapping[str, ddflow.Collection]]]
-
-DEAD_LETTER_SCHEMA = pa.schema([("input", pa.string()), ("error", pa.string()), ("topic", pa.string()),
-                                ("partition", pa.int64()), ("offset", pa.int64()), ("value", pa.binary())])
-
-
-@dataclass
-class InputSpec:
-    name: str
-    fields: list[str]
-    format: str = "columns"  # "columns": DataFrame columns; "json": fields of a JSON value column
-    # (with "json", a name that is a column of the DataFrame, e.g. "offset" or "timestamp", is that column)
-    value_column: str = "value"
-    time: str = "offset"
-    diff: str | None = None
-    op: tuple[str, Mapping[Any, int]] | None = None
-    topic: str | None = None  # only rows of this Kafka topic (one query, several inputs)
-    late: str = "dead-letter"  # or "error"
 
 
 @dataclass
 class OutputSpec:
+    """Where one output collection's changes go (``StreamingDataflow.output`` builds it)."""
+
     name: str
     sink: Sink
     names: list[str] | None = None
@@ -71,6 +57,8 @@ class OutputSpec:
 
 @dataclass
 class Metrics:
+    """Running totals over the micro-batches this process handled; ``last`` is the latest batch's stats."""
+
     batches: int = 0
     skipped_batches: int = 0
     updates: int = 0
@@ -108,6 +96,19 @@ class StreamingDataflow:
     def input(self, name: str, fields: Sequence[str], *, format: str = "columns", time: str = "offset",
               diff: str | None = None, op: tuple[str, Mapping[Any, int]] | None = None, topic: str | None = None,
               value_column: str = "value", late: str = "dead-letter") -> "StreamingDataflow":
+        """Feed input ``name`` (a handle ``build`` returns) from each micro-batch's rows.
+
+        ``fields`` are DataFrame columns (``format="columns"``) or keys of the
+        JSON object in ``value_column`` (``format="json"``); ``time`` names the
+        data-time column or key (Kafka's ``offset`` by default, or
+        ``timestamp``, or an event-time field); the diff comes from ``diff``,
+        from ``op=(field, {value: diff})``, or is +1.  ``topic`` keeps only that
+        topic's rows; ``late="error"`` fails the query on an update behind the
+        frontier instead of dead-lettering it::
+
+            .input("edges", ["src", "dst"], format="json", time="t", diff="diff", topic="edges")
+            .input("orders", ["id", "qty"], op=("op", {"insert": 1, "delete": -1}))
+        """
         if format not in ("columns", "json"):
             raise ValueError(f"input {name!r}: format must be 'columns' or 'json', got {format!r}")
         if late not in ("dead-letter", "error"):
@@ -116,10 +117,22 @@ class StreamingDataflow:
         return self
 
     def output(self, name: str, sink: Sink, names: Sequence[str] | None = None) -> "StreamingDataflow":
+        """Write the changes of output ``name`` (a collection ``build`` returns) to ``sink`` per batch.
+
+        ``names`` name the record's columns (then ``time`` and ``diff``)::
+
+            .output("reach", ParquetSink("/data/reach"), names=["node", "root"])
+        """
         self.outputs[name] = OutputSpec(name, sink, list(names) if names is not None else None)
         return self
 
     def deadLetter(self, sink: Sink) -> "StreamingDataflow":  # noqa: N802 - PySpark's naming style
+        """Send rows that cannot become updates (unparseable, mistyped, late) to ``sink``, with the reason.
+
+        Without one they are only counted (``metrics.dead_letters``)::
+
+            .deadLetter(JsonLinesSink("/data/dead"))
+        """
         self.dead_letter = sink
         return self
 
@@ -133,6 +146,8 @@ class StreamingDataflow:
         micro-batches (several Kafka records per data time, cut anywhere by
         ``maxOffsetsPerTrigger`` or the end offset).  Either way a later update
         at a retired time is late and goes to the dead letters.
+
+        Example: ``.frontierPolicy("before-max")``.
         """
         if policy not in ("after-batch", "before-max"):
             raise ValueError(f"{self.name}: frontier policy must be 'after-batch' or 'before-max', got {policy!r}")
@@ -143,7 +158,8 @@ class StreamingDataflow:
         """Run the dataflow in ``n`` worker processes (``ddflow.Dataflow(workers=n)``); the Spark side is unchanged.
 
         The workers are forked at the first micro-batch, from the process that
-        runs ``foreachBatch`` (the Spark driver's Python process).
+        runs ``foreachBatch`` (the Spark driver's Python process).  Example:
+        ``.workers(4)``.
         """
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"{self.name}: workers needs an integer >= 1, got {n!r}")
@@ -156,18 +172,34 @@ class StreamingDataflow:
             self._flow.shutdown()
 
     def stateLocation(self, path: str, snapshot_every: int = 50) -> "StreamingDataflow":  # noqa: N802
+        """Keep the input log (exactly-once state, see ``state``) under ``path``; compact every ``snapshot_every`` batches.
+
+        Default: ``<checkpointLocation>/ddflow-state``.  Example:
+        ``.stateLocation("/data/reach-state", snapshot_every=100)``.
+        """
         self.state_path = path
         self.snapshot_every = snapshot_every
         return self
 
     def onBatch(self, fn: Callable[[int, dict], None]) -> "StreamingDataflow":  # noqa: N802
-        """Call ``fn(batch_id, stats)`` after each processed micro-batch (progress lines, tests)."""
+        """Call ``fn(batch_id, stats)`` after each processed micro-batch (progress lines, tests).
+
+        ``stats`` holds timings, counts, the frontier, and the batch's
+        ``outputs`` and ``input`` tables::
+
+            .onBatch(lambda b, st: print(b, st["updates"], st["ddflow_s"]))
+        """
         self.on_batch = fn
         return self
 
     def start(self, df: Any, checkpointLocation: str, trigger: Mapping[str, Any] | None = None,  # noqa: N803
               queryName: str | None = None) -> Any:  # noqa: N803
-        """Start the Spark query; the dataflow state lives beside Spark's checkpoint unless set."""
+        """Start the Spark query; the dataflow state lives beside Spark's checkpoint unless set.
+
+        ``trigger`` is passed to ``DataStreamWriter.trigger``, e.g.
+        ``{"processingTime": "1 second"}`` or ``{"availableNow": True}``.
+        Returns the ``StreamingQuery``.
+        """
         if self.state_path is None:
             self.state_path = checkpointLocation.rstrip("/") + "/ddflow-state"
         self.open()
@@ -181,6 +213,7 @@ class StreamingDataflow:
     # -- lifecycle ------------------------------------------------------------------
     @property
     def flow(self) -> ddflow.Dataflow:
+        """The dataflow, built (and restored from the input log) on first use."""
         if self._flow is None:
             self.open()
         return self._flow
@@ -209,16 +242,18 @@ class StreamingDataflow:
                 flow.advance_to(m.frontier)
                 flow.run()
                 for cap in self._captures.values():
-                    cap.take()  # delivered before the restart
+                    cap.drain_updates()  # delivered before the restart
 
     # -- per micro-batch ---------------------------------------------------------------
     def process_batch(self, df: Any, batch_id: int) -> None:
+        """The ``foreachBatch`` function: one Spark micro-batch DataFrame, via Arrow."""
         t0 = time.perf_counter()
         table = df.toArrow() if hasattr(df, "toArrow") else df
         self._to_arrow_s = time.perf_counter() - t0
         self.process_arrow(table, batch_id)
 
     def process_arrow(self, table: pa.Table, batch_id: int) -> None:
+        """One micro-batch as an Arrow table: parse, run, write the sinks, log the input (tests call it directly)."""
         flow = self.flow
         store = self._store
         if store is not None and batch_id <= store.manifest.batch_id:
@@ -229,7 +264,8 @@ class StreamingDataflow:
         logged: dict[str, pa.Table] = {}
         max_time = None
         for spec in self.inputs.values():
-            rows, bad = self._parse(spec, table)
+            handle_kinds = self._handles[spec.name].kinds if spec.format == "json" else None
+            rows, bad = parse_input(spec, table, handle_kinds)
             if bad is not None and bad.num_rows:
                 dead.append(bad)
             if rows.num_rows == 0:
@@ -240,9 +276,8 @@ class StreamingDataflow:
                 if spec.late == "error":
                     raise ddflow.FrontierError(f"input {spec.name!r}: {int(late.sum())} updates in batch {batch_id} are "
                                                f"before the frontier {flow.frontier}")
-                dead.append(_dead(spec.name, f"time before the frontier {flow.frontier}",
-                                  rows.filter(pa.array(late)).column("__topic"), rows.filter(pa.array(late)).column("__partition"),
-                                  rows.filter(pa.array(late)).column("__offset"), rows.filter(pa.array(late)).column("__value")))
+                dead.append(dead_letters(spec.name, f"time before the frontier {flow.frontier}",
+                                         rows.filter(pa.array(late))))
                 rows = rows.filter(pa.array(~late))
             rows = rows.select(spec.fields + ["time", "diff"])
             if rows.num_rows:
@@ -258,7 +293,7 @@ class StreamingDataflow:
         flow.run()
         outputs = {}
         for name, spec in self.outputs.items():
-            u = self._captures[name].take()
+            u = self._captures[name].drain_updates()
             if not len(u):
                 # A capture that has seen nothing yet does not know its columns: ask the collection
                 # (with several workers the collection lives in the workers; the capture knows once it saw output).
@@ -304,213 +339,8 @@ class StreamingDataflow:
         self._handles[name].update(rows.select(fields), times=rows.column("time").to_numpy(),
                                    diffs=rows.column("diff").to_numpy())
 
-    # -- parsing ------------------------------------------------------------------
-    def _parse(self, spec: InputSpec, table: pa.Table) -> tuple[pa.Table, pa.Table | None]:
-        """Rows of one input as fields + time + diff (+ provenance), and dead letters."""
-        n = table.num_rows
-        if spec.topic is not None and "topic" in table.column_names:
-            table = table.filter(pc.equal(table.column("topic"), spec.topic))
-            n = table.num_rows
-        prov = {
-            "__topic": table.column("topic") if "topic" in table.column_names else pa.nulls(n, pa.string()),
-            "__partition": table.column("partition").cast(pa.int64()) if "partition" in table.column_names else pa.nulls(n, pa.int64()),
-            "__offset": table.column("offset").cast(pa.int64()) if "offset" in table.column_names else pa.nulls(n, pa.int64()),
-            "__value": table.column(spec.value_column).cast(pa.binary()) if spec.value_column in table.column_names
-            else pa.nulls(n, pa.binary()),
-        }
-        if spec.format == "json":
-            handle_kinds = self._handles[spec.name].kinds
-            kinds = dict(zip(spec.fields, handle_kinds)) if handle_kinds and len(handle_kinds) == len(spec.fields) else None
-            src, ok, errors = _parse_json(table.column(spec.value_column), spec, n, kinds,
-                                          exclude=[c for c in table.column_names if c != spec.value_column])
-        else:
-            src, ok, errors = table, np.ones(n, dtype=bool), [None] * n
-        cols: dict[str, Any] = {}
-        try:
-            for f in spec.fields:
-                cols[f] = _column(src, table, f, spec)
-            cols["time"] = _time_column(src, table, spec.time, spec)
-            cols["diff"] = _diff_column(src, table, spec)
-        except (KeyError, TypeError, ValueError, pa.ArrowInvalid) as e:
-            if spec.format == "columns":
-                raise TypeError(f"input {spec.name!r}: {e}") from e
-            raise
-        # Rows whose fields are missing or of the wrong type are dead letters too.
-        source_names = {"time": spec.time, "diff": spec.diff or (spec.op[0] if spec.op else "diff")}
-        for name, c in cols.items():
-            if c.null_count:
-                nulls = c.is_null().to_numpy(zero_copy_only=False)
-                for i in np.flatnonzero(nulls & ok):
-                    errors[i] = f"field {source_names.get(name, name)!r} is missing or null"
-                ok &= ~nulls
-        out = pa.table({**cols, **prov})
-        bad = None
-        if not ok.all():
-            idx = np.flatnonzero(~ok)
-            bad = _dead(spec.name, [errors[i] or "malformed" for i in idx], prov["__topic"].take(idx),
-                        prov["__partition"].take(idx), prov["__offset"].take(idx), prov["__value"].take(idx))
-            out = out.filter(pa.array(ok))
-        return out, bad
-
 
 def _no_output(names: list[str] | None) -> pa.Table:
     """The (empty) output of a collection whose column kinds are not known yet."""
     cols = {n: pa.array([], pa.null()) for n in names or []}
     return pa.table({**cols, "time": pa.array([], pa.int64()), "diff": pa.array([], pa.int64())})
-
-
-def _dead(input_name: str, errors, topic, partition, offset, value) -> pa.Table:
-    n = len(value)
-    errs = errors if isinstance(errors, list) else [errors] * n
-    return pa.table({"input": [input_name] * n, "error": errs, "topic": topic, "partition": partition,
-                     "offset": offset, "value": value}, schema=DEAD_LETTER_SCHEMA)
-
-
-_KIND_TYPES = {"i": pa.int64(), "f": pa.float64(), "b": pa.bool_(), "o": pa.string()}
-_KIND_NAMES = {"i": "an integer", "f": "a number", "b": "a boolean", "o": "a string"}
-
-
-def _json_kind(x: Any) -> str | None:
-    """The column kind of a JSON scalar (None for lists, objects and out-of-range integers)."""
-    if isinstance(x, bool):
-        return "b"
-    if isinstance(x, int):
-        return "i" if -(1 << 63) <= x < (1 << 63) else None
-    if isinstance(x, float):
-        return "f"
-    if isinstance(x, str):
-        return "o"
-    return None
-
-
-def _parse_json(values: pa.ChunkedArray, spec: InputSpec, n: int, kinds: Mapping[str, str] | None = None,
-                exclude: Sequence[str] = ()) -> tuple[pa.Table, np.ndarray, list]:
-    """Parse JSON object values; one bad message never spoils the rest.
-
-    Each field's values must share one kind: times and diffs are integers;
-    a data field has the kind its input already holds (``kinds``) or else the
-    most common kind in this batch (an integer is fine where a number is
-    expected).  Values of any other kind make their message a dead letter.
-    """
-    vals = values.to_pylist()
-    wanted = list(dict.fromkeys([*spec.fields, spec.time, *([spec.diff] if spec.diff else []),
-                                 *([spec.op[0]] if spec.op else [])]))
-    # Names of the message's own columns (Kafka's offset, timestamp, ...) come from those columns.
-    wanted = [k for k in wanted if k not in exclude]
-    fast = _parse_json_arrow(vals, wanted, spec, kinds)
-    if fast is not None:
-        return fast, np.ones(n, dtype=bool), [None] * n
-    records: list[dict] = []
-    ok = np.ones(n, dtype=bool)
-    errors: list[str | None] = [None] * n
-    for i, v in enumerate(vals):
-        try:
-            if v is None:
-                raise ValueError("null value")
-            obj = json.loads(v)
-            if not isinstance(obj, dict):
-                raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
-            records.append({k: obj.get(k) for k in wanted})
-        except (ValueError, UnicodeDecodeError) as e:
-            ok[i] = False
-            errors[i] = f"unparseable JSON: {e}"
-            records.append({k: None for k in wanted})
-    cols = {}
-    for k in wanted:
-        col = [r[k] for r in records]
-        got = [None if x is None else _json_kind(x) for x in col]
-        if k == spec.time or k == spec.diff:
-            want = "i"
-        elif kinds and kinds.get(k) in _KIND_TYPES:
-            want = kinds[k]
-        else:
-            present = [g for g in got if g is not None]
-            want = max(set(present), key=present.count) if present else "o"
-        arr = []
-        for i, (x, g) in enumerate(zip(col, got)):
-            if x is not None and g != want and not (want == "f" and g == "i"):
-                if ok[i]:
-                    ok[i] = False
-                    errors[i] = (f"field {k!r} has value {x!r}, outside the 64-bit integer range" if g is None and
-                                 isinstance(x, int) else f"field {k!r} has value {x!r} of type {type(x).__name__}, "
-                                 f"expected {_KIND_NAMES[want]}")
-                x = None
-            arr.append(x)
-        cols[k] = pa.array(arr, _KIND_TYPES[want])
-    return pa.table(cols) if cols else pa.table({"_": pa.nulls(n)}), ok, errors
-
-
-def _parse_json_arrow(vals: list, wanted: list[str], spec: InputSpec,
-                      kinds: Mapping[str, str] | None) -> pa.Table | None:
-    """All messages at once with Arrow's JSON reader, or None if any message needs a closer look.
-
-    The common batch (every message a JSON object with every field, of the
-    right kind) never touches Python per message; anything else falls back
-    to the per-message parser, which finds the culprits for the dead letters.
-    """
-    if not vals or any(v is None or b"\n" in v for v in vals):
-        return None
-    buf = b"\n".join(vals)
-    try:
-        t = pa_json.read_json(io.BytesIO(buf), read_options=pa_json.ReadOptions(
-            use_threads=False, block_size=max(len(buf) + 1, 1 << 16)))
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return None
-    if t.num_rows != len(vals):
-        return None
-    cols = {}
-    for k in wanted:
-        if k not in t.column_names:
-            return None
-        c = t.column(k)
-        if c.null_count:
-            return None
-        typ = c.type
-        kind = ("b" if pa.types.is_boolean(typ) else "i" if pa.types.is_integer(typ) else
-                "f" if pa.types.is_floating(typ) else "o" if pa.types.is_string(typ) else None)
-        if kind is None:
-            return None
-        if k == spec.time or k == spec.diff:
-            want = "i"
-        elif kinds and kinds.get(k) in _KIND_TYPES:
-            want = kinds[k]
-        else:
-            want = kind
-        if kind != want and not (want == "f" and kind == "i"):
-            return None
-        cols[k] = c.cast(_KIND_TYPES[want])
-    return pa.table(cols)
-
-
-def _column(src: pa.Table, table: pa.Table, name: str, spec: InputSpec) -> pa.ChunkedArray | pa.Array:
-    if name in src.column_names:
-        return src.column(name)
-    if name in table.column_names:
-        return table.column(name)
-    raise KeyError(f"input {spec.name!r}: no field {name!r} (columns: {table.column_names})")
-
-
-def _time_column(src: pa.Table, table: pa.Table, name: str, spec: InputSpec) -> pa.Array:
-    c = _column(src, table, name, spec)
-    if pa.types.is_timestamp(c.type):
-        # Data times in microseconds since the epoch, whatever the timestamp unit.
-        c = c.cast(pa.timestamp("us")).cast(pa.int64())
-    elif not pa.types.is_integer(c.type):
-        if pa.types.is_null(c.type):
-            return pa.nulls(len(c), pa.int64())
-        raise TypeError(f"input {spec.name!r}: time field {name!r} has type {c.type}, expected integers or timestamps")
-    return c.cast(pa.int64())
-
-
-def _diff_column(src: pa.Table, table: pa.Table, spec: InputSpec) -> pa.Array:
-    n = src.num_rows
-    if spec.op is not None:
-        field_name, mapping = spec.op
-        raw = _column(src, table, field_name, spec).to_pylist()
-        return pa.array([mapping.get(v) for v in raw], pa.int64())
-    if spec.diff is not None:
-        c = _column(src, table, spec.diff, spec)
-        if not pa.types.is_integer(c.type) and not pa.types.is_null(c.type):
-            raise TypeError(f"input {spec.name!r}: diff field {spec.diff!r} has type {c.type}, expected integers")
-        return c.cast(pa.int64())
-    return pa.array(np.ones(n, dtype=np.int64))

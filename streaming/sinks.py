@@ -17,9 +17,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ddflow.errors import DdflowError
+
+
+class SinkError(DdflowError, RuntimeError):
+    """Output could not be delivered (or read back) in full; the message names the topic or path."""
+
 
 class Sink(Protocol):
-    def write(self, batch_id: int, table: pa.Table) -> None: ...
+    """What ``StreamingDataflow`` writes to: anything with ``write(batch_id, table)``."""
+
+    def write(self, batch_id: int, table: pa.Table) -> None:
+        """Take one micro-batch's changes; a replayed ``batch_id`` must not duplicate them."""
 
 
 class MemorySink:
@@ -29,9 +38,11 @@ class MemorySink:
         self.batches: dict[int, pa.Table] = {}
 
     def write(self, batch_id: int, table: pa.Table) -> None:
+        """Keep (or, for a replayed batch id, replace) the batch's table."""
         self.batches[batch_id] = table
 
     def table(self) -> pa.Table:
+        """Every batch's changes in batch-id order."""
         tables = [self.batches[k] for k in sorted(self.batches)]
         return pa.concat_tables(tables, promote_options="default") if tables else pa.table({})
 
@@ -77,11 +88,13 @@ class ParquetSink:
         self.path = path
 
     def write(self, batch_id: int, table: pa.Table) -> None:
+        """Write ``batch-<id>.parquet`` atomically; an empty batch writes nothing."""
         if table.num_rows == 0:
             return
         _atomic_write(os.path.join(self.path, f"batch-{batch_id:012d}.parquet"), lambda p: pq.write_table(table, p))
 
     def table(self) -> pa.Table:
+        """Every file's changes in batch-id order (reading back, for tests and checks)."""
         if not os.path.isdir(self.path):
             return pa.table({})
         files = sorted(f for f in os.listdir(self.path) if f.endswith(".parquet"))
@@ -96,6 +109,7 @@ class JsonLinesSink:
         self.path = path
 
     def write(self, batch_id: int, table: pa.Table) -> None:
+        """Write ``batch-<id>.jsonl`` atomically, one JSON object per row (bytes as text)."""
         if table.num_rows == 0:
             return
         rows = table.to_pylist()
@@ -103,6 +117,7 @@ class JsonLinesSink:
         _atomic_write(os.path.join(self.path, f"batch-{batch_id:012d}.jsonl"), lambda p: open(p, "w").write(text))
 
     def rows(self) -> list[dict]:
+        """Every row of every file, in batch-id order."""
         if not os.path.isdir(self.path):
             return []
         out = []
@@ -145,6 +160,7 @@ class KafkaSink:
         return self._producer
 
     def write(self, batch_id: int, table: pa.Table) -> None:
+        """Produce one record per change and wait for delivery; any failed delivery raises."""
         if table.num_rows == 0:
             return
         p = self._get()
@@ -177,10 +193,11 @@ class KafkaSink:
                 p.poll(0)
         remaining = p.flush(30)
         if remaining or errors:
-            raise RuntimeError(f"Kafka sink {self.topic!r}: {len(errors)} delivery errors, {remaining} undelivered "
+            raise SinkError(f"Kafka sink {self.topic!r}: {len(errors)} delivery errors, {remaining} undelivered "
                                f"for batch {batch_id}: {errors[:3]}")
 
     def close(self) -> None:
+        """Flush and drop the producer (a later ``write`` makes a new one)."""
         if self._producer is not None:
             self._producer.flush(10)
             self._producer = None
@@ -231,14 +248,14 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[tuple[
         deadline = time.monotonic() + timeout
         while open_parts:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"reading Kafka topic {topic!r} did not reach the end within {timeout}s")
+                raise SinkError(f"reading Kafka topic {topic!r} did not reach the end within {timeout}s")
             for m in drain_events(c, 0.2):
                 err = m.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
                         open_parts.discard(m.partition())
                         continue
-                    raise RuntimeError(f"reading Kafka topic {topic!r}: {err}")
+                    raise SinkError(f"reading Kafka topic {topic!r}: {err}")
                 out.append((m.value(), m.headers()))
         return out
     finally:

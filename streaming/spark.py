@@ -14,7 +14,7 @@ def local_session(app_name: str = "ddflow", master: str = "local[2]") -> Any:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from ddflow.streaming.kafka_source import register
+    from ddflow.streaming.kafka.source import register
 
     session = (
         SparkSession.builder.master(master)

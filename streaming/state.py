@@ -36,6 +36,8 @@ LOG_FORMAT = "ddflow-input-log-1"
 
 @dataclass
 class Manifest:
+    """What is durable: the last committed batch id, its frontier, and the live log files."""
+
     batch_id: int = -1
     frontier: int = 0
     files: list[str] = field(default_factory=list)  # log files in order, snapshot first
@@ -91,6 +93,7 @@ class StateStore:
 
     @staticmethod
     def read_file(path: str) -> dict[str, pa.Table]:
+        """One log or snapshot file's updates, per input."""
         out: dict[str, list[pa.Table]] = {}
         with open(path, "rb") as f:
             header = json.loads(f.readline())

@@ -1,43 +1,14 @@
-"""Spark Python Data Source ``ddkafka``: Kafka topics as a Spark stream.
+"""The Kafka side of the ``ddkafka`` source, with no PySpark: options, offsets, reading ranges.
 
-Spark's built-in ``kafka`` format needs a connector jar from Maven, which is
-not always reachable. This source gives the same rows (Spark's Kafka source
-schema) and the main options of that format, reading with ``confluent-kafka``:
+Everything here speaks ``confluent-kafka`` (imported lazily) and Arrow;
+:mod:`ddflow.streaming.kafka.source` wraps it in Spark's Python Data Source
+classes.  Kept apart so the offset arithmetic and the record reader can be
+used and tested without starting Spark, and so that importing this module
+never imports PySpark.
 
-    register(spark)
-    (spark.readStream.format(FORMAT)
-        .option("kafka.bootstrap.servers", "127.0.0.1:9092")
-        .option("subscribe", "orders,customers")
-        .option("startingOffsets", "earliest")   # | "latest" | '{"orders":{"0":12}}'
-        .option("maxOffsetsPerTrigger", 10000)
-        .load())
-
-Stream offsets are Kafka partition offsets, ``{"topic": {"0": 12, "1": 7}}``
-(the next offset to read per partition, string keys, as in Spark's Kafka
-source), so Spark's offset log and checkpoint give exactly-once reads across
-restarts. One Spark input partition reads one topic-partition offset range
-and yields Arrow record batches.
-
-Options (case-insensitive):
-
-``kafka.bootstrap.servers`` (required), ``subscribe`` (required,
-comma-separated topics), ``startingOffsets`` (streaming default ``latest``,
-batch default ``earliest``; in JSON, -2 means earliest and -1 latest, and
-every partition of every subscribed topic must be listed), ``endingOffsets``
-(batch reads only, default ``latest``), ``maxOffsetsPerTrigger``,
-``kafkaConsumer.pollTimeoutMs`` (how long a read or offset lookup may make
-no progress before failing, default 30000), and any other ``kafka.<name>``,
-passed to librdkafka as ``<name>`` (e.g. ``kafka.isolation.level``).
-
-Differences from Spark's source: ``assign``/``subscribePattern``,
-``includeHeaders`` and ``failOnDataLoss=false`` are not supported (lost or
-out-of-range offsets always fail the query, naming topic and partition);
-a record without a timestamp gets a null ``timestamp`` and
-``timestampType`` -1. The default isolation level is librdkafka's
-``read_committed`` (Tansu honours open transactions but still delivers
-aborted records, see ``broker``).
-
-Importing this module imports PySpark; ``ddflow`` itself never imports it.
+Offsets are Kafka partition offsets as Spark stores them,
+``{"topic": {"0": 12, "1": 7}}``: the next offset to read per partition,
+string keys.
 """
 
 from __future__ import annotations
@@ -48,68 +19,22 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
-    DataSourceStreamReader,
-    InputPartition,
-)
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
-from pyspark.sql.types import (
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-from .broker import (
+from ddflow.errors import DdflowError
+from ddflow.streaming.broker import (
     BrokerError,
-    drain_events,
     consumer_config,
+    drain_events,
     probe_end_offsets,
     topic_partitions,
 )
 
-__all__ = [
-    "FORMAT",
-    "SCHEMA",
-    "ARROW_SCHEMA",
-    "KafkaSourceError",
-    "KafkaDataSource",
-    "KafkaStreamReader",
-    "KafkaBatchReader",
-    "KafkaInputPartition",
-    "register",
-]
+__all__ = ["ARROW_SCHEMA", "KafkaSourceError", "Offsets", "OffsetRange"]
 
-FORMAT = "ddkafka"
-
-#: Spark's Kafka source schema (all columns nullable, as in Spark).
-SCHEMA = StructType([
-    StructField("key", BinaryType()),
-    StructField("value", BinaryType()),
-    StructField("topic", StringType()),
-    StructField("partition", IntegerType()),
-    StructField("offset", LongType()),
-    StructField("timestamp", TimestampType()),
-    StructField("timestampType", IntegerType()),
-])
-
-#: What Spark expects from ``read()`` for SCHEMA (it checks equality).
+#: Spark's Kafka source schema in Arrow: what Spark expects from ``read()`` (it checks equality).
 ARROW_SCHEMA = pa.schema([
     ("key", pa.binary()),
     ("value", pa.binary()),
@@ -120,7 +45,7 @@ ARROW_SCHEMA = pa.schema([
     ("timestampType", pa.int32()),
 ])
 
-# Offsets as Spark stores them: {topic: {str(partition): next_offset}}.
+#: Offsets as Spark stores them: {topic: {str(partition): next_offset}}.
 Offsets = dict[str, dict[str, int]]
 
 _EARLIEST, _LATEST = -2, -1
@@ -133,13 +58,17 @@ _FORBIDDEN_KAFKA_CONF = {
 _UNSUPPORTED_OPTIONS = {"assign", "subscribepattern", "includeheaders"}
 
 
-class KafkaSourceError(RuntimeError):
+class KafkaSourceError(DdflowError, RuntimeError):
     """A problem with the ddkafka options, topics, offsets or broker."""
 
 
-def register(spark: "SparkSession") -> None:
-    """Register the ``ddkafka`` format with ``spark`` (idempotent)."""
-    spark.dataSource.register(KafkaDataSource)
+class OffsetRange(Protocol):
+    """Offsets ``[start, end)`` of one topic-partition (``source.KafkaInputPartition`` is one)."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
 
 
 # --------------------------------------------------------------------------
@@ -149,6 +78,8 @@ def register(spark: "SparkSession") -> None:
 
 @dataclasses.dataclass(frozen=True)
 class _Options:
+    """The source's options, checked once on the driver; small and picklable for the executors."""
+
     bootstrap: str
     topics: tuple[str, ...]
     starting: str
@@ -159,6 +90,7 @@ class _Options:
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool) -> "_Options":
+        """Spark's ``.option(...)`` values (case-insensitive keys); bad ones raise ``KafkaSourceError``."""
         opts = {k.lower(): v for k, v in options.items()}
         bootstrap = opts.get("kafka.bootstrap.servers", "").strip()
         if not bootstrap:
@@ -216,6 +148,7 @@ class _Options:
         )
 
     def consumer_conf(self) -> dict:
+        """librdkafka settings for a group-less consumer with the user's ``kafka.*`` options."""
         return consumer_config(self.bootstrap, **dict(self.kafka_conf))
 
 
@@ -258,12 +191,18 @@ def _limit(begin: Offsets, end: Offsets, max_rows: int) -> Offsets:
 
 @contextmanager
 def _errors(context: str) -> Iterator[None]:
+    """Re-raise a broker helper's ``BrokerError`` as a ``KafkaSourceError`` saying what the source was doing."""
     try:
         yield
     except KafkaSourceError:
         raise
     except BrokerError as e:
         raise KafkaSourceError(f"ddkafka: {context}: {e}") from e
+
+
+# --------------------------------------------------------------------------
+# Planner side: one consumer answers offset questions
+# --------------------------------------------------------------------------
 
 
 class _Kafka:
@@ -279,6 +218,7 @@ class _Kafka:
         self.consumer.close()
 
     def partitions(self) -> dict[str, list[int]]:
+        """Partition ids of every subscribed topic."""
         with _errors("looking up partitions"):
             return {
                 t: topic_partitions(self.consumer, t, self.opts.bootstrap, self.opts.timeout)
@@ -286,6 +226,7 @@ class _Kafka:
             }
 
     def earliest(self, topic: str, parts: Sequence[int]) -> dict[str, int]:
+        """The first available offset of each of ``parts``."""
         from confluent_kafka import KafkaException, TopicPartition
 
         out = {}
@@ -303,6 +244,7 @@ class _Kafka:
         return out
 
     def latest(self, topic: str, parts: Sequence[int], floor: Optional[Mapping[str, int]] = None) -> dict[str, int]:
+        """The end offset of each of ``parts`` (probed: see ``broker.probe_end_offsets``)."""
         with _errors("finding the latest offsets"):
             ends = probe_end_offsets(
                 self.consumer, topic, parts, self.opts.bootstrap, self.opts.timeout,
@@ -363,6 +305,66 @@ class _Kafka:
                 out[t][p] = o
         return _canonical(out)
 
+    def next_end(self, start: Offsets, target: Optional[Offsets] = None,
+                 max_rows: Optional[int] = None) -> Offsets:
+        """Where the micro-batch after ``start`` ends (``latestOffset``).
+
+        The latest offsets, but not past ``target`` (``Trigger.AvailableNow``'s
+        snapshot; partitions new since then get nothing) and at most
+        ``max_rows`` offsets in all (``maxOffsetsPerTrigger``).  A partition
+        that shrank or disappeared fails: data was lost.
+        """
+        start = _canonical(start)
+        latest = self.latest_all(start)
+        begin: Offsets = {}
+        end: Offsets = {}
+        for t in self.opts.topics:
+            begin[t], end[t] = {}, {}
+            known = start.get(t, {})
+            new = [int(p) for p in latest[t] if p not in known]
+            earliest = self.earliest(t, new) if new else {}
+            for p, hi in latest[t].items():
+                b = known[p] if p in known else earliest[p]
+                if hi < b:
+                    raise KafkaSourceError(
+                        f"ddkafka: topic {t!r} partition {p} ends at offset {hi} on "
+                        f"{self.opts.bootstrap} but the query already read up to {b}: "
+                        f"data was lost or the topic was recreated"
+                    )
+                if target is not None:
+                    # availableNow: nothing past the snapshot (new partitions: nothing at all).
+                    hi = min(hi, max(target.get(t, {}).get(p, b), b))
+                begin[t][p], end[t][p] = b, hi
+            gone = sorted(set(start.get(t, {})) - set(latest[t]), key=int)
+            if gone:
+                raise KafkaSourceError(
+                    f"ddkafka: topic {t!r} partitions {gone} disappeared from "
+                    f"{self.opts.bootstrap}"
+                )
+        if max_rows is not None:
+            end = _limit(begin, end, max_rows)
+        # Keep partitions of `start` that may be missing from this answer.
+        merged = {t: {**start.get(t, {}), **end.get(t, {})} for t in set(start) | set(end)}
+        return _canonical(merged)
+
+    def ranges(self, start: Offsets, end: Offsets) -> list[tuple[str, int, int, int]]:
+        """The non-empty ``(topic, partition, start, end)`` ranges between two offsets, one per Spark task."""
+        out = []
+        for t in sorted(end):
+            new = [p for p in end[t] if p not in start.get(t, {})]
+            # A partition that appeared after `start` was taken is read from its beginning.
+            begin = {**(self.earliest(t, [int(p) for p in new]) if new else {}), **start.get(t, {})}
+            for p in sorted(end[t], key=int):
+                s, e = begin[p], end[t][p]
+                if e < s:
+                    raise KafkaSourceError(
+                        f"ddkafka: topic {t!r} partition {p}: end offset {e} is before start offset "
+                        f"{s} (was the topic recreated?)"
+                    )
+                if e > s:
+                    out.append((t, int(p), s, e))
+        return out
+
 
 class _KafkaUser:
     """Lazy, unpicklable Kafka client handling shared by the readers.
@@ -392,158 +394,6 @@ class _KafkaUser:
 
 
 # --------------------------------------------------------------------------
-# Spark data source and readers
-# --------------------------------------------------------------------------
-
-
-class KafkaInputPartition(InputPartition):
-    """One Spark task: offsets ``[start, end)`` of one topic-partition."""
-
-    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
-        super().__init__((topic, partition, start, end))
-        self.topic = topic
-        self.partition = partition
-        self.start = start
-        self.end = end
-
-    def __repr__(self) -> str:
-        return f"KafkaInputPartition({self.topic}[{self.partition}] {self.start}..{self.end})"
-
-
-class KafkaDataSource(DataSource):
-    """The ``ddkafka`` format: Spark's Kafka source rows from confluent-kafka."""
-
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT
-
-    def schema(self) -> StructType:
-        return SCHEMA
-
-    def _check_schema(self, schema: StructType) -> None:
-        if schema.simpleString() != SCHEMA.simpleString():
-            raise KafkaSourceError(
-                f"ddkafka has a fixed schema {SCHEMA.simpleString()}, got {schema.simpleString()}"
-            )
-
-    def streamReader(self, schema: StructType) -> "KafkaStreamReader":
-        self._check_schema(schema)
-        return KafkaStreamReader(_Options.parse(self.options, streaming=True))
-
-    def reader(self, schema: StructType) -> "KafkaBatchReader":
-        self._check_schema(schema)
-        return KafkaBatchReader(_Options.parse(self.options, streaming=False))
-
-
-def _ranges(kafka: _Kafka, start: Offsets, end: Offsets) -> list[KafkaInputPartition]:
-    parts = []
-    for t in sorted(end):
-        new = [p for p in end[t] if p not in start.get(t, {})]
-        # A partition that appeared after `start` was taken is read from its beginning.
-        begin = {**(kafka.earliest(t, [int(p) for p in new]) if new else {}), **start.get(t, {})}
-        for p in sorted(end[t], key=int):
-            s, e = begin[p], end[t][p]
-            if e < s:
-                raise KafkaSourceError(
-                    f"ddkafka: topic {t!r} partition {p}: end offset {e} is before start offset "
-                    f"{s} (was the topic recreated?)"
-                )
-            if e > s:
-                parts.append(KafkaInputPartition(t, int(p), s, e))
-    return parts
-
-
-class KafkaStreamReader(_KafkaUser, DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Micro-batch reader; offsets per topic-partition, admission control by
-    ``maxOffsetsPerTrigger``, and ``Trigger.AvailableNow`` support."""
-
-    def __init__(self, opts: _Options) -> None:
-        self._opts = opts
-        self._target: Optional[Offsets] = None
-
-    def initialOffset(self) -> dict:
-        return self._kafka.resolve(self._opts.starting, "startingOffsets")
-
-    def getDefaultReadLimit(self) -> ReadLimit:
-        if self._opts.max_offsets is not None:
-            return ReadMaxRows(self._opts.max_offsets)
-        return ReadAllAvailable()
-
-    def prepareForTriggerAvailableNow(self) -> None:
-        # Freeze "now": the query stops at these offsets whatever arrives later.
-        self._target = self._kafka.latest_all()
-
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        start = _canonical(start)
-        latest = self._kafka.latest_all(start)
-        begin: Offsets = {}
-        end: Offsets = {}
-        for t in self._opts.topics:
-            begin[t], end[t] = {}, {}
-            known = start.get(t, {})
-            new = [int(p) for p in latest[t] if p not in known]
-            earliest = self._kafka.earliest(t, new) if new else {}
-            for p, hi in latest[t].items():
-                b = known[p] if p in known else earliest[p]
-                if hi < b:
-                    raise KafkaSourceError(
-                        f"ddkafka: topic {t!r} partition {p} ends at offset {hi} on "
-                        f"{self._opts.bootstrap} but the query already read up to {b}: "
-                        f"data was lost or the topic was recreated"
-                    )
-                if self._target is not None:
-                    # availableNow: nothing past the snapshot (new partitions: nothing at all).
-                    hi = min(hi, max(self._target.get(t, {}).get(p, b), b))
-                begin[t][p], end[t][p] = b, hi
-            gone = sorted(set(start.get(t, {})) - set(latest[t]), key=int)
-            if gone:
-                raise KafkaSourceError(
-                    f"ddkafka: topic {t!r} partitions {gone} disappeared from "
-                    f"{self._opts.bootstrap}"
-                )
-        if isinstance(limit, ReadMaxRows):
-            end = _limit(begin, end, limit.max_rows)
-        # Keep partitions of `start` that may be missing from this answer.
-        merged = {t: {**start.get(t, {}), **end.get(t, {})} for t in set(start) | set(end)}
-        return _canonical(merged)
-
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        start, end = _canonical(start), _canonical(end)
-        if start == end:
-            return []
-        return _ranges(self._kafka, start, end)
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaInputPartition)
-        return _read_range(self._opts, partition)
-
-    def commit(self, end: dict) -> None:
-        pass  # Spark's checkpoint holds the offsets; nothing to commit to Kafka
-
-    def stop(self) -> None:
-        self._close()
-
-
-class KafkaBatchReader(_KafkaUser, DataSourceReader):
-    """``spark.read.format("ddkafka")``: one bounded offset range per partition."""
-
-    def __init__(self, opts: _Options) -> None:
-        self._opts = opts
-
-    def partitions(self) -> Sequence[InputPartition]:
-        try:
-            start = self._kafka.resolve(self._opts.starting, "startingOffsets")
-            end = self._kafka.resolve(self._opts.ending, "endingOffsets")
-            return _ranges(self._kafka, start, end)
-        finally:
-            self._close()
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaInputPartition)
-        return _read_range(self._opts, partition)
-
-
-# --------------------------------------------------------------------------
 # Executor side: read one offset range into Arrow
 # --------------------------------------------------------------------------
 
@@ -554,6 +404,7 @@ _idle_consumers: dict[tuple, list] = {}
 
 
 def _checkout(opts: _Options) -> Any:
+    """An idle consumer for these options, or a new one."""
     from confluent_kafka import Consumer
 
     key = (opts.bootstrap, opts.kafka_conf)
@@ -565,6 +416,7 @@ def _checkout(opts: _Options) -> Any:
 
 
 def _checkin(opts: _Options, consumer: Any) -> None:
+    """Keep a healthy consumer for the next task in this worker."""
     with _idle_lock:
         _idle_consumers.setdefault((opts.bootstrap, opts.kafka_conf), []).append(consumer)
 
@@ -596,7 +448,7 @@ def _record_batch(
 
 
 def _stuck_error(
-    consumer: Any, opts: _Options, part: KafkaInputPartition, pos: int
+    consumer: Any, opts: _Options, part: OffsetRange, pos: int
 ) -> KafkaSourceError:
     """Explain why a read made no progress (runs only once a read has failed)."""
     where = f"topic {part.topic!r} partition {part.partition} on {opts.bootstrap}"
@@ -620,7 +472,7 @@ def _stuck_error(
     )
 
 
-def _read_range(opts: _Options, part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
+def _read_range(opts: _Options, part: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Yield the records at offsets ``[part.start, part.end)`` as Arrow batches.
 
     Offsets may have gaps (transaction markers), so the range ends at the

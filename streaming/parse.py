@@ -1,0 +1,297 @@
+"""Micro-batch rows -> input updates and dead letters.
+
+A Spark micro-batch arrives as one Arrow table (Kafka's rows or any
+DataFrame's columns).  :func:`parse_input` turns it into the updates of one
+ddflow input: its fields, a ``time`` and a ``diff`` column, plus the
+message's provenance (topic, partition, offset, value) so that a row that
+cannot become an update, now or later in the driver, becomes a dead letter
+that names where it came from.  One bad message never stops the query.
+
+Field values must fit one column kind (:mod:`ddflow.base.kinds`): times
+and diffs are integers; a data field takes the kind its input already
+holds, else the most common kind in the batch.
+"""
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+
+from ddflow.base.kinds import ARROW_TYPES, KINDS
+
+__all__ = ["DEAD_LETTER_SCHEMA", "PROVENANCE", "InputSpec", "dead_letters", "parse_input"]
+
+#: What a dead-letter sink receives: which input, why, and the message itself (to find or replay it).
+DEAD_LETTER_SCHEMA = pa.schema([("input", pa.string()), ("error", pa.string()), ("topic", pa.string()),
+                                ("partition", pa.int64()), ("offset", pa.int64()), ("value", pa.binary())])
+
+#: Columns :func:`parse_input` adds beside the fields, time and diff: where each row came from.
+PROVENANCE = ("__topic", "__partition", "__offset", "__value")
+
+#: How a dead letter names the JSON type a field needed, per column kind.
+JSON_TYPE_WORDS = {"i": "an integer", "f": "a number", "b": "a boolean", "o": "a string"}
+
+
+@dataclass
+class InputSpec:
+    """How to read one ddflow input from a micro-batch (``StreamingDataflow.input`` builds it)."""
+
+    name: str
+    fields: list[str]
+    format: str = "columns"  # "columns": DataFrame columns; "json": fields of a JSON value column
+    # (with "json", a name that is a column of the DataFrame, e.g. "offset" or "timestamp", is that column)
+    value_column: str = "value"
+    time: str = "offset"
+    diff: str | None = None
+    op: tuple[str, Mapping[Any, int]] | None = None
+    topic: str | None = None  # only rows of this Kafka topic (one query, several inputs)
+    late: str = "dead-letter"  # or "error"
+
+
+def dead_letters(input_name: str, errors: str | list[str], rows: pa.Table) -> pa.Table:
+    """Dead letters (``DEAD_LETTER_SCHEMA``) for ``rows``, which carry the ``PROVENANCE`` columns.
+
+    ``errors`` is one reason for all rows or one per row.  The original
+    message travels along so a dead letter can be found in Kafka or replayed.
+    """
+    n = rows.num_rows
+    errs = errors if isinstance(errors, list) else [errors] * n
+    topic, partition, offset, value = (rows.column(c) for c in PROVENANCE)
+    return pa.table({"input": [input_name] * n, "error": errs, "topic": topic, "partition": partition,
+                     "offset": offset, "value": value}, schema=DEAD_LETTER_SCHEMA)
+
+
+def parse_input(spec: InputSpec, table: pa.Table,
+                kinds: Sequence[str] | None = None) -> tuple[pa.Table, pa.Table | None]:
+    """The rows of one input as fields + ``time`` + ``diff`` + ``PROVENANCE``, and the dead letters.
+
+    ``kinds`` are the column kinds the input already holds (its handle's),
+    so a JSON field keeps one kind across batches.  Messages that do not
+    parse, or whose fields are missing or of the wrong kind, are returned
+    as dead letters (None if there are none).  With ``format="columns"``
+    a missing or mistyped column is the query's bug and raises ``TypeError``.
+    """
+    n = table.num_rows
+    if spec.topic is not None and "topic" in table.column_names:
+        table = table.filter(pc.equal(table.column("topic"), spec.topic))
+        n = table.num_rows
+    names = table.column_names
+    prov = {
+        "__topic": table.column("topic") if "topic" in names else pa.nulls(n, pa.string()),
+        "__partition": table.column("partition").cast(pa.int64()) if "partition" in names else pa.nulls(n, pa.int64()),
+        "__offset": table.column("offset").cast(pa.int64()) if "offset" in names else pa.nulls(n, pa.int64()),
+        "__value": table.column(spec.value_column).cast(pa.binary()) if spec.value_column in names
+        else pa.nulls(n, pa.binary()),
+    }
+    if spec.format == "json":
+        by_field = dict(zip(spec.fields, kinds)) if kinds and len(kinds) == len(spec.fields) else None
+        src, ok, errors = _parse_json(table.column(spec.value_column), spec, n, by_field,
+                                      exclude=[c for c in names if c != spec.value_column])
+    else:
+        src, ok, errors = table, np.ones(n, dtype=bool), [None] * n
+    cols: dict[str, Any] = {}
+    try:
+        for f in spec.fields:
+            cols[f] = _column(src, table, f, spec)
+        cols["time"] = _time_column(src, table, spec.time, spec)
+        cols["diff"] = _diff_column(src, table, spec)
+    except (KeyError, TypeError, ValueError, pa.ArrowInvalid) as e:
+        if spec.format == "columns":
+            raise TypeError(f"input {spec.name!r}: {e}") from e
+        raise
+    # Rows whose fields are missing or of the wrong type are dead letters too.
+    source_names = {"time": spec.time, "diff": spec.diff or (spec.op[0] if spec.op else "diff")}
+    for name, c in cols.items():
+        if c.null_count:
+            nulls = c.is_null().to_numpy(zero_copy_only=False)
+            for i in np.flatnonzero(nulls & ok):
+                errors[i] = f"field {source_names.get(name, name)!r} is missing or null"
+            ok &= ~nulls
+    out = pa.table({**cols, **prov})
+    bad = None
+    if not ok.all():
+        idx = np.flatnonzero(~ok)
+        bad = dead_letters(spec.name, [errors[i] or "malformed" for i in idx], pa.table(prov).take(idx))
+        out = out.filter(pa.array(ok))
+    return out, bad
+
+
+# -- JSON values ----------------------------------------------------------------------------
+
+
+def _json_kind(x: Any) -> str | None:
+    """The column kind of a JSON scalar (None for lists, objects and out-of-range integers).
+
+    Not ``kinds.infer_kind``: a JSON list or object fits no kind here, it is a dead letter.
+    """
+    if isinstance(x, bool):
+        return "b"
+    if isinstance(x, int):
+        return "i" if -(1 << 63) <= x < (1 << 63) else None
+    if isinstance(x, float):
+        return "f"
+    if isinstance(x, str):
+        return "o"
+    return None
+
+
+def _json_arrow_kind(typ: pa.DataType) -> str | None:
+    """The column kind of a type Arrow's JSON reader chose, None if no JSON scalar gives it.
+
+    Not ``kinds.arrow_kind``: the reader turns ISO date strings into
+    timestamps, which must not pass as integers; lists and structs fit no kind.
+    """
+    if pa.types.is_boolean(typ):
+        return "b"
+    if pa.types.is_integer(typ):
+        return "i"
+    if pa.types.is_floating(typ):
+        return "f"
+    if pa.types.is_string(typ):
+        return "o"
+    return None
+
+
+def _wanted_kind(k: str, spec: InputSpec, kinds: Mapping[str, str] | None) -> str | None:
+    """The kind field ``k`` must have: times and diffs are integers, a known field keeps its kind."""
+    if k == spec.time or k == spec.diff:
+        return "i"
+    if kinds and kinds.get(k) in KINDS:
+        return kinds[k]
+    return None
+
+
+def _parse_json(values: pa.ChunkedArray, spec: InputSpec, n: int, kinds: Mapping[str, str] | None = None,
+                exclude: Sequence[str] = ()) -> tuple[pa.Table, np.ndarray, list]:
+    """Parse JSON object values; one bad message never spoils the rest.
+
+    Each field's values must share one kind: times and diffs are integers;
+    a data field has the kind its input already holds (``kinds``) or else the
+    most common kind in this batch (an integer is fine where a number is
+    expected).  Values of any other kind make their message a dead letter.
+    Returns the fields' columns, which rows are fine, and each bad row's reason.
+    """
+    vals = values.to_pylist()
+    wanted = list(dict.fromkeys([*spec.fields, spec.time, *([spec.diff] if spec.diff else []),
+                                 *([spec.op[0]] if spec.op else [])]))
+    # Names of the message's own columns (Kafka's offset, timestamp, ...) come from those columns.
+    wanted = [k for k in wanted if k not in exclude]
+    fast = _parse_json_arrow(vals, wanted, spec, kinds)
+    if fast is not None:
+        return fast, np.ones(n, dtype=bool), [None] * n
+    records: list[dict] = []
+    ok = np.ones(n, dtype=bool)
+    errors: list[str | None] = [None] * n
+    for i, v in enumerate(vals):
+        try:
+            if v is None:
+                raise ValueError("null value")
+            obj = json.loads(v)
+            if not isinstance(obj, dict):
+                raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+            records.append({k: obj.get(k) for k in wanted})
+        except (ValueError, UnicodeDecodeError) as e:
+            ok[i] = False
+            errors[i] = f"unparseable JSON: {e}"
+            records.append({k: None for k in wanted})
+    cols = {}
+    for k in wanted:
+        col = [r[k] for r in records]
+        got = [None if x is None else _json_kind(x) for x in col]
+        want = _wanted_kind(k, spec, kinds)
+        if want is None:
+            present = [g for g in got if g is not None]
+            want = max(set(present), key=present.count) if present else "o"
+        arr = []
+        for i, (x, g) in enumerate(zip(col, got)):
+            if x is not None and g != want and not (want == "f" and g == "i"):
+                if ok[i]:
+                    ok[i] = False
+                    errors[i] = (f"field {k!r} has value {x!r}, outside the 64-bit integer range" if g is None and
+                                 isinstance(x, int) else f"field {k!r} has value {x!r} of type {type(x).__name__}, "
+                                 f"expected {JSON_TYPE_WORDS[want]}")
+                x = None
+            arr.append(x)
+        cols[k] = pa.array(arr, ARROW_TYPES[want])
+    return pa.table(cols) if cols else pa.table({"_": pa.nulls(n)}), ok, errors
+
+
+def _parse_json_arrow(vals: list, wanted: list[str], spec: InputSpec,
+                      kinds: Mapping[str, str] | None) -> pa.Table | None:
+    """All messages at once with Arrow's JSON reader, or None if any message needs a closer look.
+
+    The common batch (every message a JSON object with every field, of the
+    right kind) never touches Python per message; anything else falls back
+    to the per-message parser, which finds the culprits for the dead letters.
+    """
+    if not vals or any(v is None or b"\n" in v for v in vals):
+        return None
+    buf = b"\n".join(vals)
+    try:
+        t = pa_json.read_json(io.BytesIO(buf), read_options=pa_json.ReadOptions(
+            use_threads=False, block_size=max(len(buf) + 1, 1 << 16)))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    if t.num_rows != len(vals):
+        return None
+    cols = {}
+    for k in wanted:
+        if k not in t.column_names:
+            return None
+        c = t.column(k)
+        if c.null_count:
+            return None
+        kind = _json_arrow_kind(c.type)
+        if kind is None:
+            return None
+        want = _wanted_kind(k, spec, kinds) or kind
+        if kind != want and not (want == "f" and kind == "i"):
+            return None
+        cols[k] = c.cast(ARROW_TYPES[want])
+    return pa.table(cols)
+
+
+# -- columns --------------------------------------------------------------------------------
+
+
+def _column(src: pa.Table, table: pa.Table, name: str, spec: InputSpec) -> pa.ChunkedArray | pa.Array:
+    """Field ``name`` from the parsed JSON fields, else from the micro-batch's own columns."""
+    if name in src.column_names:
+        return src.column(name)
+    if name in table.column_names:
+        return table.column(name)
+    raise KeyError(f"input {spec.name!r}: no field {name!r} (columns: {table.column_names})")
+
+
+def _time_column(src: pa.Table, table: pa.Table, name: str, spec: InputSpec) -> pa.Array:
+    """Data times as int64: integers as they are, timestamps in microseconds since the epoch."""
+    c = _column(src, table, name, spec)
+    if pa.types.is_timestamp(c.type):
+        # Data times in microseconds since the epoch, whatever the timestamp unit.
+        c = c.cast(pa.timestamp("us")).cast(pa.int64())
+    elif not pa.types.is_integer(c.type):
+        if pa.types.is_null(c.type):
+            return pa.nulls(len(c), pa.int64())
+        raise TypeError(f"input {spec.name!r}: time field {name!r} has type {c.type}, expected integers or timestamps")
+    return c.cast(pa.int64())
+
+
+def _diff_column(src: pa.Table, table: pa.Table, spec: InputSpec) -> pa.Array:
+    """Diffs as int64: from an op field through its mapping (unmapped ops are null), a diff field, or +1."""
+    n = src.num_rows
+    if spec.op is not None:
+        field_name, mapping = spec.op
+        raw = _column(src, table, field_name, spec).to_pylist()
+        return pa.array([mapping.get(v) for v in raw], pa.int64())
+    if spec.diff is not None:
+        c = _column(src, table, spec.diff, spec)
+        if not pa.types.is_integer(c.type) and not pa.types.is_null(c.type):
+            raise TypeError(f"input {spec.name!r}: diff field {spec.diff!r} has type {c.type}, expected integers")
+        return c.cast(pa.int64())
+    return pa.array(np.ones(n, dtype=np.int64))
