@@ -13,11 +13,9 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import ddflow
 import oracle as O
 from oracle import int_rows, nonneg_schedules, run_scenario, schedules
-
-import ddflow
-
 
 
 def examples(n: int) -> settings:
@@ -253,7 +251,7 @@ def test_nested_iterate_with_count(schedule):
 
 def parity_dataflow(roots, edges):
     """Nodes reachable from a root by a path of even length, and of odd length."""
-    scope = roots.flow.iterative("parity")
+    scope = roots.iterative("parity")
     even = ddflow.Variable(scope, roots)
     odd = ddflow.Variable(scope, roots.filter(lambda r: False))
     even.set(odd.join(edges).map(lambda t: (t[1],)).concat(roots).distinct())

@@ -8,17 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.lattice import (
+from ddflow.base.lattice import (
     Antichain,
     MutableAntichain,
     advance_by,
     as_time,
     as_times,
-    join,
+    glb,
     less_equal,
     less_than,
     lex_order,
-    meet,
+    lub,
     minimal,
 )
 
@@ -76,7 +76,7 @@ def test_join_meet_le_match_reference(dt, data):
     other = data.draw(times_of(d, len(ts), len(ts)))
     a = np.array(ts, dtype=np.int64)
     b = np.array(other, dtype=np.int64)
-    j, m, le, lt = join(a, b), meet(a, b), less_equal(a, b), less_than(a, b)
+    j, m, le, lt = lub(a, b), glb(a, b), less_equal(a, b), less_than(a, b)
     for i, (x, y) in enumerate(zip(ts, other)):
         assert tuple(j[i]) == tuple(max(p, q) for p, q in zip(x, y))
         assert tuple(m[i]) == tuple(min(p, q) for p, q in zip(x, y))
@@ -150,11 +150,11 @@ def test_antichain_insert_meet_dominates(dt, data):
     d, ts = dt
     other = data.draw(times_of(d, 1, 6))
     a, b = Antichain(ts, depth=d), Antichain(other, depth=d)
-    assert {tuple(e) for e in a.meet(b)} == ref_minimal(ts + other)
+    assert {tuple(e) for e in a.glb(b)} == ref_minimal(ts + other)
     assert {tuple(e) for e in a.insert(other[0])} == ref_minimal(ts + [other[0]])
     # a <= b as frontiers iff every element of b is beyond some element of a.
     assert a.dominates(b) == all(any(ref_le(x, y) for x in ts) for y in other)
-    assert a.meet(b).dominates(a) and a.meet(b).dominates(b)
+    assert a.glb(b).dominates(a) and a.glb(b).dominates(b)
     assert a == Antichain(list(reversed(ts)), depth=d)
     assert hash(a) == hash(Antichain(list(reversed(ts)), depth=d))
 
@@ -183,7 +183,7 @@ def test_antichain_errors_name_the_problem():
     with pytest.raises(ValueError, match="mixed time depths"):
         Antichain([(1, 2)], depth=3)
     with pytest.raises(ValueError, match="mixed time depths"):
-        Antichain([1]).meet(Antichain([(1, 2)]))
+        Antichain([1]).glb(Antichain([(1, 2)]))
     with pytest.raises(ValueError, match="mixed time depths"):
         Antichain([1]).dominates(Antichain([(1, 2)]))
     with pytest.raises(ValueError, match="expected depth 2"):

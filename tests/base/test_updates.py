@@ -11,18 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.interner import Interner
-from ddflow.updates import (
-    Updates,
-    check_diffs,
-    consolidate,
-    from_arrow,
-    from_rows,
-    group_starts,
-    infer_kind,
-    pack_keys,
-    sort_order,
-)
+from ddflow.base.consolidate import consolidate, group_starts, pack_keys, sort_order
+from ddflow.base.interner import Interner
+from ddflow.base.kinds import infer_kind
+from ddflow.base.updates import Updates, check_diffs, from_arrow, from_rows
 
 # -- references --------------------------------------------------------------------------
 

@@ -13,11 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import ddflow
 import oracle as O
 from oracle import int_rows, run_scenario, schedules
-
-import ddflow
-
 
 
 def examples(n: int) -> settings:

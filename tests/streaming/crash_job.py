@@ -65,7 +65,7 @@ def _both(built):
 def run(spark: Any, bootstrap: str, topic: str, out_prefix: str, work: str, max_offsets: int = 10,
         fault: tuple[str, int] | None = None) -> list[int]:
     """Run the job to completion (availableNow); the batch ids it processed."""
-    from ddflow.streaming.kafka_source import FORMAT
+    from ddflow.streaming.kafka.source import FORMAT
 
     stream = make_stream(bootstrap, out_prefix, work)
     if fault is not None:

@@ -16,15 +16,8 @@ from ddflow.streaming.broker import (
     produce,
     produce_transactional,
 )
-from ddflow.streaming.kafka_source import (
-    FORMAT,
-    KafkaInputPartition,
-    KafkaSourceError,
-    _limit,
-    _Options,
-    _read_range,
-    register,
-)
+from ddflow.streaming.kafka.client import KafkaSourceError, _limit, _Options, _read_range
+from ddflow.streaming.kafka.source import FORMAT, KafkaInputPartition, register
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 

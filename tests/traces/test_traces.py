@@ -1,4 +1,4 @@
-"""Trie batches, the fueled spine, traces, readers and cursors."""
+"""Trie batches, the fueled spine, traces, readers and views."""
 from __future__ import annotations
 
 import io
@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ddflow.traces.spine as spine_mod
-from ddflow.interner import Interner
-from ddflow.lattice import Antichain, advance_by
+from ddflow.base.interner import Interner
+from ddflow.base.lattice import Antichain, advance_by
+from ddflow.base.updates import Updates, from_rows
 from ddflow.traces import Batch, Description, Trace
 from ddflow.traces.spine import Merging
-from ddflow.updates import Updates, from_rows
 
 # -- helpers --------------------------------------------------------------------------------
 
@@ -124,7 +124,7 @@ def _accumulate_matrix(rows: list, times: np.ndarray, diffs: np.ndarray, index: 
 def check_trace_against(trace: Trace, raw: list, rng: np.random.Generator | None = None) -> int:
     """For every g >= the compaction frontier, the trace's contents equal the raw updates' sums."""
     depth = trace.depth
-    cur = trace.cursor()
+    cur = trace.view()
     since = trace.compaction_frontier()
     f = cur.batch.flatten()
     t_rows = list(zip(*(c.tolist() for c in f.cols))) if len(f) else []
@@ -140,7 +140,7 @@ def check_trace_against(trace: Trace, raw: list, rng: np.random.Generator | None
         bad = np.argwhere(got != want)[0]
         row = sorted(index)[bad[0]]
         raise AssertionError(f"{row} at {tuple(G[bad[1]])}: trace {got[tuple(bad)]}, raw {want[tuple(bad)]} (since {since})")
-    # And through the cursor's own accumulate, against a plain dict, at a few of them.
+    # And through the view's own accumulate, against a plain dict, at a few of them.
     rng = rng if rng is not None else np.random.default_rng(0)
     for g in G[rng.choice(len(G), size=min(4, len(G)), replace=False)] if len(G) else []:
         g = tuple(g.tolist())
@@ -194,10 +194,10 @@ def test_roadmap_example_trace(frontier):
     assert _decode(interner, b.flatten()) == ROADMAP_EXPECT[frontier]
     b_code = interner.code("b")
     if frontier in (((1, 2), (2, 0)), ((1, 1),)):
-        assert b_code not in tr.cursor().keys().tolist()  # a key whose updates cancel disappears
+        assert b_code not in tr.view().keys().tolist()  # a key whose updates cancel disappears
     else:
         c_code = interner.code("c")
-        assert tr.cursor().history(b_code, (c_code,)) == [((0, 1), 1), ((1, 1), -1)]
+        assert tr.view().history(b_code, (c_code,)) == [((0, 1), 1), ((1, 1), -1)]
 
 
 # -- batches ----------------------------------------------------------------------------------
@@ -486,21 +486,21 @@ def test_trace_equivalence_through_default_fueled_merges():
         if step in (13, 27):
             check_spine(tr)
             since = tr.compaction_frontier().elements[0, 0]
-            cur = tr.cursor()
+            cur = tr.view()
             for g in range(since, step * 10 + 12, 7):
                 assert cur.accumulate(g) == ref_accumulate(raw, (g,))
     assert saw_merging >= 5, "the fueled Merging path was not exercised"
     check_spine(tr)
     since = int(tr.compaction_frontier().elements[0, 0])
-    cur = tr.cursor()
+    cur = tr.view()
     for g in [since, since + 1, since + 7, 400, 401]:
         assert cur.accumulate(g) == ref_accumulate(raw, (g,))
-    # Seeking a set of keys sees the same updates as the full cursor.
+    # Seeking a set of keys sees the same updates as the full view.
     keys = np.array([0, 5, 17, 399, 1000])
     q, found = tr.seek(keys)
     assert sorted(set(keys[q].tolist())) == sorted(k for k in keys.tolist() if k in set(cur.keys().tolist()))
     assert np.array_equal(keys[q], found.cols[0])
-    sub = tr.cursor(keys)
+    sub = tr.view(keys)
     assert sub.accumulate(401) == {r: d for r, d in ref_accumulate(raw, (401,)).items() if r[0] in set(keys.tolist())}
     assert sub.accumulate(401, key=5) == {r: d for r, d in ref_accumulate(raw, (401,)).items() if r[0] == 5}
 
@@ -603,10 +603,10 @@ def test_reader_errors():
         fast.set_logical_compaction(Antichain([(4, 4)]))
     fast.set_logical_compaction(Antichain([3]))  # standing still is fine
     lag.drop()
-    for use in (lambda: lag.cursor(), lambda: lag.seek(np.array([7])), lambda: lag.set_logical_compaction(Antichain([5]))):
+    for use in (lambda: lag.view(), lambda: lag.seek(np.array([7])), lambda: lag.set_logical_compaction(Antichain([5]))):
         with pytest.raises(ValueError, match="reader handle was dropped"):
             use()
-    assert fast.cursor().accumulate(3) == {(8,): 1}
+    assert fast.view().accumulate(3) == {(8,): 1}
     tr.compact()
     with pytest.raises(ValueError, match="behind the trace's compaction frontier"):
         tr.reader(Antichain([1]))
@@ -657,14 +657,14 @@ def test_mixed_depth_errors_elsewhere():
         from_rows([(1,)], 0, [0.5], Interner())
 
 
-# -- cursors ------------------------------------------------------------------------------------------
+# -- views ------------------------------------------------------------------------------------------
 
 
-def test_cursor_values_history_accumulate():
+def test_view_values_history_accumulate():
     tr = Trace(("i", "i"), 1)
     tr.insert_updates(upd([(1, 10), (1, 11), (2, 10), (1, 10)], [0, 1, 1, 2], [1, 1, 1, -1]), upper=Antichain([3]))
     tr.insert_updates(upd([(1, 12), (3, 10)], [3, 4], [2, 1]), upper=Antichain([5]))
-    c = tr.cursor()
+    c = tr.view()
     assert c.keys().tolist() == [1, 2, 3]
     assert c.values(1) == [(10,), (11,), (12,)]
     assert c.values(9) == []
@@ -673,7 +673,7 @@ def test_cursor_values_history_accumulate():
     assert c.accumulate(1) == {(1, 10): 1, (1, 11): 1, (2, 10): 1}
     assert c.accumulate(4) == {(1, 11): 1, (2, 10): 1, (1, 12): 2, (3, 10): 1}
     assert c.accumulate(4, key=1) == {(1, 11): 1, (1, 12): 2}
-    sub = tr.cursor(np.array([3, 1, 3]))
+    sub = tr.view(np.array([3, 1, 3]))
     assert sub.keys().tolist() == [1, 3]
     q, u = tr.seek(np.array([2, 4]))
     assert q.tolist() == [0] and u.cols[0].tolist() == [2] and u.cols[1].tolist() == [10]

@@ -16,12 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import oracle as O
-from oracle import int_rows, nonneg_schedules, run_scenario, schedules
-
 import ddflow
-from ddflow.exchange import partition, route
-from ddflow.updates import Updates
+import oracle as O
+from ddflow.base.updates import Updates
+from ddflow.workers.exchange import partition, route
+from oracle import int_rows, nonneg_schedules, run_scenario, schedules
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,0 +1,79 @@
+"""Every specialised reduce tactic against the reference (the general tactic), on random update streams.
+
+The tactic contract (``ddflow.operators.reduce.tactic``) fixes the output
+at every complete time, so two tactics that keep it emit the same
+consolidated output changes.  Each example runs one dataflow per tactic on
+the same schedule (many data times per advance) and compares their
+changes after every run.
+"""
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ddflow
+from ddflow.operators.reduce import CountLogic, DistinctLogic, ThresholdLogic, choose_tactic
+from ddflow.operators.reduce.general import GeneralTactic
+from ddflow.operators.reduce.iterate import LoopTactic
+from ddflow.operators.reduce.total import TotalTactic
+from oracle import int_rows, schedules
+
+LOGICS = {
+    "count": CountLogic,
+    "distinct": DistinctLogic,
+    "threshold": lambda: ThresholdLogic(lambda c: c * c if c > 0 else -1),
+}
+
+
+def _top_level(x, logic, tactic):
+    return x._reduce_arranged(x.arrange(), logic, tactic=tactic)
+
+
+def _in_loop(x, logic, tactic):
+    """A loop whose body reduces at times (t, i): keys halve each round, so it converges."""
+    if isinstance(logic, CountLogic):
+        def body(v):
+            halved = v.map(lambda r: (r[0] // 2,)).concat(x.project(0))
+            return halved._reduce_arranged(halved.arrange(), CountLogic(), tactic=tactic).project(0)
+        seed = x.project(0)
+    else:
+        def body(v):
+            halved = v.map(lambda r: (r[0] // 2,)).concat(x)
+            return halved._reduce_arranged(halved.arrange(), logic, tactic=tactic)
+        seed = x
+    return seed.iterate(body, max_iterations=64)
+
+
+def _run(build, logic_name, tactic, schedule):
+    flow = ddflow.Dataflow()
+    x_in, x = flow.new_collection("x", schema=("i",))
+    cap = build(x, LOGICS[logic_name](), tactic).capture()
+    seen = []
+    for ups, frontier in schedule:
+        for _, row, t, d in ups:
+            x_in.update([row], times=t, diffs=d)
+        flow.advance_to(frontier)
+        flow.run()
+        seen.append(cap.changes())
+    return seen
+
+
+def test_the_reference_accepts_everything_and_each_tactic_only_its_cases():
+    for name, make in LOGICS.items():
+        logic = make()
+        assert choose_tactic(logic, 1) is TotalTactic and choose_tactic(logic, 2) is LoopTactic
+        assert choose_tactic(logic, 3) is GeneralTactic
+        assert GeneralTactic.accepts(logic, 1) and not TotalTactic.accepts(logic, 2) and not LoopTactic.accepts(logic, 1)
+
+
+@settings(max_examples=60)
+@given(logic=st.sampled_from(sorted(LOGICS)), schedule=schedules({"x": int_rows(1, 0, 7)}, max_updates=30))
+def test_total_tactic_matches_the_reference(logic, schedule):
+    assert _run(_top_level, logic, TotalTactic, schedule) == _run(_top_level, logic, GeneralTactic, schedule)
+
+
+@settings(max_examples=40)
+@given(logic=st.sampled_from(["count", "distinct"]),
+       schedule=schedules({"x": int_rows(1, 0, 15)}, max_updates=20, diffs=(1, 1, 1, -1)))
+def test_loop_tactic_matches_the_reference(logic, schedule):
+    assert _run(_in_loop, logic, LoopTactic, schedule) == _run(_in_loop, logic, GeneralTactic, schedule)
