@@ -48,7 +48,7 @@ def test_the_package_root_is_lazy():
     mods = loaded_after("import ddflow")
     assert [m for m in mods if m.startswith("ddflow.")] == [], "import ddflow should load no submodule"
     heavy = loaded_after("import ddflow; ddflow.Dataflow")
-    for name in ("pyspark", "confluent_kafka", "ddflow.streaming", "ddflow.workers.pool"):
+    for name in ("pyspark", "confluent_kafka", "numba", "ddflow.streaming", "ddflow.workers.pool"):
         assert name not in heavy, f"using ddflow.Dataflow loaded {name}"
 
 

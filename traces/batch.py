@@ -23,7 +23,8 @@ from typing import BinaryIO, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ddflow.base.consolidate import consolidate, row_changes, starts_of
+from ddflow.base.consolidate import consolidate
+from ddflow.base.kernels import kernels, key_matrix
 from ddflow.base.lattice import Antichain, advance_by
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError, UsageError
@@ -134,18 +135,8 @@ class Batch:
         if n == 0:
             return cls.empty(u.kinds, u.depth, desc, key.dtype, [v.dtype for v in vals])
         off = offset_dtype(n)
-        kchange = row_changes([key])
-        kstarts = starts_of(kchange)
-        if not vals or len(kstarts) == n:
-            vstarts = kstarts  # key-only, or one update per key: one value row per key
-            key_offs = np.arange(len(kstarts) + 1, dtype=off)
-        else:
-            vchange = row_changes(vals, out=kchange.copy())
-            vstarts = starts_of(vchange)
-            # Position of each key's first value row among the value rows.
-            key_offs = np.empty(len(kstarts) + 1, dtype=off)
-            key_offs[:-1] = np.searchsorted(vstarts, kstarts)
-            key_offs[-1] = len(vstarts)
+        kstarts, vstarts, key_offs = kernels().trie_starts(key_matrix(u.cols))
+        key_offs = key_offs.astype(off)
         val_offs = np.empty(len(vstarts) + 1, dtype=off)
         val_offs[:-1] = vstarts
         val_offs[-1] = n

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ddflow.base.columnar import ranges
+from ddflow.base.kernels import kernels
 from ddflow.base.consolidate import consolidate
 from ddflow.base.lattice import Antichain, MutableAntichain, as_time
 from ddflow.base.updates import Updates
@@ -198,31 +198,22 @@ class TraceHandle:
 def seek(batches: list[Batch], keys: np.ndarray, kinds: tuple[str, ...], depth: int) -> tuple[np.ndarray, Updates]:
     """Every update of the sorted unique ``keys`` in ``batches``, and for each the index of its key.
 
-    One vectorized ``searchsorted`` per batch; the result is grouped by
-    batch, not sorted (callers consolidate when they need order).
+    One compiled kernel call per batch (:func:`ddflow.base.kernels._seek`)
+    and one gather per column; the result is grouped by batch, not sorted
+    (callers consolidate when they need order).
     Cost: O(k log n) per batch of n keys for k query keys, plus O(output).
     """
     qparts: list[np.ndarray] = []
     uparts: list[Updates] = []
+    seek_batch = kernels().seek
     for b in batches:
         if not len(b.keys) or not len(keys):
             continue
-        pos = np.searchsorted(b.keys, keys)
-        np.minimum(pos, len(b.keys) - 1, out=pos)
-        hit = b.keys[pos] == keys
-        if not hit.any():
+        q, vrow, urow = seek_batch(b.keys, b.key_offs, b.val_offs, keys)
+        if not len(q):
             continue
-        kpos = pos[hit]
-        q = np.flatnonzero(hit)
-        v0, v1 = b.key_offs[kpos], b.key_offs[kpos + 1]
-        vrows = ranges(v0, v1)
-        u0, u1 = b.val_offs[vrows], b.val_offs[vrows + 1]
-        ucount = u1 - u0
-        urows = ranges(u0, u1)
-        qu = np.repeat(np.repeat(q, v1 - v0), ucount)
-        vals = tuple(np.repeat(v[vrows], ucount) for v in b.vals)
-        qparts.append(qu)
-        uparts.append(Updates((keys[qu], *vals), b.times[urows], b.diffs[urows], b.kinds))
+        qparts.append(q)
+        uparts.append(Updates((keys[q], *(v[vrow] for v in b.vals)), b.times[urow], b.diffs[urow], b.kinds))
     if not uparts:
         return np.zeros(0, dtype=np.int64), Updates.empty(kinds, depth)
     return np.concatenate(qparts), Updates.concat(uparts)

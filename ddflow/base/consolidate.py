@@ -1,8 +1,9 @@
 """Consolidation: sort by (data, time), add up the diffs of equal pairs, drop zeros.
 
-The workhorse of the whole system, so it packs all sort columns into a
-single int64 key whenever their value ranges allow and falls back to
-``lexsort`` otherwise.
+The workhorse of the whole system: one compiled kernel
+(:mod:`ddflow.base.kernels`) for every size.  The vectorized group helpers
+here (``pack_keys``, ``group_starts``, ``row_changes``) serve operators
+that group sorted columns themselves.
 """
 from __future__ import annotations
 
@@ -10,52 +11,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ddflow.base.kernels import consolidate_rows, key_matrix
 from ddflow.base.updates import Updates
-
-#: Below this many rows sorting skips key packing (fixed per-call costs dominate).
-SMALL_SORT = 64
-
-
-def sort_order(
-    cols: Sequence[np.ndarray], times: np.ndarray | None = None, runs: bool = False
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """Permutation sorting lexicographically by ``cols`` then ``times``.
-
-    Returns the permutation and, when every column packs into one int64
-    key, that packed key in sorted order (callers use it to find groups
-    without comparing columns one by one).  ``runs`` says the input is a
-    concatenation of a few sorted runs (a merge): a stable sort then
-    merges the runs in linear time instead of sorting from scratch.
-    Cost: O(n log n) (O(n) for ``runs``) plus O(n) per column to pack.
-
-    >>> order, packed = sort_order([np.array([3, 1, 2])])
-    >>> order.tolist(), packed.tolist()
-    ([1, 2, 0], [1, 2, 3])
-    """
-    keys = list(cols)
-    if times is not None:
-        keys.extend(times[:, j] for j in range(times.shape[1]))
-    if not keys:
-        return np.zeros(0, dtype=np.int64), None
-    n = len(keys[0])
-    if n <= SMALL_SORT and len(keys) > 1:
-        # Packing costs a dozen numpy calls; on a few rows lexsort is cheaper, runs or not.
-        return np.lexsort(keys[::-1]), None
-    packed = pack_keys(keys)
-    kind = "stable" if runs else None
-    if packed is not None:
-        order = np.argsort(packed, kind=kind)
-        return order, packed[order]
-    if len(keys) == 1:
-        return np.argsort(keys[0], kind=kind), None
-    if runs:
-        # A structured view compares field by field; timsort merges the runs.
-        rec = np.empty(n, dtype=[(f"k{i}", k.dtype) for i, k in enumerate(keys)])
-        for i, k in enumerate(keys):
-            rec[f"k{i}"] = k
-        return np.argsort(rec, kind="stable"), None
-    return np.lexsort(keys[::-1]), None
-
 
 def pack_keys(keys: Sequence[np.ndarray]) -> np.ndarray | None:
     """One order-preserving int64 per row if the integer columns' ranges fit in 63 bits.
@@ -146,8 +103,12 @@ def starts_of(change: np.ndarray) -> np.ndarray:
 def consolidate(u: Updates, runs: bool = False) -> Updates:
     """Sort by (data, time), add up diffs of equal (data, time), drop zeros.
 
-    ``runs``: the input is a few sorted runs (see :func:`sort_order`).
-    Cost: O(n log n) for n updates (one sort, O(n) for ``runs``), vectorized.
+    One compiled kernel (:func:`ddflow.base.kernels.consolidate_rows`) for
+    every size; ``runs`` is accepted for callers that know their input is a
+    few sorted runs, which the kernel's natural merge sort finds by itself.
+    A sum of diffs past int64 is a :class:`~ddflow.errors.SchemaError`.
+    Cost: O(n log n) for n updates, O(n) for a few sorted runs; no numpy
+    call per group.
 
     >>> from ddflow.base.interner import Interner
     >>> from ddflow.base.updates import from_rows
@@ -159,30 +120,5 @@ def consolidate(u: Updates, runs: bool = False) -> Updates:
     n = len(u)
     if n == 0:
         return u
-    order, packed = sort_order(u.cols, u.times, runs)
-    if packed is not None:
-        # Groups come from the packed key alone: gather the columns once, at the end.
-        starts = group_starts((), packed)
-        diffs = u.diffs[order]
-        if len(starts) == n:
-            sel, sums = order, diffs
-        else:
-            sums = np.add.reduceat(diffs, starts)
-            sel = order[starts]
-        keep = sums != 0
-        if not keep.all():
-            sel, sums = sel[keep], sums[keep]
-        return Updates(tuple(c[sel] for c in u.cols), u.times[sel], sums, u.kinds)
-    cols = tuple(c[order] for c in u.cols)
-    times = u.times[order]
-    diffs = u.diffs[order]
-    starts = group_starts(list(cols) + [times[:, j] for j in range(times.shape[1])])
-    if len(starts) == n:
-        keep = diffs != 0
-        if keep.all():
-            return Updates(cols, times, diffs, u.kinds)
-        return Updates(tuple(c[keep] for c in cols), times[keep], diffs[keep], u.kinds)
-    sums = np.add.reduceat(diffs, starts)
-    keep = sums != 0
-    idx = starts[keep]
-    return Updates(tuple(c[idx] for c in cols), times[idx], sums[keep], u.kinds)
+    sel, sums = consolidate_rows(key_matrix(u.cols, u.times), u.diffs)
+    return Updates(tuple(c[sel] for c in u.cols), u.times[sel], sums, u.kinds)

@@ -1,0 +1,329 @@
+"""Compiled kernels for the hot paths: one numba function per job, one code path for all sizes.
+
+A numpy call on a tiny array costs 2-3 us of fixed overhead, and a single
+update touches each operator with a handful of rows dozens of times; a
+numba call with a few array arguments costs well under a microsecond.
+So the inner loops that every update goes through (sorting and
+consolidating, seeking keys in a trace batch) are written here as plain
+loops over arrays and compiled with ``@njit(cache=True, nogil=True)``.
+
+Compilation is lazy: nothing is compiled (or even imported from numba)
+until a kernel is first called, never at ``import ddflow``; compiled code
+is cached on disk next to this file, so only the first run on a machine
+pays for it.  ``DDFLOW_JIT=0`` runs the same functions as plain Python
+(slow; for debugging and for checking the kernels against themselves).
+
+Each kernel states its contract and cost, and ``tests/base/test_kernels.py``
+checks it against a plain numpy reference on random inputs (empty and
+single-row ones included).  Diff arithmetic is checked: a sum past int64
+is reported, never wrapped.
+
+Keys are int64.  Float columns enter through :func:`float_keys`, an
+order-preserving map to int64 in which every NaN is one value (above
+every number) and -0.0 equals 0.0.
+"""
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import numpy as np
+
+from ddflow.errors import SchemaError
+
+_INT64_SIGN = np.int64(0x7FFFFFFFFFFFFFFF)
+
+
+def float_keys(col: np.ndarray) -> np.ndarray:
+    """Float64 values as int64 keys in the same order; all NaNs one key (last), -0.0 == 0.0.  O(n).
+
+    >>> float_keys(np.array([1.5, -2.0, 0.0, -0.0])).argsort().tolist()
+    [1, 2, 3, 0]
+    """
+    c = np.where(col == 0.0, 0.0, col)  # -0.0 -> 0.0
+    c = np.where(np.isnan(c), np.nan, c)  # one NaN bit pattern
+    bits = c.view(np.int64)
+    return bits ^ ((bits >> 63) & _INT64_SIGN)
+
+
+def key_matrix(cols, times: np.ndarray | None = None) -> np.ndarray:
+    """The sort key of each row as an ``(n, m)`` int64 matrix: the columns, then the time coordinates."""
+    n = len(times) if times is not None else len(cols[0])
+    m = len(cols) + (times.shape[1] if times is not None else 0)
+    out = np.empty((n, m), dtype=np.int64)
+    for j, c in enumerate(cols):
+        out[:, j] = float_keys(c) if c.dtype.kind == "f" else c
+    if times is not None:
+        out[:, len(cols):] = times
+    return out
+
+
+# -- the kernels, as plain Python over arrays ---------------------------------------------------------
+
+
+def _row_less(K, a, b):
+    for j in range(K.shape[1]):
+        x, y = K[a, j], K[b, j]
+        if x != y:
+            return x < y
+    return False
+
+
+def _sort_rows(K):
+    """Stable permutation sorting the rows of ``K`` lexicographically.
+
+    When the columns' ranges fit in 62 bits they are packed into one int64
+    per row first, so rows compare as single integers.  Then a natural
+    merge sort: ascending runs are found in one pass and merged pairwise,
+    so input that is a few sorted runs (a trace merge) costs O(n), and any
+    input O(n log n) (times m compares per row without packing).
+    """
+    n, m = K.shape
+    if m == 0 or n <= 1:
+        return np.arange(n)
+    lo = np.empty(m, dtype=np.int64)
+    span = np.empty(m, dtype=np.int64)
+    bits = 0
+    fits = True
+    for j in range(m):
+        a = K[0, j]
+        b = K[0, j]
+        for i in range(1, n):
+            v = K[i, j]
+            if v < a:
+                a = v
+            elif v > b:
+                b = v
+        lo[j] = a
+        # b - a would overflow when the column spans most of int64: then it does not fit anyway.
+        if a < 0 and b > a + 0x3FFFFFFFFFFFFFFF:
+            fits = False
+            break
+        s = b - a + 1
+        span[j] = s
+        w = 0
+        t = s - 1
+        while t > 0:
+            w += 1
+            t >>= 1
+        bits += max(w, 1)
+        if bits > 62:
+            fits = False
+            break
+    if fits and m > 1:
+        P = np.empty((n, 1), dtype=np.int64)
+        for i in range(n):
+            p = K[i, 0] - lo[0]
+            for j in range(1, m):
+                p = p * span[j] + (K[i, j] - lo[j])
+            P[i, 0] = p
+        K = P
+    # Runs: maximal ascending stretches of the input.
+    bounds = np.empty(n + 1, dtype=np.int64)
+    nruns = 1
+    bounds[0] = 0
+    for i in range(1, n):
+        if _row_less(K, i, i - 1):
+            bounds[nruns] = i
+            nruns += 1
+    bounds[nruns] = n
+    src = np.arange(n)
+    dst = np.empty(n, dtype=np.int64)
+    while nruns > 1:
+        out = 0
+        r = 0
+        while r < nruns:
+            i = bounds[r]
+            if r + 1 == nruns:  # an odd run out: copied as it is
+                for k in range(i, n):
+                    dst[k] = src[k]
+                bounds[out] = i
+                out += 1
+                break
+            mid, hi = bounds[r + 1], bounds[r + 2]
+            a, b, k = i, mid, i
+            while a < mid and b < hi:
+                if _row_less(K, src[b], src[a]):
+                    dst[k] = src[b]
+                    b += 1
+                else:
+                    dst[k] = src[a]
+                    a += 1
+                k += 1
+            while a < mid:
+                dst[k] = src[a]
+                a += 1
+                k += 1
+            while b < hi:
+                dst[k] = src[b]
+                b += 1
+                k += 1
+            bounds[out] = i
+            out += 1
+            r += 2
+        bounds[out] = n
+        nruns = out
+        src, dst = dst, src
+    return src
+
+
+def _consolidate(K, diffs):
+    """Consolidation of rows ``K`` (data then time) with ``diffs``.
+
+    Returns ``(sel, sums, overflow)``: ``sel`` the index (into the input)
+    of one row of each group of equal rows with a nonzero sum, in sorted
+    order; ``sums`` those sums; ``overflow`` True if a sum left int64 (then
+    the other results are meaningless).  O(n log n) for n rows.
+    """
+    n = K.shape[0]
+    order = _sort_rows(K)
+    sel = np.empty(n, dtype=np.int64)
+    sums = np.empty(n, dtype=np.int64)
+    out = 0
+    i = 0
+    m = K.shape[1]
+    while i < n:
+        r = order[i]
+        s = diffs[r]
+        j = i + 1
+        while j < n:
+            q = order[j]
+            same = True
+            for c in range(m):
+                if K[q, c] != K[r, c]:
+                    same = False
+                    break
+            if not same:
+                break
+            d = diffs[q]
+            t = s + d
+            if ((s ^ t) & (d ^ t)) < 0:
+                return sel[:0], sums[:0], True
+            s = t
+            j += 1
+        if s != 0:
+            sel[out] = r
+            sums[out] = s
+            out += 1
+        i = j
+    return sel[:out], sums[:out], False
+
+
+def _seek(bkeys, key_offs, val_offs, keys):
+    """Every update of the sorted unique ``keys`` in one trie batch.
+
+    Returns ``(q, vrow, urow)`` per update found: the query key's index,
+    the value row and the update row in the batch.  Both key lists are
+    sorted, so one merge-like pass with binary search per query key.
+    O(k log n + output) for k query keys and n batch keys.
+    """
+    nk = len(keys)
+    nb = len(bkeys)
+    total = 0
+    pos = np.empty(nk, dtype=np.int64)
+    lo = 0
+    for i in range(nk):
+        x = keys[i]
+        a, b = lo, nb
+        while a < b:
+            h = (a + b) >> 1
+            if bkeys[h] < x:
+                a = h + 1
+            else:
+                b = h
+        lo = a
+        if a < nb and bkeys[a] == x:
+            pos[i] = a
+            total += val_offs[key_offs[a + 1]] - val_offs[key_offs[a]]
+        else:
+            pos[i] = -1
+    q = np.empty(total, dtype=np.int64)
+    vrow = np.empty(total, dtype=np.int64)
+    urow = np.empty(total, dtype=np.int64)
+    k = 0
+    for i in range(nk):
+        p = pos[i]
+        if p < 0:
+            continue
+        for v in range(key_offs[p], key_offs[p + 1]):
+            for u in range(val_offs[v], val_offs[v + 1]):
+                q[k] = i
+                vrow[k] = v
+                urow[k] = u
+                k += 1
+    return q, vrow, urow
+
+
+def _trie_starts(K):
+    """Group starts of a sorted key matrix: rows where column 0 (the key) changes, and where any column does.
+
+    Returns ``(kstarts, vstarts, key_offs)``: key groups, value groups, and
+    for each key the index of its first value group (plus a final end).
+    The trie levels of a batch.  O(n m).
+    """
+    n, m = K.shape
+    kstarts = np.empty(n, dtype=np.int64)
+    vstarts = np.empty(n, dtype=np.int64)
+    key_offs = np.empty(n + 1, dtype=np.int64)
+    nk = 0
+    nv = 0
+    for i in range(n):
+        newkey = i == 0 or K[i, 0] != K[i - 1, 0]
+        newval = newkey
+        if not newval:
+            for j in range(1, m):
+                if K[i, j] != K[i - 1, j]:
+                    newval = True
+                    break
+        if newkey:
+            kstarts[nk] = i
+            key_offs[nk] = nv
+            nk += 1
+        if newval:
+            vstarts[nv] = i
+            nv += 1
+    key_offs[nk] = nv
+    return kstarts[:nk], vstarts[:nv], key_offs[: nk + 1]
+
+
+# -- lazy compilation ---------------------------------------------------------------------------------
+
+_PLAIN = SimpleNamespace(row_less=_row_less, sort_rows=_sort_rows, consolidate=_consolidate, seek=_seek,
+                         trie_starts=_trie_starts)
+_compiled: SimpleNamespace | None = None
+
+
+def jit_enabled() -> bool:
+    """Whether kernels run compiled (``DDFLOW_JIT=0`` turns it off)."""
+    return os.environ.get("DDFLOW_JIT", "1") != "0"
+
+
+def kernels() -> SimpleNamespace:
+    """The kernels, compiled on first use (numba is imported here, not before)."""
+    global _compiled
+    if _compiled is None:
+        if not jit_enabled():
+            _compiled = _PLAIN
+        else:
+            from numba import njit
+
+            def jit(f):
+                return njit(cache=True, nogil=True)(f)
+
+            # Compiled kernels call each other's compiled versions: rebind the globals they use.
+            row_less = jit(_row_less)
+            g = globals()
+            g["_row_less"] = row_less
+            sort_rows = jit(_sort_rows)
+            g["_sort_rows"] = sort_rows
+            _compiled = SimpleNamespace(row_less=row_less, sort_rows=sort_rows, consolidate=jit(_consolidate),
+                                        seek=jit(_seek), trie_starts=jit(_trie_starts))
+    return _compiled
+
+
+def consolidate_rows(K: np.ndarray, diffs: np.ndarray, where: str = "consolidate") -> tuple[np.ndarray, np.ndarray]:
+    """``(sel, sums)`` of :func:`_consolidate`; a sum past int64 is an error naming ``where``."""
+    sel, sums, overflow = kernels().consolidate(K, diffs)
+    if overflow:
+        raise SchemaError(f"{where}: a sum of diffs does not fit in int64")
+    return sel, sums

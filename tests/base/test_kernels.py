@@ -1,0 +1,130 @@
+"""Every compiled kernel against a plain numpy/Python reference, on random inputs (empty and single rows too)."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from ddflow.base import kernels as K
+from ddflow.base.kernels import float_keys, key_matrix
+
+I64 = np.iinfo(np.int64)
+
+
+@st.composite
+def key_matrices(draw, max_rows=40):
+    n = draw(st.integers(0, max_rows))
+    m = draw(st.integers(1, 4))
+    # Small ranges (packed sort), or the full int64 range (the row merge sort).
+    wide = draw(st.booleans())
+    lo, hi = (I64.min, I64.max) if wide else (-3, 3)
+    elems = st.integers(lo, hi) if not wide else st.sampled_from([I64.min, -1, 0, 1, I64.max, 7, -7])
+    return draw(hnp.arrays(np.int64, (n, m), elements=elems))
+
+
+def reference_consolidate(rows: np.ndarray, diffs: np.ndarray):
+    """Stable lexicographic order, groups summed with Python ints in input order; overflow if a prefix leaves int64."""
+    n, m = rows.shape
+    order = np.lexsort(rows.T[::-1]) if n else np.zeros(0, dtype=np.int64)
+    sel, sums, overflow = [], [], False
+    i = 0
+    while i < n:
+        r = order[i]
+        s = int(diffs[r])
+        j = i + 1
+        while j < n and (rows[order[j]] == rows[r]).all():
+            s += int(diffs[order[j]])
+            if not (I64.min <= s <= I64.max):
+                overflow = True
+            j += 1
+        if s:
+            sel.append(r)
+            sums.append(s)
+        i = j
+    return sel, sums, overflow
+
+
+@settings(max_examples=300)
+@given(rows=key_matrices(), data=st.data())
+def test_consolidate_matches_the_reference(rows, data):
+    big = data.draw(st.booleans())
+    dl = st.sampled_from([I64.max, I64.min, 1, -1]) if big else st.integers(-2, 2)
+    diffs = data.draw(hnp.arrays(np.int64, len(rows), elements=dl))
+    sel, sums, overflow = K.kernels().consolidate(rows, diffs)
+    ref_sel, ref_sums, ref_overflow = reference_consolidate(rows, diffs)
+    assert overflow == ref_overflow
+    if not overflow:
+        assert sel.tolist() == ref_sel and sums.tolist() == ref_sums
+
+
+@settings(max_examples=200)
+@given(rows=key_matrices())
+def test_sort_rows_is_a_stable_lexicographic_sort(rows):
+    order = K.kernels().sort_rows(rows)
+    ref = np.lexsort(rows.T[::-1]) if len(rows) else np.zeros(0, dtype=np.int64)
+    assert order.tolist() == ref.tolist()
+
+
+@st.composite
+def batches(draw):
+    """A trie's key level: sorted unique keys, key -> value rows -> update rows."""
+    bkeys = np.array(sorted(draw(st.sets(st.integers(-20, 20), max_size=12))), dtype=np.int64)
+    vals_per_key = [draw(st.integers(1, 3)) for _ in bkeys]
+    key_offs = np.concatenate([[0], np.cumsum(vals_per_key)]).astype(np.int64)
+    ups_per_val = [draw(st.integers(1, 3)) for _ in range(int(key_offs[-1]))]
+    val_offs = np.concatenate([[0], np.cumsum(ups_per_val)]).astype(np.int64)
+    keys = np.array(sorted(draw(st.sets(st.integers(-22, 22), max_size=10))), dtype=np.int64)
+    return bkeys, key_offs, val_offs, keys
+
+
+def reference_seek(bkeys, key_offs, val_offs, keys):
+    q, vrow, urow = [], [], []
+    where = {k: i for i, k in enumerate(bkeys.tolist())}
+    for i, k in enumerate(keys.tolist()):
+        p = where.get(k)
+        if p is None:
+            continue
+        for v in range(key_offs[p], key_offs[p + 1]):
+            for u in range(val_offs[v], val_offs[v + 1]):
+                q.append(i)
+                vrow.append(v)
+                urow.append(u)
+    return q, vrow, urow
+
+
+@settings(max_examples=300)
+@given(batches())
+def test_seek_matches_the_reference(b):
+    got = K.kernels().seek(*b)
+    assert tuple(a.tolist() for a in got) == reference_seek(*b)
+
+
+@given(hnp.arrays(np.float64, st.integers(0, 30), elements=st.floats(allow_nan=True, width=64)))
+def test_float_keys_order_numbers_and_join_nans_and_zeros(col):
+    keys = float_keys(col)
+    vals = [float("nan") if np.isnan(x) else (0.0 if x == 0 else float(x)) for x in col.tolist()]
+    for i in range(len(vals)):
+        for j in range(len(vals)):
+            a, b = vals[i], vals[j]
+            an, bn = a != a, b != b
+            expect_lt = (not an and bn) or (not an and not bn and a < b)
+            assert (keys[i] < keys[j]) == expect_lt
+            assert (keys[i] == keys[j]) == ((an and bn) or a == b)
+
+
+def test_key_matrix_puts_times_after_columns():
+    km = key_matrix((np.array([2, 1]), np.array([0.5, -0.0])), np.array([[7], [8]]))
+    assert km[:, 0].tolist() == [2, 1] and km[:, 2].tolist() == [7, 8] and km[1, 1] == float_keys(np.array([0.0]))[0]
+
+
+@settings(max_examples=200)
+@given(rows=key_matrices())
+def test_trie_starts_match_the_reference(rows):
+    rows = rows[np.lexsort(rows.T[::-1])] if len(rows) else rows
+    kstarts, vstarts, key_offs = K.kernels().trie_starts(rows)
+    n = len(rows)
+    ref_k = [i for i in range(n) if i == 0 or rows[i, 0] != rows[i - 1, 0]]
+    ref_v = [i for i in range(n) if i == 0 or (rows[i] != rows[i - 1]).any()]
+    assert kstarts.tolist() == ref_k and vstarts.tolist() == ref_v
+    assert key_offs.tolist() == [ref_v.index(k) for k in ref_k] + [len(ref_v)]
