@@ -29,6 +29,9 @@ from .batch import Batch, Description, offset_dtype
 FUEL = 8
 #: Merges smaller than this finish at once: slicing them is not worth it.
 EAGER_BELOW = 4096
+#: Batches at least this large are compacted once as soon as the frontier passes their step
+#: (smaller ones merge eagerly, which advances their times anyway).
+SETTLE_MIN = 1024
 
 
 def _slice_keys(b: Batch, lo: int, hi: int) -> Batch:
@@ -139,6 +142,13 @@ def _advance_keys(starts: np.ndarray, start: int, fuel: int) -> int:
 Entry = Batch | Merging
 
 
+def _advanced(b: Batch, frontier: Antichain) -> Batch:
+    """``b`` with its times advanced by ``frontier`` and consolidated (a merge with nothing).  O(n)."""
+    nothing = Batch.empty(b.kinds, b.depth, Description(b.desc.upper, b.desc.upper, b.desc.since),
+                          b.keys.dtype, [v.dtype for v in b.vals])
+    return b.merge(nothing, frontier)
+
+
 class Spine:
     """Batches oldest (largest) first; neighbours within a factor of two are merged with fuel."""
 
@@ -226,6 +236,27 @@ class Spine:
         self._fuel(fuel)
         self._start_merges()
 
+    def settle(self) -> None:
+        """Advance the times of every large batch still behind the compaction frontier, once.
+
+        A batch built during a step holds every data time of that step, and
+        merging advances times only when the batch next merges, which for a
+        large batch may be many steps later.  Rewriting it when the frontier
+        passes keeps a trace as small with K data times per step as with one:
+        times no future reader can tell apart collapse at once.
+        Cost: O(n) once per batch of n >= ``SETTLE_MIN`` updates per step.
+        """
+        f = self._frontier()
+        if not len(f):
+            return
+        changed = False
+        for idx, e in enumerate(self.entries):
+            if isinstance(e, Batch) and len(e) >= SETTLE_MIN and not (e.desc.since == f):
+                self.entries[idx] = _advanced(e, f)
+                changed = True
+        if changed:
+            self._start_merges()
+
     def compact(self) -> None:
         """Finish every merge and merge everything into one batch, advancing all times."""
         while len(self.entries) > 1 or any(isinstance(e, Merging) for e in self.entries):
@@ -237,5 +268,4 @@ class Spine:
             b = self.entries[0]
             f = self._frontier()
             if len(f) and not (b.desc.since == f):
-                self.entries[0] = b.merge(Batch.empty(b.kinds, b.depth, Description(b.desc.upper, b.desc.upper, b.desc.since),
-                                                      b.keys.dtype, [v.dtype for v in b.vals]), f)
+                self.entries[0] = _advanced(b, f)

@@ -162,6 +162,7 @@ class TraceHandle:
         for t in self._frontier:
             self.trace._holds.update(t, -1)
         self._frontier = frontier
+        self.trace.spine.settle()
 
     def drop(self) -> None:
         """Release this reader's hold on compaction."""

@@ -384,7 +384,9 @@ def trace_script(draw):
 def test_trace_equals_dict_accumulation(script, data):
     depth, ops, eager, fuel = script
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    with mock.patch.object(spine_mod, "EAGER_BELOW", eager), mock.patch.object(spine_mod, "FUEL", fuel):
+    settle = data.draw(st.sampled_from([0, 4, 1 << 30]))  # large batches settle when the frontier passes
+    with mock.patch.object(spine_mod, "EAGER_BELOW", eager), mock.patch.object(spine_mod, "FUEL", fuel), \
+            mock.patch.object(spine_mod, "SETTLE_MIN", settle):
         tr = Trace(("i", "i"), depth)
         readers = [tr.reader(), tr.reader()]
         raw: list = []
@@ -679,3 +681,21 @@ def test_view_values_history_accumulate():
     assert q.tolist() == [0] and u.cols[0].tolist() == [2] and u.cols[1].tolist() == [10]
     q, u = tr.seek(np.array([], dtype=np.int64))
     assert len(q) == 0 and len(u) == 0 and u.kinds == ("i", "i")
+
+
+def test_a_large_batch_collapses_once_the_frontier_passes_its_times():
+    """K data times in one step take no more room than one, once the frontier passes them."""
+    rng = np.random.default_rng(3)
+    for depth in (1, 2):
+        tr = Trace(("i", "i"), depth)
+        h = tr.reader()
+        n = 4 * spine_mod.SETTLE_MIN
+        rows = rng.integers(0, 8, size=(n, 2))
+        times = np.column_stack([rng.integers(0, 1000, size=n)] + [rng.integers(0, 3, size=n)] * (depth - 1))
+        tr.insert_updates(Updates((rows[:, 0], rows[:, 1]), times, np.ones(n, dtype=np.int64), ("i", "i")),
+                          upper=Antichain([(1000,) + (0,) * (depth - 1)]))
+        probe = (1000,) + (5,) * (depth - 1)
+        before = tr.contents(probe)
+        h.set_logical_compaction(Antichain([(1000,) + (0,) * (depth - 1)]))
+        assert tr.contents(probe) == before
+        assert len(tr) <= 64 * 3 ** (depth - 1)  # one update per (key, value, iteration)
