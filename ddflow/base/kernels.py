@@ -4,8 +4,10 @@ A numpy call on a tiny array costs 2-3 us of fixed overhead, and a single
 update touches each operator with a handful of rows dozens of times; a
 numba call with a few array arguments costs well under a microsecond.
 So the inner loops that every update goes through (sorting and
-consolidating, seeking keys in a trace batch) are written here as plain
-loops over arrays and compiled with ``@njit(cache=True, nogil=True)``.
+consolidating, seeking keys in a trace batch, building trie levels) are
+written here as plain loops over arrays and compiled with
+``@njit(cache=True, nogil=True)``.  Sorting itself stays with numpy's
+stable sort, which no loop written here beat on large arrays.
 
 Compilation is lazy: nothing is compiled (or even imported from numba)
 until a kernel is first called, never at ``import ddflow``; compiled code
@@ -61,33 +63,22 @@ def key_matrix(cols, times: np.ndarray | None = None) -> np.ndarray:
 # -- the kernels, as plain Python over arrays ---------------------------------------------------------
 
 
-def _row_less(K, a, b):
-    for j in range(K.shape[1]):
-        x, y = K[a, j], K[b, j]
-        if x != y:
-            return x < y
-    return False
+def _pack(K):
+    """One order-preserving int64 per row, if the columns' ranges fit in 62 bits.
 
-
-def _sort_rows(K):
-    """Stable permutation sorting the rows of ``K`` lexicographically.
-
-    When the columns' ranges fit in 62 bits they are packed into one int64
-    per row first, so rows compare as single integers.  Then a natural
-    merge sort: ascending runs are found in one pass and merged pairwise,
-    so input that is a few sorted runs (a trace merge) costs O(n), and any
-    input O(n log n) (times m compares per row without packing).
+    Returns ``(packed, fits)``; when ``fits`` is False ``packed`` is empty
+    and rows must be sorted column by column.  One column is its own key.
+    O(n m).
     """
     n, m = K.shape
-    if m == 0 or n <= 1:
-        return np.arange(n)
+    if m == 1:
+        return K[:, 0].copy(), True
     lo = np.empty(m, dtype=np.int64)
     span = np.empty(m, dtype=np.int64)
     bits = 0
-    fits = True
     for j in range(m):
-        a = K[0, j]
-        b = K[0, j]
+        a = K[0, j] if n else 0
+        b = a
         for i in range(1, n):
             v = K[i, j]
             if v < a:
@@ -97,8 +88,7 @@ def _sort_rows(K):
         lo[j] = a
         # b - a would overflow when the column spans most of int64: then it does not fit anyway.
         if a < 0 and b > a + 0x3FFFFFFFFFFFFFFF:
-            fits = False
-            break
+            return np.empty(0, dtype=np.int64), False
         s = b - a + 1
         span[j] = s
         w = 0
@@ -108,80 +98,31 @@ def _sort_rows(K):
             t >>= 1
         bits += max(w, 1)
         if bits > 62:
-            fits = False
-            break
-    if fits and m > 1:
-        P = np.empty((n, 1), dtype=np.int64)
-        for i in range(n):
-            p = K[i, 0] - lo[0]
-            for j in range(1, m):
-                p = p * span[j] + (K[i, j] - lo[j])
-            P[i, 0] = p
-        K = P
-    # Runs: maximal ascending stretches of the input.
-    bounds = np.empty(n + 1, dtype=np.int64)
-    nruns = 1
-    bounds[0] = 0
-    for i in range(1, n):
-        if _row_less(K, i, i - 1):
-            bounds[nruns] = i
-            nruns += 1
-    bounds[nruns] = n
-    src = np.arange(n)
-    dst = np.empty(n, dtype=np.int64)
-    while nruns > 1:
-        out = 0
-        r = 0
-        while r < nruns:
-            i = bounds[r]
-            if r + 1 == nruns:  # an odd run out: copied as it is
-                for k in range(i, n):
-                    dst[k] = src[k]
-                bounds[out] = i
-                out += 1
-                break
-            mid, hi = bounds[r + 1], bounds[r + 2]
-            a, b, k = i, mid, i
-            while a < mid and b < hi:
-                if _row_less(K, src[b], src[a]):
-                    dst[k] = src[b]
-                    b += 1
-                else:
-                    dst[k] = src[a]
-                    a += 1
-                k += 1
-            while a < mid:
-                dst[k] = src[a]
-                a += 1
-                k += 1
-            while b < hi:
-                dst[k] = src[b]
-                b += 1
-                k += 1
-            bounds[out] = i
-            out += 1
-            r += 2
-        bounds[out] = n
-        nruns = out
-        src, dst = dst, src
-    return src
+            return np.empty(0, dtype=np.int64), False
+    packed = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        p = K[i, 0] - lo[0]
+        for j in range(1, m):
+            p = p * span[j] + (K[i, j] - lo[j])
+        packed[i] = p
+    return packed, True
 
 
-def _consolidate(K, diffs):
-    """Consolidation of rows ``K`` (data then time) with ``diffs``.
+def _consolidate(K, order, diffs):
+    """Consolidation of rows ``K`` (data then time) with ``diffs``, visited in sorted ``order``.
 
     Returns ``(sel, sums, overflow)``: ``sel`` the index (into the input)
-    of one row of each group of equal rows with a nonzero sum, in sorted
-    order; ``sums`` those sums; ``overflow`` True if a sum left int64 (then
-    the other results are meaningless).  O(n log n) for n rows.
+    of the first row of each group of equal rows with a nonzero sum, in
+    sorted order; ``sums`` those sums; ``overflow`` True if a running sum
+    (in ``order``) left int64, and then the other results are meaningless.
+    O(n m).
     """
     n = K.shape[0]
-    order = _sort_rows(K)
+    m = K.shape[1]
     sel = np.empty(n, dtype=np.int64)
     sums = np.empty(n, dtype=np.int64)
     out = 0
     i = 0
-    m = K.shape[1]
     while i < n:
         r = order[i]
         s = diffs[r]
@@ -288,8 +229,7 @@ def _trie_starts(K):
 
 # -- lazy compilation ---------------------------------------------------------------------------------
 
-_PLAIN = SimpleNamespace(row_less=_row_less, sort_rows=_sort_rows, consolidate=_consolidate, seek=_seek,
-                         trie_starts=_trie_starts)
+_PLAIN = SimpleNamespace(pack=_pack, consolidate=_consolidate, seek=_seek, trie_starts=_trie_starts)
 _compiled: SimpleNamespace | None = None
 
 
@@ -310,20 +250,32 @@ def kernels() -> SimpleNamespace:
             def jit(f):
                 return njit(cache=True, nogil=True)(f)
 
-            # Compiled kernels call each other's compiled versions: rebind the globals they use.
-            row_less = jit(_row_less)
-            g = globals()
-            g["_row_less"] = row_less
-            sort_rows = jit(_sort_rows)
-            g["_sort_rows"] = sort_rows
-            _compiled = SimpleNamespace(row_less=row_less, sort_rows=sort_rows, consolidate=jit(_consolidate),
-                                        seek=jit(_seek), trie_starts=jit(_trie_starts))
+            _compiled = SimpleNamespace(pack=jit(_pack), consolidate=jit(_consolidate), seek=jit(_seek),
+                                        trie_starts=jit(_trie_starts))
     return _compiled
 
 
+def sort_rows(K: np.ndarray) -> np.ndarray:
+    """Stable permutation sorting the rows of ``K`` lexicographically.
+
+    The rows are packed into one int64 each when their ranges allow (a
+    kernel), then sorted by numpy's stable sort, a timsort: a few sorted
+    runs (a trace merge) cost O(n), anything else O(n log n) at numpy's
+    speed; rows too wide to pack go to ``np.lexsort``.
+    """
+    packed, fits = kernels().pack(K)
+    if fits:
+        return np.argsort(packed, kind="stable")
+    return np.lexsort(K.T[::-1])
+
+
 def consolidate_rows(K: np.ndarray, diffs: np.ndarray, where: str = "consolidate") -> tuple[np.ndarray, np.ndarray]:
-    """``(sel, sums)`` of :func:`_consolidate`; a sum past int64 is an error naming ``where``."""
-    sel, sums, overflow = kernels().consolidate(K, diffs)
+    """``(sel, sums)`` of :func:`_consolidate` over rows ``K``; a sum past int64 is an error naming ``where``.
+
+    Cost: one packing kernel, one numpy sort, one grouping kernel: O(n log n),
+    O(n) for a few sorted runs, and three calls however small ``K`` is.
+    """
+    sel, sums, overflow = kernels().consolidate(K, sort_rows(K), diffs)
     if overflow:
         raise SchemaError(f"{where}: a sum of diffs does not fit in int64")
     return sel, sums

@@ -51,7 +51,7 @@ def test_consolidate_matches_the_reference(rows, data):
     big = data.draw(st.booleans())
     dl = st.sampled_from([I64.max, I64.min, 1, -1]) if big else st.integers(-2, 2)
     diffs = data.draw(hnp.arrays(np.int64, len(rows), elements=dl))
-    sel, sums, overflow = K.kernels().consolidate(rows, diffs)
+    sel, sums, overflow = K.kernels().consolidate(rows, K.sort_rows(rows), diffs)
     ref_sel, ref_sums, ref_overflow = reference_consolidate(rows, diffs)
     assert overflow == ref_overflow
     if not overflow:
@@ -61,9 +61,23 @@ def test_consolidate_matches_the_reference(rows, data):
 @settings(max_examples=200)
 @given(rows=key_matrices())
 def test_sort_rows_is_a_stable_lexicographic_sort(rows):
-    order = K.kernels().sort_rows(rows)
+    order = K.sort_rows(rows)
     ref = np.lexsort(rows.T[::-1]) if len(rows) else np.zeros(0, dtype=np.int64)
     assert order.tolist() == ref.tolist()
+
+
+@settings(max_examples=200)
+@given(rows=key_matrices())
+def test_pack_preserves_row_order_when_it_fits(rows):
+    packed, fits = K.kernels().pack(rows)
+    ref = [tuple(r) for r in rows.tolist()]
+    wide = rows.shape[1] > 1 and any(int(c.max()) - int(c.min()) >= 1 << 40 for c in rows.T) if len(rows) else False
+    if wide:
+        assert not fits
+    if fits:
+        for i in range(len(rows)):
+            for j in range(len(rows)):
+                assert (packed[i] < packed[j]) == (ref[i] < ref[j]) and (packed[i] == packed[j]) == (ref[i] == ref[j])
 
 
 @st.composite
