@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ddflow.base.columnar import group_by_index
+from ddflow.base.kernels import float_keys
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import Node
@@ -27,8 +29,8 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 def route(keys: np.ndarray, workers: int) -> np.ndarray:
     """The owning worker of each key (int64 codes, numbers or bools)."""
     if keys.dtype.kind == "f":
-        k = np.where(keys == 0, 0.0, keys)  # -0.0 and 0.0 are one key
-        bits = k.view(np.uint64)
+        # The keys consolidation sees: -0.0 and 0.0 are one key, and so are all NaNs.
+        bits = float_keys(keys).view(np.uint64)
     else:
         bits = keys.astype(np.int64, copy=False).view(np.uint64)
     h = bits * _MIX
@@ -40,9 +42,7 @@ def partition(u: Updates, workers: int) -> list[Updates]:
     """``u`` split by owning worker of its first field (records without fields go to worker 0)."""
     if not u.arity:
         return [u] + [u.take(np.zeros(0, dtype=np.int64))] * (workers - 1)
-    owner = route(u.cols[0], workers)
-    order = np.argsort(owner, kind="stable")
-    bounds = np.searchsorted(owner[order], np.arange(workers + 1))
+    order, bounds = group_by_index(route(u.cols[0], workers), workers)
     return [u.take(order[bounds[w] : bounds[w + 1]]) for w in range(workers)]
 
 

@@ -207,7 +207,6 @@ class KafkaStreamReader(_KafkaUser, DataSourceStreamReader, SupportsTriggerAvail
 
     def commit(self, end: dict) -> None:
         """Nothing: Spark's checkpoint holds the offsets, Kafka gets no commits."""
-        pass  # Spark's checkpoint holds the offsets; nothing to commit to Kafka
 
     def stop(self) -> None:
         """Close the planner's consumer."""

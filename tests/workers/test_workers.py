@@ -43,6 +43,8 @@ def test_route_is_arithmetic_and_total():
         assert owner.min() >= 0 and owner.max() < w
         assert set(owner.tolist()) == set(range(w))  # every worker owns some keys
     assert route(np.array([0.0, -0.0]), 5)[0] == route(np.array([0.0, -0.0]), 5)[1]
+    nans = np.array([np.nan, (np.array([np.nan]).view(np.int64) | 1).view(np.float64)[0]])  # two NaN payloads
+    assert route(nans, 5)[0] == route(nans, 5)[1]  # consolidation treats every NaN as one key
 
 
 def test_partition_keeps_every_update_once():
