@@ -501,7 +501,10 @@ class Collection:
     def min(self, name: str | None = None) -> "Collection":
         """``(key, *smallest value)`` per key (values are the other fields, as tuples).
 
-        Cost: as ``reduce``: per changed key, Python work proportional to its history.
+        Cost: with numeric values, at the top level and in a top-level loop,
+        one compiled walk over each changed key's history: O(h log h +
+        |times| x |distinct values|) per key, no Python per key.  Object
+        values and deeper loops take the per-key path of ``reduce``.
 
         >>> flow = ddflow.Dataflow()
         >>> edges_in, edges = flow.new_collection("edges")
@@ -515,7 +518,7 @@ class Collection:
     def max(self, name: str | None = None) -> "Collection":
         """``(key, *largest value)`` per key (values are the other fields, as tuples).
 
-        Cost: as ``reduce``: per changed key, Python work proportional to its history.
+        Cost: as ``min``.
 
         >>> flow = ddflow.Dataflow()
         >>> edges_in, edges = flow.new_collection("edges")
@@ -529,8 +532,7 @@ class Collection:
     def top_k(self, k: int, name: str | None = None) -> "Collection":
         """The ``k`` smallest values per key (with multiplicity), as ``(key, *value)``.
 
-        Cost: as ``reduce``: per changed key, Python work proportional to its
-        history (plus sorting its values).
+        Cost: as ``min`` (plus ranking the values once per step).
 
         >>> flow = ddflow.Dataflow()
         >>> edges_in, edges = flow.new_collection("edges")

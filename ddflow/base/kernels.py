@@ -255,6 +255,29 @@ def kernels() -> SimpleNamespace:
     return _compiled
 
 
+def lazy_jit(f):
+    """``f`` compiled on its first call like the kernels above (plain Python under ``DDFLOW_JIT=0``).
+
+    For operator kernels that live next to their operator: the operator
+    module stays importable without numba, and nothing compiles before use.
+    """
+    compiled = None
+
+    def call(*args):
+        nonlocal compiled
+        if compiled is None:
+            if jit_enabled():
+                from numba import njit
+
+                compiled = njit(cache=True, nogil=True)(f)
+            else:
+                compiled = f
+        return compiled(*args)
+
+    call.__name__, call.__doc__, call.plain = f.__name__, f.__doc__, f
+    return call
+
+
 def sort_rows(K: np.ndarray) -> np.ndarray:
     """Stable permutation sorting the rows of ``K`` lexicographically.
 
