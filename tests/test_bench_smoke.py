@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from bench import reach, report
+from bench import reach, report, sssp, topk
 
 
 @pytest.mark.parametrize("system,batch", [("ddflow", 1), ("ddflow", 7), ("naive", 5)])
@@ -17,6 +17,18 @@ def test_reach_tiny_is_correct(tmp_path, capsys, system, batch):
     cps = [cp["updates"] for cp in line["checkpoints"]]
     assert len(cps) == 2 and 20 <= cps[0] < 20 + batch and cps[1] == 60  # checkpoints land on batch boundaries
     assert json.loads(out.read_text().splitlines()[-1]) == line
+
+
+@pytest.mark.parametrize("bench,args", [
+    (sssp, ["--nodes", "40", "--edges", "80"]),
+    (topk, ["--keys", "10", "--window", "100", "--values", "50", "--k", "2"]),
+])
+@pytest.mark.parametrize("system,batch", [("ddflow", 1), ("ddflow", 7), ("naive", 5)])
+def test_other_benches_tiny_are_correct(capsys, bench, args, system, batch):
+    rc = bench.main([*args, "--updates", "40", "--batch", str(batch), "--system", system,
+                     "--checkpoints", "40", "--verify-every", "10"])
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert rc == 0 and line["correct"] is True and line["system"] == system
 
 
 def test_wrong_answer_is_detected(monkeypatch, capsys):
