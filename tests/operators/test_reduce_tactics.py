@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 import ddflow
 from ddflow.errors import NonConvergence
 from ddflow.operators.reduce import CountLogic, DistinctLogic, ExtremeLogic, ThresholdLogic, choose_tactic
-from ddflow.operators.reduce.extreme import ExtremeTactic
 from ddflow.operators.reduce.general import GeneralTactic
 from ddflow.operators.reduce.iterate import LoopTactic
 from ddflow.operators.reduce.total import TotalTactic
+from ddflow.operators.reduce.walk import WalkTactic
 from oracle import int_rows, schedules
 
 LOGICS = {
@@ -73,10 +73,10 @@ def test_the_reference_accepts_everything_and_each_tactic_only_its_cases():
         assert choose_tactic(logic, 1) is TotalTactic and choose_tactic(logic, 2) is LoopTactic
         assert choose_tactic(logic, 3) is GeneralTactic
         assert GeneralTactic.accepts(logic, 1) and not TotalTactic.accepts(logic, 2) and not LoopTactic.accepts(logic, 1)
-        assert not ExtremeTactic.accepts(logic, 1)
+        assert not WalkTactic.accepts(logic, 1)
     for name, make in EXTREMES.items():
         logic = make()
-        assert choose_tactic(logic, 1) is ExtremeTactic and choose_tactic(logic, 2) is ExtremeTactic
+        assert choose_tactic(logic, 1) is WalkTactic and choose_tactic(logic, 2) is WalkTactic
         assert choose_tactic(logic, 3) is GeneralTactic
 
 
@@ -93,11 +93,11 @@ def test_loop_tactic_matches_the_reference(logic, schedule):
     assert _run(_in_loop, logic, LoopTactic, schedule) == _run(_in_loop, logic, GeneralTactic, schedule)
 
 
-def _extreme_top(x, logic, tactic):
+def _walk_top(x, logic, tactic):
     return x._reduce_arranged(x.arrange(), logic, tactic=tactic)
 
 
-def _extreme_loop(x, logic, tactic):
+def _walk_loop(x, logic, tactic):
     """Shortest-path-like: keys halve each round and values step away from the extreme, so it converges."""
     step = 1 if logic.kind != "max" else -1
 
@@ -126,32 +126,32 @@ def _run_extreme(build, logic_name, tactic, schedule, schema):
 
 @settings(max_examples=60)
 @given(logic=st.sampled_from(sorted(EXTREMES)), schedule=schedules({"x": int_rows(2, 0, 5)}, max_updates=30))
-def test_extreme_tactic_matches_the_reference_at_the_top_level(logic, schedule):
-    a = _run_extreme(_extreme_top, logic, ExtremeTactic, schedule, ("i", "i"))
-    assert a == _run_extreme(_extreme_top, logic, GeneralTactic, schedule, ("i", "i"))
+def test_walk_tactic_matches_the_reference_at_the_top_level(logic, schedule):
+    a = _run_extreme(_walk_top, logic, WalkTactic, schedule, ("i", "i"))
+    assert a == _run_extreme(_walk_top, logic, GeneralTactic, schedule, ("i", "i"))
 
 
 @settings(max_examples=40)
 @given(logic=st.sampled_from(sorted(EXTREMES)),
        schedule=schedules({"x": st.tuples(st.integers(0, 6), st.sampled_from([-1.5, 0.0, 2.0, 2.5]),
                                           st.booleans())}, max_updates=25))
-def test_extreme_tactic_orders_float_and_several_value_fields_as_tuples(logic, schedule):
-    a = _run_extreme(_extreme_top, logic, ExtremeTactic, schedule, ("i", "f", "b"))
-    assert a == _run_extreme(_extreme_top, logic, GeneralTactic, schedule, ("i", "f", "b"))
+def test_walk_tactic_orders_float_and_several_value_fields_as_tuples(logic, schedule):
+    a = _run_extreme(_walk_top, logic, WalkTactic, schedule, ("i", "f", "b"))
+    assert a == _run_extreme(_walk_top, logic, GeneralTactic, schedule, ("i", "f", "b"))
 
 
 @settings(max_examples=40)
 @given(logic=st.sampled_from(sorted(EXTREMES)),
        schedule=schedules({"x": int_rows(2, 0, 15)}, max_updates=20, diffs=(1, 1, 1, -1)))
-def test_extreme_tactic_matches_the_reference_in_a_loop(logic, schedule):
-    a = _run_extreme(_extreme_loop, logic, ExtremeTactic, schedule, ("i", "i"))
-    assert a == _run_extreme(_extreme_loop, logic, GeneralTactic, schedule, ("i", "i"))
+def test_walk_tactic_matches_the_reference_in_a_loop(logic, schedule):
+    a = _run_extreme(_walk_loop, logic, WalkTactic, schedule, ("i", "i"))
+    assert a == _run_extreme(_walk_loop, logic, GeneralTactic, schedule, ("i", "i"))
 
 
-def test_extreme_tactic_hands_object_values_to_the_reference():
+def test_walk_tactic_hands_object_values_to_the_reference():
     flow = ddflow.Dataflow()
     x_in, x = flow.new_collection("x")
-    cap = x._reduce_arranged(x.arrange(), ExtremeLogic("min"), tactic=ExtremeTactic).capture()
+    cap = x._reduce_arranged(x.arrange(), ExtremeLogic("min"), tactic=WalkTactic).capture()
     x_in.update([(1, "b"), (1, "a"), (2, "c")], times=0)
     flow.advance_to(1)
     flow.run()

@@ -9,16 +9,16 @@ from ddflow.errors import SchemaError, UsageError
 from ddflow.graph.node import Node, ready_mask
 from ddflow.graph.scope import Scope
 from ddflow.operators.arrange import ArrangeNode
-from ddflow.operators.reduce.extreme import ExtremeTactic
 from ddflow.operators.reduce.general import GeneralTactic
 from ddflow.operators.reduce.iterate import LoopTactic
 from ddflow.operators.reduce.logic import Logic
 from ddflow.operators.reduce.tactic import ReduceTactic
 from ddflow.operators.reduce.total import TotalTactic
+from ddflow.operators.reduce.walk import WalkTactic
 from ddflow.traces import TraceHandle
 
 #: Tried in order; the general tactic accepts everything.
-TACTICS: tuple[type[ReduceTactic], ...] = (TotalTactic, LoopTactic, ExtremeTactic, GeneralTactic)
+TACTICS: tuple[type[ReduceTactic], ...] = (TotalTactic, LoopTactic, WalkTactic, GeneralTactic)
 
 
 def choose_tactic(logic: Logic, depth: int) -> type[ReduceTactic]:
