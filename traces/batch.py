@@ -117,11 +117,14 @@ class Batch:
     # -- construction ---------------------------------------------------------
     @classmethod
     def from_updates(cls, u: Updates, desc: Description | None = None, consolidated: bool = False,
-                     runs: bool = False) -> "Batch":
+                     runs: bool = False, check: bool = True) -> "Batch":
         """Build from updates whose first column is the key and the rest the value.
 
         Cost: O(n log n) to consolidate n updates; O(n) with ``consolidated``
         (already sorted and consolidated) or ``runs`` (a few sorted runs).
+        ``check=False`` skips checking the times against ``desc``: for
+        merges, whose inputs were checked and whose advancing only moves
+        times forward.
         """
         if u.arity < 1:
             raise SchemaError("a batch needs at least a key column")
@@ -145,7 +148,7 @@ class Batch:
         return cls(
             key if flat_k else key[kstarts],
             vals if flat_v else tuple(v[vstarts] for v in vals),
-            key_offs, val_offs, u.times, u.diffs, desc, u.kinds,
+            key_offs, val_offs, u.times, u.diffs, desc, u.kinds, check,
         )
 
     @classmethod
@@ -221,7 +224,7 @@ class Batch:
         else:
             since = self.desc.since.glb(other.desc.since)
         desc = Description(self.desc.lower, other.desc.upper, since)
-        return Batch.from_updates(u, desc, runs=True)
+        return Batch.from_updates(u, desc, runs=True, check=False)
 
     # -- Arrow IPC ----------------------------------------------------------------
     def to_arrow(self) -> pa.RecordBatch:
