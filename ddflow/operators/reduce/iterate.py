@@ -1,4 +1,4 @@
-"""The loop tactic: count, distinct and threshold at loop times ``(t, i)``, vectorized.
+"""The loop tactic: count, distinct and threshold at loop times ``(t, i)``, one compiled walk per step.
 
 Inside a top-level loop, round ``r`` retires seeds at times ``(t, r)``.
 For one group the complete times whose output may change form a chain
@@ -8,8 +8,11 @@ that lie after the earliest seed.  Along a chain the output to emit
 telescopes: at ``(a_i, r)`` emit ``D_i - D_(i-1)`` (the desired output
 now minus the desired output at the previous chain time) minus the
 group's output history that first becomes visible at ``a_i``.  Then the
-accumulated output at every chain time is exactly the desired one, with
-no per-group Python.
+accumulated output at every chain time is exactly the desired one.  One
+kernel (:func:`chain_walk`) builds every group's chain, counts and
+pending times in one pass over the histories sorted by (group, time);
+the logic and the output are then a few vectorized steps, with no
+per-group Python.
 
 Times at later iterations where the new input is also visible (the
 group's history iterations ``> r``, crossed with its candidate outer
@@ -21,8 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.columnar import lookup_rows, ranges
+from ddflow.base.columnar import lookup_rows
 from ddflow.base.consolidate import consolidate
+from ddflow.base.kernels import lazy_jit
 from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError
 from ddflow.graph.node import ready_mask
@@ -100,38 +104,6 @@ def _dedupe(u: Updates) -> Updates:
     return u.with_diffs(np.ones(len(u), dtype=np.int64))
 
 
-def _rank(*arrays: np.ndarray) -> list[np.ndarray]:
-    """Dense ranks of values across several arrays (order preserving), one array per input."""
-    allv = np.concatenate(arrays)
-    uniq, inv = np.unique(allv, return_inverse=True)
-    out, pos = [], 0
-    for a in arrays:
-        out.append(inv[pos : pos + len(a)].astype(np.int64))
-        pos += len(a)
-    return out
-
-
-def _segment_sum_at(p_gid, p_t, p_val, q_gid, q_t):
-    """For each query (g, a): sum of point values with the same g and t <= a."""
-    if not len(q_gid):
-        return np.zeros(0, dtype=p_val.dtype if len(p_val) else np.int64)
-    if not len(p_gid):
-        return np.zeros(len(q_gid), dtype=p_val.dtype)
-    pr, qr = _rank(p_t, q_t)
-    width = int(max(pr.max(initial=0), qr.max(initial=0))) + 1
-    pk = p_gid * width + pr
-    qk = q_gid * width + qr
-    order = np.argsort(pk, kind="stable")
-    pk_s = pk[order]
-    csum = np.cumsum(p_val[order])
-    # Last point with key <= query key within the same group.
-    idx = np.searchsorted(pk_s, qk, side="right") - 1
-    gstart = np.searchsorted(pk_s, q_gid * width, side="left") - 1
-    base = np.where(gstart >= 0, csum[np.maximum(gstart, 0)], 0)
-    val = np.where(idx >= 0, csum[np.maximum(idx, 0)], 0)
-    return np.where(idx > gstart, val - base, 0)
-
-
 def scalar_loop(
     groups: list[np.ndarray],
     seed_gid: np.ndarray,
@@ -150,25 +122,16 @@ def scalar_loop(
     ``groups``: the columns of the distinct seeded groups (sorted unique rows);
     ``seed_*``: seeds by group id and outer time (all at iteration ``r``);
     ``in_*``: the groups' input history; ``out``/``out_gid``: their output history.
+    Cost: three sorts by (group, outer time), one :func:`chain_walk`, and a
+    fixed number of vectorized steps for the logic and the output.
     """
-    n_groups = len(groups[0])
-    out_times = out.times
-    # -- candidate outer times: the chain at iteration r --------------------------------
-    min_seed = np.full(n_groups, np.iinfo(np.int64).max)
-    np.minimum.at(min_seed, seed_gid, seed_t)
-    in_now = in_times[:, 1] <= r
-    out_now = out_times[:, 1] <= r
-    cg = [seed_gid]
-    ct = [seed_t]
-    for gid, times, now in ((in_gid, in_times, in_now), (out_gid, out_times, out_now)):
-        sel = now & (times[:, 0] >= min_seed[gid])
-        cg.append(gid[sel])
-        ct.append(times[sel, 0])
-    cand = consolidate(Updates((np.concatenate(cg), np.concatenate(ct)), np.zeros((sum(map(len, cg)), 1), dtype=np.int64),
-                               np.ones(sum(map(len, cg)), dtype=np.int64), ("i", "i")))
-    c_gid, c_a = cand.cols
-    # -- accumulated input at each chain time --------------------------------------------
-    acc = _segment_sum_at(in_gid[in_now], in_times[in_now, 0], in_diffs[in_now], c_gid, c_a)
+    so = np.lexsort((seed_t, seed_gid))
+    io = np.lexsort((in_times[:, 0], in_gid))
+    oo = np.lexsort((out.times[:, 0], out_gid))
+    C, acc, out_pos, P = chain_walk(r, seed_gid[so], seed_t[so],
+                                    in_gid[io], in_times[io, 0], in_times[io, 1], in_diffs[io],
+                                    out_gid[oo], out.times[oo, 0], out.times[oo, 1])
+    c_gid, c_a = C[:, 0], C[:, 1]
     val, mult = logic.scalar_rows(acc)
     mult = np.asarray(mult, dtype=np.int64)
     first = np.ones(len(c_gid), dtype=bool)
@@ -183,50 +146,132 @@ def scalar_loop(
     prev = np.flatnonzero(~first)
     prev = prev[mult[prev - 1] != 0]
     parts.append(_rows(base, val, prev - 1, times_now[prev], -mult[prev - 1], kinds))
-    # - output history first visible at a_i: each update goes to the first chain time at or after it.
-    if out_now.any():
-        o_idx = np.flatnonzero(out_now)
-        og, ot = out_gid[o_idx], out_times[o_idx, 0]
-        cr, orr = _rank(c_a, ot)
-        width = int(max(cr.max(initial=0), orr.max(initial=0))) + 1
-        ck = c_gid * width + cr  # sorted: cand is sorted by (gid, a)
-        ok_ = og * width + orr
-        pos = np.searchsorted(ck, ok_, side="left")
-        hit = (pos < len(ck))
-        hit[hit] &= c_gid[pos[hit]] == og[hit]
-        o_idx, pos = o_idx[hit], pos[hit]
-        parts.append(Updates(tuple(c[o_idx] for c in out.cols), times_now[pos], -out.diffs[o_idx], kinds))
+    # - output history first visible at a_i
+    hit = np.flatnonzero(out_pos >= 0)
+    if len(hit):
+        o_idx = oo[hit]
+        parts.append(Updates(tuple(c[o_idx] for c in out.cols), times_now[out_pos[hit]], -out.diffs[o_idx], kinds))
     emitted = consolidate(Updates.concat(parts))
-    # -- pending: later iterations where this round's change is visible --------------------
-    later_g = np.concatenate([in_gid[~in_now], out_gid[~out_now]])
-    later_i = np.concatenate([in_times[~in_now, 1], out_times[~out_now, 1]])
-    if len(later_g):
-        pend = consolidate(Updates((later_g, later_i), np.zeros((len(later_g), 1), dtype=np.int64),
-                                   np.ones(len(later_g), dtype=np.int64), ("i", "i")))
-        # Outer times for each group: the chain's outer times plus history after the first seed.
-        ag = [c_gid]
-        at = [c_a]
-        for gid, times in ((in_gid, in_times), (out_gid, out_times)):
-            s = ~(times[:, 1] <= r) & (times[:, 0] >= min_seed[gid])
-            ag.append(gid[s])
-            at.append(times[s, 0])
-        outs = consolidate(Updates((np.concatenate(ag), np.concatenate(at)), np.zeros((sum(map(len, ag)), 1), dtype=np.int64),
-                                   np.ones(sum(map(len, ag)), dtype=np.int64), ("i", "i")))
-        pg, pi = pend.cols
-        og, oa = outs.cols
-        # Cross product within each group.
-        o_start = np.searchsorted(og, np.arange(n_groups), side="left")
-        o_end = np.searchsorted(og, np.arange(n_groups), side="right")
-        cnt = (o_end - o_start)[pg]
-        rep_g = np.repeat(pg, cnt)
-        rep_i = np.repeat(pi, cnt)
-        idx = ranges(o_start[pg], o_end[pg])
-        p_gid = rep_g
-        p_times = np.column_stack([oa[idx], rep_i])
-    else:
-        p_gid = np.zeros(0, dtype=np.int64)
-        p_times = np.zeros((0, 2), dtype=np.int64)
-    return emitted, p_gid, p_times
+    return emitted, P[:, 0].copy(), P[:, 1:].copy()
+
+
+@lazy_jit
+def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
+    """The chain of each seeded group at iteration ``r``, its input counts, and the pending times.
+
+    Every array is sorted by (group, outer time).  Per group the chain is
+    the seeds' outer times and the outer times of its history at
+    iterations ``<= r`` from the earliest seed on, in order.  Returns
+    ``(C, acc, out_pos, P)``: ``C`` rows ``(group, outer time)``; ``acc``
+    the group's input accumulated at each chain time (iterations ``<= r``);
+    ``out_pos`` for each output history update the chain row where it first
+    becomes visible (-1: at a later iteration, or after the last chain
+    time); ``P`` rows ``(group, outer time, iteration)``: the later
+    iterations of the group's history crossed with its candidate outer
+    times.  One pass per group: O(h + |chain|) for h history updates, plus
+    sorting the pending candidates of groups with later history.
+    """
+    BIG = np.iinfo(np.int64).max
+    ns, ni, no = len(seed_g), len(in_g), len(out_g)
+    cap = ns + ni + no
+    C = np.empty((cap, 2), dtype=np.int64)
+    acc = np.empty(cap, dtype=np.int64)
+    out_pos = np.full(no, -1, dtype=np.int64)
+    P = np.empty((16, 3), dtype=np.int64)
+    nc = 0
+    npd = 0
+    s0 = 0
+    i0 = 0
+    o0 = 0
+    while s0 < ns:
+        g = seed_g[s0]
+        s1 = s0
+        while s1 < ns and seed_g[s1] == g:
+            s1 += 1
+        while i0 < ni and in_g[i0] < g:
+            i0 += 1
+        i1 = i0
+        while i1 < ni and in_g[i1] == g:
+            i1 += 1
+        while o0 < no and out_g[o0] < g:
+            o0 += 1
+        o1 = o0
+        while o1 < no and out_g[o1] == g:
+            o1 += 1
+        ms = seed_a[s0]
+        c0 = nc
+        total = 0
+        p, q, sp = i0, o0, s0
+        c = ms
+        while c != BIG:
+            while p < i1 and in_a[p] <= c:
+                if in_i[p] <= r:
+                    total += in_d[p]
+                p += 1
+            while q < o1 and out_a[q] <= c:
+                if out_i[q] <= r:
+                    out_pos[q] = nc
+                q += 1
+            C[nc, 0] = g
+            C[nc, 1] = c
+            acc[nc] = total
+            nc += 1
+            while sp < s1 and seed_a[sp] <= c:
+                sp += 1
+            nxt = seed_a[sp] if sp < s1 else BIG
+            pp = p
+            while pp < i1 and in_i[pp] > r:
+                pp += 1
+            if pp < i1 and in_a[pp] < nxt:
+                nxt = in_a[pp]
+            qq = q
+            while qq < o1 and out_i[qq] > r:
+                qq += 1
+            if qq < o1 and out_a[qq] < nxt:
+                nxt = out_a[qq]
+            c = nxt
+        n_later = 0
+        for j in range(i0, i1):
+            if in_i[j] > r:
+                n_later += 1
+        for j in range(o0, o1):
+            if out_i[j] > r:
+                n_later += 1
+        if n_later:
+            its = np.empty(n_later, dtype=np.int64)
+            outer = np.empty(nc - c0 + n_later, dtype=np.int64)
+            outer[: nc - c0] = C[c0:nc, 1]
+            nout = nc - c0
+            x = 0
+            for j in range(i0, i1):
+                if in_i[j] > r:
+                    its[x] = in_i[j]
+                    x += 1
+                    if in_a[j] >= ms:
+                        outer[nout] = in_a[j]
+                        nout += 1
+            for j in range(o0, o1):
+                if out_i[j] > r:
+                    its[x] = out_i[j]
+                    x += 1
+                    if out_a[j] >= ms:
+                        outer[nout] = out_a[j]
+                        nout += 1
+            its = np.unique(its)
+            outer = np.unique(outer[:nout])
+            need = npd + len(its) * len(outer)
+            if need > len(P):
+                P2 = np.empty((max(2 * len(P), need), 3), dtype=np.int64)
+                P2[:npd] = P[:npd]
+                P = P2
+            for a in outer:
+                for i in its:
+                    P[npd, 0] = g
+                    P[npd, 1] = a
+                    P[npd, 2] = i
+                    npd += 1
+        s0, i0, o0 = s1, i1, o1
+    return C[:nc], acc[:nc], out_pos, P[:npd]
 
 
 def _rows(base, val, sel, times, mult, kinds) -> Updates:
