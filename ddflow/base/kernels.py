@@ -255,12 +255,48 @@ def kernels() -> SimpleNamespace:
     return _compiled
 
 
-def lazy_jit(f):
+def sorted_unique(a):
+    """The distinct values of int64 array ``a``, sorted (sorts ``a`` in place).  O(n log n).
+
+    For use inside kernels: numba compiles this in well under a second,
+    ``np.unique`` in several.
+    """
+    a.sort()
+    n = 0
+    for i in range(len(a)):
+        if i == 0 or a[i] != a[n - 1]:
+            a[n] = a[i]
+            n += 1
+    return a[:n]
+
+
+def grown(A, n, need):
+    """``A`` (2-D) with room for at least ``need`` rows, its first ``n`` rows kept.  O(n) when it grows.
+
+    For use inside kernels whose output size is known only at the end
+    (capacity doubles).  Rows are copied by loops: numba takes seconds to
+    compile a 2-D slice assignment.
+    """
+    if need <= len(A):
+        return A
+    B = np.empty((max(2 * len(A), need), A.shape[1]), dtype=A.dtype)
+    for i in range(n):
+        for j in range(A.shape[1]):
+            B[i, j] = A[i, j]
+    return B
+
+
+def lazy_jit(f=None, *, uses=()):
     """``f`` compiled on its first call like the kernels above (plain Python under ``DDFLOW_JIT=0``).
 
     For operator kernels that live next to their operator: the operator
     module stays importable without numba, and nothing compiles before use.
+    ``uses`` lists the plain helpers ``f`` calls (such as
+    :func:`sorted_unique`); they are compiled with it and bound in its
+    module under their own names.
     """
+    if f is None:
+        return lambda g: lazy_jit(g, uses=uses)
     compiled = None
 
     def call(*args):
@@ -269,6 +305,8 @@ def lazy_jit(f):
             if jit_enabled():
                 from numba import njit
 
+                for helper in uses:
+                    f.__globals__[helper.__name__] = njit(cache=True, nogil=True)(helper)
                 compiled = njit(cache=True, nogil=True)(f)
             else:
                 compiled = f

@@ -26,7 +26,7 @@ import numpy as np
 
 from ddflow.base.columnar import lookup_rows
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import lazy_jit
+from ddflow.base.kernels import grown, lazy_jit, sorted_unique
 from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError
 from ddflow.graph.node import ready_mask
@@ -155,7 +155,7 @@ def scalar_loop(
     return emitted, P[:, 0].copy(), P[:, 1:].copy()
 
 
-@lazy_jit
+@lazy_jit(uses=(grown, sorted_unique))
 def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
     """The chain of each seeded group at iteration ``r``, its input counts, and the pending times.
 
@@ -240,7 +240,8 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
         if n_later:
             its = np.empty(n_later, dtype=np.int64)
             outer = np.empty(nc - c0 + n_later, dtype=np.int64)
-            outer[: nc - c0] = C[c0:nc, 1]
+            for x in range(nc - c0):
+                outer[x] = C[c0 + x, 1]
             nout = nc - c0
             x = 0
             for j in range(i0, i1):
@@ -257,13 +258,10 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
                     if out_a[j] >= ms:
                         outer[nout] = out_a[j]
                         nout += 1
-            its = np.unique(its)
-            outer = np.unique(outer[:nout])
+            its = sorted_unique(its)
+            outer = sorted_unique(outer[:nout])
             need = npd + len(its) * len(outer)
-            if need > len(P):
-                P2 = np.empty((max(2 * len(P), need), 3), dtype=np.int64)
-                P2[:npd] = P[:npd]
-                P = P2
+            P = grown(P, npd, need)
             for a in outer:
                 for i in its:
                     P[npd, 0] = g

@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import key_matrix, lazy_jit, sort_rows
+from ddflow.base.kernels import grown, key_matrix, lazy_jit, sort_rows, sorted_unique
 from ddflow.base.updates import Updates
 from ddflow.operators.reduce.general import GeneralTactic, _unique_pairs
 from ddflow.operators.reduce.logic import ExtremeLogic, Logic
@@ -119,7 +119,7 @@ def _dense_rank(cols: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]
     return rank, order[new]
 
 
-@lazy_jit
+@lazy_jit(uses=(grown, sorted_unique))
 def key_walk(mode, k, r, bound_a, n_values,
              seed_g, seed_a,
              in_g, in_a, in_i, in_v, in_d,
@@ -197,10 +197,7 @@ def key_walk(mode, k, r, bound_a, n_values,
         c = ms
         while c != BIG:
             if c >= bound_a:  # not complete yet: retire it when the frontier passes
-                if npd + 1 > len(P):
-                    P2 = np.empty((2 * len(P), 3), dtype=np.int64)
-                    P2[:npd] = P[:npd]
-                    P = P2
+                P = grown(P, npd, npd + 1)
                 P[npd, 0] = g
                 P[npd, 1] = c
                 P[npd, 2] = r
@@ -239,10 +236,7 @@ def key_walk(mode, k, r, bound_a, n_values,
                     if out_i[q] <= r:
                         delta[out_v[q]] -= out_d[q]
                     q += 1
-                if ne + nt > len(E):
-                    E2 = np.empty((max(2 * len(E), ne + nt), 4), dtype=np.int64)
-                    E2[:ne] = E[:ne]
-                    E = E2
+                E = grown(E, ne, ne + nt)
                 for x in range(nt):
                     v = vals[x]
                     if delta[v] != 0:
@@ -278,7 +272,8 @@ def key_walk(mode, k, r, bound_a, n_values,
             # Later iterations where this round's change is visible, at every candidate outer time.
             its = np.empty(n_later, dtype=np.int64)
             outer = np.empty(nc + n_later, dtype=np.int64)
-            outer[:nc] = chain[:nc]
+            for x in range(nc):
+                outer[x] = chain[x]
             nout = nc
             x = 0
             for j in range(i0, i1):
@@ -295,13 +290,10 @@ def key_walk(mode, k, r, bound_a, n_values,
                     if out_a[j] >= ms:
                         outer[nout] = out_a[j]
                         nout += 1
-            its = np.unique(its)
-            outer = np.unique(outer[:nout])
+            its = sorted_unique(its)
+            outer = sorted_unique(outer[:nout])
             need = npd + len(its) * len(outer)
-            if need > len(P):
-                P2 = np.empty((max(2 * len(P), need), 3), dtype=np.int64)
-                P2[:npd] = P[:npd]
-                P = P2
+            P = grown(P, npd, need)
             for a in outer:
                 for i in its:
                     P[npd, 0] = g
