@@ -32,6 +32,9 @@ EAGER_BELOW = 4096
 #: Batches at least this large are compacted once as soon as the frontier passes their step
 #: (smaller ones merge eagerly, which advances their times anyway).
 SETTLE_MIN = 1024
+#: A merge in progress whose inputs reach this many outer times past their ``since`` is finished
+#: (advanced) as soon as the frontier passes them; with fewer, fuel finishes it as usual.
+SETTLE_SPAN = 64
 
 
 def _slice_keys(b: Batch, lo: int, hi: int) -> Batch:
@@ -149,6 +152,18 @@ def _advanced(b: Batch, frontier: Antichain) -> Batch:
     return b.merge(nothing, frontier)
 
 
+def _span(b: Batch) -> int:
+    """How far the first time coordinates of ``b`` reach past its ``since``: the outer times advancing could merge."""
+    if not len(b):
+        return 0
+    return int(b.times[:, 0].max()) - int(b.desc.since.elements[:, 0].max(initial=0))
+
+
+def _passed(b: Batch, passed: int) -> bool:
+    """Every time of ``b`` has a first coordinate below ``passed``."""
+    return not len(b) or int(b.times[:, 0].max()) < passed
+
+
 class Spine:
     """Batches oldest (largest) first; neighbours within a factor of two are merged with fuel."""
 
@@ -237,21 +252,46 @@ class Spine:
         self._start_merges()
 
     def settle(self) -> None:
-        """Advance the times of every large batch still behind the compaction frontier, once.
+        """Advance the times of every large batch the compaction frontier has passed, once.
 
         A batch built during a step holds every data time of that step, and
         merging advances times only when the batch next merges, which for a
         large batch may be many steps later.  Rewriting it when the frontier
-        passes keeps a trace as small with K data times per step as with one:
-        times no future reader can tell apart collapse at once.
-        Cost: O(n) once per batch of n >= ``SETTLE_MIN`` updates per step.
+        passes all of its times keeps a trace as small with K data times per
+        step as with one: times no future reader can tell apart collapse at
+        once.  A batch whose times already sit at its ``since`` (it was
+        settled, or merged, after the frontier passed them) is left alone:
+        advancing it again would collapse nothing.
+        A merge in progress whose inputs the frontier has passed and that
+        spans ``SETTLE_SPAN`` outer times or more is finished at once,
+        advanced, for the same reason (with fewer, fuel finishes it, so no
+        single step of a few updates pays for a large merge).
+        Cost: O(n) once per batch (or merge) of n >= ``SETTLE_MIN`` updates,
+        plus a max over the first time coordinate of each large batch per call.
         """
         f = self._frontier()
         if not len(f):
             return
+        passed = int(f.elements[:, 0].min())
+
+        def unsettled(b: Batch) -> bool:  # the frontier passed every time, and some time is not at `since`
+            if not len(b) or b.desc.since == f:
+                return False
+            latest = int(b.times[:, 0].max())
+            return latest < passed and latest > int(b.desc.since.elements[:, 0].max(initial=-1))
+
         changed = False
         for idx, e in enumerate(self.entries):
-            if isinstance(e, Batch) and len(e) >= SETTLE_MIN and not (e.desc.since == f):
+            if len(e) < SETTLE_MIN:
+                continue
+            if isinstance(e, Merging):
+                # A merge in progress keeps both inputs unadvanced until it ends; finish it now, advanced,
+                # when they span many passed times (a step of many data times), else let fuel do it.
+                if (_span(e.old) >= SETTLE_SPAN or _span(e.new) >= SETTLE_SPAN) \
+                        and _passed(e.old, passed) and _passed(e.new, passed):
+                    self.entries[idx] = e.old.merge(e.new, f)
+                    changed = True
+            elif unsettled(e):
                 self.entries[idx] = _advanced(e, f)
                 changed = True
         if changed:

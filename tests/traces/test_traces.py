@@ -699,3 +699,37 @@ def test_a_large_batch_collapses_once_the_frontier_passes_its_times():
         h.set_logical_compaction(Antichain([(1000,) + (0,) * (depth - 1)]))
         assert tr.contents(probe) == before
         assert len(tr) <= 64 * 3 ** (depth - 1)  # one update per (key, value, iteration)
+
+
+def test_a_merge_in_progress_over_many_passed_times_finishes_advanced():
+    """Two large batches of a thousand data times each, merging with fuel, collapse once the frontier passes."""
+    rng = np.random.default_rng(4)
+    tr = Trace(("i", "i"), 1)
+    h = tr.reader()
+    n = 4 * spine_mod.EAGER_BELOW
+    for lo in (0, 1000):
+        rows = rng.integers(0, 8, size=(n, 2))
+        times = rng.integers(lo, lo + 1000, size=(n, 1))
+        tr.insert_updates(Updates((rows[:, 0], rows[:, 1]), times, np.ones(n, dtype=np.int64), ("i", "i")),
+                          upper=Antichain([lo + 1000]))
+    assert any(isinstance(e, Merging) for e in tr.spine.entries)
+    before = tr.contents(2000)
+    h.set_logical_compaction(Antichain([2000]))
+    assert not any(isinstance(e, Merging) for e in tr.spine.entries)
+    assert tr.contents(2000) == before
+    assert len(tr) <= 64  # one update per (key, value)
+
+
+def test_a_merge_in_progress_over_few_times_is_left_to_fuel():
+    """A step of a few data times never pays for finishing a large merge at once."""
+    rng = np.random.default_rng(5)
+    tr = Trace(("i", "i"), 1)
+    h = tr.reader()
+    n = 4 * spine_mod.EAGER_BELOW
+    for t in (0, 1):
+        rows = rng.integers(0, 10_000, size=(n, 2))
+        tr.insert_updates(Updates((rows[:, 0], rows[:, 1]), np.full((n, 1), t), np.ones(n, dtype=np.int64), ("i", "i")),
+                          upper=Antichain([t + 1]))
+    assert any(isinstance(e, Merging) for e in tr.spine.entries)
+    h.set_logical_compaction(Antichain([2]))
+    assert any(isinstance(e, Merging) for e in tr.spine.entries)
