@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from bench import reach, report, sssp, topk
+from bench import ratios, reach, report, sssp, topk
 
 
 @pytest.mark.parametrize("system,batch", [("ddflow", 1), ("ddflow", 7), ("naive", 5)])
@@ -60,3 +60,11 @@ def test_report_renders(tmp_path, capsys):
     assert "| ddflow | 5 | 1 |" in md and "| ddflow | 5 | 2 |" in md
     row = [line for line in md.splitlines() if line.startswith("| 2 | 5 |")]  # the coordination table
     assert len(row) == 1 and "nan" not in row[0]
+
+
+def test_ratios_alternate_both_systems_and_report_medians(capsys):
+    assert ratios.main(["--runs", "1", "--only", "topk", "--batches", "7", "--updates", "21"]) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    (row,) = line["ratios"]
+    assert row["bench"] == "topk" and row["batch"] == 7 and len(row["ddflow_all"]) == len(row["naive_all"]) == 1
+    assert row["ratio"] == row["ddflow_updates_per_s"] / row["naive_updates_per_s"] > 0
