@@ -270,6 +270,20 @@ def sorted_unique(a):
     return a[:n]
 
 
+def run_of(sorted_ids, lo, g):
+    """``(start, end)``: the run of value ``g`` in ``sorted_ids``, searched from ``lo`` on.  O(skipped + run).
+
+    For kernels that walk several arrays grouped by the same sorted ids in step.
+    """
+    n = len(sorted_ids)
+    while lo < n and sorted_ids[lo] < g:
+        lo += 1
+    hi = lo
+    while hi < n and sorted_ids[hi] == g:
+        hi += 1
+    return lo, hi
+
+
 def grown(A, n, need):
     """``A`` (2-D) with room for at least ``need`` rows, its first ``n`` rows kept.  O(n) when it grows.
 
@@ -291,9 +305,9 @@ def lazy_jit(f=None, *, uses=()):
 
     For operator kernels that live next to their operator: the operator
     module stays importable without numba, and nothing compiles before use.
-    ``uses`` lists the plain helpers ``f`` calls (such as
-    :func:`sorted_unique`); they are compiled with it and bound in its
-    module under their own names.
+    ``uses`` lists the plain helpers ``f`` calls, directly or through one
+    another (such as :func:`sorted_unique`); they are compiled with it and
+    bound under their own names in the modules of ``f`` and of each helper.
     """
     if f is None:
         return lambda g: lazy_jit(g, uses=uses)
@@ -305,8 +319,9 @@ def lazy_jit(f=None, *, uses=()):
             if jit_enabled():
                 from numba import njit
 
-                for helper in uses:
-                    f.__globals__[helper.__name__] = njit(cache=True, nogil=True)(helper)
+                jitted = {h.__name__: njit(cache=True, nogil=True)(h) for h in uses}
+                for space in {id(x.__globals__): x.__globals__ for x in (f, *uses)}.values():
+                    space.update({name: d for name, d in jitted.items() if name in space})
                 compiled = njit(cache=True, nogil=True)(f)
             else:
                 compiled = f

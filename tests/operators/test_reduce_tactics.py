@@ -46,10 +46,11 @@ def _in_loop(x, logic, tactic):
     return seed.iterate(body, max_iterations=64)
 
 
-def _run(build, logic_name, tactic, schedule):
+def _changes(build, logic, tactic, schedule, schema):
+    """The output changes after each step of ``schedule`` (or that the loop did not converge)."""
     flow = ddflow.Dataflow()
-    x_in, x = flow.new_collection("x", schema=("i",))
-    cap = build(x, LOGICS[logic_name](), tactic).capture()
+    x_in, x = flow.new_collection("x", schema=schema)
+    cap = build(x, logic, tactic).capture()
     seen = []
     try:
         for ups, frontier in schedule:
@@ -61,6 +62,10 @@ def _run(build, logic_name, tactic, schedule):
     except NonConvergence:  # a negative count fed back can grow without end: both tactics must say so
         seen.append("did not converge")
     return seen
+
+
+def _run(build, logic_name, tactic, schedule):
+    return _changes(build, LOGICS[logic_name](), tactic, schedule, ("i",))
 
 
 EXTREMES = {
@@ -111,20 +116,7 @@ def _walk_loop(x, logic, tactic):
 
 
 def _run_extreme(build, logic_name, tactic, schedule, schema):
-    flow = ddflow.Dataflow()
-    x_in, x = flow.new_collection("x", schema=schema)
-    cap = build(x, EXTREMES[logic_name](), tactic).capture()
-    seen = []
-    try:
-        for ups, frontier in schedule:
-            for _, row, t, d in ups:
-                x_in.update([row], times=t, diffs=d)
-            flow.advance_to(frontier)
-            flow.run()
-            seen.append(cap.changes())
-    except NonConvergence:
-        seen.append("did not converge")
-    return seen
+    return _changes(build, EXTREMES[logic_name](), tactic, schedule, schema)
 
 
 @settings(max_examples=60)

@@ -26,7 +26,7 @@ import numpy as np
 
 from ddflow.base.columnar import lookup_rows
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import grown, lazy_jit, sorted_unique
+from ddflow.base.kernels import grown, lazy_jit, run_of, sorted_unique
 from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError
 from ddflow.graph.node import ready_mask
@@ -128,10 +128,9 @@ def scalar_loop(
     so = np.lexsort((seed_t, seed_gid))
     io = np.lexsort((in_times[:, 0], in_gid))
     oo = np.lexsort((out.times[:, 0], out_gid))
-    C, acc, out_pos, P = chain_walk(r, seed_gid[so], seed_t[so],
+    c_gid, c_a, acc, out_pos, P = chain_walk(r, seed_gid[so], seed_t[so],
                                     in_gid[io], in_times[io, 0], in_times[io, 1], in_diffs[io],
                                     out_gid[oo], out.times[oo, 0], out.times[oo, 1])
-    c_gid, c_a = C[:, 0], C[:, 1]
     val, mult = logic.scalar_rows(acc)
     mult = np.asarray(mult, dtype=np.int64)
     first = np.ones(len(c_gid), dtype=bool)
@@ -155,26 +154,78 @@ def scalar_loop(
     return emitted, P[:, 0].copy(), P[:, 1:].copy()
 
 
-@lazy_jit(uses=(grown, sorted_unique))
+def later_rounds(P, npd, g, r, ms, chain, nc, in_a, in_i, i0, i1, out_a, out_i, o0, o1):
+    """Append to ``P`` (rows ``(group, outer time, iteration)``, ``npd`` used) group ``g``'s later rounds.
+
+    A kernel helper (compiled with the kernels that call it).
+    The group's history at iterations past ``r`` (input rows ``i0:i1``,
+    output rows ``o0:o1``) makes this round's change visible again there:
+    each of those iterations, crossed with every candidate outer time (the
+    group's ``nc`` chain times and its later history's outer times from the
+    earliest seed ``ms`` on).  Returns ``(P, npd)``.  O(h + p log p) for h
+    history rows and p pending times; nothing when no history is later.
+    """
+    n_later = 0
+    for j in range(i0, i1):
+        if in_i[j] > r:
+            n_later += 1
+    for j in range(o0, o1):
+        if out_i[j] > r:
+            n_later += 1
+    if not n_later:
+        return P, npd
+    its = np.empty(n_later, dtype=np.int64)
+    outer = np.empty(nc + n_later, dtype=np.int64)
+    for x in range(nc):
+        outer[x] = chain[x]
+    nout = nc
+    x = 0
+    for j in range(i0, i1):
+        if in_i[j] > r:
+            its[x] = in_i[j]
+            x += 1
+            if in_a[j] >= ms:
+                outer[nout] = in_a[j]
+                nout += 1
+    for j in range(o0, o1):
+        if out_i[j] > r:
+            its[x] = out_i[j]
+            x += 1
+            if out_a[j] >= ms:
+                outer[nout] = out_a[j]
+                nout += 1
+    its = sorted_unique(its)
+    outer = sorted_unique(outer[:nout])
+    P = grown(P, npd, npd + len(its) * len(outer))
+    for a in outer:
+        for i in its:
+            P[npd, 0] = g
+            P[npd, 1] = a
+            P[npd, 2] = i
+            npd += 1
+    return P, npd
+
+
+@lazy_jit(uses=(grown, run_of, sorted_unique, later_rounds))
 def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
     """The chain of each seeded group at iteration ``r``, its input counts, and the pending times.
 
     Every array is sorted by (group, outer time).  Per group the chain is
     the seeds' outer times and the outer times of its history at
     iterations ``<= r`` from the earliest seed on, in order.  Returns
-    ``(C, acc, out_pos, P)``: ``C`` rows ``(group, outer time)``; ``acc``
-    the group's input accumulated at each chain time (iterations ``<= r``);
-    ``out_pos`` for each output history update the chain row where it first
-    becomes visible (-1: at a later iteration, or after the last chain
-    time); ``P`` rows ``(group, outer time, iteration)``: the later
-    iterations of the group's history crossed with its candidate outer
-    times.  One pass per group: O(h + |chain|) for h history updates, plus
-    sorting the pending candidates of groups with later history.
+    ``(cg, ca, acc, out_pos, P)``: the chain rows' group and outer time;
+    ``acc`` the group's input accumulated at each chain time (iterations
+    ``<= r``); ``out_pos`` for each output history update the chain row
+    where it first becomes visible (-1: at a later iteration, or after the
+    last chain time); ``P`` rows ``(group, outer time, iteration)`` from
+    :func:`later_rounds`.  One pass per group: O(h + |chain|) for h history
+    updates, plus sorting the pending candidates of groups with later history.
     """
     BIG = np.iinfo(np.int64).max
     ns, ni, no = len(seed_g), len(in_g), len(out_g)
     cap = ns + ni + no
-    C = np.empty((cap, 2), dtype=np.int64)
+    cg = np.empty(cap, dtype=np.int64)
+    ca = np.empty(cap, dtype=np.int64)
     acc = np.empty(cap, dtype=np.int64)
     out_pos = np.full(no, -1, dtype=np.int64)
     P = np.empty((16, 3), dtype=np.int64)
@@ -185,19 +236,9 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
     o0 = 0
     while s0 < ns:
         g = seed_g[s0]
-        s1 = s0
-        while s1 < ns and seed_g[s1] == g:
-            s1 += 1
-        while i0 < ni and in_g[i0] < g:
-            i0 += 1
-        i1 = i0
-        while i1 < ni and in_g[i1] == g:
-            i1 += 1
-        while o0 < no and out_g[o0] < g:
-            o0 += 1
-        o1 = o0
-        while o1 < no and out_g[o1] == g:
-            o1 += 1
+        s1 = run_of(seed_g, s0, g)[1]
+        i0, i1 = run_of(in_g, i0, g)
+        o0, o1 = run_of(out_g, o0, g)
         ms = seed_a[s0]
         c0 = nc
         total = 0
@@ -212,8 +253,8 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
                 if out_i[q] <= r:
                     out_pos[q] = nc
                 q += 1
-            C[nc, 0] = g
-            C[nc, 1] = c
+            cg[nc] = g
+            ca[nc] = c
             acc[nc] = total
             nc += 1
             while sp < s1 and seed_a[sp] <= c:
@@ -230,46 +271,9 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
             if qq < o1 and out_a[qq] < nxt:
                 nxt = out_a[qq]
             c = nxt
-        n_later = 0
-        for j in range(i0, i1):
-            if in_i[j] > r:
-                n_later += 1
-        for j in range(o0, o1):
-            if out_i[j] > r:
-                n_later += 1
-        if n_later:
-            its = np.empty(n_later, dtype=np.int64)
-            outer = np.empty(nc - c0 + n_later, dtype=np.int64)
-            for x in range(nc - c0):
-                outer[x] = C[c0 + x, 1]
-            nout = nc - c0
-            x = 0
-            for j in range(i0, i1):
-                if in_i[j] > r:
-                    its[x] = in_i[j]
-                    x += 1
-                    if in_a[j] >= ms:
-                        outer[nout] = in_a[j]
-                        nout += 1
-            for j in range(o0, o1):
-                if out_i[j] > r:
-                    its[x] = out_i[j]
-                    x += 1
-                    if out_a[j] >= ms:
-                        outer[nout] = out_a[j]
-                        nout += 1
-            its = sorted_unique(its)
-            outer = sorted_unique(outer[:nout])
-            need = npd + len(its) * len(outer)
-            P = grown(P, npd, need)
-            for a in outer:
-                for i in its:
-                    P[npd, 0] = g
-                    P[npd, 1] = a
-                    P[npd, 2] = i
-                    npd += 1
+        P, npd = later_rounds(P, npd, g, r, ms, ca[c0:nc], nc - c0, in_a, in_i, i0, i1, out_a, out_i, o0, o1)
         s0, i0, o0 = s1, i1, o1
-    return C[:nc], acc[:nc], out_pos, P[:npd]
+    return cg[:nc], ca[:nc], acc[:nc], out_pos, P[:npd]
 
 
 def _rows(base, val, sel, times, mult, kinds) -> Updates:

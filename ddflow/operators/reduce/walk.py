@@ -37,9 +37,10 @@ from __future__ import annotations
 import numpy as np
 
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import grown, key_matrix, lazy_jit, sort_rows, sorted_unique
+from ddflow.base.kernels import grown, key_matrix, lazy_jit, run_of, sort_rows, sorted_unique
 from ddflow.base.updates import Updates
 from ddflow.operators.reduce.general import GeneralTactic, _unique_pairs
+from ddflow.operators.reduce.iterate import later_rounds
 from ddflow.operators.reduce.logic import ExtremeLogic, Logic
 
 #: Logics as the kernel numbers them.
@@ -119,7 +120,7 @@ def _dense_rank(cols: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]
     return rank, order[new]
 
 
-@lazy_jit(uses=(grown, sorted_unique))
+@lazy_jit(uses=(grown, run_of, sorted_unique, later_rounds))
 def key_walk(mode, k, r, bound_a, n_values,
              seed_g, seed_a,
              in_g, in_a, in_i, in_v, in_d,
@@ -150,45 +151,28 @@ def key_walk(mode, k, r, bound_a, n_values,
     seen = np.zeros(n_values, dtype=np.bool_)
     touched = np.empty(n_values, dtype=np.int64)
     chain = np.empty(len(seed_a) + len(in_a) + len(out_a), dtype=np.int64)
-    ns, ni, no = len(seed_g), len(in_g), len(out_g)
+    ns = len(seed_g)
     s0 = 0
     i0 = 0
     o0 = 0
     while s0 < ns:
         g = seed_g[s0]
-        s1 = s0
-        while s1 < ns and seed_g[s1] == g:
-            s1 += 1
-        while i0 < ni and in_g[i0] < g:
-            i0 += 1
-        i1 = i0
-        while i1 < ni and in_g[i1] == g:
-            i1 += 1
-        while o0 < no and out_g[o0] < g:
-            o0 += 1
-        o1 = o0
-        while o1 < no and out_g[o1] == g:
-            o1 += 1
+        s1 = run_of(seed_g, s0, g)[1]
+        i0, i1 = run_of(in_g, i0, g)
+        o0, o1 = run_of(out_g, o0, g)
         ms = seed_a[s0]  # seeds are sorted: the earliest
         # The group's values visible at iteration r.
         nt = 0
-        n_later = 0
         for j in range(i0, i1):
-            if in_i[j] <= r:
-                if not seen[in_v[j]]:
-                    seen[in_v[j]] = True
-                    touched[nt] = in_v[j]
-                    nt += 1
-            else:
-                n_later += 1
+            if in_i[j] <= r and not seen[in_v[j]]:
+                seen[in_v[j]] = True
+                touched[nt] = in_v[j]
+                nt += 1
         for j in range(o0, o1):
-            if out_i[j] <= r:
-                if not seen[out_v[j]]:
-                    seen[out_v[j]] = True
-                    touched[nt] = out_v[j]
-                    nt += 1
-            else:
-                n_later += 1
+            if out_i[j] <= r and not seen[out_v[j]]:
+                seen[out_v[j]] = True
+                touched[nt] = out_v[j]
+                nt += 1
         vals = touched[:nt]
         vals.sort()  # ranks in value order
         # Walk the chain of outer times: seeds, and history at iterations <= r from the earliest seed on.
@@ -268,37 +252,6 @@ def key_walk(mode, k, r, bound_a, n_values,
             cnt[v] = 0
             prev[v] = 0
             seen[v] = False
-        if n_later:
-            # Later iterations where this round's change is visible, at every candidate outer time.
-            its = np.empty(n_later, dtype=np.int64)
-            outer = np.empty(nc + n_later, dtype=np.int64)
-            for x in range(nc):
-                outer[x] = chain[x]
-            nout = nc
-            x = 0
-            for j in range(i0, i1):
-                if in_i[j] > r:
-                    its[x] = in_i[j]
-                    x += 1
-                    if in_a[j] >= ms:
-                        outer[nout] = in_a[j]
-                        nout += 1
-            for j in range(o0, o1):
-                if out_i[j] > r:
-                    its[x] = out_i[j]
-                    x += 1
-                    if out_a[j] >= ms:
-                        outer[nout] = out_a[j]
-                        nout += 1
-            its = sorted_unique(its)
-            outer = sorted_unique(outer[:nout])
-            need = npd + len(its) * len(outer)
-            P = grown(P, npd, need)
-            for a in outer:
-                for i in its:
-                    P[npd, 0] = g
-                    P[npd, 1] = a
-                    P[npd, 2] = i
-                    npd += 1
+        P, npd = later_rounds(P, npd, g, r, ms, chain, nc, in_a, in_i, i0, i1, out_a, out_i, o0, o1)
         s0, i0, o0 = s1, i1, o1
     return E[:ne], P[:npd]
