@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.columnar import lookup_rows
+from ddflow.base.columnar import lookup_rows, pair_order
 from ddflow.base.consolidate import consolidate
 from ddflow.base.kernels import grown, lazy_jit, run_of, sorted_unique
 from ddflow.base.updates import Updates
@@ -125,9 +125,9 @@ def scalar_loop(
     Cost: three sorts by (group, outer time), one :func:`chain_walk`, and a
     fixed number of vectorized steps for the logic and the output.
     """
-    so = np.lexsort((seed_t, seed_gid))
-    io = np.lexsort((in_times[:, 0], in_gid))
-    oo = np.lexsort((out.times[:, 0], out_gid))
+    so = pair_order(seed_gid, seed_t)
+    io = pair_order(in_gid, in_times[:, 0])
+    oo = pair_order(out_gid, out.times[:, 0])
     c_gid, c_a, acc, out_pos, P = chain_walk(r, seed_gid[so], seed_t[so],
                                     in_gid[io], in_times[io, 0], in_times[io, 1], in_diffs[io],
                                     out_gid[oo], out.times[oo, 0], out.times[oo, 1])

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ddflow.base.columnar import pair_order
 from ddflow.base.consolidate import consolidate
 from ddflow.base.kernels import grown, key_matrix, lazy_jit, run_of, sort_rows, sorted_unique
 from ddflow.base.updates import Updates
@@ -79,9 +80,9 @@ class WalkTactic(GeneralTactic):
         vrank, vfirst = _dense_rank(vcols, len(inp) + len(outp))
         n_in = len(inp)
         sg = np.searchsorted(keys, skeys)
-        s_o = np.lexsort((stimes[:, 0], sg))
-        i_o = np.lexsort((inp.times[:, 0], in_q))
-        o_o = np.lexsort((outp.times[:, 0], out_q))
+        s_o = pair_order(sg, stimes[:, 0])
+        i_o = pair_order(in_q, inp.times[:, 0])
+        o_o = pair_order(out_q, outp.times[:, 0])
         emitted, pending = key_walk(
             MODES[logic.name], getattr(logic, "k", 1), r, int(bound[0]), len(vfirst),
             sg[s_o], stimes[s_o, 0],
