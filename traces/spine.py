@@ -32,8 +32,8 @@ EAGER_BELOW = 4096
 #: Batches at least this large are compacted once as soon as the frontier passes their step
 #: (smaller ones merge eagerly, which advances their times anyway).
 SETTLE_MIN = 1024
-#: A merge in progress whose inputs reach this many outer times past their ``since`` is finished
-#: (advanced) as soon as the frontier passes them; with fewer, fuel finishes it as usual.
+#: A merge in progress whose inputs span this many outer times is finished (advanced) as soon as
+#: the frontier passes them; with fewer, fuel finishes it as usual.
 SETTLE_SPAN = 64
 
 
@@ -153,10 +153,11 @@ def _advanced(b: Batch, frontier: Antichain) -> Batch:
 
 
 def _span(b: Batch) -> int:
-    """How far the first time coordinates of ``b`` reach past its ``since``: the outer times advancing could merge."""
+    """How many outer times (first coordinates) ``b`` spans: what advancing past them all could merge.  O(n)."""
     if not len(b):
         return 0
-    return int(b.times[:, 0].max()) - int(b.desc.since.elements[:, 0].max(initial=0))
+    outer = b.times[:, 0]
+    return int(outer.max()) - int(outer.min())
 
 
 def _passed(b: Batch, passed: int) -> bool:

@@ -701,18 +701,23 @@ def test_a_large_batch_collapses_once_the_frontier_passes_its_times():
         assert len(tr) <= 64 * 3 ** (depth - 1)  # one update per (key, value, iteration)
 
 
+def _two_large_batches(key_range: int, times_of, seed: int) -> Trace:
+    """A trace holding two batches large enough to merge with fuel; ``times_of(step, n)`` gives each one's times."""
+    rng = np.random.default_rng(seed)
+    tr = Trace(("i", "i"), 1)
+    n = 4 * spine_mod.EAGER_BELOW
+    for step, upper in ((0, 1000), (1, 2000)):
+        rows = rng.integers(0, key_range, size=(n, 2))
+        tr.insert_updates(Updates((rows[:, 0], rows[:, 1]), times_of(step, n, rng), np.ones(n, dtype=np.int64),
+                                  ("i", "i")), upper=Antichain([upper]))
+    assert any(isinstance(e, Merging) for e in tr.spine.entries)
+    return tr
+
+
 def test_a_merge_in_progress_over_many_passed_times_finishes_advanced():
     """Two large batches of a thousand data times each, merging with fuel, collapse once the frontier passes."""
-    rng = np.random.default_rng(4)
-    tr = Trace(("i", "i"), 1)
+    tr = _two_large_batches(8, lambda step, n, rng: rng.integers(step * 1000, step * 1000 + 1000, size=(n, 1)), 4)
     h = tr.reader()
-    n = 4 * spine_mod.EAGER_BELOW
-    for lo in (0, 1000):
-        rows = rng.integers(0, 8, size=(n, 2))
-        times = rng.integers(lo, lo + 1000, size=(n, 1))
-        tr.insert_updates(Updates((rows[:, 0], rows[:, 1]), times, np.ones(n, dtype=np.int64), ("i", "i")),
-                          upper=Antichain([lo + 1000]))
-    assert any(isinstance(e, Merging) for e in tr.spine.entries)
     before = tr.contents(2000)
     h.set_logical_compaction(Antichain([2000]))
     assert not any(isinstance(e, Merging) for e in tr.spine.entries)
@@ -722,14 +727,7 @@ def test_a_merge_in_progress_over_many_passed_times_finishes_advanced():
 
 def test_a_merge_in_progress_over_few_times_is_left_to_fuel():
     """A step of a few data times never pays for finishing a large merge at once."""
-    rng = np.random.default_rng(5)
-    tr = Trace(("i", "i"), 1)
+    tr = _two_large_batches(10_000, lambda step, n, rng: np.full((n, 1), 999 + step), 5)
     h = tr.reader()
-    n = 4 * spine_mod.EAGER_BELOW
-    for t in (0, 1):
-        rows = rng.integers(0, 10_000, size=(n, 2))
-        tr.insert_updates(Updates((rows[:, 0], rows[:, 1]), np.full((n, 1), t), np.ones(n, dtype=np.int64), ("i", "i")),
-                          upper=Antichain([t + 1]))
-    assert any(isinstance(e, Merging) for e in tr.spine.entries)
-    h.set_logical_compaction(Antichain([2]))
+    h.set_logical_compaction(Antichain([2000]))
     assert any(isinstance(e, Merging) for e in tr.spine.entries)
