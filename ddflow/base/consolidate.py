@@ -103,9 +103,10 @@ def starts_of(change: np.ndarray) -> np.ndarray:
 def consolidate(u: Updates, runs: bool = False) -> Updates:
     """Sort by (data, time), add up diffs of equal (data, time), drop zeros.
 
-    One compiled kernel (:func:`ddflow.base.kernels.consolidate_rows`) for
-    every size; ``runs`` is accepted for callers that know their input is a
-    few sorted runs, which the kernel's natural merge sort finds by itself.
+    One path for every size (:func:`ddflow.base.kernels.consolidate_rows`:
+    a packing kernel, numpy's stable sort, a grouping kernel); ``runs`` is
+    accepted for callers that know their input is a few sorted runs, which
+    that timsort merges in linear time by itself.
     A sum of diffs past int64 is a :class:`~ddflow.errors.SchemaError`.
     Cost: O(n log n) for n updates, O(n) for a few sorted runs; no numpy
     call per group.

@@ -59,10 +59,7 @@ class GeneralTactic(ReduceTactic):
                 bound: np.ndarray) -> None:
         logic = self.node.logic
         ctx = self.node.ctx
-        seed_keys = [a for a in (new.cols[0] if new is not None else None, pk) if a is not None]
-        seed_times = [a for a in (new.times if new is not None else None, pt) if a is not None]
-        skeys = np.concatenate(seed_keys)
-        stimes = np.concatenate(seed_times)
+        skeys, stimes = seeds(new, pk, pt)
         keys = np.unique(skeys)
         trace = self.node.source.trace
         in_q, inp = trace.seek(keys)
@@ -137,14 +134,19 @@ class GeneralTactic(ReduceTactic):
                 res_times.append(t)
                 res_diffs.append(d)
         if pend_k:
-            pk_all = np.concatenate([self.pending_keys, *pend_k]) if self.pending_keys is not None else np.concatenate(pend_k)
-            pt_all = np.concatenate([self.pending_times, *pend_t])
-            self.pending_keys, self.pending_times = _unique_pairs(pk_all, pt_all)
+            self.add_pending(np.concatenate(pend_k), np.concatenate(pend_t))
         if not res_keys:
             return
         out = self._encode(res_keys, res_vals, np.array(res_times, dtype=np.int64).reshape(-1, depth),
                            np.array(res_diffs, dtype=np.int64), in_kinds)
         self.output(consolidate(out))
+
+    def add_pending(self, keys: np.ndarray, times: np.ndarray) -> None:
+        """Remember (key, time) pairs to retire when the frontier passes them (kept distinct)."""
+        if self.pending_keys is not None:
+            keys = np.concatenate([self.pending_keys, keys])
+            times = np.concatenate([self.pending_times, times])
+        self.pending_keys, self.pending_times = _unique_pairs(keys, times)
 
     def _encode(self, keys: list, vals: list[tuple], times: np.ndarray, diffs: np.ndarray,
                 in_kinds: tuple[str, ...]) -> Updates:
@@ -190,6 +192,13 @@ def _rows(cols: Sequence[np.ndarray], kinds: Sequence[str], interner, decode: bo
         else:
             lists.append(c.tolist())
     return list(zip(*lists))
+
+
+def seeds(new: Updates | None, pk: np.ndarray | None, pt: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The keys and times a step retires: the new input's and the pending ones that came due."""
+    keys = [a for a in (new.cols[0] if new is not None else None, pk) if a is not None]
+    times = [a for a in (new.times if new is not None else None, pt) if a is not None]
+    return np.concatenate(keys), np.concatenate(times)
 
 
 def _unique_pairs(keys: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -40,7 +40,7 @@ from ddflow.base.columnar import pair_order
 from ddflow.base.consolidate import consolidate
 from ddflow.base.kernels import grown, key_matrix, lazy_jit, run_of, sort_rows, sorted_unique
 from ddflow.base.updates import Updates
-from ddflow.operators.reduce.general import GeneralTactic, _unique_pairs
+from ddflow.operators.reduce.general import GeneralTactic, seeds
 from ddflow.operators.reduce.iterate import later_rounds
 from ddflow.operators.reduce.logic import ExtremeLogic, Logic
 
@@ -57,10 +57,7 @@ class WalkTactic(GeneralTactic):
 
     def _retire(self, new, pk, pt, bound):
         trace = self.node.source.trace
-        parts = [u for u in (new, None if pk is None else Updates((pk,), pt, np.ones(len(pk), dtype=np.int64),
-                                                                     trace.kinds[:1])) if u is not None]
-        skeys = np.concatenate([u.cols[0] for u in parts])
-        stimes = np.concatenate([u.times for u in parts])
+        skeys, stimes = seeds(new, pk, pt)
         depth = stimes.shape[1]
         r = int(bound[-1]) - 1 if depth == 2 else 0
         vkinds = trace.kinds[1:]
@@ -89,12 +86,7 @@ class WalkTactic(GeneralTactic):
             in_q[i_o], inp.times[i_o, 0], _iterations(inp.times)[i_o], vrank[:n_in][i_o], inp.diffs[i_o],
             out_q[o_o], outp.times[o_o, 0], _iterations(outp.times)[o_o], vrank[n_in:][o_o], outp.diffs[o_o])
         if len(pending):
-            ptimes = pending[:, 1:] if depth == 2 else pending[:, 1:2]
-            pk_all, pt_all = keys[pending[:, 0]], ptimes
-            if self.pending_keys is not None:
-                pk_all = np.concatenate([self.pending_keys, pk_all])
-                pt_all = np.concatenate([self.pending_times, pt_all])
-            self.pending_keys, self.pending_times = _unique_pairs(pk_all, pt_all)
+            self.add_pending(keys[pending[:, 0]], pending[:, 1:1 + depth])
         if not len(emitted):
             return
         rows = vfirst[emitted[:, 1]]
