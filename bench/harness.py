@@ -274,6 +274,14 @@ def parser(prog: str, doc: str, updates: int = 10000) -> argparse.ArgumentParser
     return p
 
 
+def main(args: argparse.Namespace, w: Workload, build: Callable, naive: Callable[[Workload], System],
+         describe: dict) -> int:
+    """Run ``args.system`` (ddflow running ``build``, or the ``naive`` baseline) on ``w`` and report it."""
+    if args.system == "ddflow":
+        return report(run(args, w, lambda: DdflowSystem(w, build, workers=args.workers), describe), args)
+    return report(run(args, w, lambda: naive(w), describe), args)
+
+
 def report(out: dict, args: argparse.Namespace) -> int:
     """Print (and append to ``--json``) the result line; the exit status."""
     line = json.dumps(out)

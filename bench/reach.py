@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import ddflow
-from bench.harness import Change, DdflowSystem, RecomputeSystem, parser, report, run
+from bench import harness
+from bench.harness import Change, RecomputeSystem, parser
 
 # -- workload ----------------------------------------------------------------------
 
@@ -133,12 +134,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     w = Workload.make(args.nodes, args.edges, args.roots, args.seed)
-    if args.system == "ddflow":
-        make = lambda: DdflowSystem(w, build, workers=args.workers)  # noqa: E731
-    else:
-        make = lambda: NaiveSystem(w)  # noqa: E731
-    out = run(args, w, make, {"nodes": args.nodes, "edges": args.edges, "roots": args.roots})
-    return report(out, args)
+    return harness.main(args, w, build, NaiveSystem, {"nodes": args.nodes, "edges": args.edges, "roots": args.roots})
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import ddflow
-from bench.harness import Change, DdflowSystem, RecomputeSystem, parser, report, run
+from bench import harness
+from bench.harness import Change, RecomputeSystem, parser
 
 
 @dataclass
@@ -108,12 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-weight", type=int, default=10)
     args = p.parse_args(argv)
     w = Workload.make(args.nodes, args.edges, args.max_weight, args.seed)
-    if args.system == "ddflow":
-        make = lambda: DdflowSystem(w, build, workers=args.workers)  # noqa: E731
-    else:
-        make = lambda: NaiveSystem(w)  # noqa: E731
-    out = run(args, w, make, {"bench": "sssp", "nodes": args.nodes, "edges": args.edges})
-    return report(out, args)
+    return harness.main(args, w, build, NaiveSystem, {"bench": "sssp", "nodes": args.nodes, "edges": args.edges})
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 import ddflow
-from bench.harness import Change, DdflowSystem, RecomputeSystem, parser, report, run
+from bench import harness
+from bench.harness import Change, RecomputeSystem, parser
 
 VALUE_BITS = 32
 
@@ -90,12 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", type=int, default=3)
     args = p.parse_args(argv)
     w = Workload.make(args.keys, args.window, args.values, args.k, args.seed)
-    if args.system == "ddflow":
-        make = lambda: DdflowSystem(w, build, workers=args.workers)  # noqa: E731
-    else:
-        make = lambda: NaiveSystem(w)  # noqa: E731
-    out = run(args, w, make, {"bench": "topk", "keys": args.keys, "window": args.window, "k": args.k})
-    return report(out, args)
+    return harness.main(args, w, build, NaiveSystem, {"bench": "topk", "keys": args.keys, "window": args.window, "k": args.k})
 
 
 if __name__ == "__main__":

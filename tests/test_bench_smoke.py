@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from bench import ratios, reach, report, sssp, topk
+from bench import harness, ratios, reach, report, sssp, topk
 
 
 @pytest.mark.parametrize("system,batch", [("ddflow", 1), ("ddflow", 7), ("naive", 5)])
@@ -33,12 +33,12 @@ def test_other_benches_tiny_are_correct(capsys, bench, args, system, batch):
 
 def test_wrong_answer_is_detected(monkeypatch, capsys):
     """A system that drops an output change must fail the check (exit 1)."""
-    real_step = reach.DdflowSystem.step
+    real_step = harness.DdflowSystem.step
 
     def lossy(self, removed, added, t0):
         return real_step(self, removed, added, t0)[1:]
 
-    monkeypatch.setattr(reach.DdflowSystem, "step", lossy)
+    monkeypatch.setattr(harness.DdflowSystem, "step", lossy)
     rc = reach.main(["--nodes", "30", "--edges", "60", "--roots", "3", "--updates", "40", "--batch", "4",
                      "--checkpoints", "40", "--verify-every", "4"])
     assert rc == 1
