@@ -97,6 +97,16 @@ class Node(ABC):
             for u in q:
                 yield u.times
 
+    def has_work(self) -> bool:
+        """Whether :meth:`work_times` holds anything: a node without work is not stepped.
+
+        Every step with no queued input and no pending times does nothing,
+        so the scheduler skips it (nodes that send to other workers are
+        always stepped: their peers count on a message per step).  O(1)
+        per array of work.
+        """
+        return any(len(t) for t in self.work_times())
+
     def trace_handles(self) -> list:
         """Reader handles of the traces this node owns, advanced as the dataflow's frontier moves."""
         return []

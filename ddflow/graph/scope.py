@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Iterable, Union
 
 import numpy as np
 
+from ddflow.base.kernels import lazy_jit
 from ddflow.base.lattice import Antichain
 from ddflow.errors import DataflowError, NonConvergence
 from ddflow.graph.node import Node
@@ -165,30 +166,50 @@ class IterativeScope(Scope):
                 raise DataflowError(f"loop {self.name!r}: variable {v.name!r} was never set")
 
     def next_round(self, outer_bound: np.ndarray) -> int | None:
-        """The least iteration with work whose outer time is complete (None: nothing to do)."""
-        best: int | None = None
-        k = self.depth - 1
+        """The least iteration with work whose outer time is complete (None: nothing to do).
+
+        Cost: one compiled pass (:func:`least_round`) per array of work in
+        the body; nodes without work contribute nothing.
+        """
+        best = -1
         for times in self.work_times():
-            if not len(times):
-                continue
-            inner = times[:, : self.depth]
-            ok = np.all(inner[:, :k] < outer_bound, axis=1)
-            if ok.any():
-                m = int(inner[ok, k].min())
-                best = m if best is None else min(best, m)
-        return best
+            if len(times):
+                m = least_round(times, outer_bound)
+                if m >= 0 and (best < 0 or m < best):
+                    best = m
+        return None if best < 0 else best
 
     def work_times(self) -> Iterable[np.ndarray]:
-        """Work of every node in the body, in this scope's depth or deeper."""
+        """Work of every node in the body: arrays of this scope's depth or deeper.
+
+        An enter node's queue holds times of the enclosing scope, one
+        coordinate short: they enter at iteration 0.
+        """
         for n in self.nodes:
-            if isinstance(n, IterativeScope):
-                for t in n.work_times():
-                    yield t[:, : self.depth]
-            else:
-                for t in n.work_times():
-                    if t.shape[1] < self.depth:  # an enter node's queue holds parent times
-                        t = np.concatenate([t, np.zeros((len(t), self.depth - t.shape[1]), dtype=np.int64)], axis=1)
-                    yield t
+            yield from n.work_times()
+
+
+@lazy_jit
+def least_round(times, outer_bound):
+    """The least iteration ``times[i, k]`` (``k = len(outer_bound)``) of a row with ``times[i, :k] < outer_bound``; -1 if none.
+
+    A row with only ``k`` coordinates (an enter node's queue) is at
+    iteration 0; coordinates past ``k + 1`` (nested loops) are ignored.
+    O(n k), one compiled pass.
+    """
+    k = len(outer_bound)
+    best = -1
+    for i in range(times.shape[0]):
+        ok = True
+        for j in range(k):
+            if times[i, j] >= outer_bound[j]:
+                ok = False
+                break
+        if ok:
+            r = times[i, k] if times.shape[1] > k else 0
+            if best < 0 or r < best:
+                best = r
+    return best
 
 
 class Scheduler:
@@ -215,6 +236,8 @@ class Scheduler:
                 self.step_loop(m, bound)
                 self.begin_epoch()
                 continue
+            if not m.sends_to_workers and not m.has_work():
+                continue  # nothing queued, nothing pending: the step would do nothing
             self.step_node(m, bound)
             if m.sends_to_workers:
                 in_flight.append(self.send(i, m))

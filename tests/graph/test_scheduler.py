@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import ddflow
 from ddflow.errors import DataflowError, NonConvergence
-from ddflow.graph.scope import IterativeScope, Scheduler
+from ddflow.graph.scope import IterativeScope, Scheduler, least_round
 from ddflow.workers.runtime import WorkerRuntime
 
 
@@ -47,3 +50,49 @@ def test_loop_errors_come_from_the_scheduler():
     ddflow.Variable(y.iterative("unset"), y)
     with pytest.raises(DataflowError, match="never set"):
         flow2.run()
+
+
+def reference_least_round(times: np.ndarray, outer_bound: np.ndarray) -> int:
+    """The loop's next round from its work, in numpy (the rule ``next_round`` follows)."""
+    k = len(outer_bound)
+    if times.shape[1] <= k:
+        times = np.concatenate([times, np.zeros((len(times), k + 1 - times.shape[1]), dtype=np.int64)], axis=1)
+    ok = np.all(times[:, :k] < outer_bound, axis=1)
+    return int(times[ok, k].min()) if ok.any() else -1
+
+
+@settings(max_examples=200)
+@given(data=st.data())
+def test_least_round_matches_the_reference(data):
+    k = data.draw(st.integers(1, 2))
+    cols = data.draw(st.integers(k, k + 2))  # k: an enter node's queue; k + 2: a nested loop's work
+    n = data.draw(st.integers(0, 12))
+    times = data.draw(hnp.arrays(np.int64, (n, cols), elements=st.integers(0, 5)))
+    outer = data.draw(hnp.arrays(np.int64, k, elements=st.integers(0, 6)))
+    assert least_round(times, outer) == reference_least_round(times, outer)
+
+
+def test_nodes_without_work_are_not_stepped():
+    flow = ddflow.Dataflow()
+    x_in, x = flow.new_collection("x")
+    _, y = flow.new_collection("y")
+    x.distinct().capture()
+    y.distinct().capture()
+    stepped = []
+
+    class Recording(Scheduler):
+        def step_node(self, node, bound):
+            stepped.append(node)
+            super().step_node(node, bound)
+
+    x_in.insert((1,), 0)
+    flow.advance_to(1)
+    Recording().step_scope(flow.top, np.array([1]))
+    y_side, todo = set(), [y.node]
+    while todo:  # y's input and everything downstream of it: no work reaches them
+        n = todo.pop()
+        if n not in y_side:
+            y_side.add(n)
+            todo.extend(t for t, _ in n.targets)
+    assert len(stepped) == len(set(flow.top.all_nodes()) - y_side) > 0
+    assert not y_side & set(stepped)
