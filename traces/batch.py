@@ -25,9 +25,11 @@ import pyarrow as pa
 
 from ddflow.base.consolidate import consolidate
 from ddflow.base.kernels import kernels, key_matrix
-from ddflow.base.lattice import Antichain, advance_by
+from ddflow.base.lattice import Antichain
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError, UsageError
+
+from .merge import merge_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,24 +209,56 @@ class Batch:
     def merge(self, other: "Batch", frontier: Antichain | None = None) -> "Batch":
         """Merge with the next batch in time, advancing times by ``frontier`` and consolidating.
 
-        Both inputs are sorted, so the stable sort of their concatenation
-        runs as a single linear merge pass (timsort finds the two runs).
-        Keys whose updates all cancel disappear.  Cost: linear in the two
-        batches' sizes, O(n + m).
+        One compiled pass over both tries (:func:`ddflow.traces.merge.merge_rows`):
+        the (key, value) rows of both are sorted, so they merge linearly,
+        and each row's updates are advanced and consolidated in place.
+        Keys whose updates all cancel disappear; a sum of diffs past int64
+        is a :class:`~ddflow.errors.SchemaError`.  Cost: O(n + m) for the
+        two batches' sizes when advancing keeps each row's times in order,
+        O(m log m) at worst.
+
+        >>> from ddflow.base.interner import Interner
+        >>> from ddflow.base.updates import from_rows
+        >>> it = Interner()
+        >>> a = Batch.from_updates(from_rows([(1, 10), (2, 20)], 0, 1, it))
+        >>> b = Batch.from_updates(from_rows([(2, 20), (3, 30)], 1, [-1, 1], it))
+        >>> a.merge(b, Antichain.from_time(2)).flatten().to_rows(it)
+        [((1, 10), 2, 1), ((3, 30), 2, 1)]
         """
         if self.kinds != other.kinds:
             raise SchemaError(f"cannot merge batches with column kinds {self.kinds} and {other.kinds}")
-        a, b = self.flatten(), other.flatten()
-        u = Updates.concat([a, b]) if len(a) and len(b) else (a if len(a) else b)
         if frontier is not None and len(frontier):
-            since = frontier
-            u = u.with_times(advance_by(u.times, frontier))
-        elif self.desc.since == other.desc.since:
-            since = self.desc.since
+            since, F = frontier, frontier.elements
         else:
-            since = self.desc.since.glb(other.desc.since)
+            since = self.desc.since if self.desc.since == other.desc.since else self.desc.since.glb(other.desc.since)
+            F = np.zeros((0, self.depth), dtype=np.int64)
         desc = Description(self.desc.lower, other.desc.upper, since)
-        return Batch.from_updates(u, desc, runs=True, check=False)
+        a_cols, b_cols = self.row_columns(), other.row_columns()
+        pick, voffs, kstarts, times, diffs, overflow = merge_rows(
+            key_matrix(a_cols), self.val_offs, self.times, self.diffs,
+            key_matrix(b_cols), other.val_offs, other.times, other.diffs, F)
+        if overflow:
+            raise SchemaError(f"merging batches of {self.kinds}: a sum of diffs does not fit in int64")
+        n = len(diffs)
+        if n == 0:
+            return Batch.empty(self.kinds, self.depth, desc, self.keys.dtype, [v.dtype for v in self.vals])
+        if not len(other.keys):
+            cols = tuple(c[pick] for c in a_cols)
+        elif not len(self.keys):
+            cols = tuple(c[pick - len(self.val_offs) + 1] for c in b_cols)
+        else:
+            cols = tuple(np.concatenate([ca, cb])[pick] for ca, cb in zip(a_cols, b_cols))
+        off = offset_dtype(n)
+        key_offs = np.empty(len(kstarts) + 1, dtype=off)
+        key_offs[:-1] = kstarts
+        key_offs[-1] = len(pick)
+        return Batch(cols[0][kstarts], cols[1:], key_offs, voffs.astype(off), times, diffs, desc, self.kinds, check=False)
+
+    def row_columns(self) -> tuple[np.ndarray, ...]:
+        """One entry per (key, value) row: the key repeated for each of its values, then the value columns.  O(rows)."""
+        nrows = len(self.val_offs) - 1
+        key = self.keys if len(self.keys) == nrows else np.repeat(self.keys, np.diff(self.key_offs))
+        return (key, *self.vals)
 
     # -- Arrow IPC ----------------------------------------------------------------
     def to_arrow(self) -> pa.RecordBatch:

@@ -44,10 +44,13 @@ class Trace:
 
     # -- compaction ------------------------------------------------------------
     def compaction_frontier(self) -> Antichain:
-        """The meet of live readers' frontiers; with no reader, the last one known."""
+        """The meet of live readers' frontiers; with no reader, the last one known.  O(1)."""
+        return self._since
+
+    def _holds_changed(self) -> None:
+        """Recompute the meet after readers' holds moved (kept when the last hold went)."""
         if self._holds:
             self._since = self._holds.frontier()
-        return self._since
 
     def reader(self, frontier: Antichain | None = None) -> "TraceHandle":
         """A new handle, at ``frontier`` or at the trace's current compaction frontier.
@@ -139,6 +142,7 @@ class TraceHandle:
         self._live = True
         for t in frontier:
             trace._holds.update(t, +1)
+        trace._holds_changed()
 
     @property
     def frontier(self) -> Antichain:
@@ -154,24 +158,22 @@ class TraceHandle:
             raise UsageError(f"{self.trace.name}: compaction frontier may not go backwards, from {self._frontier} to {frontier}")
         if frontier == self._frontier:
             return
-        # Remember the meet before this hold moves, so compaction never regresses
-        # (should the holds become empty, e.g. for an empty frontier).
-        self.trace.compaction_frontier()
         for t in frontier:
             self.trace._holds.update(t, +1)
         for t in self._frontier:
             self.trace._holds.update(t, -1)
         self._frontier = frontier
+        # The meet is kept should the holds become empty (an empty frontier): compaction never regresses.
+        self.trace._holds_changed()
         self.trace.spine.settle()
 
     def drop(self) -> None:
         """Release this reader's hold on compaction."""
         if self._live:
-            # Remember the meet before the last hold goes, so compaction never regresses.
-            self.trace.compaction_frontier()
             for t in self._frontier:
                 self.trace._holds.update(t, -1)
             self._live = False
+            self.trace._holds_changed()  # the last hold going keeps the meet: compaction never regresses
 
     close = drop
 

@@ -221,6 +221,8 @@ class Antichain:
         return len(self._elements) > 0
 
     def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
         if not isinstance(other, Antichain):
             return NotImplemented
         return self.depth == other.depth and np.array_equal(self._elements, other._elements)

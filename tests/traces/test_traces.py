@@ -16,6 +16,7 @@ import ddflow.traces.spine as spine_mod
 from ddflow.base.interner import Interner
 from ddflow.base.lattice import Antichain, advance_by
 from ddflow.base.updates import Updates, from_rows
+from ddflow.errors import SchemaError
 from ddflow.traces import Batch, Description, Trace
 from ddflow.traces.spine import Merging
 
@@ -245,17 +246,15 @@ def test_from_updates_example_layout():
 
 @st.composite
 def two_batches(draw, big=False):
-    depth = draw(st.sampled_from([1, 2]))
+    depth = draw(st.sampled_from([1, 2, 3]))
     arity = draw(st.sampled_from([1, 2]))
     mid = draw(st.integers(1, 3))
     r1, t1, d1 = draw(raw_updates(depth, arity=arity, t_lo=0, t_hi=mid, big=big))
     r2, t2, d2 = draw(raw_updates(depth, arity=arity, t_lo=mid, t_hi=mid + 3, big=big))
-    if depth == 2:
-        t1 = [(a, b) for a, b in t1]
-        lo, up, up2 = [(0, 0)], [(mid, 0)], [(mid + 3, 0)]
-        t2 = [(a, b - mid) for a, b in t2]  # second coordinate free: [0, 3)
-    else:
-        lo, up, up2 = [0], [mid], [mid + 3]
+    # The batches split on the first coordinate; the others are free in [0, 3).
+    t2 = [(t[0], *(x - mid for x in t[1:])) for t in t2]
+    rest = (0,) * (depth - 1)
+    lo, up, up2 = [(0, *rest)], [(mid, *rest)], [(mid + 3, *rest)]
     a = upd(r1, t1, d1, kinds=("i",) * arity, depth=depth)
     b = upd(r2, t2, d2, kinds=("i",) * arity, depth=depth)
     ba = Batch.from_updates(a, desc(lo, up, depth=depth))
@@ -276,6 +275,25 @@ def test_merge_equals_consolidated_concatenation(args):
     assert rows_of(m.flatten()) == ref_consolidate(u)
     assert m.desc.lower == ba.desc.lower and m.desc.upper == bb.desc.upper
     assert m.desc.since == (frontier if frontier is not None else Antichain.minimum(depth))
+
+
+def test_merge_reports_a_sum_of_diffs_past_int64():
+    big = np.iinfo(np.int64).max
+    a = Batch.from_updates(upd([(1,)], [0], [big], kinds=("i",)), desc([0], [1]))
+    b = Batch.from_updates(upd([(1,)], [1], [1], kinds=("i",)), desc([1], [2]))
+    assert rows_of(a.merge(b).flatten()) == [((1,), (0,), big), ((1,), (1,), 1)]
+    with pytest.raises(SchemaError, match="does not fit in int64"):
+        a.merge(b, Antichain([2]))
+
+
+def test_merge_matches_float_values_as_consolidation_does():
+    """NaN equals NaN and -0.0 equals 0.0 in a merge, as in a sort-based consolidation."""
+    def fb(vals, t, d):
+        u = Updates((np.ones(len(vals), dtype=np.int64), np.array(vals)), np.full((len(vals), 1), t, dtype=np.int64),
+                    np.array(d, dtype=np.int64), ("i", "f"))
+        return Batch.from_updates(u, desc([t], [t + 1]))
+    m = fb([np.nan, -0.0, 2.5], 0, [1, 1, 1]).merge(fb([np.nan, 0.0], 1, [-1, -1]), Antichain([2]))
+    assert m.flatten().cols[1].tolist() == [2.5] and m.diffs.tolist() == [1]
 
 
 @settings(max_examples=100)

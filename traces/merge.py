@@ -1,0 +1,219 @@
+"""The linear merge of two trie batches, advancing times and consolidating, in one compiled pass.
+
+Both batches list their (key, value) rows sorted and unique, each row's
+(time, diff) updates sorted by time.  The merge walks the two row lists
+in step (a merge of sorted lists); a row present in both gets the
+updates of both.  Each row's updates are advanced by the frontier
+(``advance_by``: the greatest time no future reader can tell apart),
+sorted again when advancing broke their order, and consolidated: equal
+times add up, zero sums vanish, a row whose sums all vanish is dropped,
+and a key whose rows all vanish is dropped.
+
+Contract of :func:`merge_rows`, for rows ``R_A``, ``R_B`` (int64 sort
+keys, sorted unique) with update lists ``U_A(r)``, ``U_B(r)``:
+
+    out = [(r, C(adv(U_A(r) ++ U_B(r)))) for r in sorted(R_A | R_B) if C(...) != []]
+
+where ``adv`` advances every time by the frontier and ``C`` sorts by
+time, adds the diffs of equal times and drops zeros.  A partial sum past
+int64 is reported, not wrapped.
+Cost: O(n + m) for n rows and m updates when advancing keeps each row's
+times in order (no frontier, or a total order), O(m log m) at worst.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ddflow.base.kernels import lazy_jit
+
+_I64_MAX = np.iinfo(np.int64).max
+_I64_MIN = np.iinfo(np.int64).min
+
+
+def _row_cmp(KA, i, KB, j):
+    """-1, 0 or 1 as row ``i`` of ``KA`` is before, equal to or after row ``j`` of ``KB``."""
+    for c in range(KA.shape[1]):
+        if KA[i, c] < KB[j, c]:
+            return -1
+        if KA[i, c] > KB[j, c]:
+            return 1
+    return 0
+
+
+def _time_less(T, a, b):
+    """Row ``a`` of ``T`` is lexicographically before row ``b``."""
+    for c in range(T.shape[1]):
+        if T[a, c] != T[b, c]:
+            return T[a, c] < T[b, c]
+    return False
+
+
+def _copy_advanced(T, D, nu, src_t, src_d, lo, hi, F):
+    """Append updates ``lo:hi`` of a source to ``T, D`` at ``nu``, times advanced by ``F``; the new ``nu``."""
+    d = T.shape[1]
+    for u in range(lo, hi):
+        for c in range(d):
+            x = src_t[u, c]
+            if F.shape[0]:
+                best = max(x, F[0, c])
+                for f in range(1, F.shape[0]):
+                    y = max(x, F[f, c])
+                    if y < best:
+                        best = y
+                x = best
+            T[nu, c] = x
+        D[nu] = src_d[u]
+        nu += 1
+    return nu
+
+
+def _sort_segment(T, D, lo, hi, scratch_t, scratch_d):
+    """Sort updates ``lo:hi`` of ``T, D`` by time, stably, if they are out of order.  O(k) if sorted, else O(k log k)."""
+    ordered = True
+    for u in range(lo + 1, hi):
+        if _time_less(T, u, u - 1):
+            ordered = False
+            break
+    if ordered:
+        return
+    # Bottom-up merge sort between the segment and the scratch arrays.
+    n = hi - lo
+    d = T.shape[1]
+    width = 1
+    src_t, src_d, dst_t, dst_d = T, D, scratch_t, scratch_d
+    s_off, d_off = lo, 0
+    in_scratch = False
+    while width < n:
+        for start in range(0, n, 2 * width):
+            mid = min(start + width, n)
+            end = min(start + 2 * width, n)
+            a, b, k = start, mid, start
+            while a < mid or b < end:
+                if b >= end or (a < mid and not _time_less(src_t, s_off + b, s_off + a)):
+                    for c in range(d):
+                        dst_t[d_off + k, c] = src_t[s_off + a, c]
+                    dst_d[d_off + k] = src_d[s_off + a]
+                    a += 1
+                else:
+                    for c in range(d):
+                        dst_t[d_off + k, c] = src_t[s_off + b, c]
+                    dst_d[d_off + k] = src_d[s_off + b]
+                    b += 1
+                k += 1
+        src_t, dst_t = dst_t, src_t
+        src_d, dst_d = dst_d, src_d
+        s_off, d_off = d_off, s_off
+        in_scratch = not in_scratch
+        width *= 2
+    if in_scratch:  # the sorted run ended in the scratch arrays
+        for k in range(n):
+            for c in range(d):
+                T[lo + k, c] = src_t[s_off + k, c]
+            D[lo + k] = src_d[s_off + k]
+
+
+def _consolidate_segment(T, D, lo, hi):
+    """Add up equal adjacent times of sorted ``lo:hi`` in place, dropping zeros; ``(new hi, overflow)``."""
+    d = T.shape[1]
+    k = lo
+    u = lo
+    while u < hi:
+        s = D[u]
+        v = u + 1
+        while v < hi:
+            same = True
+            for c in range(d):
+                if T[v, c] != T[u, c]:
+                    same = False
+                    break
+            if not same:
+                break
+            x = D[v]
+            if (x > 0 and s > _I64_MAX - x) or (x < 0 and s < _I64_MIN - x):
+                return k, True
+            s += x
+            v += 1
+        if s != 0:
+            for c in range(d):
+                T[k, c] = T[u, c]
+            D[k] = s
+            k += 1
+        u = v
+    return k, False
+
+
+@lazy_jit(uses=(_row_cmp, _time_less, _copy_advanced, _sort_segment, _consolidate_segment))
+def merge_rows(KA, offA, tA, dA, KB, offB, tB, dB, F):
+    """Merge two batches' (key, value) rows and their updates; see the module's contract.
+
+    ``KA``: ``(nA, m)`` int64 sort keys of A's rows (column 0 the key),
+    ``offA``: A's ``val_offs`` (``nA + 1``), ``tA, dA``: its updates;
+    the same for B.  ``F``: the frontier's elements (``(0, d)``: none).
+    Returns ``(pick, val_offs, key_starts, times, diffs, overflow)``:
+    for each output row the row it copies (``i`` in A, ``nA + j`` in B),
+    the output's ``val_offs``, the output rows where a key starts, and
+    the consolidated updates.  O(n + m), O(m log m) at worst.
+    """
+    nA, nB = KA.shape[0], KB.shape[0]
+    d = tA.shape[1]
+    cap = len(dA) + len(dB)
+    pick = np.empty(nA + nB, dtype=np.int64)
+    voffs = np.empty(nA + nB + 1, dtype=np.int64)
+    kstarts = np.empty(nA + nB, dtype=np.int64)
+    T = np.empty((cap, d), dtype=np.int64)
+    D = np.empty(cap, dtype=np.int64)
+    scratch_t = np.empty((0, d), dtype=np.int64)
+    scratch_d = np.empty(0, dtype=np.int64)
+    voffs[0] = 0
+    i = 0
+    j = 0
+    nv = 0
+    nk = 0
+    nu = 0
+    last_src = -1  # the output row a key change is measured against (in concat(A, B) numbering)
+    while i < nA or j < nB:
+        if i >= nA:
+            c = 1
+        elif j >= nB:
+            c = -1
+        else:
+            c = _row_cmp(KA, i, KB, j)
+        lo = nu
+        src = -1
+        if c <= 0:
+            nu = _copy_advanced(T, D, nu, tA, dA, offA[i], offA[i + 1], F)
+            src = i
+        if c >= 0:
+            nu = _copy_advanced(T, D, nu, tB, dB, offB[j], offB[j + 1], F)
+            if src < 0:
+                src = nA + j
+        if nu - lo > 1:
+            if scratch_t.shape[0] < nu - lo:
+                scratch_t = np.empty((nu - lo, d), dtype=np.int64)
+                scratch_d = np.empty(nu - lo, dtype=np.int64)
+            _sort_segment(T, D, lo, nu, scratch_t, scratch_d)
+            nu, overflow = _consolidate_segment(T, D, lo, nu)
+            if overflow:
+                return pick[:0], voffs[:1], kstarts[:0], T[:0], D[:0], True
+        elif nu - lo == 1 and D[lo] == 0:
+            nu = lo
+        if nu > lo:
+            if last_src < 0:
+                newkey = True
+            elif last_src < nA:
+                newkey = (KA[last_src, 0] != KA[src, 0]) if src < nA else (KA[last_src, 0] != KB[src - nA, 0])
+            else:
+                prev = KB[last_src - nA, 0]
+                newkey = (prev != KA[src, 0]) if src < nA else (prev != KB[src - nA, 0])
+            if newkey:
+                kstarts[nk] = nv
+                nk += 1
+            pick[nv] = src
+            nv += 1
+            voffs[nv] = nu
+            last_src = src
+        if c <= 0:
+            i += 1
+        if c >= 0:
+            j += 1
+    return pick[:nv], voffs[: nv + 1], kstarts[:nk], T[:nu], D[:nu], False
