@@ -6,7 +6,7 @@ from typing import Sequence
 import numpy as np
 
 from ddflow.base.consolidate import group_starts, pack_keys
-from ddflow.base.kernels import sort_rows
+from ddflow.base.kernels import lazy_jit, sort_rows
 
 #: Below this many pairs ``np.lexsort`` beats packing and timsort.
 _SMALL_SORT = 256
@@ -27,16 +27,37 @@ def ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 
 def group_by_index(idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Order and bounds grouping positions by ``idx`` in ``range(n)``.  O(len(idx) log len(idx)).
+    """Order and bounds grouping positions by ``idx`` in ``range(n)``.  O(len(idx) + n), one compiled pass.
 
-    Group ``g`` is ``order[bounds[g]:bounds[g + 1]]``.
+    Group ``g`` is ``order[bounds[g]:bounds[g + 1]]``, positions in input
+    order (a stable counting sort).  Positions with ``idx < 0`` come
+    before ``bounds[0]``, those with ``idx >= n`` after ``bounds[n]``.
 
     >>> order, bounds = group_by_index(np.array([1, 0, 1]), 2)
     >>> order.tolist(), bounds.tolist()
     ([1, 0, 2], [0, 1, 3])
     """
-    order = np.argsort(idx, kind="stable")
-    bounds = np.searchsorted(idx[order], np.arange(n + 1))
+    return _counting_order(np.asarray(idx, dtype=np.int64), n)
+
+
+@lazy_jit
+def _counting_order(idx, n):
+    """Stable counting sort of positions by ``idx`` into buckets below 0, 0..n-1 and n or more."""
+    counts = np.zeros(n + 2, dtype=np.int64)
+    for x in idx:
+        counts[0 if x < 0 else (n + 1 if x >= n else x + 1)] += 1
+    starts = np.empty(n + 2, dtype=np.int64)
+    total = 0
+    for b in range(n + 2):
+        starts[b] = total
+        total += counts[b]
+    bounds = starts[1:].copy()
+    order = np.empty(len(idx), dtype=np.int64)
+    for i in range(len(idx)):
+        x = idx[i]
+        b = 0 if x < 0 else (n + 1 if x >= n else x + 1)
+        order[starts[b]] = i
+        starts[b] += 1
     return order, bounds
 
 

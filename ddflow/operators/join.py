@@ -3,8 +3,10 @@
 For new batches dA and dB with traces A and B that already contain them,
 ``d(A join B) = dA join B + A join dB - dA join dB``: every pair of
 updates is counted exactly once, at the join of its two times with the
-product of its diffs.  Matching is vectorized: one trace seek for the
-distinct keys of a batch, then all pairs by ``searchsorted`` ranges.
+product of its diffs.  A batch meets a trace in one compiled pass per
+trie batch of the trace (:func:`delta_pairs`: a binary search per
+distinct key, then every pair), and two batches meet by ``searchsorted``
+ranges.  A product of diffs past int64 is an error, never a wrapped count.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import numpy as np
 
 from ddflow.base.columnar import ranges
 from ddflow.base.consolidate import consolidate
+from ddflow.base.kernels import lazy_jit
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import Node
@@ -35,17 +38,95 @@ def match_pairs(a_keys: np.ndarray, b_keys: np.ndarray) -> tuple[np.ndarray, np.
     return ia, ib
 
 
-def join_updates(a: Updates, b: Updates) -> Updates:
+def join_updates(a: Updates, b: Updates, where: str = "join") -> Updates:
     """All matching pairs of ``a`` and ``b`` as ``(key, *a_vals, *b_vals)`` updates."""
     ia, ib = match_pairs(a.cols[0], b.cols[0])
     cols = (a.cols[0][ia], *(c[ia] for c in a.cols[1:]), *(c[ib] for c in b.cols[1:]))
-    return Updates(cols, np.maximum(a.times[ia], b.times[ib]), a.diffs[ia] * b.diffs[ib],
+    return Updates(cols, np.maximum(a.times[ia], b.times[ib]), _products(a.diffs[ia], b.diffs[ib], where),
                    (a.kinds[0], *a.kinds[1:], *b.kinds[1:]))
 
 
-def seek_updates(trace: Trace, keys: np.ndarray) -> Updates:
-    _, u = trace.seek(np.unique(keys))
-    return u
+def _products(x: np.ndarray, y: np.ndarray, where: str) -> np.ndarray:
+    """``x * y`` elementwise; a product past int64 is a SchemaError naming ``where``.  O(n)."""
+    p = x * y
+    root = 3037000499  # floor(sqrt(2**63 - 1)): smaller factors cannot overflow
+    if len(p) and (((x > root) | (x < -root)).any() or ((y > root) | (y < -root)).any()):
+        nz = x != 0
+        with np.errstate(over="ignore"):  # MIN // -1 wraps: that case is tested on its own
+            wrapped = p // np.where(nz, x, 1) != y
+        if (nz & (wrapped | ((x == -1) & (y == np.iinfo(np.int64).min)))).any():
+            raise SchemaError(f"{where}: a product of diffs does not fit in int64")
+    return p
+
+
+@lazy_jit
+def delta_pairs(dkeys, bkeys, key_offs, val_offs):
+    """Every pair of an update of a batch and an update of one trie batch with the same key.
+
+    ``dkeys``: the batch's keys, in any order; ``bkeys``, ``key_offs``,
+    ``val_offs``: the trie batch.  Returns ``(i, vrow, urow)`` per pair:
+    the batch update's index, and the value row and update row in the
+    trie.  A binary search per run of equal keys, then the pairs:
+    O(d log n + output) for d batch updates and n trie keys.
+    """
+    nd = len(dkeys)
+    nb = len(bkeys)
+    pos = np.empty(nd, dtype=np.int64)
+    total = 0
+    for i in range(nd):
+        x = dkeys[i]
+        if i > 0 and dkeys[i - 1] == x:
+            pos[i] = pos[i - 1]
+        else:
+            a, b = 0, nb
+            while a < b:
+                h = (a + b) >> 1
+                if bkeys[h] < x:
+                    a = h + 1
+                else:
+                    b = h
+            pos[i] = a if a < nb and bkeys[a] == x else -1
+        if pos[i] >= 0:
+            total += val_offs[key_offs[pos[i] + 1]] - val_offs[key_offs[pos[i]]]
+    ia = np.empty(total, dtype=np.int64)
+    vrow = np.empty(total, dtype=np.int64)
+    urow = np.empty(total, dtype=np.int64)
+    k = 0
+    for i in range(nd):
+        p = pos[i]
+        if p < 0:
+            continue
+        for v in range(key_offs[p], key_offs[p + 1]):
+            for u in range(val_offs[v], val_offs[v + 1]):
+                ia[k] = i
+                vrow[k] = v
+                urow[k] = u
+                k += 1
+    return ia, vrow, urow
+
+
+def join_trace(delta: Updates, trace: Trace, delta_left: bool, where: str = "join") -> Updates:
+    """Every pair of an update of ``delta`` and an update in ``trace`` with the same key.
+
+    Records are ``(key, *left_vals, *right_vals)``, the delta on the left
+    if ``delta_left``; times are joined (coordinatewise max), diffs
+    multiplied.  Cost: per trie batch of the trace, one :func:`delta_pairs`
+    call and one gather per column, O(d log n + output).
+    """
+    parts = []
+    for b in trace.spine.batches():
+        if not len(b.keys):
+            continue
+        ia, vrow, urow = delta_pairs(delta.cols[0], b.keys, b.key_offs, b.val_offs)
+        if not len(ia):
+            continue
+        mine = tuple(c[ia] for c in delta.cols[1:])
+        theirs = tuple(v[vrow] for v in b.vals)
+        vals = mine + theirs if delta_left else theirs + mine
+        kinds = delta.kinds + b.kinds[1:] if delta_left else b.kinds + delta.kinds[1:]
+        parts.append(Updates((delta.cols[0][ia], *vals), np.maximum(delta.times[ia], b.times[urow]),
+                             _products(delta.diffs[ia], b.diffs[urow], where), kinds))
+    return Updates.concat(parts) if len(parts) > 1 else (parts[0] if parts else None)
 
 
 class JoinNode(Node):
@@ -64,14 +145,15 @@ class JoinNode(Node):
         ta, tb = self.left.trace, self.right.trace
         if ta is not None and tb is not None and ta.kinds[0] != tb.kinds[0]:
             raise SchemaError(f"join {self.name!r}: key kinds differ, {ta.kinds[0]!r} on the left and {tb.kinds[0]!r} on the right")
+        where = f"join {self.name!r}"
         parts = []
         if da is not None and tb is not None:
-            parts.append(join_updates(da, seek_updates(tb, da.cols[0])))
+            parts.append(join_trace(da, tb, True, where))
         if db is not None and ta is not None:
-            parts.append(join_updates(seek_updates(ta, db.cols[0]), db))
+            parts.append(join_trace(db, ta, False, where))
         if da is not None and db is not None:
-            both = join_updates(da, db)
+            both = join_updates(da, db, where)
             parts.append(both.with_diffs(-both.diffs))
-        parts = [p for p in parts if len(p)]
+        parts = [p for p in parts if p is not None and len(p)]
         if parts:
             self.emit(consolidate(Updates.concat(parts)))

@@ -142,3 +142,18 @@ def test_trie_starts_match_the_reference(rows):
     ref_v = [i for i in range(n) if i == 0 or (rows[i] != rows[i - 1]).any()]
     assert kstarts.tolist() == ref_k and vstarts.tolist() == ref_v
     assert key_offs.tolist() == [ref_v.index(k) for k in ref_k] + [len(ref_v)]
+
+
+@settings(max_examples=200)
+@given(idx=st.lists(st.integers(-2, 6), max_size=30), n=st.integers(0, 5))
+def test_group_by_index_matches_a_stable_sort(idx, n):
+    from ddflow.base.columnar import group_by_index
+
+    a = np.array(idx, dtype=np.int64)
+    order, bounds = group_by_index(a, n)
+    ref_order = np.argsort(a, kind="stable")
+    assert bounds.tolist() == np.searchsorted(a[ref_order], np.arange(n + 1)).tolist()
+    # Each group in input order; what is out of range lies outside the bounds.
+    assert order[bounds[0]:bounds[n]].tolist() == ref_order[bounds[0]:bounds[n]].tolist()
+    assert sorted(order[: bounds[0]].tolist()) == [i for i, x in enumerate(idx) if x < 0]
+    assert sorted(order[bounds[n]:].tolist()) == [i for i, x in enumerate(idx) if x >= n]

@@ -1,0 +1,54 @@
+"""Join's compiled pair finder against a plain reference, and products of diffs that do not fit."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ddflow
+from ddflow.base.interner import Interner
+from ddflow.base.updates import from_rows
+from ddflow.errors import SchemaError
+from ddflow.operators.join import _products, delta_pairs
+from ddflow.traces import Batch
+
+I64 = np.iinfo(np.int64)
+
+
+@settings(max_examples=200)
+@given(rows=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3)), max_size=30),
+       times=st.lists(st.integers(0, 3), min_size=30, max_size=30),
+       dkeys=st.lists(st.integers(-1, 7), max_size=20))
+def test_delta_pairs_match_the_reference(rows, times, dkeys):
+    it = Interner()
+    b = Batch.from_updates(from_rows(rows, times[: len(rows)], 1, it, kinds=("i", "i")))
+    flat = b.flatten()
+    dk = np.array(dkeys, dtype=np.int64)
+    ia, vrow, urow = delta_pairs(dk, b.keys, b.key_offs, b.val_offs)
+    got = sorted(zip(ia.tolist(), urow.tolist()))
+    want = sorted((i, u) for i, k in enumerate(dkeys) for u in range(len(flat)) if flat.cols[0][u] == k)
+    assert got == want
+    # The value row of each pair holds its update.
+    assert all(b.val_offs[v] <= u < b.val_offs[v + 1] for v, u in zip(vrow.tolist(), urow.tolist()))
+
+
+def test_products_of_diffs_past_int64_are_errors():
+    x = np.array([2, I64.max, -1, 3037000499], dtype=np.int64)
+    assert _products(x, np.array([3, 1, I64.max, 3037000499]), "j").tolist() == [6, I64.max, -I64.max, 3037000499 ** 2]
+    for a, b in ((I64.max, 2), (-1, I64.min), (I64.min, -1), (3037000500, 3037000500), (1 << 32, -(1 << 31) - 1)):
+        with pytest.raises(SchemaError, match="j: a product of diffs"):
+            _products(np.array([1, a], dtype=np.int64), np.array([1, b], dtype=np.int64), "j")
+    assert _products(np.array([1 << 32], dtype=np.int64), np.array([-(1 << 31)], dtype=np.int64), "j").tolist() == [I64.min]
+
+
+def test_a_join_whose_diffs_multiply_past_int64_names_the_join():
+    flow = ddflow.Dataflow()
+    a_in, a = flow.new_collection("a")
+    b_in, b = flow.new_collection("b")
+    a.join(b, name="big").capture()
+    a_in.update([(1, 10)], 0, 2**62)
+    b_in.update([(1, 3)], 0, 4)
+    flow.advance_to(1)
+    with pytest.raises(SchemaError, match="join 'big': a product of diffs does not fit in int64"):
+        flow.run()
