@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from ddflow.base.schema import Schema
 from ddflow.errors import DataflowError, UsageError
 from ddflow.graph.node import Node
 from ddflow.graph.scope import IterativeScope, Scope
@@ -59,6 +60,9 @@ class Collection:
         self.ctx: Context = node.ctx
         self._arranged: Arrangement | None = None
         self._entered: dict[int, Collection] = {}
+        #: Named, typed columns for a table or SQL view (rows stored as :mod:`ddflow.base.schema`
+        #: lays them out); None for a positional collection.
+        self.schema: Schema | None = None
 
     @property
     def name(self) -> str:
@@ -72,6 +76,22 @@ class Collection:
         ('edges', 'dst')
         """
         return self.node.name
+
+    @property
+    def columns(self) -> list[str]:
+        """Column names of a table or SQL view, in order.
+
+        Cost: O(columns).
+
+        >>> flow = ddflow.Dataflow()
+        >>> _, orders = flow.new_collection("orders", schema={"o_id": "bigint", "amount": "double"})
+        >>> orders.columns, flow.sql("SELECT amount * 2 AS twice FROM orders").columns
+        (['o_id', 'amount'], ['twice'])
+        """
+        if self.schema is None:
+            raise UsageError(f"collection {self.name!r} has positional fields, not named columns "
+                             "(tables come from new_collection(name, schema={...}), views from Dataflow.sql)")
+        return list(self.schema.names)
 
     def __repr__(self) -> str:
         return f"<Collection {self.name} depth={self.scope.depth}>"
@@ -607,7 +627,7 @@ class Collection:
             raise DataflowError(f"capture {self.name!r}: call leave() to bring the collection out of its loop first")
         node = CaptureNode(self.scope, self._name("capture", name))
         self.node.connect(node)
-        return Capture(node)
+        return Capture(node, self.schema)
 
     def subscribe(self, fn: Callable[[Any], None], name: str | None = None) -> Capture:
         """Calls ``fn(arrow_table)`` with each batch of output changes as it is produced.

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import weakref
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from ddflow.base.interner import Interner
+from ddflow.base.schema import Schema
 from ddflow.base.updates import check_diffs, from_arrow, from_rows
 from ddflow.collection import Collection
 from ddflow.errors import DataflowError, FrontierError, SchemaError, UsageError
@@ -25,10 +26,14 @@ class InputHandle:
     Times before the dataflow's frontier are final and refused.
     """
 
-    def __init__(self, flow: "Dataflow", node: InputNode, kinds: Sequence[str] | None):
+    def __init__(self, flow: "Dataflow", node: InputNode, kinds: Sequence[str] | None, table: Schema | None = None):
         self.flow = flow
         self.node = node
         self.name = node.name
+        #: A table's named, typed columns: rows are SQL rows (None is NULL), stored with a null mask.
+        self.table = table
+        if table is not None:
+            kinds = table.kinds
         self.kinds: tuple[str, ...] | None = tuple(kinds) if kinds is not None else None
         self._upsert: dict[Any, tuple[tuple, int]] = {}
 
@@ -116,6 +121,8 @@ class InputHandle:
             times = flow.frontier
         if isinstance(rows, dict):
             rows = pa.table({str(k): v for k, v in rows.items()})
+        if self.table is not None:
+            rows = self._stored(rows, times, diffs, where)
         if isinstance(rows, (pa.Table, pa.RecordBatch)):
             tcol = times if isinstance(times, str) else None
             dcol = diffs if isinstance(diffs, str) else None
@@ -136,6 +143,41 @@ class InputHandle:
         if self.kinds is None and len(u):  # an empty first batch of tuples says nothing about the arity
             self.kinds = u.kinds
         self.node.push(0, u)
+
+    def _stored(self, rows: Any, times: Any, diffs: Any, where: str) -> Any:
+        """A table's rows in their stored layout (values, then the null mask); types checked per column."""
+        table = self.table
+        if not isinstance(rows, (pa.Table, pa.RecordBatch)):
+            return [table.encode_row(r, where) for r in rows]
+        extra = [c for c in (times, diffs) if isinstance(c, str)]
+        missing = [n for n in table.names if n not in rows.schema.names]
+        if missing:
+            raise SchemaError(f"{where}: the Arrow rows lack columns {missing} (columns: {list(table.names)})")
+        cols, mask = {}, np.zeros(rows.num_rows, dtype=np.int64)
+        for j, (name, typ) in enumerate(zip(table.names, table.types)):
+            col = rows.column(name)
+            if typ in ("string", "date", "timestamp"):
+                want = {"string": (pa.types.is_string, pa.types.is_large_string), "date": (pa.types.is_date,),
+                        "timestamp": (pa.types.is_timestamp,)}[typ]
+                if not any(f(col.type) for f in want) and not pa.types.is_null(col.type):
+                    raise SchemaError(f"{where}: column {name!r} is {typ}, the Arrow column is {col.type}")
+                null = col.is_null().to_numpy(zero_copy_only=False).astype(bool)
+                cols[name] = col  # NULL stays None: the stored value of a NULL object
+            else:
+                try:
+                    col = col.cast({"bigint": pa.int64(), "double": pa.float64(), "boolean": pa.bool_()}[typ])
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+                    raise SchemaError(f"{where}: column {name!r} is {typ}: {err}") from None
+                null = col.is_null().to_numpy(zero_copy_only=False).astype(bool)
+                filled = col.fill_null({"bigint": 0, "double": 0.0, "boolean": False}[typ])
+                if typ == "double" and pa.compute.any(pa.compute.is_nan(filled)).as_py():
+                    raise SchemaError(f"{where}: column {name!r} got NaN; use None for a missing value")
+                cols[name] = filled
+            mask |= null.astype(np.int64) << j
+        cols["__null_mask"] = pa.array(mask)
+        for c in extra:
+            cols[c] = rows.column(c)
+        return pa.table(cols)
 
     @property
     def frontier(self) -> int:
@@ -183,6 +225,9 @@ class Dataflow:
         self.ctx = Context(workers)
         self.top = Scope(self.ctx)
         self.inputs: list[InputHandle] = []
+        #: Tables (inputs with named columns) by lower-case name, for :meth:`sql`.
+        self.tables: dict[str, Collection] = {}
+        self._lowering = None
         self.frontier = 0
         self.closed = False
         self._scheduler = Scheduler()
@@ -219,22 +264,85 @@ class Dataflow:
 
     # -- building ----------------------------------------------------------------
 
-    def new_collection(self, name: str | None = None, schema: Sequence[str] | None = None) -> tuple[InputHandle, Collection]:
+    def new_collection(self, name: str | None = None,
+                       schema: Mapping[str, Any] | Sequence[str] | None = None) -> tuple[InputHandle, Collection]:
         """An input: its handle for updates and the collection it feeds.
 
-        ``schema``: optional column kinds (``"i"`` int, ``"f"`` float, ``"b"`` bool,
-        ``"o"`` any hashable object); otherwise fixed by the first update.
+        ``schema``: a dict of column name to SQL type (``bigint``, ``int``,
+        ``double``, ``string``, ``boolean``, ``date``, ``timestamp``, or the
+        Python types ``int``, ``float``, ``str``, ``bool``) makes a *table*:
+        named, typed columns that may be NULL (``None``), usable in
+        :meth:`sql`; or a list of column kinds (``"i"`` int, ``"f"`` float,
+        ``"b"`` bool, ``"o"`` any hashable object) for positional records;
+        otherwise the kinds are fixed by the first update.
         Cost: O(1); call it before the first ``run``.
 
         >>> flow = ddflow.Dataflow()
         >>> people_in, people = flow.new_collection("people", schema=["o", "i"])
         >>> people_in, people
         (<InputHandle people>, <Collection people depth=1>)
+        >>> orders_in, orders = flow.new_collection("orders", schema={"o_id": "bigint", "cust": str})
+        >>> orders.columns
+        ['o_id', 'cust']
         """
+        table = None
+        if isinstance(schema, Mapping):
+            if name is None:
+                raise UsageError("a table (new_collection with a schema dict) needs a name")
+            if name.lower() in self.tables:
+                raise UsageError(f"there is already a table {name!r}")
+            table, schema = Schema.of(schema, f"table {name!r}"), None
         node = InputNode(self.top, name or self.ctx.fresh("input"))
-        handle = InputHandle(self, node, schema)
+        handle = InputHandle(self, node, schema, table)
         self.inputs.append(handle)
-        return handle, Collection(node)
+        coll = Collection(node)
+        if table is not None:
+            coll.schema = table
+            self.tables[name.lower()] = coll
+        return handle, coll
+
+    def sql(self, query: str) -> Collection:
+        """A view: the rows of a Spark SQL query over this dataflow's tables, maintained incrementally.
+
+        The result is a collection with named columns (``.columns``); its
+        capture reads rows in SELECT-list order with NULL as None, as bags
+        (multiplicities).  Views built over the same tables share
+        operators where their plans share nodes.  Cost: building is O(size
+        of the query); at run time each operator costs as documented on
+        it (see :meth:`explain`).
+
+        >>> flow = ddflow.Dataflow()
+        >>> orders_in, orders = flow.new_collection("orders", schema={"cust": "string", "amount": "bigint"})
+        >>> totals = flow.sql("SELECT cust, SUM(amount) AS total FROM orders GROUP BY cust")
+        >>> cap = totals.capture()
+        >>> orders_in.update([("a", 5), ("a", 2), (None, 1)], times=0); flow.advance_to(1); flow.run()
+        >>> cap.contents(0)
+        {('a', 7): 1, (None, 1): 1}
+        """
+        from ddflow.plan.lower import Lowering
+        from ddflow.sql.planner import plan_sql
+
+        rel = plan_sql(query, {n: c.schema for n, c in self.tables.items()})
+        if self._lowering is None:
+            self._lowering = Lowering(self, self.tables)
+        view = Collection(self._lowering.lower(rel).node)
+        view.schema = rel.schema
+        return view
+
+    def explain(self, query: str) -> str:
+        """The plan of a SQL query as an indented tree, arrangements marked.  Cost: O(size of the query).
+
+        >>> flow = ddflow.Dataflow()
+        >>> _ = flow.new_collection("orders", schema={"cust": "string", "amount": "bigint"})
+        >>> print(flow.explain("SELECT cust FROM orders WHERE amount > 1"))
+        Project [cust]
+          Filter (amount > 1)
+            Scan orders [cust, amount]
+        """
+        from ddflow.plan.ir import explain
+        from ddflow.sql.planner import plan_sql
+
+        return explain(plan_sql(query, {n: c.schema for n, c in self.tables.items()}))
 
     def iterative(self, name: str | None = None, max_iterations: int | None = None) -> IterativeScope:
         """A top-level loop scope for ``Variable``s (mutual recursion).

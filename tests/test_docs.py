@@ -36,6 +36,10 @@ WITH_EXAMPLES = [
     "ddflow.base.kinds",
     "ddflow.traces.batch",
     "ddflow.traces.trace",
+    "ddflow.base.schema",
+    "ddflow.plan.expr",
+    "ddflow.plan.ir",
+    "ddflow.sql.planner",
 ]
 #: Documented without examples (internal plumbing); any example added later must pass too.
 WITHOUT_EXAMPLES = [

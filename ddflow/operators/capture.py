@@ -8,6 +8,7 @@ import pyarrow as pa
 
 from ddflow.base.consolidate import consolidate
 from ddflow.base.lattice import as_time
+from ddflow.base.schema import ARROW, Schema
 from ddflow.base.updates import Updates
 from ddflow.graph.context import Context
 from ddflow.graph.node import Node
@@ -55,9 +56,18 @@ class Capture:
     ({(1, 2): 1, (2, 3): 1}, {(2, 3): 1})
     """
 
-    def __init__(self, node: CaptureNode):
+    def __init__(self, node: CaptureNode, schema: Schema | None = None):
         self._node = node
         self.name = node.name
+        #: Named, typed columns (a table or SQL view): rows read back as SQL rows, NULL as None.
+        self.schema = schema
+
+    def _rows(self, u: Updates) -> list[tuple[tuple, Any, int]]:
+        rows = u.to_rows(self._node.ctx.interner)
+        if self.schema is not None:
+            decode = self.schema.decode_row
+            rows = [(decode(r), t, d) for r, t, d in rows]
+        return rows
 
     @property
     def frontier(self) -> int:
@@ -110,8 +120,7 @@ class Capture:
         >>> out.changes()
         [((1, 2), 0, 1), ((2, 3), 1, 1)]
         """
-        u = self.updates()
-        rows = u.to_rows(self._node.ctx.interner)
+        rows = self._rows(self.updates())
         rows.sort(key=lambda r: (r[1], _orderable(r[0])))
         return rows
 
@@ -129,6 +138,8 @@ class Capture:
         >>> out.to_arrow(["src", "dst"]).to_pylist()
         [{'src': 1, 'dst': 2, 'time': 0, 'diff': 1}]
         """
+        if self.schema is not None:
+            return _sql_arrow(self.updates(), self.schema, self._node.ctx.interner)
         return self.updates().to_arrow(self._node.ctx.interner, names)
 
     def to_pandas(self, names: list[str] | None = None):
@@ -197,7 +208,21 @@ class Capture:
         t = as_time(time, u.depth)
         sel = u.take(np.flatnonzero(np.all(u.times <= t, axis=1)))
         acc = consolidate(sel.with_times(np.zeros_like(sel.times)))
-        return {row: d for row, _, d in acc.to_rows(self._node.ctx.interner)}
+        return {row: d for row, _, d in self._rows(acc)}
+
+
+def _sql_arrow(u: Updates, schema: Schema, interner) -> pa.Table:
+    """Named, typed columns with NULLs, then ``time`` and ``diff``.  O(n), vectorized (objects: per value)."""
+    cols = u.decoded_columns(interner)
+    mask = np.asarray(cols[-1], dtype=np.int64) if cols else np.zeros(0, dtype=np.int64)
+    arrays = {}
+    for j, (name, typ) in enumerate(zip(schema.names, schema.types)):
+        null = ((mask >> j) & 1).astype(bool)
+        vals = cols[j]
+        arrays[name] = pa.array(vals.tolist() if vals.dtype == object else vals, type=ARROW[typ], mask=null)
+    arrays["time"] = pa.array(u.times[:, 0] if u.depth == 1 else u.times.tolist())
+    arrays["diff"] = pa.array(u.diffs)
+    return pa.table(arrays)
 
 
 def _orderable(row: tuple) -> tuple:

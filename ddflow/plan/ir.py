@@ -1,0 +1,227 @@
+"""The logical plan IR: relational operators over named, typed columns, independent of any query syntax.
+
+SQL (:mod:`ddflow.sql`) and, later, Datalog front ends build these
+nodes; :mod:`ddflow.plan.lower` turns them into ddflow operators.  Every
+node is an immutable value with a :class:`~ddflow.base.schema.Schema`;
+expressions (:mod:`ddflow.plan.expr`) refer to input columns by position.
+The semantics are SQL's bag semantics: a relation is a multiset of rows.
+
+>>> from ddflow.base.schema import Schema
+>>> from ddflow.plan.expr import Col, Lit, Call
+>>> t = Scan("t", Schema(("a", "b"), ("bigint", "string")))
+>>> f = Filter(t, Call(">", (Col(0, "bigint", "a"), Lit(1, "bigint")), "boolean"))
+>>> print(explain(Project(f, (Col(1, "string", "b"),), ("b",))))
+Project [b]
+  Filter (a > 1)
+    Scan t [a, b]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ddflow.base.schema import Schema
+from ddflow.errors import SchemaError
+from ddflow.plan.expr import Col, Expr
+
+
+class Rel:
+    """A relation: a multiset of rows of ``schema``."""
+
+    schema: Schema
+
+    def inputs(self) -> tuple["Rel", ...]:
+        return ()
+
+    def label(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True)
+class Scan(Rel):
+    """A named table of the dataflow."""
+
+    table: str
+    schema: Schema
+
+    def label(self) -> str:
+        return f"Scan {self.table} [{', '.join(self.schema.names)}]"
+
+
+@dataclass(frozen=True)
+class Filter(Rel):
+    """Rows for which ``predicate`` is TRUE (not FALSE, not NULL)."""
+
+    input: Rel
+    predicate: Expr
+
+    @property
+    def schema(self) -> Schema:
+        return self.input.schema
+
+    def inputs(self) -> tuple[Rel, ...]:
+        return (self.input,)
+
+    def label(self) -> str:
+        return f"Filter {self.predicate}"
+
+
+@dataclass(frozen=True)
+class Project(Rel):
+    """One output column per expression, named ``names``."""
+
+    input: Rel
+    exprs: tuple[Expr, ...]
+    names: tuple[str, ...]
+
+    @property
+    def schema(self) -> Schema:
+        return Schema(self.names, tuple(e.type if e.type != "null" else "bigint" for e in self.exprs))
+
+    def inputs(self) -> tuple[Rel, ...]:
+        return (self.input,)
+
+    def label(self) -> str:
+        shown = [n if isinstance(e, Col) and str(e) == n else f"{e} AS {n}" for e, n in zip(self.exprs, self.names)]
+        return f"Project [{', '.join(shown)}]"
+
+
+JOIN_KINDS = ("inner",)
+
+
+@dataclass(frozen=True)
+class Join(Rel):
+    """Pairs of rows whose keys are equal (a NULL key matches nothing), then ``residual``.
+
+    ``left_keys[i]`` (over the left columns) is matched with
+    ``right_keys[i]`` (over the right columns); the output has the left
+    columns, then the right ones, and ``residual`` reads that output.
+    """
+
+    left: Rel
+    right: Rel
+    kind: str
+    left_keys: tuple[Expr, ...]
+    right_keys: tuple[Expr, ...]
+    residual: Expr | None = None
+
+    def __post_init__(self):
+        if self.kind not in JOIN_KINDS:
+            raise SchemaError(f"{self.kind} joins are not supported yet (only {', '.join(JOIN_KINDS)})")
+        if len(self.left_keys) != len(self.right_keys):
+            raise SchemaError("a join needs as many keys on each side")
+
+    @property
+    def schema(self) -> Schema:
+        ls, rs = self.left.schema, self.right.schema
+        return Schema(_unique(ls.names + rs.names), ls.types + rs.types)
+
+    def inputs(self) -> tuple[Rel, ...]:
+        return (self.left, self.right)
+
+    def label(self) -> str:
+        on = " AND ".join(f"{a} = {b}" for a, b in zip(self.left_keys, self.right_keys)) or "TRUE"
+        extra = f" WHERE {self.residual}" if self.residual is not None else ""
+        return f"Join {self.kind} ON {on}{extra}  [arrange both sides by key]"
+
+
+@dataclass(frozen=True)
+class Agg:
+    """An aggregate: ``func`` of ``arg`` over a group (``distinct``: over its distinct non-NULL values)."""
+
+    func: str
+    arg: Expr | None
+    distinct: bool = False
+
+    @property
+    def type(self) -> str:
+        if self.func in ("count", "count_star"):
+            return "bigint"
+        if self.func == "avg":
+            return "double"
+        return self.arg.type if self.arg is not None and self.arg.type != "null" else "bigint"
+
+    def __str__(self) -> str:
+        if self.func == "count_star":
+            return "count(*)"
+        return f"{self.func}({'DISTINCT ' if self.distinct else ''}{self.arg})"
+
+
+@dataclass(frozen=True)
+class Aggregate(Rel):
+    """One row per group of equal ``group`` values (NULLs group together): the group values, then the aggregates.
+
+    With no ``group`` expressions, exactly one row, even over no input
+    (counts 0, other aggregates NULL).
+    """
+
+    input: Rel
+    group: tuple[Expr, ...]
+    aggs: tuple[Agg, ...]
+    names: tuple[str, ...] = field(default=())
+
+    @property
+    def schema(self) -> Schema:
+        types = tuple(g.type for g in self.group) + tuple(a.type for a in self.aggs)
+        names = self.names or tuple(f"_{i}" for i in range(len(types)))
+        return Schema(names, types)
+
+    def inputs(self) -> tuple[Rel, ...]:
+        return (self.input,)
+
+    def label(self) -> str:
+        return (f"Aggregate group=[{', '.join(map(str, self.group))}] aggs=[{', '.join(map(str, self.aggs))}]"
+                f"  [arrange by group key]")
+
+
+@dataclass(frozen=True)
+class Distinct(Rel):
+    """Each distinct row once."""
+
+    input: Rel
+
+    @property
+    def schema(self) -> Schema:
+        return self.input.schema
+
+    def inputs(self) -> tuple[Rel, ...]:
+        return (self.input,)
+
+    def label(self) -> str:
+        return "Distinct  [arrange by row]"
+
+
+@dataclass(frozen=True)
+class Union(Rel):
+    """The rows of every input (``all``), or each distinct row once."""
+
+    parts: tuple[Rel, ...]
+    all: bool = True
+
+    @property
+    def schema(self) -> Schema:
+        return self.parts[0].schema
+
+    def inputs(self) -> tuple[Rel, ...]:
+        return self.parts
+
+    def label(self) -> str:
+        return "Union all" if self.all else "Union  [arrange by row]"
+
+
+def _unique(names: tuple[str, ...]) -> tuple[str, ...]:
+    """Column names made unique (a join of two tables with an ``id`` each): later duplicates get ``_2``, ``_3``."""
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        k = n.lower()
+        seen[k] = seen.get(k, 0) + 1
+        out.append(n if seen[k] == 1 else f"{n}_{seen[k]}")
+    return tuple(out)
+
+
+def explain(rel: Rel, indent: int = 0) -> str:
+    """The plan as an indented tree, one operator per line, arrangements marked."""
+    lines = ["  " * indent + rel.label()]
+    for r in rel.inputs():
+        lines.append(explain(r, indent + 1))
+    return "\n".join(lines)

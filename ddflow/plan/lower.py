@@ -1,0 +1,263 @@
+"""Lowering the plan IR to ddflow operators.
+
+Rows are stored as :mod:`ddflow.base.schema` lays them out: the column
+values, then one null-mask field.  Each plan node becomes a few
+operators:
+
+- Filter and Project: one vectorized ``filter_columns`` / ``map_columns``
+  (:func:`ddflow.plan.expr.evaluate` over whole columns).
+- Join: each side keyed by its join key (rows with a NULL key dropped:
+  they match nothing), an arranged ``join``, then one ``map_columns``
+  that lays the pair out and a ``filter_columns`` for the residual.
+- Aggregate: keyed by the first group column, one ``reduce`` whose
+  logic computes every aggregate of each group (Python per changed key,
+  proportional to its history); a global aggregate adds its one default
+  row while its input is empty.
+- Distinct and Union: ``distinct`` and ``concat``.
+
+A plan node used twice is lowered once (``Lowering.memo``), so a shared
+subquery shares its operators and arrangements.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+
+from ddflow.base.schema import KIND, NULL_VALUE, Schema
+from ddflow.errors import SchemaError
+from ddflow.plan.expr import Column, Expr, _as_type, evaluate
+from ddflow.plan.ir import Agg, Aggregate, Distinct, Filter, Join, Project, Rel, Scan, Union
+
+if TYPE_CHECKING:
+    from ddflow.collection import Collection
+    from ddflow.dataflow import Dataflow
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def columns_of(cols: tuple[np.ndarray, ...], schema: Schema) -> list[Column]:
+    """Stored field columns (values, then the mask) as ``(values, null)`` pairs."""
+    mask = np.asarray(cols[-1], dtype=np.int64)
+    out = []
+    for j, typ in enumerate(schema.types):
+        vals = cols[j]
+        if KIND[typ] == "o" and vals.dtype != object:
+            vals = vals.astype(object)
+        out.append((vals, ((mask >> j) & 1).astype(bool)))
+    return out
+
+
+def stored(cols: list[Column], types: tuple[str, ...]) -> tuple[np.ndarray, ...]:
+    """``(values, null)`` columns as stored fields: canonical NULL values, then the mask."""
+    n = len(cols[0][0]) if cols else 0
+    mask = np.zeros(n, dtype=np.int64)
+    out = []
+    for j, ((vals, null), typ) in enumerate(zip(cols, types)):
+        vals = _as_type(vals, typ)
+        if null.any():
+            vals = vals.copy()
+            vals[null] = NULL_VALUE[KIND[typ]]
+            mask |= null.astype(np.int64) << j
+        out.append(vals)
+    out.append(mask)
+    return tuple(out)
+
+
+class Lowering:
+    """Builds the operators of plans over one dataflow's tables."""
+
+    def __init__(self, flow: "Dataflow", tables: dict[str, "Collection"]):
+        self.flow = flow
+        self.tables = tables
+        self.memo: dict[Rel, "Collection"] = {}
+
+    def lower(self, rel: Rel) -> "Collection":
+        """The collection of ``rel``'s rows (stored layout), built once per distinct plan node."""
+        c = self.memo.get(rel)
+        if c is None:
+            c = self.memo[rel] = self._lower(rel)
+        return c
+
+    def _lower(self, rel: Rel) -> "Collection":
+        if isinstance(rel, Scan):
+            try:
+                return self.tables[rel.table.lower()]
+            except KeyError:
+                raise SchemaError(f"no table {rel.table!r} (tables: {sorted(self.tables)})") from None
+        if isinstance(rel, Filter):
+            return self._filter(self.lower(rel.input), rel.input.schema, rel.predicate)
+        if isinstance(rel, Project):
+            src, types = rel.input.schema, rel.schema.types
+            exprs = rel.exprs
+
+            def project(*cols):
+                ins = columns_of(cols, src)
+                return stored([evaluate(e, ins) for e in exprs], types)
+
+            return self.lower(rel.input).map_columns(project)
+        if isinstance(rel, Join):
+            return self._join(rel)
+        if isinstance(rel, Aggregate):
+            return self._aggregate(rel)
+        if isinstance(rel, Distinct):
+            return self.lower(rel.input).distinct()
+        if isinstance(rel, Union):
+            parts = [self.lower(p) for p in rel.parts]
+            out = parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0]
+            return out if rel.all else out.distinct()
+        raise SchemaError(f"cannot lower plan node {type(rel).__name__}")
+
+    def _filter(self, coll: "Collection", schema: Schema, predicate: Expr) -> "Collection":
+        def keep(*cols):
+            vals, null = evaluate(predicate, columns_of(cols, schema))
+            return vals.astype(bool) & ~null
+
+        return coll.filter_columns(keep)
+
+    def _keyed(self, rel: Rel, keys: tuple[Expr, ...]) -> "Collection":
+        """``(key, *stored row)`` for rows whose key has no NULL; a key of several columns is one tuple."""
+        schema = rel.schema
+
+        def keyed(*cols):
+            ins = columns_of(cols, schema)
+            parts = [evaluate(k, ins) for k in keys]
+            ok = ~np.logical_or.reduce([null for _, null in parts]) if parts else np.ones(len(cols[0]), bool)
+            if len(parts) == 1:
+                key = parts[0][0]
+            else:
+                key = np.empty(len(ok), dtype=object)
+                key[:] = list(zip(*(v.tolist() for v, _ in parts)))
+            return (key, *cols, ok)
+
+        with_ok = self.lower(rel).map_columns(keyed)
+        n = len(schema) + 1  # stored fields
+        return with_ok.filter_columns(lambda *cols: cols[-1]).project(*range(n + 1))
+
+    def _join(self, rel: Join) -> "Collection":
+        ls, rs = rel.left.schema, rel.right.schema
+        for a, b in zip(rel.left_keys, rel.right_keys):
+            if KIND.get(a.type, "o") != KIND.get(b.type, "o") and not {a.type, b.type} <= {"bigint", "double", "null"}:
+                raise SchemaError(f"join keys {a} ({a.type}) and {b} ({b.type}) have different types")
+        lk, rk = _aligned_keys(rel.left_keys, rel.right_keys)
+        joined = self._keyed(rel.left, lk).join(self._keyed(rel.right, rk))
+        nl, nr = len(ls) + 1, len(rs) + 1  # stored fields of each side
+
+        def layout(*cols):
+            lmask = np.asarray(cols[nl], dtype=np.int64)
+            rmask = np.asarray(cols[nl + nr], dtype=np.int64)
+            return (*cols[1:nl], *cols[nl + 1: nl + nr], lmask | (rmask << (nl - 1)))
+
+        out = joined.map_columns(layout)
+        if rel.residual is not None:
+            out = self._filter(out, rel.schema, rel.residual)
+        return out
+
+    def _aggregate(self, rel: Aggregate) -> "Collection":
+        src = rel.input.schema
+        k, aggs = len(rel.group), rel.aggs
+        args = [a.arg for a in aggs if a.arg is not None]
+        arg_pos: list[int | None] = []  # where each aggregate's argument sits in a group row
+        for a in aggs:
+            arg_pos.append(None if a.arg is None else k + sum(p is not None for p in arg_pos))
+        types = tuple(g.type for g in rel.group) + tuple(x.type for x in args)
+
+        def prepared(*cols):
+            ins = columns_of(cols, src)
+            vals = [evaluate(e, ins) for e in (*rel.group, *args)]
+            fields = stored(vals, types)
+            if k:  # the first group column is the key
+                return fields
+            return (np.zeros(len(fields[-1]), dtype=np.int64), *fields)
+
+        out_types = rel.schema.types
+        logic = _aggregate_logic(k, aggs, arg_pos, out_types)
+        reduced = self.lower(rel.input).map_columns(prepared).reduce(logic)
+        width = len(out_types) + 1
+        if k:  # records (g_0 = the key, g_1.., aggregates.., mask): the stored layout already
+            return reduced
+        rows = reduced.project(*range(1, width + 1))  # drop the constant key
+        # A global aggregate has one row even over no input: the default row, while no group exists.
+        default = tuple(0 if a.func in ("count", "count_star") else NULL_VALUE[KIND[a.type]] for a in aggs)
+        mask = sum(1 << j for j, a in enumerate(aggs) if a.func not in ("count", "count_star"))
+        const_in, const = self.flow.new_collection(self.flow.ctx.fresh("default"), schema=None)
+        const_in.update([(0, *default, mask)], times=0)
+        present = reduced.project(0).distinct()
+        return const.antijoin(present).project(*range(1, width + 1)).concat(rows)
+
+
+def _aligned_keys(left: tuple[Expr, ...], right: tuple[Expr, ...]) -> tuple[tuple[Expr, ...], tuple[Expr, ...]]:
+    """Keys of bigint on one side and double on the other compared as doubles."""
+    from ddflow.plan.expr import Call
+
+    lk, rk = [], []
+    for a, b in zip(left, right):
+        if a.type != b.type and {a.type, b.type} <= {"bigint", "double"}:
+            a = a if a.type == "double" else Call("cast", (a,), "double")
+            b = b if b.type == "double" else Call("cast", (b,), "double")
+        lk.append(a)
+        rk.append(b)
+    return tuple(lk), tuple(rk)
+
+
+def _aggregate_logic(k: int, aggs: tuple[Agg, ...], arg_pos: list[int | None],
+                     out_types: tuple[str, ...]) -> Callable:
+    """The reduce function: each group's rows (same first group value) split by full group, then every aggregate.
+
+    Values arrive as ``(g_1.., args.., mask)`` tuples (``g_0`` is the key;
+    with no group columns the key is a constant and the values are
+    ``(args.., mask)``).  A row is ``(g_0.., args.., mask)``.
+    """
+
+    def aggregate(key, vals):
+        groups: dict[tuple, list] = {}
+        for v, m in vals:
+            if m <= 0:
+                continue
+            row = (key, *v) if k else v
+            mask = row[-1]
+            gkey = row[:k] + (mask & ((1 << k) - 1),)
+            groups.setdefault(gkey, []).append((row, m))
+        out = []
+        for gkey, rows in groups.items():
+            gmask = gkey[-1]
+            results, rmask = [], gmask
+            for j, (a, p) in enumerate(zip(aggs, arg_pos)):
+                value, is_null = _one_aggregate(a, p, rows)
+                if is_null:
+                    rmask |= 1 << (k + j)
+                    value = NULL_VALUE[KIND[out_types[k + j]]]
+                results.append(value)
+            out.append(((*gkey[1:k], *results, rmask), 1))
+        return out
+
+    aggregate.__name__ = "aggregate"
+    return aggregate
+
+
+def _one_aggregate(a: Agg, p: int | None, rows: list) -> tuple:
+    """``(value, is_null)`` of aggregate ``a`` over ``rows`` of ``(row, multiplicity)``."""
+    if a.func == "count_star":
+        return sum(m for _, m in rows), False
+    live = [(r[p], m) for r, m in rows if not (r[-1] >> p) & 1]
+    if a.distinct:
+        live = [(v, 1) for v in sorted(set(v for v, _ in live), key=_order)]
+    if a.func == "count":
+        return sum(m for _, m in live), False
+    if not live:
+        return None, True
+    if a.func == "sum":
+        total = sum(v * m for v, m in live)
+        if a.type == "bigint":
+            if not _I64_MIN <= total <= _I64_MAX:
+                raise SchemaError(f"{a}: the sum does not fit in bigint")
+            return int(total), False
+        return float(total), False
+    if a.func == "avg":
+        return float(sum(v * m for v, m in live)) / sum(m for _, m in live), False
+    pick = min if a.func == "min" else max
+    return pick(v for v, _ in live), False
+
+
+def _order(v):
+    return (type(v).__name__, v)

@@ -1,0 +1,204 @@
+"""SQL views against DuckDB: at every complete time, a view's accumulated rows equal DuckDB's answer on the accumulated tables."""
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import duckdb
+import pytest
+import sqlglot
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ddflow
+from ddflow.errors import SchemaError
+
+ORDERS = {"o_id": "bigint", "cust": "string", "amount": "bigint"}
+CUSTOMERS = {"id": "string", "region": "string"}
+
+#: Each query is run by ddflow (Spark SQL) and by DuckDB (transpiled by sqlglot: Spark's CAST is DuckDB's TRY_CAST).
+QUERIES = [
+    "SELECT cust, SUM(amount) AS total, COUNT(*) AS n, COUNT(amount) AS c, MIN(amount) AS lo, MAX(amount) AS hi "
+    "FROM orders GROUP BY cust",
+    "SELECT o.o_id, c.region FROM orders o JOIN customers c ON o.cust = c.id WHERE o.amount > 2",
+    "SELECT DISTINCT cust FROM orders",
+    "SELECT COUNT(*) AS n, SUM(amount) AS s, AVG(amount) AS a FROM orders",
+    "SELECT cust, amount * 2 + 1 AS x, CASE WHEN amount IS NULL THEN 'none' WHEN amount > 3 THEN 'big' "
+    "ELSE 'small' END AS size FROM orders WHERE NOT (amount < 1) OR amount IS NULL",
+    "SELECT c.region, AVG(o.amount) AS a, COUNT(DISTINCT o.cust) AS k FROM orders o JOIN customers c "
+    "ON o.cust = c.id GROUP BY c.region HAVING COUNT(*) > 1",
+    "SELECT cust FROM orders WHERE amount IN (1, 3) UNION ALL SELECT id FROM customers",
+    "SELECT cust FROM orders UNION SELECT id FROM customers",
+    "SELECT lower(cust) || '-' || region AS tag, length(region) AS n, coalesce(amount, 0) AS a, "
+    "substring(region, 1, 1) AS r1 FROM orders JOIN customers ON cust = id WHERE region LIKE 'n%' OR cust IS NULL",
+    "WITH big AS (SELECT cust, amount FROM orders WHERE amount BETWEEN 2 AND 4) "
+    "SELECT b.cust, COUNT(*) AS n FROM big b JOIN customers c ON b.cust = c.id AND b.amount <> 3 GROUP BY b.cust",
+    "SELECT amount / 2 AS half, amount % 3 AS m, -amount AS neg, CAST(amount AS double) AS d, "
+    "CAST(cust AS bigint) AS parsed FROM orders",
+]
+
+cust = st.sampled_from(["a", "b", "C", None])
+order_rows = st.tuples(st.integers(0, 3), cust, st.one_of(st.none(), st.integers(-1, 5)))
+customer_rows = st.tuples(st.sampled_from(["a", "b", "C", "d"]), st.sampled_from(["north", "south", "nw"]))
+
+
+def _norm(v):
+    if isinstance(v, float):
+        return round(v, 9) if math.isfinite(v) else v
+    return v
+
+
+def bag(rows) -> Counter:
+    return Counter(tuple(_norm(v) for v in r) for r in rows)
+
+
+def duck_answer(query: str, orders: Counter, customers: Counter) -> Counter:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE orders (o_id BIGINT, cust VARCHAR, amount BIGINT)")
+    con.execute("CREATE TABLE customers (id VARCHAR, region VARCHAR)")
+    if orders:
+        con.executemany("INSERT INTO orders VALUES (?, ?, ?)", [r for r, m in orders.items() for _ in range(m)])
+    if customers:
+        con.executemany("INSERT INTO customers VALUES (?, ?)", [r for r, m in customers.items() for _ in range(m)])
+    return bag(con.execute(sqlglot.transpile(query, read="spark", write="duckdb")[0]).fetchall())
+
+
+@st.composite
+def streams(draw):
+    """Per advance, several data times; inserts, and removals of rows present at that time."""
+    steps = []
+    orders, customers = Counter(), Counter()
+    t = 0
+    for _ in range(draw(st.integers(1, 3))):
+        batch = []
+        for _ in range(draw(st.integers(1, 3))):  # data times in this advance
+            for _ in range(draw(st.integers(0, 4))):
+                if orders and draw(st.booleans()):
+                    row = draw(st.sampled_from(sorted(orders, key=repr)))
+                    orders[row] -= 1
+                    orders = +orders
+                    batch.append(("orders", row, t, -1))
+                else:
+                    row = draw(order_rows)
+                    orders[row] += 1
+                    batch.append(("orders", row, t, 1))
+            for _ in range(draw(st.integers(0, 2))):
+                if customers and draw(st.booleans()):
+                    row = draw(st.sampled_from(sorted(customers)))
+                    customers[row] -= 1
+                    customers = +customers
+                    batch.append(("customers", row, t, -1))
+                else:
+                    row = draw(customer_rows)
+                    customers[row] += 1
+                    batch.append(("customers", row, t, 1))
+            t += 1
+        steps.append((batch, t))
+    return steps
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=streams())
+def test_views_equal_duckdb_at_every_complete_time(steps):
+    flow = ddflow.Dataflow()
+    handles = {"orders": flow.new_collection("orders", schema=ORDERS)[0],
+               "customers": flow.new_collection("customers", schema=CUSTOMERS)[0]}
+    caps = [flow.sql(q).capture() for q in QUERIES]
+    acc = {"orders": Counter(), "customers": Counter()}
+    history = []  # accumulated tables after each data time
+    for batch, frontier in steps:
+        for table, row, t, d in batch:
+            handles[table].update([row], t, d)
+        flow.advance_to(frontier)
+        flow.run()
+        by_time: dict[int, list] = {}
+        for table, row, t, d in batch:
+            by_time.setdefault(t, []).append((table, row, d))
+        for t in sorted(by_time):
+            for table, row, d in by_time[t]:
+                acc[table][row] += d
+            history.append((t, Counter(acc["orders"]), Counter(acc["customers"])))
+    for t, orders, customers in history:
+        for q, cap in zip(QUERIES, caps):
+            got = bag(r for r, m in cap.contents(t).items() for _ in range(m))
+            assert all(m > 0 for m in cap.contents(t).values()), q
+            assert got == duck_answer(q, +orders, +customers), f"time {t}: {q}"
+
+
+def test_the_contract_example():
+    flow = ddflow.Dataflow()
+    orders_in, orders = flow.new_collection("orders", schema={"o_id": "bigint", "cust": "string", "amount": "bigint"})
+    view = flow.sql("SELECT cust, SUM(amount) AS total FROM orders GROUP BY cust")
+    assert view.columns == ["cust", "total"]
+    cap = view.capture()
+    orders_in.insert((1, "a", 5), time=0)
+    flow.advance_to(1)
+    flow.run()
+    assert cap.contents(0) == {("a", 5): 1}
+    table = cap.to_arrow()
+    assert table.column_names == ["cust", "total", "time", "diff"]
+    assert str(table.schema.field("total").type) == "int64" and table.to_pylist() == [
+        {"cust": "a", "total": 5, "time": 0, "diff": 1}]
+
+
+def test_a_global_aggregate_has_one_row_over_an_empty_table():
+    flow = ddflow.Dataflow()
+    t_in, _ = flow.new_collection("t", schema={"x": "bigint"})
+    cap = flow.sql("SELECT COUNT(*) AS n, SUM(x) AS s FROM t").capture()
+    flow.advance_to(1)
+    flow.run()
+    assert cap.contents(0) == {(0, None): 1}
+    t_in.insert((4,), time=1)
+    t_in.remove((4,), time=2)
+    flow.advance_to(3)
+    flow.run()
+    assert cap.contents(1) == {(1, 4): 1} and cap.contents(2) == {(0, None): 1}
+
+
+def test_nulls_group_together_never_join_and_never_equal_zero():
+    flow = ddflow.Dataflow()
+    a_in, _ = flow.new_collection("a", schema={"k": "bigint", "v": "bigint"})
+    b_in, _ = flow.new_collection("b", schema={"k": "bigint"})
+    groups = flow.sql("SELECT k, COUNT(*) AS n FROM a GROUP BY k").capture()
+    joined = flow.sql("SELECT a.v FROM a JOIN b ON a.k = b.k").capture()
+    a_in.update([(None, 1), (None, 2), (0, 3)], times=0)
+    b_in.update([(None,), (0,)], times=0)
+    flow.advance_to(1)
+    flow.run()
+    assert groups.contents(0) == {(None, 2): 1, (0, 1): 1}
+    assert joined.contents(0) == {(3,): 1}
+
+
+@pytest.mark.parametrize("query, message", [
+    ("SELECT * FROM orders LEFT JOIN customers ON cust = id", "LEFT JOIN is not supported"),
+    ("SELECT cust FROM orders ORDER BY cust LIMIT 3", "LIMIT is not supported"),
+    ("SELECT cust FROM orders EXCEPT SELECT id FROM customers", "EXCEPT is not supported"),
+    ("SELECT cust FROM orders WHERE cust IN (SELECT id FROM customers)", "subquery"),
+    ("SELECT nope FROM orders", "nope"),
+    ("SELECT cust, amount FROM orders GROUP BY cust", "must appear in GROUP BY"),
+    ("SELECT SUM(cust) FROM orders", "SUM needs a number"),
+    ("SELECT cust FROM orders WHERE amount", "must be boolean"),
+    ("SELEC cust", "expected a query"),
+    ("SELECT cust FROM", "cannot parse"),
+])
+def test_unsupported_or_wrong_queries_name_the_construct(query, message):
+    flow = ddflow.Dataflow()
+    flow.new_collection("orders", schema=ORDERS)
+    flow.new_collection("customers", schema=CUSTOMERS)
+    with pytest.raises(SchemaError, match=message):
+        flow.sql(query)
+
+
+def test_table_rows_are_checked_against_the_schema():
+    flow = ddflow.Dataflow()
+    t_in, _ = flow.new_collection("t", schema={"x": "bigint", "s": str})
+    with pytest.raises(SchemaError, match="column 'x' is bigint, got str"):
+        t_in.insert(("1", "a"))
+    with pytest.raises(SchemaError, match="a row of 1 values for the 2 columns"):
+        t_in.insert((1,))
+    import pyarrow as pa
+    t_in.update(pa.table({"x": [1, None], "s": ["a", None]}), times=0)
+    cap = flow.sql("SELECT s, x FROM t").capture()
+    flow.advance_to(1)
+    flow.run()
+    assert cap.contents(0) == {("a", 1): 1, (None, None): 1}
