@@ -85,12 +85,15 @@ class Project(Rel):
         return f"Project [{', '.join(shown)}]"
 
 
-JOIN_KINDS = ("inner",)
+JOIN_KINDS = ("inner", "left", "right", "full")
 
 
 @dataclass(frozen=True)
 class Join(Rel):
-    """Pairs of rows whose keys are equal (a NULL key matches nothing), then ``residual``.
+    """Pairs of rows whose keys are equal (a NULL key matches nothing) and ``residual`` holds.
+
+    ``left`` / ``right`` / ``full`` add each row of that side that no row
+    matches, with the other side's columns NULL.
 
     ``left_keys[i]`` (over the left columns) is matched with
     ``right_keys[i]`` (over the right columns); the output has the left

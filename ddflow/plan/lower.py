@@ -117,22 +117,8 @@ class Lowering:
 
     def _keyed(self, rel: Rel, keys: tuple[Expr, ...]) -> "Collection":
         """``(key, *stored row)`` for rows whose key has no NULL; a key of several columns is one tuple."""
-        schema = rel.schema
-
-        def keyed(*cols):
-            ins = columns_of(cols, schema)
-            parts = [evaluate(k, ins) for k in keys]
-            ok = ~np.logical_or.reduce([null for _, null in parts]) if parts else np.ones(len(cols[0]), bool)
-            if len(parts) == 1:
-                key = parts[0][0]
-            else:
-                key = np.empty(len(ok), dtype=object)
-                key[:] = list(zip(*(v.tolist() for v, _ in parts)))
-            return (key, *cols, ok)
-
-        with_ok = self.lower(rel).map_columns(keyed)
-        n = len(schema) + 1  # stored fields
-        return with_ok.filter_columns(lambda *cols: cols[-1]).project(*range(n + 1))
+        n = len(rel.schema) + 1  # stored fields
+        return self._keyed_all(rel, keys).filter_columns(lambda *cols: cols[-1]).project(*range(n + 1))
 
     def _join(self, rel: Join) -> "Collection":
         ls, rs = rel.left.schema, rel.right.schema
@@ -148,10 +134,65 @@ class Lowering:
             rmask = np.asarray(cols[nl + nr], dtype=np.int64)
             return (*cols[1:nl], *cols[nl + 1: nl + nr], lmask | (rmask << (nl - 1)))
 
-        out = joined.map_columns(layout)
+        inner = joined.map_columns(layout)
         if rel.residual is not None:
-            out = self._filter(out, rel.schema, rel.residual)
-        return out
+            inner = self._filter(inner, rel.schema, rel.residual)
+        if rel.kind == "inner":
+            return inner
+        parts = [inner]
+        if rel.kind in ("left", "full"):
+            lost = self._unmatched(rel.left, lk, rel.right, rk, inner, 0, rel.residual is not None)
+            parts.append(lost.map_columns(_padded(ls, rs, pad_right=True)))
+        if rel.kind in ("right", "full"):
+            lost = self._unmatched(rel.right, rk, rel.left, lk, inner, len(ls), rel.residual is not None)
+            parts.append(lost.map_columns(_padded(ls, rs, pad_right=False)))
+        return parts[0].concat(*parts[1:])
+
+    def _unmatched(self, side: Rel, keys: tuple[Expr, ...], other: Rel, other_keys: tuple[Expr, ...],
+                   inner: "Collection", offset: int, residual: bool) -> "Collection":
+        """Rows of ``side`` (stored layout) that no row of ``other`` matches: an outer join's NULL-padded part.
+
+        Without a residual, a row matches iff its key has no NULL and
+        occurs in ``other``: an antijoin by key.  With one, iff the row
+        occurs among the inner join's rows (columns ``offset`` on): an
+        antijoin by the whole row.
+        """
+        schema = side.schema
+        n = len(schema)
+        if not residual:
+            keyed = self._keyed_all(side, keys)
+            ok = keyed.filter_columns(lambda *cols: cols[-1]).project(*range(n + 2))
+            missing = ok.antijoin(self._keyed(other, other_keys).project(0).distinct()).project(*range(1, n + 2))
+            null_key = keyed.filter_columns(lambda *cols: ~cols[-1]).project(*range(1, n + 2))
+            return missing.concat(null_key)
+        whole = self.lower(side).map_columns(_row_key)
+        width = n + 1
+        inner_mask_shift = offset
+
+        def side_of_inner(*cols):
+            mask = np.asarray(cols[-1], dtype=np.int64)
+            mine = cols[offset: offset + n]
+            return _row_key(*mine, (mask >> inner_mask_shift) & ((1 << n) - 1))
+
+        matched = inner.map_columns(side_of_inner).project(0).distinct()
+        return whole.antijoin(matched).project(*range(1, width + 1))
+
+    def _keyed_all(self, rel: Rel, keys: tuple[Expr, ...]) -> "Collection":
+        """``(key, *stored row, key_ok)`` for every row: ``key_ok`` is False where the key has a NULL."""
+        schema = rel.schema
+
+        def keyed(*cols):
+            ins = columns_of(cols, schema)
+            parts = [evaluate(k, ins) for k in keys]
+            ok = ~np.logical_or.reduce([null for _, null in parts]) if parts else np.ones(len(cols[0]), bool)
+            if len(parts) == 1:
+                key = parts[0][0]
+            else:
+                key = np.empty(len(ok), dtype=object)
+                key[:] = list(zip(*(v.tolist() for v, _ in parts)))
+            return (key, *cols, ok)
+
+        return self.lower(rel).map_columns(keyed)
 
     def _aggregate(self, rel: Aggregate) -> "Collection":
         src = rel.input.schema
@@ -184,6 +225,36 @@ class Lowering:
         const_in.update([(0, *default, mask)], times=0)
         present = reduced.project(0).distinct()
         return const.antijoin(present).project(*range(1, width + 1)).concat(rows)
+
+
+def _row_key(*cols):
+    """``(row, *cols)``: each stored row as one tuple field (a key for whole-row antijoins), then the row."""
+    key = np.empty(len(cols[0]), dtype=object)
+    key[:] = list(zip(*(np.asarray(c).tolist() for c in cols)))
+    return (key, *cols)
+
+
+def _padded(ls: Schema, rs: Schema, pad_right: bool) -> Callable:
+    """Stored rows of one side laid out as join rows, the other side's columns NULL."""
+    nl, nr = len(ls), len(rs)
+
+    def pad(*cols):
+        n = len(cols[0])
+        mine, mask = cols[:-1], np.asarray(cols[-1], dtype=np.int64)
+        other = rs if pad_right else ls
+        nulls = tuple(_null_column(t, n) for t in other.types)
+        if pad_right:
+            return (*mine, *nulls, mask | (((1 << nr) - 1) << nl))
+        return (*nulls, *mine, ((1 << nl) - 1) | (mask << nl))
+
+    return pad
+
+
+def _null_column(typ: str, n: int) -> np.ndarray:
+    kind = KIND[typ]
+    if kind == "o":
+        return np.full(n, None, dtype=object)
+    return np.full(n, NULL_VALUE[kind], dtype={"i": np.int64, "f": np.float64, "b": bool}[kind])
 
 
 def _aligned_keys(left: tuple[Expr, ...], right: tuple[Expr, ...]) -> tuple[tuple[Expr, ...], tuple[Expr, ...]]:

@@ -173,8 +173,10 @@ class _Planner:
 
     def join(self, left: Rel, lscope: _Scope, j: exp.Join, ctes: dict[str, Rel]) -> tuple[Rel, _Scope]:
         side, kind = (j.side or "").upper(), (j.kind or "").upper()
-        if side or kind not in ("", "INNER", "CROSS"):
+        if side not in ("", "LEFT", "RIGHT", "FULL") or kind not in ("", "INNER", "CROSS", "OUTER"):
             raise _unsupported(j, f"{' '.join(x for x in (side, kind) if x)} JOIN")
+        if j.args.get("method"):
+            raise _unsupported(j, f"{j.args['method']} JOIN")
         if j.args.get("using"):
             raise _unsupported(j, "JOIN ... USING")
         right, rscope = self.source(j.this, ctes)
@@ -196,7 +198,7 @@ class _Planner:
                     continue
             rest.append(self.predicate(conj, scope))
         residual = _and_all(rest)
-        return Join(left, right, "inner", tuple(lkeys), tuple(rkeys), residual), scope
+        return Join(left, right, side.lower() or "inner", tuple(lkeys), tuple(rkeys), residual), scope
 
     def aggregate(self, rel: Rel, scope: _Scope, group: list[exp.Expression], aggs: list[exp.Expression]):
         gexprs = tuple(self.expr(g, scope) for g in group)
