@@ -211,6 +211,58 @@ class Union(Rel):
         return "Union all" if self.all else "Union  [arrange by row]"
 
 
+@dataclass(frozen=True)
+class SetOp(Rel):
+    """``except``: distinct rows of ``left`` not in ``right``; ``intersect``: distinct rows in both (NULL equals NULL)."""
+
+    kind: str
+    left: Rel
+    right: Rel
+
+    def __post_init__(self):
+        if self.kind not in ("except", "intersect"):
+            raise SchemaError(f"unknown set operation {self.kind!r}")
+
+    @property
+    def schema(self) -> Schema:
+        return self.left.schema
+
+    def inputs(self) -> tuple[Rel, ...]:
+        return (self.left, self.right)
+
+    def label(self) -> str:
+        return f"{self.kind.capitalize()}  [arrange both sides by row]"
+
+
+@dataclass(frozen=True)
+class SemiJoin(Rel):
+    """Rows of ``left`` with (``anti``: without) a row of ``right`` whose keys equal theirs.
+
+    ``null_aware`` gives NOT IN's rules for an anti join: no row at all
+    if ``right`` has a NULL key, and a row with a NULL key only while
+    ``right`` is empty.  Otherwise a NULL key matches nothing.
+    """
+
+    left: Rel
+    right: Rel
+    left_keys: tuple[Expr, ...]
+    right_keys: tuple[Expr, ...]
+    anti: bool = False
+    null_aware: bool = False
+
+    @property
+    def schema(self) -> Schema:
+        return self.left.schema
+
+    def inputs(self) -> tuple[Rel, ...]:
+        return (self.left, self.right)
+
+    def label(self) -> str:
+        on = " AND ".join(f"{a} = {b}" for a, b in zip(self.left_keys, self.right_keys))
+        kind = "Anti" if self.anti else "Semi"
+        return f"{kind}Join ON {on}{' (NOT IN)' if self.null_aware else ''}  [arrange both sides by key]"
+
+
 def _unique(names: tuple[str, ...]) -> tuple[str, ...]:
     """Column names made unique (a join of two tables with an ``id`` each): later duplicates get ``_2``, ``_3``."""
     seen: dict[str, int] = {}

@@ -27,7 +27,7 @@ import numpy as np
 from ddflow.base.schema import KIND, NULL_VALUE, Schema
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Column, Expr, _as_type, evaluate
-from ddflow.plan.ir import Agg, Aggregate, Distinct, Filter, Join, Project, Rel, Scan, Union
+from ddflow.plan.ir import Agg, Aggregate, Distinct, Filter, Join, Project, Rel, Scan, SemiJoin, SetOp, Union
 
 if TYPE_CHECKING:
     from ddflow.collection import Collection
@@ -106,7 +106,41 @@ class Lowering:
             parts = [self.lower(p) for p in rel.parts]
             out = parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0]
             return out if rel.all else out.distinct()
+        if isinstance(rel, SetOp):
+            width = len(rel.schema) + 1
+            rows = self.lower(rel.left).distinct().map_columns(_row_key)
+            other = self.lower(rel.right).map_columns(_row_key).project(0).distinct()
+            kept = rows.semijoin(other) if rel.kind == "intersect" else rows.antijoin(other)
+            return kept.project(*range(1, width + 1))
+        if isinstance(rel, SemiJoin):
+            return self._semijoin(rel)
         raise SchemaError(f"cannot lower plan node {type(rel).__name__}")
+
+    def _semijoin(self, rel: SemiJoin) -> "Collection":
+        n = len(rel.left.schema) + 1
+        lk, rk = _aligned_keys(rel.left_keys, rel.right_keys)
+        keyed = self._keyed_all(rel.left, lk)
+        ok = keyed.filter_columns(lambda *cols: cols[-1]).project(*range(n + 1))
+        right = self._keyed_all(rel.right, rk)
+        keys = right.filter_columns(lambda *cols: cols[-1]).project(0).distinct()
+        if not rel.anti:
+            return ok.semijoin(keys).project(*range(1, n + 1))
+        missing = ok.antijoin(keys).project(*range(1, n + 1))
+        null_key = keyed.filter_columns(lambda *cols: ~cols[-1]).project(*range(1, n + 1))
+        if not rel.null_aware:
+            return missing.concat(null_key)
+        # NOT IN: nothing survives a NULL in the subquery; a NULL key survives only an empty subquery.
+        def flag(coll: "Collection") -> "Collection":
+            return coll.map_columns(lambda *cols: (np.zeros(len(cols[0]), dtype=np.int64),)).distinct()
+
+        right_null = flag(right.filter_columns(lambda *cols: ~cols[-1]))
+        right_any = flag(right)
+
+        def under_zero(coll: "Collection") -> "Collection":
+            return coll.map_columns(lambda *cols: (np.zeros(len(cols[0]), dtype=np.int64), *cols))
+
+        kept = under_zero(missing).antijoin(right_null).project(*range(1, n + 1))
+        return kept.concat(under_zero(null_key).antijoin(right_any).project(*range(1, n + 1)))
 
     def _filter(self, coll: "Collection", schema: Schema, predicate: Expr) -> "Collection":
         def keep(*cols):

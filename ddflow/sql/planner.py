@@ -25,7 +25,7 @@ from sqlglot.optimizer.qualify import qualify
 from ddflow.base.schema import Schema, sql_type
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Call, Col, Expr, Lit
-from ddflow.plan.ir import Agg, Aggregate, Distinct, Filter, Join, Project, Rel, Scan, Union
+from ddflow.plan.ir import Agg, Aggregate, Distinct, Filter, Join, Project, Rel, Scan, SemiJoin, SetOp, Union
 
 _NUMERIC = ("bigint", "double", "null")
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
@@ -116,7 +116,14 @@ class _Planner:
             left = _retyped(left, right.schema)
             return Union((left, right), all=not node.args.get("distinct"))
         if isinstance(node, (exp.Except, exp.Intersect)):
-            raise _unsupported(node, type(node).__name__.upper())
+            name = type(node).__name__.upper()
+            if not node.args.get("distinct"):
+                raise _unsupported(node, f"{name} ALL")
+            left, right = self.query(node.left, ctes), self.query(node.right, ctes)
+            _check_union(left, right, node)
+            right = _retyped(right, left.schema)
+            left = _retyped(left, right.schema)
+            return SetOp(name.lower(), left, right)
         if isinstance(node, exp.Subquery):
             return self.query(node.this, ctes)
         if not isinstance(node, exp.Select):
@@ -151,7 +158,7 @@ class _Planner:
             rel, scope = self.join(rel, scope, j, ctes)
         where = node.args.get("where")
         if where is not None:
-            rel = Filter(rel, self.predicate(where.this, scope))
+            rel = self.where(rel, scope, where.this, ctes)
         group = node.args.get("group")
         having = node.args.get("having")
         items = node.expressions
@@ -170,6 +177,71 @@ class _Planner:
         if node.args.get("distinct"):
             rel = Distinct(rel)
         return rel
+
+    def where(self, rel: Rel, scope: _Scope, cond: exp.Expression, ctes: dict[str, Rel]) -> Rel:
+        """WHERE: plain conjuncts filter; ``[NOT] IN (subquery)`` and ``[NOT] EXISTS`` become semi and anti joins."""
+        plain, subs = [], []
+        for conj in _conjuncts(cond):
+            inner = conj.this if isinstance(conj, exp.Not) else conj
+            if isinstance(inner, exp.Exists) or (isinstance(inner, exp.In) and inner.args.get("query") is not None):
+                subs.append(conj)
+            else:
+                plain.append(self.predicate(conj, scope))
+        if plain:
+            rel = Filter(rel, _and_all(plain))
+        for conj in subs:
+            negated = isinstance(conj, exp.Not)
+            inner = conj.this if negated else conj
+            if isinstance(inner, exp.In):
+                sub = self.query(inner.args["query"].this if isinstance(inner.args["query"], exp.Subquery)
+                                 else inner.args["query"], ctes)
+                if len(sub.schema) != 1:
+                    raise _unsupported(inner, "IN with a subquery of several columns")
+                key = self.expr(inner.this, scope)
+                _comparable(inner, key, Col(0, sub.schema.types[0]))
+                rel = SemiJoin(rel, sub, (key,), (Col(0, sub.schema.types[0], sub.schema.names[0]),),
+                               anti=negated, null_aware=negated)
+            else:
+                sub, inner_keys, outer_keys = self.correlated(inner.this, scope, ctes)
+                rel = SemiJoin(rel, sub, outer_keys, inner_keys, anti=negated)
+        return rel
+
+    def correlated(self, node: exp.Expression, outer: _Scope, ctes: dict[str, Rel]):
+        """An EXISTS subquery as a relation and the equalities that tie it to the outer row (decorrelation)."""
+        if isinstance(node, exp.Subquery):
+            node = node.this
+        if not isinstance(node, exp.Select) or node.args.get("group") or node.args.get("having") \
+                or any(_aggregates(x) for x in node.expressions):
+            raise _unsupported(node, "EXISTS over anything but a plain SELECT ... FROM ... WHERE")
+        from_ = node.args.get("from_") or node.args.get("from")
+        rel, scope = self.source(from_.this, ctes)
+        for j in node.args.get("joins") or ():
+            rel, scope = self.join(rel, scope, j, ctes)
+        preds, inner_keys, outer_keys = [], [], []
+        where = node.args.get("where")
+        for conj in (_conjuncts(where.this) if where is not None else []):
+            try:
+                preds.append(self.predicate(conj, scope))
+                continue
+            except SchemaError:
+                if not isinstance(conj, exp.EQ):
+                    raise _unsupported(conj, "a correlated condition other than an equality") from None
+            for a, b in ((conj.left, conj.right), (conj.right, conj.left)):
+                try:
+                    ia, ob = self.expr(a, scope), self.expr(b, outer)
+                except SchemaError:
+                    continue
+                _comparable(conj, ia, ob)
+                inner_keys.append(ia)
+                outer_keys.append(ob)
+                break
+            else:
+                raise _unsupported(conj, "a correlated condition that is not inner = outer")
+        if preds:
+            rel = Filter(rel, _and_all(preds))
+        if not inner_keys:
+            raise _unsupported(node, "an uncorrelated EXISTS")
+        return rel, tuple(inner_keys), tuple(outer_keys)
 
     def join(self, left: Rel, lscope: _Scope, j: exp.Join, ctes: dict[str, Rel]) -> tuple[Rel, _Scope]:
         side, kind = (j.side or "").upper(), (j.kind or "").upper()

@@ -38,6 +38,13 @@ QUERIES = [
     "SELECT o.amount, c.id FROM orders o FULL OUTER JOIN customers c ON o.cust = c.id",
     "SELECT c.id, COUNT(o.o_id) AS n FROM customers c LEFT JOIN orders o ON c.id = o.cust AND o.amount <> 2 "
     "GROUP BY c.id",
+    "SELECT cust FROM orders EXCEPT SELECT id FROM customers",
+    "SELECT id FROM customers INTERSECT SELECT cust FROM orders WHERE amount > 0",
+    "SELECT o_id, amount FROM orders WHERE cust IN (SELECT id FROM customers WHERE region <> 'nw')",
+    "SELECT o_id FROM orders WHERE cust NOT IN (SELECT id FROM customers)",
+    "SELECT o_id FROM orders WHERE amount NOT IN (SELECT amount FROM orders WHERE o_id = 1)",
+    "SELECT o.o_id FROM orders o WHERE EXISTS (SELECT 1 FROM customers c WHERE c.id = o.cust AND c.region = 'north')",
+    "SELECT c.id FROM customers c WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.cust = c.id) AND c.region <> 'x'",
     "SELECT amount / 2 AS half, amount % 3 AS m, -amount AS neg, CAST(amount AS double) AS d, "
     "CAST(cust AS bigint) AS parsed FROM orders",
 ]
@@ -177,8 +184,9 @@ def test_nulls_group_together_never_join_and_never_equal_zero():
 @pytest.mark.parametrize("query, message", [
     ("SELECT * FROM orders NATURAL JOIN customers", "JOIN"),
     ("SELECT cust FROM orders ORDER BY cust LIMIT 3", "LIMIT is not supported"),
-    ("SELECT cust FROM orders EXCEPT SELECT id FROM customers", "EXCEPT is not supported"),
-    ("SELECT cust FROM orders WHERE cust IN (SELECT id FROM customers)", "subquery"),
+    ("SELECT cust FROM orders EXCEPT ALL SELECT id FROM customers", "EXCEPT ALL is not supported"),
+    ("SELECT cust FROM orders WHERE amount > (SELECT MAX(amount) FROM orders)", "subquery"),
+    ("SELECT cust FROM orders o WHERE EXISTS (SELECT 1 FROM customers c WHERE c.id > o.cust)", "correlated"),
     ("SELECT nope FROM orders", "nope"),
     ("SELECT cust, amount FROM orders GROUP BY cust", "must appear in GROUP BY"),
     ("SELECT SUM(cust) FROM orders", "SUM needs a number"),
