@@ -263,6 +263,60 @@ class SemiJoin(Rel):
         return f"{kind}Join ON {on}{' (NOT IN)' if self.null_aware else ''}  [arrange both sides by key]"
 
 
+@dataclass(frozen=True)
+class Order:
+    """A sort key: ``expr`` ascending or ``desc``, NULLs first or last."""
+
+    expr: Expr
+    desc: bool = False
+    nulls_first: bool = True
+
+    def __str__(self) -> str:
+        return f"{self.expr}{' DESC' if self.desc else ''} NULLS {'FIRST' if self.nulls_first else 'LAST'}"
+
+
+RANKS = ("row_number", "rank", "dense_rank")
+
+
+@dataclass(frozen=True)
+class TopK(Rel):
+    """Rows ranked within each partition by ``order``; with ``limit``, only those ranked ``<= limit``.
+
+    ``rank`` (``row_number``, ``rank`` or ``dense_rank``) appends the rank
+    as a bigint column named ``rank_name``; without it the rows are kept
+    as they are (ORDER BY ... LIMIT: row numbers, ties broken by the whole
+    row so the result is deterministic).
+    """
+
+    input: Rel
+    partition: tuple[Expr, ...]
+    order: tuple[Order, ...]
+    limit: int | None = None
+    rank: str | None = None
+    rank_name: str = "rank"
+
+    def __post_init__(self):
+        if self.rank is not None and self.rank not in RANKS:
+            raise SchemaError(f"unknown ranking {self.rank!r}")
+        if self.limit is not None and self.limit < 0:
+            raise SchemaError(f"a limit is at least 0, not {self.limit}")
+
+    @property
+    def schema(self) -> Schema:
+        s = self.input.schema
+        if self.rank is None:
+            return s
+        return Schema(_unique(s.names + (self.rank_name,)), s.types + ("bigint",))
+
+    def inputs(self) -> tuple[Rel, ...]:
+        return (self.input,)
+
+    def label(self) -> str:
+        part = f" partition=[{', '.join(map(str, self.partition))}]" if self.partition else ""
+        lim = f" limit={self.limit}" if self.limit is not None else ""
+        return f"TopK {self.rank or 'row_number'}{part} order=[{', '.join(map(str, self.order))}]{lim}  [arrange by partition]"
+
+
 def _unique(names: tuple[str, ...]) -> tuple[str, ...]:
     """Column names made unique (a join of two tables with an ``id`` each): later duplicates get ``_2``, ``_3``."""
     seen: dict[str, int] = {}

@@ -20,6 +20,7 @@ subquery shares its operators and arrangements.
 """
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -27,7 +28,7 @@ import numpy as np
 from ddflow.base.schema import KIND, NULL_VALUE, Schema
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Column, Expr, _as_type, evaluate
-from ddflow.plan.ir import Agg, Aggregate, Distinct, Filter, Join, Project, Rel, Scan, SemiJoin, SetOp, Union
+from ddflow.plan.ir import Agg, Aggregate, Distinct, Filter, Join, Order, Project, Rel, Scan, SemiJoin, SetOp, TopK, Union
 
 if TYPE_CHECKING:
     from ddflow.collection import Collection
@@ -114,7 +115,28 @@ class Lowering:
             return kept.project(*range(1, width + 1))
         if isinstance(rel, SemiJoin):
             return self._semijoin(rel)
+        if isinstance(rel, TopK):
+            return self._topk(rel)
         raise SchemaError(f"cannot lower plan node {type(rel).__name__}")
+
+    def _topk(self, rel: TopK) -> "Collection":
+        """Keyed by the first partition column; one reduce ranks each partition (Python per changed key)."""
+        src = rel.input.schema
+        npart, nrow = len(rel.partition), len(src)
+        exprs = (*rel.partition, *(o.expr for o in rel.order))
+        types = tuple(e.type if e.type != "null" else "bigint" for e in exprs) + src.types
+
+        def prepared(*cols):
+            ins = columns_of(cols, src)
+            fields = stored([evaluate(e, ins) for e in exprs] + ins, types)
+            if npart:  # the first partition column is the key
+                return fields
+            return (np.zeros(len(fields[-1]), dtype=np.int64), *fields)
+
+        logic = _topk_logic(npart, rel.order, nrow, rel.limit, rel.rank)
+        ranked = self.lower(rel.input).map_columns(prepared).reduce(logic)
+        width = len(rel.schema) + 1
+        return ranked.project(*range(1, width + 1))
 
     def _semijoin(self, rel: SemiJoin) -> "Collection":
         n = len(rel.left.schema) + 1
@@ -338,6 +360,74 @@ def _aggregate_logic(k: int, aggs: tuple[Agg, ...], arg_pos: list[int | None],
 
     aggregate.__name__ = "aggregate"
     return aggregate
+
+
+def _topk_logic(npart: int, order: tuple[Order, ...], nrow: int, limit: int | None, rank: str | None) -> Callable:
+    """The reduce function of a TopK: rows ``(p.., o.., row.., mask)`` ranked per full partition."""
+    nord = len(order)
+    lead = npart + nord
+
+    def compare(a: tuple, b: tuple) -> int:
+        for i, o in enumerate(order):
+            x, y = a[npart + i], b[npart + i]
+            xn, yn = (a[-1] >> (npart + i)) & 1, (b[-1] >> (npart + i)) & 1
+            if xn or yn:
+                if xn and yn:
+                    continue
+                return (-1 if xn else 1) * (1 if o.nulls_first else -1)
+            if x != y:
+                c = -1 if _order(x) < _order(y) else 1
+                return -c if o.desc else c
+        return 0
+
+    def tiebreak(a: tuple, b: tuple) -> int:
+        c = compare(a, b)
+        if c:
+            return c
+        ka, kb = tuple(map(_order, a[lead:])), tuple(map(_order, b[lead:]))
+        return (ka > kb) - (ka < kb)
+
+    def ranked(key, vals):
+        parts: dict[tuple, list] = {}
+        for v, m in vals:
+            if m <= 0:
+                continue
+            row = (key, *v) if npart else v
+            pkey = row[:npart] + (row[-1] & ((1 << npart) - 1),)
+            parts.setdefault(pkey, []).append((row, m))
+        out = []
+        for pkey, rows in parts.items():
+            rows.sort(key=functools.cmp_to_key(lambda a, b: tiebreak(a[0], b[0])))
+            number, dense, prev = 0, 0, None
+            for row, m in rows:
+                new_rank = prev is None or compare(prev, row) != 0
+                first = number + 1
+                number += m
+                if new_rank:
+                    dense += 1
+                    rank_at = first
+                prev = row
+                mask = (row[-1] >> lead) & ((1 << nrow) - 1)
+                values = row[lead:-1]
+                if rank is None or rank == "row_number":
+                    copies = range(first, number + 1)
+                    if limit is not None:
+                        copies = range(first, min(number, limit) + 1)
+                    if rank is None:
+                        if len(copies):
+                            out.append(((*values, mask), len(copies)))
+                    else:
+                        out.extend(((*values, n, mask), 1) for n in copies)
+                else:
+                    r = rank_at if rank == "rank" else dense
+                    if limit is None or r <= limit:
+                        out.append(((*values, r, mask), m))
+                if limit is not None and (rank in (None, "row_number") and number >= limit):
+                    break
+        return out
+
+    ranked.__name__ = "top_k"
+    return ranked
 
 
 def _one_aggregate(a: Agg, p: int | None, rows: list) -> tuple:

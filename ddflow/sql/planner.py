@@ -25,7 +25,7 @@ from sqlglot.optimizer.qualify import qualify
 from ddflow.base.schema import Schema, sql_type
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Call, Col, Expr, Lit
-from ddflow.plan.ir import Agg, Aggregate, Distinct, Filter, Join, Project, Rel, Scan, SemiJoin, SetOp, Union
+from ddflow.plan.ir import Agg, Aggregate, Distinct, Filter, Join, Order, Project, Rel, Scan, SemiJoin, SetOp, TopK, Union
 
 _NUMERIC = ("bigint", "double", "null")
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
@@ -114,7 +114,7 @@ class _Planner:
             _check_union(left, right, node)
             right = _retyped(right, left.schema)
             left = _retyped(left, right.schema)
-            return Union((left, right), all=not node.args.get("distinct"))
+            return self.limited(Union((left, right), all=not node.args.get("distinct")), node)
         if isinstance(node, (exp.Except, exp.Intersect)):
             name = type(node).__name__.upper()
             if not node.args.get("distinct"):
@@ -123,7 +123,7 @@ class _Planner:
             _check_union(left, right, node)
             right = _retyped(right, left.schema)
             left = _retyped(left, right.schema)
-            return SetOp(name.lower(), left, right)
+            return self.limited(SetOp(name.lower(), left, right), node)
         if isinstance(node, exp.Subquery):
             return self.query(node.this, ctes)
         if not isinstance(node, exp.Select):
@@ -146,7 +146,7 @@ class _Planner:
         raise _unsupported(node, f"{type(node).__name__} in FROM")
 
     def select(self, node: exp.Select, ctes: dict[str, Rel]) -> Rel:
-        for key in ("limit", "offset", "qualify", "windows", "pivots", "laterals"):
+        for key in ("offset", "qualify", "windows", "pivots", "laterals"):
             if node.args.get(key):
                 raise _unsupported(node.args[key] if isinstance(node.args[key], exp.Expression) else node,
                                    key.upper())
@@ -171,12 +171,52 @@ class _Planner:
                 rel = Filter(rel, self.predicate(having.this, scope, replace))
         else:
             replace = {}
+        windows = [w for item in items for w in item.find_all(exp.Window)]
+        if windows:
+            if len(windows) > 1 or group is not None or aggs:
+                raise _unsupported(windows[-1], "more than one window function, or one beside GROUP BY")
+            rel, scope, replace = self.window(rel, scope, windows[0], replace)
         exprs = tuple(self.expr(item.this if isinstance(item, exp.Alias) else item, scope, replace) for item in items)
         names = tuple(item.alias_or_name for item in items)
         rel = Project(rel, exprs, names)
         if node.args.get("distinct"):
             rel = Distinct(rel)
-        return rel
+        return self.limited(rel, node)
+
+    def limited(self, rel: Rel, node: exp.Expression) -> Rel:
+        """ORDER BY ... LIMIT k as a top-k over the query's output (ORDER BY alone orders nothing: a view is a bag)."""
+        limit = node.args.get("limit")
+        if limit is None:
+            return rel
+        if node.args.get("offset") is not None:
+            raise _unsupported(node.args["offset"], "OFFSET")
+        k = limit.expression
+        if not (isinstance(k, exp.Literal) and not k.is_string and k.this.isdigit()):
+            raise _unsupported(limit, "a LIMIT other than a whole number")
+        out = _Scope.of(rel, "")
+        order = node.args.get("order")
+        keys = []
+        for o in (order.expressions if order is not None else []):
+            try:
+                e = self.expr(o.this, out)
+            except SchemaError:
+                raise _unsupported(o, "ORDER BY an expression not in the SELECT list, with LIMIT") from None
+            keys.append(Order(e, bool(o.args.get("desc")), _nulls_first(o)))
+        return TopK(rel, (), tuple(keys), int(k.this))
+
+    def window(self, rel: Rel, scope: _Scope, w: exp.Window, replace: dict):
+        """ROW_NUMBER() / RANK() / DENSE_RANK() OVER (PARTITION BY ... ORDER BY ...) as a ranking TopK."""
+        kinds = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
+        if type(w.this) not in kinds or w.args.get("spec") is not None:
+            raise _unsupported(w, "a window function other than ROW_NUMBER, RANK or DENSE_RANK")
+        part = tuple(self.expr(p, scope) for p in (w.args.get("partition_by") or ()))
+        order = w.args.get("order")
+        keys = tuple(Order(self.expr(o.this, scope), bool(o.args.get("desc")), _nulls_first(o))
+                     for o in (order.expressions if order is not None else ()))
+        top = TopK(rel, part, keys, None, kinds[type(w.this)], "_rank")
+        n = len(rel.schema)
+        fields = scope.fields + [_Field("", "_rank", n, "bigint")]
+        return top, _Scope(fields), {**replace, w.sql(dialect="spark"): Col(n, "bigint", "rank")}
 
     def where(self, rel: Rel, scope: _Scope, cond: exp.Expression, ctes: dict[str, Rel]) -> Rel:
         """WHERE: plain conjuncts filter; ``[NOT] IN (subquery)`` and ``[NOT] EXISTS`` become semi and anti joins."""
@@ -188,6 +228,8 @@ class _Planner:
             else:
                 plain.append(self.predicate(conj, scope))
         if plain:
+            for p in plain:
+                rel = _limit_ranks(rel, p)
             rel = Filter(rel, _and_all(plain))
         for conj in subs:
             negated = isinstance(conj, exp.Not)
@@ -325,7 +367,7 @@ class _Planner:
         if isinstance(node, exp.Paren):
             return e(node.this)
         if isinstance(node, exp.Column):
-            if replace:
+            if replace and not scope.fields:  # after GROUP BY only group keys and aggregates are visible
                 raise SchemaError(f"SQL: column `{node.sql(dialect='spark')}` must appear in GROUP BY or inside an aggregate")
             return scope.resolve(node)
         if isinstance(node, exp.Literal):
@@ -432,6 +474,33 @@ class _Planner:
 
     def _bool(self, node: exp.Expression, scope: _Scope, replace: dict | None) -> Expr:
         return self.predicate(node, scope, replace)
+
+
+def _nulls_first(o: exp.Ordered) -> bool:
+    """Spark's default: NULLs first ascending, last descending."""
+    nf = o.args.get("nulls_first")
+    return bool(nf) if nf is not None else not o.args.get("desc")
+
+
+def _limit_ranks(rel: Rel, pred: Expr) -> Rel:
+    """``rank <= k`` (or ``< k``, ``= 1``) over a projected ranking: the ranking keeps only ranks up to k.
+
+    The filter stays above it, so this only prunes what it would drop.
+    """
+    if not (isinstance(pred, Call) and pred.op in ("<=", "<", "=") and isinstance(pred.args[0], Col)
+            and isinstance(pred.args[1], Lit) and isinstance(pred.args[1].value, int)):
+        return rel
+    if not (isinstance(rel, Project) and isinstance(rel.input, TopK) and rel.input.limit is None
+            and rel.input.rank is not None):
+        return rel
+    top = rel.input
+    e = rel.exprs[pred.args[0].index]
+    if not (isinstance(e, Col) and e.index == len(top.input.schema)):
+        return rel
+    k = pred.args[1].value - (1 if pred.op == "<" else 0)
+    if pred.op == "=" and k != 1:
+        return rel
+    return Project(TopK(top.input, top.partition, top.order, max(k, 0), top.rank, top.rank_name), rel.exprs, rel.names)
 
 
 def _aggregates(node: exp.Expression) -> list[exp.Expression]:

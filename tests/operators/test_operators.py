@@ -590,3 +590,13 @@ def test_upsert():
     flow.advance_to(6)
     flow.run()
     assert cap.contents(5) == {(1, "e"): 1, (2, "b"): 1}
+
+
+def test_reduce_sees_values_of_mixed_types_and_none_in_one_order():
+    flow = ddflow.Dataflow()
+    x_in, x = flow.new_collection("x")
+    out = x.reduce(lambda key, vals: [((len(vals), vals[0][0][0]), 1)]).capture()
+    x_in.update([(1, None), (1, "a"), (1, 2), (1, (3,))], times=0)
+    flow.advance_to(1)
+    flow.run()
+    assert out.contents(0) == {(1, 4, None): 1}

@@ -45,6 +45,12 @@ QUERIES = [
     "SELECT o_id FROM orders WHERE amount NOT IN (SELECT amount FROM orders WHERE o_id = 1)",
     "SELECT o.o_id FROM orders o WHERE EXISTS (SELECT 1 FROM customers c WHERE c.id = o.cust AND c.region = 'north')",
     "SELECT c.id FROM customers c WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.cust = c.id) AND c.region <> 'x'",
+    "SELECT o_id, cust, amount FROM orders ORDER BY amount DESC NULLS LAST, o_id, cust NULLS FIRST LIMIT 3",
+    "SELECT cust, o_id, rn FROM (SELECT cust, o_id, ROW_NUMBER() OVER (PARTITION BY cust ORDER BY o_id DESC, "
+    "amount NULLS FIRST) AS rn FROM orders) t WHERE rn <= 2",
+    "SELECT * FROM (SELECT cust, amount, RANK() OVER (PARTITION BY cust ORDER BY amount NULLS LAST) AS r "
+    "FROM orders) t WHERE r < 3",
+    "SELECT cust, amount, DENSE_RANK() OVER (PARTITION BY cust ORDER BY amount DESC NULLS FIRST) AS d FROM orders",
     "SELECT amount / 2 AS half, amount % 3 AS m, -amount AS neg, CAST(amount AS double) AS d, "
     "CAST(cust AS bigint) AS parsed FROM orders",
 ]
@@ -183,7 +189,8 @@ def test_nulls_group_together_never_join_and_never_equal_zero():
 
 @pytest.mark.parametrize("query, message", [
     ("SELECT * FROM orders NATURAL JOIN customers", "JOIN"),
-    ("SELECT cust FROM orders ORDER BY cust LIMIT 3", "LIMIT is not supported"),
+    ("SELECT cust FROM orders ORDER BY amount LIMIT 3", "ORDER BY an expression not in the SELECT list"),
+    ("SELECT cust FROM orders LIMIT 3 OFFSET 1", "OFFSET"),
     ("SELECT cust FROM orders EXCEPT ALL SELECT id FROM customers", "EXCEPT ALL is not supported"),
     ("SELECT cust FROM orders WHERE amount > (SELECT MAX(amount) FROM orders)", "subquery"),
     ("SELECT cust FROM orders o WHERE EXISTS (SELECT 1 FROM customers c WHERE c.id > o.cust)", "correlated"),

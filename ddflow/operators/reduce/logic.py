@@ -154,7 +154,22 @@ def _checked(out: Any, name: str) -> list[tuple[tuple, int]]:
 
 
 def _sort_key(item: tuple[tuple, int]) -> tuple:
-    try:
-        return (0, item[0])
-    except TypeError:
-        return (1, repr(item[0]))
+    """A total order on value tuples, so a reduce function sees its values in one deterministic order.
+
+    None sorts first, then numbers, strings, nested tuples, and anything
+    else by type name and ``repr`` (values of different types never meet
+    Python's ``<``).
+    """
+    return _orderable(item[0])
+
+
+def _orderable(x) -> tuple:
+    if x is None:
+        return (0,)
+    if isinstance(x, (bool, int, float, np.integer, np.floating)):
+        return (1, x)
+    if isinstance(x, str):
+        return (2, x)
+    if isinstance(x, tuple):
+        return (3, tuple(_orderable(y) for y in x))
+    return (4, type(x).__name__, repr(x))
