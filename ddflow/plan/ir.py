@@ -317,6 +317,42 @@ class TopK(Rel):
         return f"TopK {self.rank or 'row_number'}{part} order=[{', '.join(map(str, self.order))}]{lim}  [arrange by partition]"
 
 
+@dataclass(frozen=True)
+class RecRef(Rel):
+    """Inside a recursive definition: the relation being defined (``uid`` tells apart two fixpoints' names)."""
+
+    name: str
+    schema: Schema
+    uid: int
+
+    def label(self) -> str:
+        return f"RecRef {self.name}"
+
+
+@dataclass(frozen=True)
+class Recursive(Rel):
+    """The least fixpoint of ``names[i] = distinct(bodies[i])`` for all ``i`` together; rows of ``names[index]``.
+
+    Bodies read the relations being defined through :class:`RecRef`
+    (several of them: mutual recursion; the same one twice: non-linear).
+    Set semantics (each row once) make the fixpoint finite.
+    """
+
+    names: tuple[str, ...]
+    bodies: tuple[Rel, ...]
+    index: int
+
+    @property
+    def schema(self) -> Schema:
+        return self.bodies[self.index].schema
+
+    def inputs(self) -> tuple[Rel, ...]:
+        return (self.bodies[self.index],)
+
+    def label(self) -> str:
+        return f"Recursive {self.names[self.index]} (fixpoint of {', '.join(self.names)})  [loop]"
+
+
 def _unique(names: tuple[str, ...]) -> tuple[str, ...]:
     """Column names made unique (a join of two tables with an ``id`` each): later duplicates get ``_2``, ``_3``."""
     seen: dict[str, int] = {}

@@ -28,7 +28,8 @@ import numpy as np
 from ddflow.base.schema import KIND, NULL_VALUE, Schema
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Column, Expr, _as_type, evaluate
-from ddflow.plan.ir import Agg, Aggregate, Distinct, Filter, Join, Order, Project, Rel, Scan, SemiJoin, SetOp, TopK, Union
+from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, Order, Project, RecRef, Recursive, Rel, Scan,
+                            SemiJoin, SetOp, TopK, Union)
 
 if TYPE_CHECKING:
     from ddflow.collection import Collection
@@ -72,6 +73,8 @@ class Lowering:
         self.flow = flow
         self.tables = tables
         self.memo: dict[Rel, "Collection"] = {}
+        self.variables: dict[RecRef, "Collection"] = {}  # loop variables of the fixpoints being built
+        self.fixpoints: dict[tuple, list["Collection"]] = {}
 
     def lower(self, rel: Rel) -> "Collection":
         """The collection of ``rel``'s rows (stored layout), built once per distinct plan node."""
@@ -117,7 +120,35 @@ class Lowering:
             return self._semijoin(rel)
         if isinstance(rel, TopK):
             return self._topk(rel)
+        if isinstance(rel, RecRef):
+            return self.variables[rel]
+        if isinstance(rel, Recursive):
+            return self._recursive(rel)
         raise SchemaError(f"cannot lower plan node {type(rel).__name__}")
+
+    def _recursive(self, rel: Recursive) -> "Collection":
+        """One loop per fixpoint: a variable per defined relation, starting empty, set to its body."""
+        from ddflow.collection import Variable
+
+        key = (rel.names, rel.bodies)
+        outs = self.fixpoints.get(key)
+        if outs is None:
+            flow = self.flow
+            loop = flow.iterative(flow.ctx.fresh(f"recursive({','.join(rel.names)})"))
+            refs = {r.name: r for body in rel.bodies for r in _refs(body)}
+            variables = []
+            for name, body in zip(rel.names, rel.bodies):
+                _, empty = flow.new_collection(flow.ctx.fresh(f"{name}.start"), schema=list(body.schema.kinds))
+                v = Variable(loop, empty, name=flow.ctx.fresh(name))
+                if name in refs:
+                    self.variables[refs[name]] = v
+                variables.append(v)
+            outs = []
+            for v, body in zip(variables, rel.bodies):
+                v.set(self.lower(body))
+                outs.append(v.result.leave())
+            self.fixpoints[key] = outs
+        return outs[rel.index]
 
     def _topk(self, rel: TopK) -> "Collection":
         """Keyed by the first partition column; one reduce ranks each partition (Python per changed key)."""
@@ -281,6 +312,15 @@ class Lowering:
         const_in.update([(0, *default, mask)], times=0)
         present = reduced.project(0).distinct()
         return const.antijoin(present).project(*range(1, width + 1)).concat(rows)
+
+
+def _refs(rel: Rel) -> list[RecRef]:
+    """Every RecRef under ``rel`` (not looking into nested fixpoints' own bodies' loops twice)."""
+    if isinstance(rel, RecRef):
+        return [rel]
+    if isinstance(rel, Recursive):
+        return [r for b in rel.bodies for r in _refs(b)]
+    return [r for i in rel.inputs() for r in _refs(i)]
 
 
 def _row_key(*cols):

@@ -14,6 +14,7 @@ unnamed select items get names), then translated node by node into
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -25,7 +26,8 @@ from sqlglot.optimizer.qualify import qualify
 from ddflow.base.schema import Schema, sql_type
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Call, Col, Expr, Lit
-from ddflow.plan.ir import Agg, Aggregate, Distinct, Filter, Join, Order, Project, Rel, Scan, SemiJoin, SetOp, TopK, Union
+from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, Order, Project, RecRef, Recursive, Rel, Scan,
+                            SemiJoin, SetOp, TopK, Union)
 
 _NUMERIC = ("bigint", "double", "null")
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
@@ -99,16 +101,18 @@ def _glot_type(t: str) -> str:
 class _Planner:
     def __init__(self, tables: dict[str, Schema]):
         self.tables = tables
+        self._uids = itertools.count()
 
     # -- relations ------------------------------------------------------------------------------
     def query(self, node: exp.Expression, ctes: dict[str, Rel]) -> Rel:
         with_ = node.args.get("with_") or node.args.get("with")
         if with_ is not None:
-            if with_.args.get("recursive"):
-                raise _unsupported(node, "WITH RECURSIVE")
             ctes = dict(ctes)
-            for cte in with_.expressions:
-                ctes[cte.alias.lower()] = self.query(cte.this, ctes)
+            if with_.args.get("recursive"):
+                ctes.update(self.recursive(with_.expressions, ctes))
+            else:
+                for cte in with_.expressions:
+                    ctes[cte.alias.lower()] = self.query(cte.this, ctes)
         if isinstance(node, exp.Union):
             left, right = self.query(node.left, ctes), self.query(node.right, ctes)
             _check_union(left, right, node)
@@ -129,6 +133,52 @@ class _Planner:
         if not isinstance(node, exp.Select):
             raise _unsupported(node)
         return self.select(node, ctes)
+
+    def recursive(self, defs: list[exp.CTE], ctes: dict[str, Rel]) -> dict[str, Rel]:
+        """WITH RECURSIVE: the definitions that read one another become one fixpoint, the others plain views.
+
+        Each recursive definition is a UNION (not UNION ALL: the view is the
+        least fixpoint of a set) of parts; those that read no definition of
+        the group give its column types.
+        """
+        names = [d.alias.lower() for d in defs]
+        out: dict[str, Rel] = {}
+        group = [d for d in defs if _reads(d.this, names)]
+        for d in defs:
+            if d not in group:
+                out[d.alias.lower()] = self.query(d.this, {**ctes, **out})
+        if not group:
+            return out
+        gnames = [d.alias.lower() for d in group]
+        uid = next(self._uids)
+        refs, parts_of = {}, {}
+        for d in group:
+            parts = _union_parts(d.this)
+            base = [p for p in parts if not _reads(p, gnames)]
+            if not base:
+                raise _unsupported(d, f"a recursive definition of {d.alias!r} with no part that does not recurse")
+            first = self.query(base[0], {**ctes, **out})
+            cols = [c.name for c in (d.args["alias"].columns if d.args.get("alias") is not None else [])]
+            names_ = tuple(cols) if cols else first.schema.names
+            if len(names_) != len(first.schema):
+                raise SchemaError(f"SQL: {d.alias!r} names {len(names_)} columns, its query has {len(first.schema)}")
+            refs[d.alias.lower()] = RecRef(d.alias.lower(), Schema(names_, first.schema.types), uid)
+            parts_of[d.alias.lower()] = parts
+        scope = {**ctes, **out, **refs}
+        bodies = []
+        for name in gnames:
+            schema = refs[name].schema
+            rels = []
+            for p in parts_of[name]:
+                r = self.query(p, scope)
+                _check_union(r, _Empty(schema), p)
+                r = _retyped(r, schema)
+                rels.append(Project(r, tuple(Col(i, t, n) for i, (n, t) in enumerate(zip(r.schema.names, schema.types))),
+                                    schema.names))
+            bodies.append(Union(tuple(rels), all=False))
+        for i, name in enumerate(gnames):
+            out[name] = Recursive(tuple(gnames), tuple(bodies), i)
+        return out
 
     def source(self, node: exp.Expression, ctes: dict[str, Rel]) -> tuple[Rel, _Scope]:
         if isinstance(node, exp.Table):
@@ -474,6 +524,29 @@ class _Planner:
 
     def _bool(self, node: exp.Expression, scope: _Scope, replace: dict | None) -> Expr:
         return self.predicate(node, scope, replace)
+
+
+@dataclass(frozen=True)
+class _Empty(Rel):
+    """Stands for a relation of ``schema`` in checks."""
+
+    schema: Schema
+
+
+def _reads(node: exp.Expression, names: list[str]) -> bool:
+    """``node`` reads a table or definition named in ``names``."""
+    return any(t.name.lower() in names for t in node.find_all(exp.Table))
+
+
+def _union_parts(node: exp.Expression) -> list[exp.Expression]:
+    """The parts of a chain of UNIONs (a recursive definition); UNION ALL is refused."""
+    if isinstance(node, exp.Subquery):
+        return _union_parts(node.this)
+    if isinstance(node, exp.Union):
+        if not node.args.get("distinct"):
+            raise _unsupported(node, "UNION ALL in a recursive definition (use UNION: the view is a set's fixpoint)")
+        return _union_parts(node.left) + _union_parts(node.right)
+    return [node]
 
 
 def _nulls_first(o: exp.Ordered) -> bool:
