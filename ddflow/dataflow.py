@@ -320,9 +320,10 @@ class Dataflow:
         {('a', 7): 1, (None, 1): 1}
         """
         from ddflow.plan.lower import Lowering
+        from ddflow.plan.rewrite import push_filters
         from ddflow.sql.planner import plan_sql
 
-        rel = plan_sql(query, {n: c.schema for n, c in self.tables.items()})
+        rel = push_filters(plan_sql(query, {n: c.schema for n, c in self.tables.items()}))
         if self._lowering is None:
             self._lowering = Lowering(self, self.tables)
         view = Collection(self._lowering.lower(rel).node)
@@ -340,9 +341,10 @@ class Dataflow:
             Scan orders [cust, amount]
         """
         from ddflow.plan.ir import explain
+        from ddflow.plan.rewrite import push_filters
         from ddflow.sql.planner import plan_sql
 
-        return explain(plan_sql(query, {n: c.schema for n, c in self.tables.items()}))
+        return explain(push_filters(plan_sql(query, {n: c.schema for n, c in self.tables.items()})))
 
     def iterative(self, name: str | None = None, max_iterations: int | None = None) -> IterativeScope:
         """A top-level loop scope for ``Variable``s (mutual recursion).

@@ -39,6 +39,7 @@ WITH_EXAMPLES = [
     "ddflow.base.schema",
     "ddflow.plan.expr",
     "ddflow.plan.ir",
+    "ddflow.plan.rewrite",
     "ddflow.sql.planner",
 ]
 #: Documented without examples (internal plumbing); any example added later must pass too.

@@ -69,12 +69,15 @@ def stored(cols: list[Column], types: tuple[str, ...]) -> tuple[np.ndarray, ...]
 class Lowering:
     """Builds the operators of plans over one dataflow's tables."""
 
-    def __init__(self, flow: "Dataflow", tables: dict[str, "Collection"]):
+    def __init__(self, flow: "Dataflow", tables: dict[str, "Collection"], share: bool = True):
         self.flow = flow
         self.tables = tables
+        #: Share keyed forms (and so arrangements) between operators; off only to test that sharing changes nothing.
+        self.share = share
         self.memo: dict[Rel, "Collection"] = {}
         self.variables: dict[RecRef, "Collection"] = {}  # loop variables of the fixpoints being built
         self.fixpoints: dict[tuple, list["Collection"]] = {}
+        self.shared: dict[tuple, "Collection"] = {}  # keyed forms of relations, so arrangements are shared
 
     def lower(self, rel: Rel) -> "Collection":
         """The collection of ``rel``'s rows (stored layout), built once per distinct plan node."""
@@ -203,9 +206,19 @@ class Lowering:
         return coll.filter_columns(keep)
 
     def _keyed(self, rel: Rel, keys: tuple[Expr, ...]) -> "Collection":
-        """``(key, *stored row)`` for rows whose key has no NULL; a key of several columns is one tuple."""
-        n = len(rel.schema) + 1  # stored fields
-        return self._keyed_all(rel, keys).filter_columns(lambda *cols: cols[-1]).project(*range(n + 1))
+        """``(key, *stored row)`` for rows whose key has no NULL; a key of several columns is one tuple.
+
+        One collection per (relation, keys): every join of the same rows on
+        the same key reads the same arrangement (``Collection.arrange``
+        caches it), the roadmap's shared arrangements.
+        """
+        memo_key = ("keyed", rel, keys)
+        got = self.shared.get(memo_key) if self.share else None
+        if got is None:
+            n = len(rel.schema) + 1  # stored fields
+            got = self._keyed_all(rel, keys).filter_columns(lambda *cols: cols[-1]).project(*range(n + 1))
+            self.shared[memo_key] = got
+        return got
 
     def _join(self, rel: Join) -> "Collection":
         ls, rs = rel.left.schema, rel.right.schema
@@ -266,6 +279,9 @@ class Lowering:
 
     def _keyed_all(self, rel: Rel, keys: tuple[Expr, ...]) -> "Collection":
         """``(key, *stored row, key_ok)`` for every row: ``key_ok`` is False where the key has a NULL."""
+        memo_key = ("keyed_all", rel, keys)
+        if self.share and memo_key in self.shared:
+            return self.shared[memo_key]
         schema = rel.schema
 
         def keyed(*cols):
@@ -279,7 +295,8 @@ class Lowering:
                 key[:] = list(zip(*(v.tolist() for v, _ in parts)))
             return (key, *cols, ok)
 
-        return self.lower(rel).map_columns(keyed)
+        self.shared[memo_key] = got = self.lower(rel).map_columns(keyed)
+        return got
 
     def _aggregate(self, rel: Aggregate) -> "Collection":
         src = rel.input.schema
