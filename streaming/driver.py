@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 
 import ddflow
 from ddflow.base.updates import Updates
+from ddflow.operators.capture import sql_table
 from ddflow.streaming.parse import InputSpec, dead_letters, parse_input
 from ddflow.streaming.sinks import Sink
 from ddflow.streaming.state import StateStore
@@ -71,9 +72,11 @@ class Metrics:
 class StreamingDataflow:
     """A ddflow dataflow fed by a Spark Structured Streaming query (builder style)."""
 
-    def __init__(self, build: Build, name: str = "ddflow"):
+    def __init__(self, build: Build | None = None, name: str = "ddflow"):
         self.build = build
         self.name = name
+        self.tables: dict[str, Mapping[str, Any]] = {}  # SQL tables: name -> schema
+        self.views: dict[str, str] = {}  # SQL views: name -> query
         self.inputs: dict[str, InputSpec] = {}
         self.outputs: dict[str, OutputSpec] = {}
         self.dead_letter: Sink | None = None
@@ -114,6 +117,34 @@ class StreamingDataflow:
         if late not in ("dead-letter", "error"):
             raise ValueError(f"input {name!r}: late must be 'dead-letter' or 'error', got {late!r}")
         self.inputs[name] = InputSpec(name, list(fields), format, value_column, time, diff, op, topic, late)
+        return self
+
+    def table(self, name: str, schema: Mapping[str, Any], **options: Any) -> "StreamingDataflow":
+        """A SQL table fed from each micro-batch: named, typed columns (``schema``), no dataflow code.
+
+        ``options`` are those of :meth:`input` (``format``, ``time``, ``diff``,
+        ``op``, ``topic``, ...); the fields are the schema's columns.  A JSON
+        field that is missing or null is NULL; one of the wrong type is a
+        dead letter::
+
+            .table("orders", {"o_id": "bigint", "cust": "string", "amount": "bigint"},
+                   format="json", time="t", diff="diff", topic="orders")
+        """
+        self.tables[name] = dict(schema)
+        self.input(name, list(schema), **options)
+        self.inputs[name].nullable = True
+        return self
+
+    def view(self, name: str, sql: str) -> "StreamingDataflow":
+        """A SQL view over the tables, maintained per micro-batch; write it with :meth:`output`::
+
+            .view("totals", "SELECT cust, SUM(amount) AS total FROM orders GROUP BY cust")
+            .output("totals", ParquetSink("/data/totals"))
+
+        Its changes are a changelog: the row's named, typed columns (NULL as
+        null), then ``time`` and ``diff``.
+        """
+        self.views[name] = sql
         return self
 
     def output(self, name: str, sink: Sink, names: Sequence[str] | None = None) -> "StreamingDataflow":
@@ -223,7 +254,15 @@ class StreamingDataflow:
         if self._flow is not None:
             self._flow.shutdown()
         flow = ddflow.Dataflow(workers=self.n_workers)
-        handles, outs = self.build(flow)
+        handles: dict[str, ddflow.InputHandle] = {}
+        outs: dict[str, ddflow.Collection] = {}
+        for table, schema in self.tables.items():
+            handles[table] = flow.new_collection(table, schema=schema)[0]
+        for view, query in self.views.items():
+            outs[view] = flow.sql(query)
+        if self.build is not None:
+            more_handles, more_outs = self.build(flow)
+            handles, outs = {**handles, **more_handles}, {**outs, **more_outs}
         missing = set(self.inputs) - set(handles)
         if missing:
             raise ValueError(f"{self.name}: inputs {sorted(missing)} are configured but build() did not return them")
@@ -264,7 +303,10 @@ class StreamingDataflow:
         logged: dict[str, pa.Table] = {}
         max_time = None
         for spec in self.inputs.values():
-            handle_kinds = self._handles[spec.name].kinds if spec.format == "json" else None
+            handle = self._handles[spec.name]
+            handle_kinds = None
+            if spec.format == "json":  # a table's JSON fields keep its column kinds (the null mask is not a field)
+                handle_kinds = handle.table.kinds[:-1] if handle.table is not None else handle.kinds
             rows, bad = parse_input(spec, table, handle_kinds)
             if bad is not None and bad.num_rows:
                 dead.append(bad)
@@ -293,7 +335,12 @@ class StreamingDataflow:
         flow.run()
         outputs = {}
         for name, spec in self.outputs.items():
-            u = self._captures[name].drain_updates()
+            cap = self._captures[name]
+            u = cap.drain_updates()
+            if cap.schema is not None:  # a view or table: named, typed columns with NULLs
+                outputs[name] = sql_table(u, cap.schema, flow.interner)
+                self.metrics.output_changes += outputs[name].num_rows
+                continue
             if not len(u):
                 # A capture that has seen nothing yet does not know its columns: ask the collection
                 # (with several workers the collection lives in the workers; the capture knows once it saw output).

@@ -52,6 +52,7 @@ class InputSpec:
     op: tuple[str, Mapping[Any, int]] | None = None
     topic: str | None = None  # only rows of this Kafka topic (one query, several inputs)
     late: str = "dead-letter"  # or "error"
+    nullable: bool = False  # a SQL table's fields: a missing or null field is NULL, not a dead letter
 
 
 def dead_letters(input_name: str, errors: str | list[str], rows: pa.Table) -> pa.Table:
@@ -108,6 +109,8 @@ def parse_input(spec: InputSpec, table: pa.Table,
     # Rows whose fields are missing or of the wrong type are dead letters too.
     source_names = {"time": spec.time, "diff": spec.diff or (spec.op[0] if spec.op else "diff")}
     for name, c in cols.items():
+        if spec.nullable and name not in ("time", "diff"):
+            continue
         if c.null_count:
             nulls = c.is_null().to_numpy(zero_copy_only=False)
             for i in np.flatnonzero(nulls & ok):

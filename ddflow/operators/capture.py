@@ -139,7 +139,7 @@ class Capture:
         [{'src': 1, 'dst': 2, 'time': 0, 'diff': 1}]
         """
         if self.schema is not None:
-            return _sql_arrow(self.updates(), self.schema, self._node.ctx.interner)
+            return sql_table(self.updates(), self.schema, self._node.ctx.interner)
         return self.updates().to_arrow(self._node.ctx.interner, names)
 
     def to_pandas(self, names: list[str] | None = None):
@@ -211,8 +211,11 @@ class Capture:
         return {row: d for row, _, d in self._rows(acc)}
 
 
-def _sql_arrow(u: Updates, schema: Schema, interner) -> pa.Table:
-    """Named, typed columns with NULLs, then ``time`` and ``diff``.  O(n), vectorized (objects: per value)."""
+def sql_table(u: Updates, schema: Schema, interner) -> pa.Table:
+    """Updates of a table or view as named, typed columns with NULLs, then ``time`` and ``diff``.
+
+    O(n), vectorized (object columns: per value).
+    """
     cols = u.decoded_columns(interner)
     mask = np.asarray(cols[-1], dtype=np.int64) if cols else np.zeros(0, dtype=np.int64)
     arrays = {}
