@@ -50,9 +50,9 @@ def columns_of(cols: tuple[np.ndarray, ...], schema: Schema) -> list[Column]:
     return out
 
 
-def stored(cols: list[Column], types: tuple[str, ...]) -> tuple[np.ndarray, ...]:
-    """``(values, null)`` columns as stored fields: canonical NULL values, then the mask."""
-    n = len(cols[0][0]) if cols else 0
+def stored(cols: list[Column], types: tuple[str, ...], n: int | None = None) -> tuple[np.ndarray, ...]:
+    """``(values, null)`` columns as stored fields: canonical NULL values, then the mask (``n`` rows)."""
+    n = len(cols[0][0]) if cols else (n or 0)
     mask = np.zeros(n, dtype=np.int64)
     out = []
     for j, ((vals, null), typ) in enumerate(zip(cols, types)):
@@ -100,7 +100,7 @@ class Lowering:
 
             def project(*cols):
                 ins = columns_of(cols, src)
-                return stored([evaluate(e, ins) for e in exprs], types)
+                return stored([evaluate(e, ins) for e in exprs], types, len(cols[0]))
 
             return self.lower(rel.input).map_columns(project)
         if isinstance(rel, Join):
@@ -310,7 +310,7 @@ class Lowering:
         def prepared(*cols):
             ins = columns_of(cols, src)
             vals = [evaluate(e, ins) for e in (*rel.group, *args)]
-            fields = stored(vals, types)
+            fields = stored(vals, types, len(cols[0]))
             if k:  # the first group column is the key
                 return fields
             return (np.zeros(len(fields[-1]), dtype=np.int64), *fields)

@@ -23,6 +23,7 @@ QUERIES = [
     "SELECT o.o_id, c.region FROM orders o JOIN customers c ON o.cust = c.id WHERE o.amount > 2",
     "SELECT DISTINCT cust FROM orders",
     "SELECT COUNT(*) AS n, SUM(amount) AS s, AVG(amount) AS a FROM orders",
+    "SELECT COUNT(*) AS n FROM customers",
     "SELECT cust, amount * 2 + 1 AS x, CASE WHEN amount IS NULL THEN 'none' WHEN amount > 3 THEN 'big' "
     "ELSE 'small' END AS size FROM orders WHERE NOT (amount < 1) OR amount IS NULL",
     "SELECT c.region, AVG(o.amount) AS a, COUNT(DISTINCT o.cust) AS k FROM orders o JOIN customers c "
@@ -225,3 +226,24 @@ def test_table_rows_are_checked_against_the_schema():
     flow.advance_to(1)
     flow.run()
     assert cap.contents(0) == {("a", 1): 1, (None, None): 1}
+
+
+def _run_views(workers: int) -> list:
+    with ddflow.Dataflow(workers=workers) as flow:
+        o_in, _ = flow.new_collection("orders", schema=ORDERS)
+        c_in, _ = flow.new_collection("customers", schema=CUSTOMERS)
+        caps = [flow.sql(q).capture() for q in QUERIES]
+        flow.advance_to(1)
+        flow.run()
+        o_in.update([(0, "a", 5), (1, "b", 0), (2, None, 1), (3, "a", 2), (3, "C", None)], times=1)
+        c_in.update([("a", "north"), ("C", "nw")], times=1)
+        o_in.update([(1, "b", 0)], times=2, diffs=-1)
+        c_in.update([("b", "south")], times=2)
+        flow.advance_to(3)
+        flow.run()
+        return [[c.contents(t) for t in range(3)] for c in caps]
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_views_with_several_workers_equal_one_worker(workers):
+    assert _run_views(workers) == _run_views(1)
