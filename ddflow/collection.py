@@ -63,6 +63,9 @@ class Collection:
         #: Named, typed columns for a table or SQL view (rows stored as :mod:`ddflow.base.schema`
         #: lays them out); None for a positional collection.
         self.schema: Schema | None = None
+        #: With several workers, every update already sits on the worker that owns its first field
+        #: (a planner that can prove it sets this; ``arrange`` then needs no exchange).
+        self.partitioned = False
 
     @property
     def name(self) -> str:
@@ -351,7 +354,7 @@ class Collection:
         """
         if self._arranged is None:
             source = self.node
-            if self.ctx.workers > 1:
+            if self.ctx.workers > 1 and not self.partitioned:
                 # All updates of a key meet on its worker before they are indexed.
                 source = ExchangeNode(self.scope, self._name("exchange", None), self.ctx.workers)
                 self.node.connect(source)

@@ -341,10 +341,12 @@ class Dataflow:
             Scan orders [cust, amount]
         """
         from ddflow.plan.ir import explain
+        from ddflow.plan.partition import exchange_note
         from ddflow.plan.rewrite import push_filters
         from ddflow.sql.planner import plan_sql
 
-        return explain(push_filters(plan_sql(query, {n: c.schema for n, c in self.tables.items()})))
+        rel = push_filters(plan_sql(query, {n: c.schema for n, c in self.tables.items()}))
+        return explain(rel, note=exchange_note if self.workers > 1 else None)
 
     def iterative(self, name: str | None = None, max_iterations: int | None = None) -> IterativeScope:
         """A top-level loop scope for ``Variable``s (mutual recursion).

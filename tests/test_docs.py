@@ -40,6 +40,7 @@ WITH_EXAMPLES = [
     "ddflow.plan.expr",
     "ddflow.plan.ir",
     "ddflow.plan.rewrite",
+    "ddflow.plan.partition",
     "ddflow.sql.planner",
 ]
 #: Documented without examples (internal plumbing); any example added later must pass too.

@@ -364,9 +364,10 @@ def _unique(names: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def explain(rel: Rel, indent: int = 0) -> str:
-    """The plan as an indented tree, one operator per line, arrangements marked."""
-    lines = ["  " * indent + rel.label()]
+def explain(rel: Rel, indent: int = 0, note=None) -> str:
+    """The plan as an indented tree, one operator per line, arrangements marked; ``note(rel)`` adds to a line."""
+    extra = note(rel) if note is not None else ""
+    lines = ["  " * indent + rel.label() + (f"  {extra}" if extra else "")]
     for r in rel.inputs():
-        lines.append(explain(r, indent + 1))
+        lines.append(explain(r, indent + 1, note))
     return "\n".join(lines)

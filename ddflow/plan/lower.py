@@ -27,9 +27,10 @@ import numpy as np
 
 from ddflow.base.schema import KIND, NULL_VALUE, Schema
 from ddflow.errors import SchemaError
-from ddflow.plan.expr import Column, Expr, _as_type, evaluate
+from ddflow.plan.expr import Col, Column, Expr, _as_type, evaluate
 from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, Order, Project, RecRef, Recursive, Rel, Scan,
                             SemiJoin, SetOp, TopK, Union)
+from ddflow.plan.partition import partitioned_by
 
 if TYPE_CHECKING:
     from ddflow.collection import Collection
@@ -72,7 +73,8 @@ class Lowering:
     def __init__(self, flow: "Dataflow", tables: dict[str, "Collection"], share: bool = True):
         self.flow = flow
         self.tables = tables
-        #: Share keyed forms (and so arrangements) between operators; off only to test that sharing changes nothing.
+        #: Share keyed forms (and so arrangements) between operators, and skip exchanges that would move
+        #: nothing (:mod:`ddflow.plan.partition`); off only to test that neither changes a result.
         self.share = share
         self.memo: dict[Rel, "Collection"] = {}
         self.variables: dict[RecRef, "Collection"] = {}  # loop variables of the fixpoints being built
@@ -168,7 +170,9 @@ class Lowering:
             return (np.zeros(len(fields[-1]), dtype=np.int64), *fields)
 
         logic = _topk_logic(npart, rel.order, nrow, rel.limit, rel.rank)
-        ranked = self.lower(rel.input).map_columns(prepared).reduce(logic)
+        keyed = self.lower(rel.input).map_columns(prepared)
+        keyed.partitioned = self._placed_by(rel.input, rel.partition[0] if npart else None)
+        ranked = keyed.reduce(logic)
         width = len(rel.schema) + 1
         return ranked.project(*range(1, width + 1))
 
@@ -217,8 +221,13 @@ class Lowering:
         if got is None:
             n = len(rel.schema) + 1  # stored fields
             got = self._keyed_all(rel, keys).filter_columns(lambda *cols: cols[-1]).project(*range(n + 1))
+            got.partitioned = self._placed_by(rel, keys[0] if len(keys) == 1 else None)
             self.shared[memo_key] = got
         return got
+
+    def _placed_by(self, rel: Rel, key: Expr | None) -> bool:
+        """Rows of ``rel`` keyed by ``key`` are already on the key's worker (their exchange would move nothing)."""
+        return self.share and isinstance(key, Col) and key.index in partitioned_by(rel)
 
     def _join(self, rel: Join) -> "Collection":
         ls, rs = rel.left.schema, rel.right.schema
@@ -317,7 +326,9 @@ class Lowering:
 
         out_types = rel.schema.types
         logic = _aggregate_logic(k, aggs, arg_pos, out_types)
-        reduced = self.lower(rel.input).map_columns(prepared).reduce(logic)
+        keyed = self.lower(rel.input).map_columns(prepared)
+        keyed.partitioned = self._placed_by(rel.input, rel.group[0] if k else None)
+        reduced = keyed.reduce(logic)
         width = len(out_types) + 1
         if k:  # records (g_0 = the key, g_1.., aggregates.., mask): the stored layout already
             return reduced

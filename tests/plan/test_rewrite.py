@@ -20,6 +20,34 @@ QUERIES = [
 rows = st.tuples(st.sampled_from([0, 1, None]), st.one_of(st.none(), st.integers(0, 3)))
 
 
+def test_skipped_exchanges_change_nothing_with_two_workers():
+    """Joins and GROUP BYs on one key chain with and without their skipped exchanges, at W=2, equal W=1."""
+    queries = ["SELECT a.k, COUNT(*) AS n, SUM(b.y) AS s FROM a JOIN b ON a.k = b.k GROUP BY a.k",
+               "SELECT x.k, x.n, b.y FROM (SELECT a.k, COUNT(*) AS n FROM a GROUP BY a.k) x JOIN b ON x.k = b.k",
+               "SELECT a.x % 4 AS g, COUNT(*) AS n FROM a JOIN b ON a.k = b.k GROUP BY a.x % 4",
+               "SELECT b.y, COUNT(*) AS n FROM a JOIN b ON a.k = b.k GROUP BY b.y"]
+    results = []
+    for workers, share in ((1, True), (2, True), (2, False)):
+        with ddflow.Dataflow(workers=workers) as flow:
+            a_in = flow.new_collection("a", schema={"k": "bigint", "x": "bigint"})[0]
+            b_in = flow.new_collection("b", schema={"k": "bigint", "y": "bigint"})[0]
+            low = Lowering(flow, flow.tables, share=share)
+            schemas = {n: c.schema for n, c in flow.tables.items()}
+            caps = []
+            for q in queries:
+                rel = plan_sql(q, schemas)
+                cap = low.lower(rel).capture()
+                cap.schema = rel.schema
+                caps.append(cap)
+            a_in.update([(k, k * 10 + i) for k in range(6) for i in range(3)] + [(None, 1)], times=0)
+            b_in.update([(k, k % 2) for k in range(0, 8)] + [(None, 2)], times=0)
+            b_in.update([(2, 0)], times=1, diffs=-1)
+            flow.advance_to(2)
+            flow.run()
+            results.append([[c.contents(t) for t in (0, 1)] for c in caps])
+    assert results[0] == results[1] == results[2]
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from("ab"), rows, st.booleans()), max_size=16))
 @example([("a", (1, 1), True), ("b", (1, 2), True), ("a", (0, 3), True), ("b", (None, None), True)])

@@ -247,3 +247,23 @@ def _run_views(workers: int) -> list:
 @pytest.mark.parametrize("workers", [2, 3])
 def test_views_with_several_workers_equal_one_worker(workers):
     assert _run_views(workers) == _run_views(1)
+
+
+def test_an_exchange_is_skipped_where_rows_already_sit_on_their_keys_worker():
+    """A GROUP BY on a join's key needs no reshuffle: explain says so, and one exchange fewer is built."""
+    query = "SELECT o.cust, COUNT(*) AS n FROM orders o JOIN customers c ON o.cust = c.id GROUP BY o.cust"
+    from ddflow.workers.exchange import ExchangeNode
+
+    counts = []
+    for share in (True, False):
+        from ddflow.plan.lower import Lowering
+        from ddflow.sql.planner import plan_sql
+
+        with ddflow.Dataflow(workers=2) as flow:
+            flow.new_collection("orders", schema=ORDERS)
+            flow.new_collection("customers", schema=CUSTOMERS)
+            Lowering(flow, flow.tables, share=share).lower(plan_sql(query, {n: c.schema for n, c in flow.tables.items()}))
+            counts.append(sum(isinstance(n, ExchangeNode) for n in flow.top.all_nodes()))
+            if share:
+                assert "[exchange: none, partitioned by the group key]" in flow.explain(query)
+    assert counts[0] == counts[1] - 1
