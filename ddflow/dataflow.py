@@ -320,10 +320,10 @@ class Dataflow:
         {('a', 7): 1, (None, 1): 1}
         """
         from ddflow.plan.lower import Lowering
-        from ddflow.plan.rewrite import push_filters
+        from ddflow.plan.rewrite import prune_columns, push_filters
         from ddflow.sql.planner import plan_sql
 
-        rel = push_filters(plan_sql(query, {n: c.schema for n, c in self.tables.items()}))
+        rel = prune_columns(push_filters(plan_sql(query, {n: c.schema for n, c in self.tables.items()})))
         if self._lowering is None:
             self._lowering = Lowering(self, self.tables)
         view = Collection(self._lowering.lower(rel).node)
@@ -342,10 +342,10 @@ class Dataflow:
         """
         from ddflow.plan.ir import explain
         from ddflow.plan.partition import exchange_note
-        from ddflow.plan.rewrite import push_filters
+        from ddflow.plan.rewrite import prune_columns, push_filters
         from ddflow.sql.planner import plan_sql
 
-        rel = push_filters(plan_sql(query, {n: c.schema for n, c in self.tables.items()}))
+        rel = prune_columns(push_filters(plan_sql(query, {n: c.schema for n, c in self.tables.items()})))
         return explain(rel, note=exchange_note if self.workers > 1 else None)
 
     def iterative(self, name: str | None = None, max_iterations: int | None = None) -> IterativeScope:

@@ -5,8 +5,10 @@ side it reads, so fewer rows reach the join's arrangements: below an
 inner join both ways; below a left (right) join only predicates on the
 preserved left (right) side, since a predicate on the NULL-padded side
 must still see the padding.  Conjuncts that read both sides stay above.
+:func:`prune_columns` cuts each join input to the columns read above it.
 (Sharing arrangements between operators that need the same rows keyed
-the same way is done by :class:`ddflow.plan.lower.Lowering`.)
+the same way, and skipping exchanges that would move nothing, are done
+by :class:`ddflow.plan.lower.Lowering`.)
 ``tests/plan/test_rewrite.py`` checks every rewrite against the plan
 without it on random update streams.
 
@@ -26,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 
 from ddflow.plan.expr import Call, Col, Expr
-from ddflow.plan.ir import Filter, Join, Recursive, Rel, Union
+from ddflow.plan.ir import Aggregate, Filter, Join, Project, Recursive, Rel, Union
 
 
 def push_filters(rel: Rel) -> Rel:
@@ -53,6 +55,73 @@ def push_filters(rel: Rel) -> Rel:
     new_right = push_filters(Filter(join.right, _and(right))) if right else join.right
     moved = dataclasses.replace(join, left=new_left, right=new_right)
     return Filter(moved, _and(stay)) if stay else moved
+
+
+def prune_columns(rel: Rel) -> Rel:
+    """``rel`` with each join input cut to the columns used above it, so arrangements hold less.  O(plan size).
+
+    Projections drop outputs nobody reads; a join side keeps only its
+    keys and what the residual and the operators above read.  The
+    result's own columns are all kept, in order.
+    """
+    out, remap = _prune(rel, set(range(len(rel.schema))))
+    assert all(remap[i] == i for i in range(len(rel.schema)))
+    return out
+
+
+def _prune(rel: Rel, needed: set[int]) -> tuple[Rel, dict[int, int]]:
+    """``(rel', remap)``: ``rel'`` has every needed column of ``rel``, column ``i`` now at ``remap[i]``."""
+    if isinstance(rel, Project):
+        keep = sorted(needed)
+        below, m = _prune(rel.input, set().union(*(rel.exprs[j].columns() for j in keep)) if keep else set())
+        exprs = tuple(_remapped(rel.exprs[j], m) for j in keep)
+        return Project(below, exprs, tuple(rel.names[j] for j in keep)), {j: i for i, j in enumerate(keep)}
+    if isinstance(rel, Filter):
+        below, m = _prune(rel.input, needed | rel.predicate.columns())
+        return Filter(below, _remapped(rel.predicate, m)), m
+    if isinstance(rel, Join):
+        nl = len(rel.left.schema)
+        used = set(needed)
+        if rel.residual is not None:
+            used |= rel.residual.columns()
+        lneed = {i for i in used if i < nl}.union(*(k.columns() for k in rel.left_keys))
+        rneed = {i - nl for i in used if i >= nl}.union(*(k.columns() for k in rel.right_keys))
+        left, ml = _narrowed(*_prune(rel.left, lneed), lneed)
+        right, mr = _narrowed(*_prune(rel.right, rneed), rneed)
+        nl2 = len(left.schema)
+        m = {i: ml[i] for i in lneed}
+        m.update({nl + j: nl2 + mr[j] for j in rneed})
+        residual = _remapped(rel.residual, m) if rel.residual is not None else None
+        joined = Join(left, right, rel.kind, tuple(_remapped(k, ml) for k in rel.left_keys),
+                      tuple(_remapped(k, mr) for k in rel.right_keys), residual)
+        return joined, m
+    if isinstance(rel, Aggregate):
+        used = set().union(*(g.columns() for g in rel.group), *(a.arg.columns() for a in rel.aggs if a.arg is not None))
+        below, m = _prune(rel.input, used)
+        group = tuple(_remapped(g, m) for g in rel.group)
+        aggs = tuple(dataclasses.replace(a, arg=_remapped(a.arg, m)) if a.arg is not None else a for a in rel.aggs)
+        return Aggregate(below, group, aggs, rel.names), {i: i for i in range(len(rel.schema))}
+    whole = _map_inputs(rel, lambda r: _prune(r, set(range(len(r.schema))))[0])
+    return whole, {i: i for i in range(len(rel.schema))}
+
+
+def _narrowed(rel: Rel, remap: dict[int, int], needed: set[int]) -> tuple[Rel, dict[int, int]]:
+    """``rel`` cut to the ``needed`` columns (by a projection) when it has others."""
+    if len(rel.schema) == len(needed):
+        return rel, remap
+    keep = sorted(remap[i] for i in needed)
+    at = {c: i for i, c in enumerate(keep)}
+    s = rel.schema
+    cut = Project(rel, tuple(Col(c, s.types[c], s.names[c]) for c in keep), tuple(s.names[c] for c in keep))
+    return cut, {i: at[remap[i]] for i in needed}
+
+
+def _remapped(e: Expr, m: dict[int, int]) -> Expr:
+    if isinstance(e, Col):
+        return Col(m[e.index], e.type, e.name)
+    if isinstance(e, Call):
+        return Call(e.op, tuple(_remapped(a, m) for a in e.args), e.type)
+    return e
 
 
 def _map_inputs(rel: Rel, fn) -> Rel:

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 import ddflow
 from ddflow.plan.lower import Lowering
-from ddflow.plan.rewrite import push_filters
+from ddflow.plan.rewrite import prune_columns, push_filters
 from ddflow.sql.planner import plan_sql
 
 QUERIES = [
@@ -15,6 +15,8 @@ QUERIES = [
     "SELECT a.x, b.y FROM a RIGHT JOIN b ON a.k = b.k WHERE b.y > 0 OR a.x > 2",
     "SELECT a.x, b.y FROM a RIGHT JOIN b ON a.k = b.k WHERE a.x IS NULL AND b.y >= 0",
     "SELECT b.k, COUNT(*) AS n FROM a JOIN b ON a.k = b.k WHERE b.y > 0 GROUP BY b.k",
+    "SELECT b.y FROM a JOIN b ON a.k = b.k",
+    "SELECT a.x, SUM(b.y) AS s FROM a LEFT JOIN b ON a.k = b.k AND b.y > a.x GROUP BY a.x",
 ]
 
 rows = st.tuples(st.sampled_from([0, 1, None]), st.one_of(st.none(), st.integers(0, 3)))
@@ -51,7 +53,7 @@ def test_skipped_exchanges_change_nothing_with_two_workers():
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from("ab"), rows, st.booleans()), max_size=16))
 @example([("a", (1, 1), True), ("b", (1, 2), True), ("a", (0, 3), True), ("b", (None, None), True)])
-def test_filter_pushdown_and_shared_arrangements_change_nothing(updates):
+def test_filter_pushdown_column_pruning_and_shared_arrangements_change_nothing(updates):
     flow = ddflow.Dataflow()
     handles = {"a": flow.new_collection("a", schema={"k": "bigint", "x": "bigint"})[0],
                "b": flow.new_collection("b", schema={"k": "bigint", "y": "bigint"})[0]}
@@ -60,7 +62,7 @@ def test_filter_pushdown_and_shared_arrangements_change_nothing(updates):
     pairs = []
     for q in QUERIES:
         rel = plan_sql(q, schemas)
-        pairs.append((plain.lower(rel).capture(), rewritten.lower(push_filters(rel)).capture()))
+        pairs.append((plain.lower(rel).capture(), rewritten.lower(prune_columns(push_filters(rel))).capture()))
         pairs[-1][0].schema = pairs[-1][1].schema = rel.schema
     present: dict = {"a": [], "b": []}
     for t, (table, row, insert) in enumerate(updates):
