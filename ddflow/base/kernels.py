@@ -151,33 +151,33 @@ def _consolidate(K, order, diffs):
 
 
 def _seek(bkeys, key_offs, val_offs, keys):
-    """Every update of the sorted unique ``keys`` in one trie batch.
+    """Every update of one trie batch whose key is among ``keys`` (in any order, repeats allowed).
 
-    Returns ``(q, vrow, urow)`` per update found: the query key's index,
-    the value row and the update row in the batch.  Both key lists are
-    sorted, so one merge-like pass with binary search per query key.
-    O(k log n + output) for k query keys and n batch keys.
+    Returns ``(q, vrow, urow)`` per (query, update) pair: the index of the
+    query key, the value row and the update row in the batch.  A binary
+    search per run of equal query keys, then the pairs: O(k log n +
+    output) for k query keys and n batch keys.  A trace seek passes sorted
+    unique keys; a join passes the keys of its batch's updates as they are.
     """
     nk = len(keys)
     nb = len(bkeys)
-    total = 0
     pos = np.empty(nk, dtype=np.int64)
-    lo = 0
+    total = 0
     for i in range(nk):
         x = keys[i]
-        a, b = lo, nb
-        while a < b:
-            h = (a + b) >> 1
-            if bkeys[h] < x:
-                a = h + 1
-            else:
-                b = h
-        lo = a
-        if a < nb and bkeys[a] == x:
-            pos[i] = a
-            total += val_offs[key_offs[a + 1]] - val_offs[key_offs[a]]
+        if i > 0 and keys[i - 1] == x:
+            pos[i] = pos[i - 1]
         else:
-            pos[i] = -1
+            a, b = 0, nb
+            while a < b:
+                h = (a + b) >> 1
+                if bkeys[h] < x:
+                    a = h + 1
+                else:
+                    b = h
+            pos[i] = a if a < nb and bkeys[a] == x else -1
+        if pos[i] >= 0:
+            total += val_offs[key_offs[pos[i] + 1]] - val_offs[key_offs[pos[i]]]
     q = np.empty(total, dtype=np.int64)
     vrow = np.empty(total, dtype=np.int64)
     urow = np.empty(total, dtype=np.int64)

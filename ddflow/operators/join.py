@@ -4,9 +4,9 @@ For new batches dA and dB with traces A and B that already contain them,
 ``d(A join B) = dA join B + A join dB - dA join dB``: every pair of
 updates is counted exactly once, at the join of its two times with the
 product of its diffs.  A batch meets a trace in one compiled pass per
-trie batch of the trace (:func:`delta_pairs`: a binary search per
-distinct key, then every pair), and two batches meet by ``searchsorted``
-ranges.  A product of diffs past int64 is an error, never a wrapped count.
+trie batch of the trace (the trace seek kernel over the batch's keys as
+they are: a binary search per run of equal keys, then every pair), and
+two batches meet by ``searchsorted`` ranges.  A product of diffs past int64 is an error, never a wrapped count.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 
 from ddflow.base.columnar import ranges
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import lazy_jit
+from ddflow.base.kernels import kernels
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import Node
@@ -59,65 +59,22 @@ def _products(x: np.ndarray, y: np.ndarray, where: str) -> np.ndarray:
     return p
 
 
-@lazy_jit
-def delta_pairs(dkeys, bkeys, key_offs, val_offs):
-    """Every pair of an update of a batch and an update of one trie batch with the same key.
-
-    ``dkeys``: the batch's keys, in any order; ``bkeys``, ``key_offs``,
-    ``val_offs``: the trie batch.  Returns ``(i, vrow, urow)`` per pair:
-    the batch update's index, and the value row and update row in the
-    trie.  A binary search per run of equal keys, then the pairs:
-    O(d log n + output) for d batch updates and n trie keys.
-    """
-    nd = len(dkeys)
-    nb = len(bkeys)
-    pos = np.empty(nd, dtype=np.int64)
-    total = 0
-    for i in range(nd):
-        x = dkeys[i]
-        if i > 0 and dkeys[i - 1] == x:
-            pos[i] = pos[i - 1]
-        else:
-            a, b = 0, nb
-            while a < b:
-                h = (a + b) >> 1
-                if bkeys[h] < x:
-                    a = h + 1
-                else:
-                    b = h
-            pos[i] = a if a < nb and bkeys[a] == x else -1
-        if pos[i] >= 0:
-            total += val_offs[key_offs[pos[i] + 1]] - val_offs[key_offs[pos[i]]]
-    ia = np.empty(total, dtype=np.int64)
-    vrow = np.empty(total, dtype=np.int64)
-    urow = np.empty(total, dtype=np.int64)
-    k = 0
-    for i in range(nd):
-        p = pos[i]
-        if p < 0:
-            continue
-        for v in range(key_offs[p], key_offs[p + 1]):
-            for u in range(val_offs[v], val_offs[v + 1]):
-                ia[k] = i
-                vrow[k] = v
-                urow[k] = u
-                k += 1
-    return ia, vrow, urow
-
-
 def join_trace(delta: Updates, trace: Trace, delta_left: bool, where: str = "join") -> Updates:
     """Every pair of an update of ``delta`` and an update in ``trace`` with the same key.
 
     Records are ``(key, *left_vals, *right_vals)``, the delta on the left
     if ``delta_left``; times are joined (coordinatewise max), diffs
-    multiplied.  Cost: per trie batch of the trace, one :func:`delta_pairs`
-    call and one gather per column, O(d log n + output).
+    multiplied.  Cost: per trie batch of the trace, one compiled seek of
+    the batch's keys as they are (``kernels().seek``: a binary search per
+    run of equal keys, then the pairs) and one gather per column,
+    O(d log n + output).
     """
     parts = []
+    seek = kernels().seek
     for b in trace.spine.batches():
         if not len(b.keys):
             continue
-        ia, vrow, urow = delta_pairs(delta.cols[0], b.keys, b.key_offs, b.val_offs)
+        ia, vrow, urow = seek(b.keys, b.key_offs, b.val_offs, delta.cols[0])
         if not len(ia):
             continue
         mine = tuple(c[ia] for c in delta.cols[1:])

@@ -95,6 +95,30 @@ class Call(Expr):
         return f"{self.op}({', '.join(map(str, self.args))})"
 
 
+def conjuncts(e: Expr) -> list[Expr]:
+    """The parts of a chain of ANDs."""
+    if isinstance(e, Call) and e.op == "and":
+        return conjuncts(e.args[0]) + conjuncts(e.args[1])
+    return [e]
+
+
+def conjunction(parts: list[Expr]) -> Expr | None:
+    """The AND of ``parts`` (None for none)."""
+    out = None
+    for p in parts:
+        out = p if out is None else Call("and", (out, p), "boolean")
+    return out
+
+
+def remapped(e: Expr, m) -> Expr:
+    """``e`` reading column ``m[i]`` wherever it read column ``i`` (``m`` a mapping or a function)."""
+    if isinstance(e, Col):
+        return Col(m(e.index) if callable(m) else m[e.index], e.type, e.name)
+    if isinstance(e, Call):
+        return Call(e.op, tuple(remapped(a, m) for a in e.args), e.type)
+    return e
+
+
 BINARY = {"+", "-", "*", "/", "%", "=", "<>", "<", "<=", ">", ">=", "and", "or", "like"}
 #: Every operator ``evaluate`` knows.
 OPS = BINARY | {"neg", "not", "is_null", "is_not_null", "coalesce", "case", "cast", "concat", "lower", "upper",

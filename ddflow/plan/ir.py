@@ -48,11 +48,10 @@ class Scan(Rel):
 
 
 @dataclass(frozen=True)
-class Filter(Rel):
-    """Rows for which ``predicate`` is TRUE (not FALSE, not NULL)."""
+class _RowsOf(Rel):
+    """A relation with the columns of its one input."""
 
     input: Rel
-    predicate: Expr
 
     @property
     def schema(self) -> Schema:
@@ -60,6 +59,13 @@ class Filter(Rel):
 
     def inputs(self) -> tuple[Rel, ...]:
         return (self.input,)
+
+
+@dataclass(frozen=True)
+class Filter(_RowsOf):
+    """Rows for which ``predicate`` is TRUE (not FALSE, not NULL)."""
+
+    predicate: Expr
 
     def label(self) -> str:
         return f"Filter {self.predicate}"
@@ -177,17 +183,8 @@ class Aggregate(Rel):
 
 
 @dataclass(frozen=True)
-class Distinct(Rel):
+class Distinct(_RowsOf):
     """Each distinct row once."""
-
-    input: Rel
-
-    @property
-    def schema(self) -> Schema:
-        return self.input.schema
-
-    def inputs(self) -> tuple[Rel, ...]:
-        return (self.input,)
 
     def label(self) -> str:
         return "Distinct  [arrange by row]"

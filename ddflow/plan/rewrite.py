@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ddflow.plan.expr import Call, Col, Expr
+from ddflow.plan.expr import Call, Col, conjunction, conjuncts, remapped
 from ddflow.plan.ir import Aggregate, Filter, Join, Project, Recursive, Rel, Union
 
 
@@ -41,20 +41,20 @@ def push_filters(rel: Rel) -> Rel:
     join = rel.input
     nl = len(join.left.schema)
     left, right, stay = [], [], []
-    for c in _conjuncts(rel.predicate):
+    for c in conjuncts(rel.predicate):
         cols = c.columns()
         if cols and max(cols) < nl and join.kind in ("inner", "left"):
             left.append(c)
         elif cols and min(cols) >= nl and join.kind in ("inner", "right"):
-            right.append(_shifted(c, -nl))
+            right.append(remapped(c, lambda i: i - nl))
         else:
             stay.append(c)
     if not left and not right:
         return rel
-    new_left = push_filters(Filter(join.left, _and(left))) if left else join.left
-    new_right = push_filters(Filter(join.right, _and(right))) if right else join.right
+    new_left = push_filters(Filter(join.left, conjunction(left))) if left else join.left
+    new_right = push_filters(Filter(join.right, conjunction(right))) if right else join.right
     moved = dataclasses.replace(join, left=new_left, right=new_right)
-    return Filter(moved, _and(stay)) if stay else moved
+    return Filter(moved, conjunction(stay)) if stay else moved
 
 
 def prune_columns(rel: Rel) -> Rel:
@@ -74,11 +74,11 @@ def _prune(rel: Rel, needed: set[int]) -> tuple[Rel, dict[int, int]]:
     if isinstance(rel, Project):
         keep = sorted(needed)
         below, m = _prune(rel.input, set().union(*(rel.exprs[j].columns() for j in keep)) if keep else set())
-        exprs = tuple(_remapped(rel.exprs[j], m) for j in keep)
+        exprs = tuple(remapped(rel.exprs[j], m) for j in keep)
         return Project(below, exprs, tuple(rel.names[j] for j in keep)), {j: i for i, j in enumerate(keep)}
     if isinstance(rel, Filter):
         below, m = _prune(rel.input, needed | rel.predicate.columns())
-        return Filter(below, _remapped(rel.predicate, m)), m
+        return Filter(below, remapped(rel.predicate, m)), m
     if isinstance(rel, Join):
         nl = len(rel.left.schema)
         used = set(needed)
@@ -91,15 +91,15 @@ def _prune(rel: Rel, needed: set[int]) -> tuple[Rel, dict[int, int]]:
         nl2 = len(left.schema)
         m = {i: ml[i] for i in lneed}
         m.update({nl + j: nl2 + mr[j] for j in rneed})
-        residual = _remapped(rel.residual, m) if rel.residual is not None else None
-        joined = Join(left, right, rel.kind, tuple(_remapped(k, ml) for k in rel.left_keys),
-                      tuple(_remapped(k, mr) for k in rel.right_keys), residual)
+        residual = remapped(rel.residual, m) if rel.residual is not None else None
+        joined = Join(left, right, rel.kind, tuple(remapped(k, ml) for k in rel.left_keys),
+                      tuple(remapped(k, mr) for k in rel.right_keys), residual)
         return joined, m
     if isinstance(rel, Aggregate):
         used = set().union(*(g.columns() for g in rel.group), *(a.arg.columns() for a in rel.aggs if a.arg is not None))
         below, m = _prune(rel.input, used)
-        group = tuple(_remapped(g, m) for g in rel.group)
-        aggs = tuple(dataclasses.replace(a, arg=_remapped(a.arg, m)) if a.arg is not None else a for a in rel.aggs)
+        group = tuple(remapped(g, m) for g in rel.group)
+        aggs = tuple(dataclasses.replace(a, arg=remapped(a.arg, m)) if a.arg is not None else a for a in rel.aggs)
         return Aggregate(below, group, aggs, rel.names), {i: i for i in range(len(rel.schema))}
     whole = _map_inputs(rel, lambda r: _prune(r, set(range(len(r.schema))))[0])
     return whole, {i: i for i in range(len(rel.schema))}
@@ -116,14 +116,6 @@ def _narrowed(rel: Rel, remap: dict[int, int], needed: set[int]) -> tuple[Rel, d
     return cut, {i: at[remap[i]] for i in needed}
 
 
-def _remapped(e: Expr, m: dict[int, int]) -> Expr:
-    if isinstance(e, Col):
-        return Col(m[e.index], e.type, e.name)
-    if isinstance(e, Call):
-        return Call(e.op, tuple(_remapped(a, m) for a in e.args), e.type)
-    return e
-
-
 def _map_inputs(rel: Rel, fn) -> Rel:
     """``rel`` with ``fn`` applied to each input relation (fields named input, left, right, parts, bodies)."""
     changes = {}
@@ -134,24 +126,3 @@ def _map_inputs(rel: Rel, fn) -> Rel:
         elif f.name in ("parts", "bodies") and isinstance(rel, (Union, Recursive)):
             changes[f.name] = tuple(fn(x) for x in v)
     return dataclasses.replace(rel, **changes) if changes else rel
-
-
-def _conjuncts(e: Expr) -> list[Expr]:
-    if isinstance(e, Call) and e.op == "and":
-        return _conjuncts(e.args[0]) + _conjuncts(e.args[1])
-    return [e]
-
-
-def _and(parts: list[Expr]) -> Expr:
-    out = parts[0]
-    for p in parts[1:]:
-        out = Call("and", (out, p), "boolean")
-    return out
-
-
-def _shifted(e: Expr, by: int) -> Expr:
-    if isinstance(e, Col):
-        return Col(e.index + by, e.type, e.name)
-    if isinstance(e, Call):
-        return Call(e.op, tuple(_shifted(a, by) for a in e.args), e.type)
-    return e

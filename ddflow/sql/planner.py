@@ -25,7 +25,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from ddflow.base.schema import Schema, sql_type
 from ddflow.errors import SchemaError
-from ddflow.plan.expr import Call, Col, Expr, Lit
+from ddflow.plan.expr import Call, Col, Expr, Lit, conjunction, remapped
 from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, Order, Project, RecRef, Recursive, Rel, Scan,
                             SemiJoin, SetOp, TopK, Union)
 
@@ -280,7 +280,7 @@ class _Planner:
         if plain:
             for p in plain:
                 rel = _limit_ranks(rel, p)
-            rel = Filter(rel, _and_all(plain))
+            rel = Filter(rel, conjunction(plain))
         for conj in subs:
             negated = isinstance(conj, exp.Not)
             inner = conj.this if negated else conj
@@ -330,7 +330,7 @@ class _Planner:
             else:
                 raise _unsupported(conj, "a correlated condition that is not inner = outer")
         if preds:
-            rel = Filter(rel, _and_all(preds))
+            rel = Filter(rel, conjunction(preds))
         if not inner_keys:
             raise _unsupported(node, "an uncorrelated EXISTS")
         return rel, tuple(inner_keys), tuple(outer_keys)
@@ -354,14 +354,14 @@ class _Planner:
                 ca, cb = a.columns(), b.columns()
                 if ca and cb and max(ca) < nl <= min(cb):
                     lkeys.append(a)
-                    rkeys.append(_shifted(b, -nl))
+                    rkeys.append(remapped(b, lambda i: i - nl))
                     continue
                 if ca and cb and max(cb) < nl <= min(ca):
                     lkeys.append(b)
-                    rkeys.append(_shifted(a, -nl))
+                    rkeys.append(remapped(a, lambda i: i - nl))
                     continue
             rest.append(self.predicate(conj, scope))
-        residual = _and_all(rest)
+        residual = conjunction(rest)
         return Join(left, right, side.lower() or "inner", tuple(lkeys), tuple(rkeys), residual), scope
 
     def aggregate(self, rel: Rel, scope: _Scope, group: list[exp.Expression], aggs: list[exp.Expression]):
@@ -598,21 +598,6 @@ def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
     if isinstance(node, exp.Paren):
         return _conjuncts(node.this)
     return [node]
-
-
-def _and_all(parts: list[Expr]) -> Expr | None:
-    out = None
-    for p in parts:
-        out = p if out is None else Call("and", (out, p), "boolean")
-    return out
-
-
-def _shifted(e: Expr, by: int) -> Expr:
-    if isinstance(e, Col):
-        return Col(e.index + by, e.type, e.name)
-    if isinstance(e, Call):
-        return Call(e.op, tuple(_shifted(a, by) for a in e.args), e.type)
-    return e
 
 
 def _need_numbers(node: exp.Expression, *args: Expr) -> None:

@@ -1,4 +1,4 @@
-"""Join's compiled pair finder against a plain reference, and products of diffs that do not fit."""
+"""The seek kernel as join uses it (unsorted keys with repeats) against a plain reference, and products of diffs that do not fit."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +10,8 @@ import ddflow
 from ddflow.base.interner import Interner
 from ddflow.base.updates import from_rows
 from ddflow.errors import SchemaError
-from ddflow.operators.join import _products, delta_pairs
+from ddflow.base.kernels import kernels
+from ddflow.operators.join import _products
 from ddflow.traces import Batch
 
 I64 = np.iinfo(np.int64)
@@ -20,12 +21,12 @@ I64 = np.iinfo(np.int64)
 @given(rows=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3)), max_size=30),
        times=st.lists(st.integers(0, 3), min_size=30, max_size=30),
        dkeys=st.lists(st.integers(-1, 7), max_size=20))
-def test_delta_pairs_match_the_reference(rows, times, dkeys):
+def test_seek_of_unsorted_repeated_keys_matches_the_reference(rows, times, dkeys):
     it = Interner()
     b = Batch.from_updates(from_rows(rows, times[: len(rows)], 1, it, kinds=("i", "i")))
     flat = b.flatten()
     dk = np.array(dkeys, dtype=np.int64)
-    ia, vrow, urow = delta_pairs(dk, b.keys, b.key_offs, b.val_offs)
+    ia, vrow, urow = kernels().seek(b.keys, b.key_offs, b.val_offs, dk)
     got = sorted(zip(ia.tolist(), urow.tolist()))
     want = sorted((i, u) for i, k in enumerate(dkeys) for u in range(len(flat)) if flat.cols[0][u] == k)
     assert got == want
