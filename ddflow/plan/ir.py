@@ -48,17 +48,22 @@ class Scan(Rel):
 
 
 @dataclass(frozen=True)
-class _RowsOf(Rel):
-    """A relation with the columns of its one input."""
+class _Unary(Rel):
+    """A relation computed from one input."""
 
     input: Rel
+
+    def inputs(self) -> tuple[Rel, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
+class _RowsOf(_Unary):
+    """A relation with the columns of its one input."""
 
     @property
     def schema(self) -> Schema:
         return self.input.schema
-
-    def inputs(self) -> tuple[Rel, ...]:
-        return (self.input,)
 
 
 @dataclass(frozen=True)
@@ -72,19 +77,15 @@ class Filter(_RowsOf):
 
 
 @dataclass(frozen=True)
-class Project(Rel):
+class Project(_Unary):
     """One output column per expression, named ``names``."""
 
-    input: Rel
     exprs: tuple[Expr, ...]
     names: tuple[str, ...]
 
     @property
     def schema(self) -> Schema:
         return Schema(self.names, tuple(e.type if e.type != "null" else "bigint" for e in self.exprs))
-
-    def inputs(self) -> tuple[Rel, ...]:
-        return (self.input,)
 
     def label(self) -> str:
         shown = [n if isinstance(e, Col) and str(e) == n else f"{e} AS {n}" for e, n in zip(self.exprs, self.names)]
@@ -156,14 +157,13 @@ class Agg:
 
 
 @dataclass(frozen=True)
-class Aggregate(Rel):
+class Aggregate(_Unary):
     """One row per group of equal ``group`` values (NULLs group together): the group values, then the aggregates.
 
     With no ``group`` expressions, exactly one row, even over no input
     (counts 0, other aggregates NULL).
     """
 
-    input: Rel
     group: tuple[Expr, ...]
     aggs: tuple[Agg, ...]
     names: tuple[str, ...] = field(default=())
@@ -173,9 +173,6 @@ class Aggregate(Rel):
         types = tuple(g.type for g in self.group) + tuple(a.type for a in self.aggs)
         names = self.names or tuple(f"_{i}" for i in range(len(types)))
         return Schema(names, types)
-
-    def inputs(self) -> tuple[Rel, ...]:
-        return (self.input,)
 
     def label(self) -> str:
         return (f"Aggregate group=[{', '.join(map(str, self.group))}] aggs=[{', '.join(map(str, self.aggs))}]"
@@ -276,7 +273,7 @@ RANKS = ("row_number", "rank", "dense_rank")
 
 
 @dataclass(frozen=True)
-class TopK(Rel):
+class TopK(_Unary):
     """Rows ranked within each partition by ``order``; with ``limit``, only those ranked ``<= limit``.
 
     ``rank`` (``row_number``, ``rank`` or ``dense_rank``) appends the rank
@@ -285,7 +282,6 @@ class TopK(Rel):
     row so the result is deterministic).
     """
 
-    input: Rel
     partition: tuple[Expr, ...]
     order: tuple[Order, ...]
     limit: int | None = None
@@ -304,9 +300,6 @@ class TopK(Rel):
         if self.rank is None:
             return s
         return Schema(_unique(s.names + (self.rank_name,)), s.types + ("bigint",))
-
-    def inputs(self) -> tuple[Rel, ...]:
-        return (self.input,)
 
     def label(self) -> str:
         part = f" partition=[{', '.join(map(str, self.partition))}]" if self.partition else ""

@@ -82,6 +82,20 @@ def duck_answer(query: str, orders: Counter, customers: Counter) -> Counter:
     return bag(con.execute(sqlglot.transpile(query, read="spark", write="duckdb")[0]).fetchall())
 
 
+def _change(draw, acc: Counter, new_rows, table: str, t: int, batch: list) -> None:
+    """One update of ``table``: the removal of a present row, or an insert."""
+    if acc and draw(st.booleans()):
+        row = draw(st.sampled_from(sorted(acc, key=repr)))
+        acc[row] -= 1
+        batch.append((table, row, t, -1))
+    else:
+        row = draw(new_rows)
+        acc[row] += 1
+        batch.append((table, row, t, 1))
+    for r in [r for r, m in acc.items() if m <= 0]:
+        del acc[r]
+
+
 @st.composite
 def streams(draw):
     """Per advance, several data times; inserts, and removals of rows present at that time."""
@@ -89,28 +103,12 @@ def streams(draw):
     orders, customers = Counter(), Counter()
     t = 0
     for _ in range(draw(st.integers(1, 3))):
-        batch = []
+        batch: list = []
         for _ in range(draw(st.integers(1, 3))):  # data times in this advance
             for _ in range(draw(st.integers(0, 4))):
-                if orders and draw(st.booleans()):
-                    row = draw(st.sampled_from(sorted(orders, key=repr)))
-                    orders[row] -= 1
-                    orders = +orders
-                    batch.append(("orders", row, t, -1))
-                else:
-                    row = draw(order_rows)
-                    orders[row] += 1
-                    batch.append(("orders", row, t, 1))
+                _change(draw, orders, order_rows, "orders", t, batch)
             for _ in range(draw(st.integers(0, 2))):
-                if customers and draw(st.booleans()):
-                    row = draw(st.sampled_from(sorted(customers)))
-                    customers[row] -= 1
-                    customers = +customers
-                    batch.append(("customers", row, t, -1))
-                else:
-                    row = draw(customer_rows)
-                    customers[row] += 1
-                    batch.append(("customers", row, t, 1))
+                _change(draw, customers, customer_rows, "customers", t, batch)
             t += 1
         steps.append((batch, t))
     return steps
