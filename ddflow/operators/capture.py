@@ -216,8 +216,11 @@ def sql_table(u: Updates, schema: Schema, interner) -> pa.Table:
 
     O(n), vectorized (object columns: per value).
     """
+    if not len(u):  # possibly before any output, when the capture knows no column kinds yet
+        return pa.table({**{n: pa.array([], ARROW[t]) for n, t in zip(schema.names, schema.types)},
+                         "time": pa.array([], pa.int64()), "diff": pa.array([], pa.int64())})
     cols = u.decoded_columns(interner)
-    mask = np.asarray(cols[-1], dtype=np.int64) if cols else np.zeros(0, dtype=np.int64)
+    mask = np.asarray(cols[-1], dtype=np.int64)
     arrays = {}
     for j, (name, typ) in enumerate(zip(schema.names, schema.types)):
         null = ((mask >> j) & 1).astype(bool)

@@ -505,17 +505,19 @@ def test_sql_tables_and_views_without_dataflow_code(tmp_path):
         return s, out, dead
 
     s, out, dead = stream()
+    s.process_arrow(kafka_rows([], topic="orders"), 0)  # no output yet: an empty, typed changelog
+    assert out.batches[0].num_rows == 0 and out.batches[0].column_names == ["cust", "total", "n", "time", "diff"]
     s.process_arrow(kafka_rows([{"o_id": 1, "cust": "a", "amount": 5, "t": 0, "diff": 1},
                                 {"o_id": 2, "cust": None, "amount": 3, "t": 0, "diff": 1},
                                 {"o_id": 3, "cust": "a", "t": 1, "diff": 1},
-                                {"o_id": "x", "cust": "b", "amount": 1, "t": 1, "diff": 1}], topic="orders"), 0)
-    table = out.batches[0]
+                                {"o_id": "x", "cust": "b", "amount": 1, "t": 1, "diff": 1}], topic="orders"), 1)
+    table = out.batches[1]
     assert table.column_names == ["cust", "total", "n", "time", "diff"]
     assert str(table.schema.field("total").type) == "int64"
     assert accumulate(table) == {("a", 5, 2): 1, (None, 3, 1): 1}
-    assert dead.batches[0].num_rows == 1 and "o_id" in dead.batches[0].column("error")[0].as_py()
+    assert dead.batches[1].num_rows == 1 and "o_id" in dead.batches[1].column("error")[0].as_py()
     s.stop()
     s2, out2, _ = stream()  # restarted: the state replays the logged input
-    s2.process_arrow(kafka_rows([{"o_id": 4, "cust": "a", "amount": 1, "t": 2, "diff": 1}], topic="orders", start=4), 1)
-    assert accumulate(out2.batches[1]) == {("a", 5, 2): -1, ("a", 6, 3): 1}
+    s2.process_arrow(kafka_rows([{"o_id": 4, "cust": "a", "amount": 1, "t": 2, "diff": 1}], topic="orders", start=4), 2)
+    assert accumulate(out2.batches[2]) == {("a", 5, 2): -1, ("a", 6, 3): 1}
     s2.stop()
