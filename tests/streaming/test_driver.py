@@ -521,3 +521,49 @@ def test_sql_tables_and_views_without_dataflow_code(tmp_path):
     s2.process_arrow(kafka_rows([{"o_id": 4, "cust": "a", "amount": 1, "t": 2, "diff": 1}], topic="orders", start=4), 2)
     assert accumulate(out2.batches[2]) == {("a", 5, 2): -1, ("a", 6, 3): 1}
     s2.stop()
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_sql_views_from_kafka_through_spark(spark, kafka_bootstrap, new_topic, tmp_path):
+    """Kafka -> Spark -> SQL tables and views (no dataflow code) -> Kafka and Parquet changelogs, against DuckDB."""
+    import duckdb
+
+    from ddflow.streaming.broker import produce
+
+    t_orders, t_customers, t_out = new_topic(1, "orders"), new_topic(1, "customers"), new_topic(1, "totals")
+    rng = random.Random(7)
+    orders = [{"o_id": i, "cust": rng.choice(["a", "b", "c", None]), "amount": rng.choice([1, 2, 5, None]), "t": i}
+              for i in range(40)]
+    customers = [{"id": c, "region": r, "t": 0} for c, r in (("a", "north"), ("b", "south"), ("c", "north"))]
+    produce(kafka_bootstrap, t_customers, [(None, json.dumps(m).encode()) for m in customers])
+    produce(kafka_bootstrap, t_orders, [(None, json.dumps(m).encode()) for m in orders[:20]])
+    totals = "SELECT c.region, SUM(o.amount) AS total, COUNT(*) AS n FROM orders o JOIN customers c ON o.cust = c.id " \
+             "GROUP BY c.region"
+    batches: list = []
+
+    def stream():
+        return (StreamingDataflow(name="sql-e2e")
+                .table("orders", {"o_id": "bigint", "cust": "string", "amount": "bigint"}, format="json", time="t",
+                       topic=t_orders)
+                .table("customers", {"id": "string", "region": "string"}, format="json", time="t", topic=t_customers)
+                .view("totals", totals)
+                .output("totals", KafkaSink(kafka_bootstrap, t_out))
+                .view("by_cust", "SELECT cust, COUNT(amount) AS k FROM orders GROUP BY cust")
+                .output("by_cust", ParquetSink(str(tmp_path / "by_cust")))
+                .onBatch(lambda b, stats: batches.append(stats)))
+
+    # The customers and the first orders in one micro-batch; then the job restarted over the rest, several batches.
+    _run(stream(), _ddkafka(spark, kafka_bootstrap, [t_customers, t_orders]), str(tmp_path / "ckpt"))
+    produce(kafka_bootstrap, t_orders, [(None, json.dumps(m).encode()) for m in orders[20:]])
+    _run(stream(), _ddkafka(spark, kafka_bootstrap, [t_customers, t_orders], max_offsets=8), str(tmp_path / "ckpt"))
+    assert len(batches) >= 4 and all(b["dead_letters"] == 0 for b in batches)
+    con = duckdb.connect()
+    con.execute("CREATE TABLE orders (o_id BIGINT, cust VARCHAR, amount BIGINT)")
+    con.execute("CREATE TABLE customers (id VARCHAR, region VARCHAR)")
+    con.executemany("INSERT INTO orders VALUES (?, ?, ?)", [(m["o_id"], m["cust"], m["amount"]) for m in orders])
+    con.executemany("INSERT INTO customers VALUES (?, ?)", [(m["id"], m["region"]) for m in customers])
+    assert _kafka_contents(kafka_bootstrap, t_out) == {r: 1 for r in con.execute(totals).fetchall()}
+    by_cust = con.execute("SELECT cust, COUNT(amount) AS k FROM orders GROUP BY cust").fetchall()
+    table = ParquetSink(str(tmp_path / "by_cust")).table()
+    assert table.column_names[:2] == ["cust", "k"] and accumulate(table) == {r: 1 for r in by_cust}
