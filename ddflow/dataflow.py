@@ -17,6 +17,8 @@ from ddflow.graph.scope import IterativeScope, Scheduler, Scope, compact, trace_
 from ddflow.operators.input import InputNode
 
 INT64_MAX = np.iinfo(np.int64).max
+#: The latest data time an input takes: the frontier past it (time + 1) must still be an int64.
+MAX_TIME = INT64_MAX - 1
 
 
 class InputHandle:
@@ -136,6 +138,11 @@ class InputHandle:
             u = from_rows(rows, _times_for(times, len(rows), where), diffs, flow.interner, kinds=self.kinds, where=where)
         if u.depth != 1:
             raise SchemaError(f"{where}: input times are integers (depth 1), got depth {u.depth}")
+        if len(u) and int(u.times.max()) > MAX_TIME:
+            raise FrontierError(f"{where}: time {int(u.times.max())} is past the largest data time {MAX_TIME} "
+                                "(the frontier after it must fit in int64)")
+        if len(u) and u.arity == 0:
+            raise SchemaError(f"{where}: a record needs at least one field, got the empty tuple")
         if len(u) and int(u.times.min()) < flow.frontier:
             bad = int(u.times.min())
             raise FrontierError(f"{where}: update at time {bad} is before the frontier {flow.frontier}; "
@@ -194,9 +201,19 @@ class InputHandle:
 
 
 def _times_for(times: Any, n: int, where: str = "collection") -> np.ndarray:
+    """Times as int64; integers past int64 (or below 0) are a FrontierError, never wrapped."""
+    if isinstance(times, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in times):
+        bad = [v for v in times if not 0 <= v <= MAX_TIME]
+        if bad:
+            raise FrontierError(f"{where}: time {bad[0]} is outside the data times 0..{MAX_TIME}")
     t = np.asarray(times)
+    if t.dtype == object and all(isinstance(v, int) and not isinstance(v, bool) for v in t.ravel().tolist()):
+        bad = next(v for v in t.ravel().tolist() if not 0 <= v <= MAX_TIME)
+        raise FrontierError(f"{where}: time {bad} is outside the data times 0..{MAX_TIME}")
     if t.dtype.kind not in "iu":
         raise SchemaError(f"{where}: times must be integers, got {t.dtype}")
+    if t.dtype.kind == "u" and t.size and int(t.max()) > MAX_TIME:
+        raise FrontierError(f"{where}: time {int(t.max())} is outside the data times 0..{MAX_TIME}")
     return np.full(n, int(t), dtype=np.int64) if t.ndim == 0 else t.astype(np.int64)
 
 
@@ -375,6 +392,8 @@ class Dataflow:
         3
         """
         time = int(time)
+        if time > INT64_MAX:
+            raise FrontierError(f"advance_to({time}): a frontier is an int64, at most {INT64_MAX}")
         if time < self.frontier:
             raise FrontierError(f"advance_to({time}) would move the frontier backwards from {self.frontier}")
         self.frontier = time

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 
 import ddflow
 from ddflow.base.updates import Updates
+from ddflow.dataflow import MAX_TIME
 from ddflow.operators.capture import sql_table
 from ddflow.streaming.parse import InputSpec, dead_letters, parse_input
 from ddflow.streaming.sinks import Sink
@@ -313,6 +314,12 @@ class StreamingDataflow:
             if rows.num_rows == 0:
                 continue
             times = rows.column("time").to_numpy()
+            too_far = times > MAX_TIME
+            if too_far.any():  # the frontier after such a time would not fit in int64
+                dead.append(dead_letters(spec.name, f"time past the largest data time {MAX_TIME}",
+                                         rows.filter(pa.array(too_far))))
+                rows = rows.filter(pa.array(~too_far))
+                times = times[~too_far]
             late = times < flow.frontier
             if late.any():
                 if spec.late == "error":

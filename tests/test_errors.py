@@ -368,3 +368,43 @@ def test_non_converging_inner_loop_names_the_inner_loop():
         c.map(lambda r: r)
     with pytest.raises(DataflowError):
         flow.run()
+
+
+def test_times_and_frontiers_past_int64_are_refused_and_the_dataflow_goes_on():
+    flow = ddflow.Dataflow()
+    x_in, x = flow.new_collection("x")
+    out = x.count().capture()
+    for times in (2**63, 2**64, 2**63 - 1, [1, 2**63], np.array([2**63], dtype=np.uint64)):
+        with pytest.raises(ddflow.FrontierError, match="time"):
+            x_in.update([(1,)] if not isinstance(times, list) else [(1,), (2,)], times=times)
+    with pytest.raises(ddflow.FrontierError, match="at most 9223372036854775807"):
+        flow.advance_to(2**63)
+    x_in.update([(1,)], times=2**63 - 2)  # the latest data time, and the largest frontier after it
+    flow.advance_to(2**63 - 1)
+    flow.run()
+    assert out.contents(2**63 - 2) == {(1, 1): 1}
+
+
+def test_an_empty_record_is_refused_at_update():
+    flow = ddflow.Dataflow()
+    x_in, x = flow.new_collection("x")
+    x.capture()
+    with pytest.raises(ddflow.SchemaError, match="at least one field, got the empty tuple"):
+        x_in.update([()], times=0)
+    flow.advance_to(1)
+    flow.run()
+
+
+def test_nan_keys_are_one_key_and_minus_zero_is_zero():
+    """NaN equals NaN and -0.0 equals 0.0 when counting, joining and deduplicating (Spark SQL's semantics)."""
+    flow = ddflow.Dataflow()
+    x_in, x = flow.new_collection("x")
+    counts, pairs, keys = x.count().capture(), x.join(x).capture(), x.distinct().capture()
+    x_in.update([(float("nan"),), (-0.0,)], times=0)
+    x_in.update([(float("nan"),), (float("nan"),), (0.0,)], times=1)
+    flow.advance_to(2)
+    flow.run()
+    norm = lambda d: {tuple("nan" if v != v else v for v in r): m for r, m in d.items()}  # noqa: E731
+    assert norm(counts.contents(1)) == {(0.0, 2): 1, ("nan", 3): 1}
+    assert norm(pairs.contents(1)) == {(0.0,): 4, ("nan",): 9}
+    assert norm(keys.contents(1)) == {(0.0,): 1, ("nan",): 1}

@@ -150,6 +150,16 @@ def _consolidate(K, order, diffs):
     return sel[:out], sums[:out], False
 
 
+def _key_less(a, b):
+    """``a`` before ``b`` in a trie's key order: numbers as usual, NaN after every number (``float_keys``' order)."""
+    return (a == a and b != b) or a < b
+
+
+def _same_key(a, b):
+    """One key: equal, or both NaN (-0.0 and 0.0 are equal already)."""
+    return a == b or (a != a and b != b)
+
+
 def _seek(bkeys, key_offs, val_offs, keys):
     """Every update of one trie batch whose key is among ``keys`` (in any order, repeats allowed).
 
@@ -158,6 +168,8 @@ def _seek(bkeys, key_offs, val_offs, keys):
     search per run of equal query keys, then the pairs: O(k log n +
     output) for k query keys and n batch keys.  A trace seek passes sorted
     unique keys; a join passes the keys of its batch's updates as they are.
+    NaN keys find NaN keys (all NaNs are one key, sorted last, as
+    ``float_keys`` orders them).
     """
     nk = len(keys)
     nb = len(bkeys)
@@ -165,17 +177,17 @@ def _seek(bkeys, key_offs, val_offs, keys):
     total = 0
     for i in range(nk):
         x = keys[i]
-        if i > 0 and keys[i - 1] == x:
+        if i > 0 and _same_key(keys[i - 1], x):
             pos[i] = pos[i - 1]
         else:
             a, b = 0, nb
             while a < b:
                 h = (a + b) >> 1
-                if bkeys[h] < x:
+                if _key_less(bkeys[h], x):
                     a = h + 1
                 else:
                     b = h
-            pos[i] = a if a < nb and bkeys[a] == x else -1
+            pos[i] = a if a < nb and _same_key(bkeys[a], x) else -1
         if pos[i] >= 0:
             total += val_offs[key_offs[pos[i] + 1]] - val_offs[key_offs[pos[i]]]
     q = np.empty(total, dtype=np.int64)
@@ -250,6 +262,8 @@ def kernels() -> SimpleNamespace:
             def jit(f):
                 return njit(cache=True, nogil=True)(f)
 
+            # The seek kernel's key comparisons are kernels too: bound in this module before it compiles.
+            globals().update(_key_less=jit(_key_less), _same_key=jit(_same_key))
             _compiled = SimpleNamespace(pack=jit(_pack), consolidate=jit(_consolidate), seek=jit(_seek),
                                         trie_starts=jit(_trie_starts))
     return _compiled

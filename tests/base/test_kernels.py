@@ -157,3 +157,14 @@ def test_group_by_index_matches_a_stable_sort(idx, n):
     assert order[bounds[0]:bounds[n]].tolist() == ref_order[bounds[0]:bounds[n]].tolist()
     assert sorted(order[: bounds[0]].tolist()) == [i for i, x in enumerate(idx) if x < 0]
     assert sorted(order[bounds[n]:].tolist()) == [i for i, x in enumerate(idx) if x >= n]
+
+
+def test_seek_finds_nan_keys_and_treats_minus_zero_as_zero():
+    from ddflow.base.interner import Interner
+    from ddflow.base.updates import from_rows
+    from ddflow.traces import Batch
+
+    b = Batch.from_updates(from_rows([(float("nan"), 1), (0.0, 2), (1.5, 3)], 0, 1, Interner()))
+    for seek in (K.kernels().seek, K._PLAIN.seek):
+        q, vrow, _ = seek(b.keys, b.key_offs, b.val_offs, np.array([np.nan, -0.0, 2.0, np.nan]))
+        assert sorted(zip(q.tolist(), b.vals[0][vrow].tolist())) == [(0, 1), (1, 2), (3, 1)]

@@ -259,6 +259,17 @@ def test_late_update_is_a_dead_letter_by_default(tmp_path):
     assert s.outputs["reach"].sink.contents() == {(0, 0): 1, (1, 0): 1, (3, 0): 1}
 
 
+def test_a_time_past_int64_limits_is_a_dead_letter_and_the_query_goes_on(tmp_path):
+    dead = str(tmp_path / "dead")
+    s = fast_stream(dead=dead)
+    s.process_arrow(pa.concat_tables([roots_rows([0]), kafka_rows([{"src": 0, "dst": 1, "t": 2**63 - 1, "diff": 1},
+                                                                   {"src": 0, "dst": 2, "t": 3, "diff": 1}])]), 0)
+    s.process_arrow(kafka_rows([{"src": 2, "dst": 3, "t": 5, "diff": 1}], start=2), 1)
+    assert [(r["offset"], r["error"]) for r in JsonLinesSink(dead).rows()] == [
+        (0, "time past the largest data time 9223372036854775806")]
+    assert s.outputs["reach"].sink.contents() == {(0, 0): 1, (2, 0): 1, (3, 0): 1}
+
+
 def test_late_update_with_late_error_raises():
     s = (StreamingDataflow(build)
          .input("edges", fields=["src", "dst"], format="json", time="t", diff="diff", late="error"))
