@@ -34,6 +34,44 @@ DEAD_LETTER_SCHEMA = pa.schema([("input", pa.string()), ("error", pa.string()), 
 #: Columns :func:`parse_input` adds beside the fields, time and diff: where each row came from.
 PROVENANCE = ("__topic", "__partition", "__offset", "__value")
 
+#: JSON nested deeper than this (arrays and objects) is a dead letter before any parser sees it:
+#: Python's parser raises RecursionError on deep nesting, and Arrow's reader crashes the process.
+MAX_NESTING = 64
+
+
+def nesting_depth(value: bytes) -> int:
+    """How deeply arrays and objects nest in a JSON text (brackets inside strings do not count).
+
+    O(n) Python over the bytes: callers run it only on messages with more
+    than ``MAX_NESTING`` brackets in all (see :func:`too_deep`).
+
+    >>> nesting_depth(b'{"a": [1, {"b": "[["}]}')
+    3
+    """
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in value:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == 0x5C:  # backslash
+                escaped = True
+            elif ch == 0x22:  # quote
+                in_string = False
+        elif ch == 0x22:
+            in_string = True
+        elif ch in (0x5B, 0x7B):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+def too_deep(value: bytes) -> bool:
+    """``value`` nests arrays and objects deeper than ``MAX_NESTING``.  O(n), C speed for most messages."""
+    return value.count(b"[") + value.count(b"{") > MAX_NESTING and nesting_depth(value) > MAX_NESTING
+
 #: How a dead letter names the JSON type a field needed, per column kind.
 JSON_TYPE_WORDS = {"i": "an integer", "f": "a number", "b": "a boolean", "o": "a string"}
 
@@ -185,7 +223,8 @@ def _parse_json(values: pa.ChunkedArray, spec: InputSpec, n: int, kinds: Mapping
                                  *([spec.op[0]] if spec.op else [])]))
     # Names of the message's own columns (Kafka's offset, timestamp, ...) come from those columns.
     wanted = [k for k in wanted if k not in exclude]
-    fast = _parse_json_arrow(vals, wanted, spec, kinds)
+    deep = {i for i, v in enumerate(vals) if v is not None and too_deep(v)}
+    fast = _parse_json_arrow(vals, wanted, spec, kinds) if not deep else None
     if fast is not None:
         return fast, np.ones(n, dtype=bool), [None] * n
     records: list[dict] = []
@@ -195,13 +234,15 @@ def _parse_json(values: pa.ChunkedArray, spec: InputSpec, n: int, kinds: Mapping
         try:
             if v is None:
                 raise ValueError("null value")
+            if i in deep:
+                raise ValueError(f"nested deeper than {MAX_NESTING} levels")
             obj = json.loads(v)
             if not isinstance(obj, dict):
                 raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
             records.append({k: obj.get(k) for k in wanted})
-        except (ValueError, UnicodeDecodeError) as e:
+        except Exception as e:  # noqa: BLE001 - one message, whatever it does to the parser, is a dead letter
             ok[i] = False
-            errors[i] = f"unparseable JSON: {e}"
+            errors[i] = f"unparseable JSON: {type(e).__name__ if not str(e) else e}"
             records.append({k: None for k in wanted})
     cols = {}
     for k in wanted:

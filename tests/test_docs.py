@@ -41,6 +41,7 @@ WITH_EXAMPLES = [
     "ddflow.plan.ir",
     "ddflow.plan.rewrite",
     "ddflow.plan.partition",
+    "ddflow.streaming.parse",
     "ddflow.sql.planner",
 ]
 #: Documented without examples (internal plumbing); any example added later must pass too.

@@ -219,6 +219,10 @@ BAD = [
     pytest.param({"src": 1, "dst": 2, "t": 5.5, "diff": 1}, "'t' has value 5.5", id="float-time"),
     pytest.param({"src": 1, "dst": 2, "t": 5, "diff": "x"}, "'diff' has value 'x'", id="string-diff"),
     pytest.param({"src": 1, "dst": 2, "t": 5, "diff": 2 ** 70}, "'diff' has value", id="huge-diff"),
+    # Deep nesting: Python's parser raises RecursionError past ~1,000 levels, Arrow's reader crashes past ~20,000.
+    pytest.param(b'{"src": 1, "dst": 2, "t": 5, "diff": 1, "x": ' + b"[" * 30000 + b"]" * 30000 + b"}",
+                 "nested deeper than 64 levels", id="deep-nesting"),
+    pytest.param(b"[" * 100000, "nested deeper than 64 levels", id="deep-unclosed"),
 ]
 
 
