@@ -44,6 +44,9 @@ from ddflow.streaming.state import StateStore
 
 __all__ = ["Build", "Metrics", "OutputSpec", "StreamingDataflow"]
 
+#: How far past the frontier one record may move time, by default (``maxTimeAhead``).
+DEFAULT_MAX_TIME_AHEAD = 2**40
+
 #: The user's dataflow: ``build(flow) -> ({input name: handle}, {output name: collection})``.
 Build = Callable[[ddflow.Dataflow], tuple[Mapping[str, ddflow.InputHandle], Mapping[str, ddflow.Collection]]]
 
@@ -84,6 +87,7 @@ class StreamingDataflow:
         self.state_path: str | None = None
         self.snapshot_every = 50
         self.frontier_policy = "after-batch"
+        self.max_time_ahead: int | None = DEFAULT_MAX_TIME_AHEAD
         self.n_workers = 1
         self.metrics = Metrics()
         self.on_batch: Callable[[int, dict], None] | None = None
@@ -184,6 +188,22 @@ class StreamingDataflow:
         if policy not in ("after-batch", "before-max"):
             raise ValueError(f"{self.name}: frontier policy must be 'after-batch' or 'before-max', got {policy!r}")
         self.frontier_policy = policy
+        return self
+
+    def maxTimeAhead(self, span: int | None) -> "StreamingDataflow":  # noqa: N802
+        """How far past the frontier one record may move time: later records are dead letters.
+
+        One record with a far-future time would otherwise move the frontier
+        there and make every later valid record late.  The reference is the
+        frontier, or, before the first batch has moved it, the batch's
+        earliest time.  Default ``2**40`` (12.7 days of microsecond
+        timestamps, a trillion offsets); ``None`` turns the check off::
+
+            .maxTimeAhead(3_600_000_000)        # event times in us: at most an hour ahead
+        """
+        if span is not None and span < 1:
+            raise ValueError(f"maxTimeAhead needs a positive span or None, got {span!r}")
+        self.max_time_ahead = span
         return self
 
     def workers(self, n: int) -> "StreamingDataflow":
@@ -320,6 +340,14 @@ class StreamingDataflow:
                                          rows.filter(pa.array(too_far))))
                 rows = rows.filter(pa.array(~too_far))
                 times = times[~too_far]
+            if self.max_time_ahead is not None and len(times):
+                base = flow.frontier if flow.frontier > 0 else int(times.min())
+                ahead = times > base + self.max_time_ahead
+                if ahead.any():
+                    dead.append(dead_letters(spec.name, f"time more than {self.max_time_ahead} past the frontier "
+                                             f"{flow.frontier} (maxTimeAhead)", rows.filter(pa.array(ahead))))
+                    rows = rows.filter(pa.array(~ahead))
+                    times = times[~ahead]
             late = times < flow.frontier
             if late.any():
                 if spec.late == "error":

@@ -274,6 +274,20 @@ def test_a_time_past_int64_limits_is_a_dead_letter_and_the_query_goes_on(tmp_pat
     assert s.outputs["reach"].sink.contents() == {(0, 0): 1, (2, 0): 1, (3, 0): 1}
 
 
+def test_a_far_future_time_is_a_dead_letter_not_a_frontier_jump(tmp_path):
+    dead = str(tmp_path / "dead")
+    s = fast_stream(dead=dead)
+    s.process_arrow(pa.concat_tables([roots_rows([0]), kafka_rows([{"src": 0, "dst": 1, "t": 3, "diff": 1}])]), 0)
+    s.process_arrow(kafka_rows([{"src": 1, "dst": 2, "t": 2**62, "diff": 1}, {"src": 1, "dst": 3, "t": 4, "diff": 1}],
+                               start=1), 1)
+    s.process_arrow(kafka_rows([{"src": 3, "dst": 4, "t": 5, "diff": 1}], start=3), 2)  # not late: the frontier held
+    rows = JsonLinesSink(dead).rows()
+    assert [(r["offset"], r["error"]) for r in rows] == [
+        (1, "time more than 1099511627776 past the frontier 4 (maxTimeAhead)")]
+    assert s.outputs["reach"].sink.contents() == {(0, 0): 1, (1, 0): 1, (3, 0): 1, (4, 0): 1}
+    assert StreamingDataflow(build).maxTimeAhead(None).max_time_ahead is None
+
+
 def test_late_update_with_late_error_raises():
     s = (StreamingDataflow(build)
          .input("edges", fields=["src", "dst"], format="json", time="t", diff="diff", late="error"))
