@@ -5,6 +5,8 @@ applied, and later valid updates go through as if it never happened.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -408,3 +410,26 @@ def test_nan_keys_are_one_key_and_minus_zero_is_zero():
     assert norm(counts.contents(1)) == {(0.0, 2): 1, ("nan", 3): 1}
     assert norm(pairs.contents(1)) == {(0.0,): 4, ("nan",): 9}
     assert norm(keys.contents(1)) == {(0.0,): 1, ("nan",): 1}
+
+
+def test_diffs_adding_up_past_int64_name_the_operator_and_the_record():
+    for op, where in (("count", "operator 'arrange(x)#0'"), ("capture", "capture")):
+        flow = ddflow.Dataflow()
+        x_in, x = flow.new_collection("x")
+        out = x.capture() if op == "capture" else getattr(x, op)().capture()
+        x_in.update([(1, 1)], times=0, diffs=2**62)
+        flow.advance_to(1)
+        flow.run()
+        x_in.update([(1, 1)], times=1, diffs=2**62)
+        flow.advance_to(2)
+        with pytest.raises(ddflow.SchemaError, match=re.escape(where)) as err:
+            flow.run()
+            out.contents(1)
+        assert "the diffs of record (1, 1) at time" in str(err.value)
+    flow = ddflow.Dataflow()  # a sum of values past int64, over records that each fit
+    x_in, x = flow.new_collection("x")
+    x.sum(name="total").capture()
+    x_in.update([(1, 2**62), (1, 2**62 + 1)], times=0)
+    flow.advance_to(1)
+    with pytest.raises(ddflow.SchemaError, match="operator 'total': a value does not fit in int64"):
+        flow.run()

@@ -23,9 +23,9 @@ from typing import BinaryIO, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ddflow.base.consolidate import consolidate
+from ddflow.base.consolidate import consolidate, overflow_detail
 from ddflow.base.kernels import kernels, key_matrix
-from ddflow.base.lattice import Antichain
+from ddflow.base.lattice import Antichain, advance_by
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError, UsageError
 
@@ -238,7 +238,10 @@ class Batch:
             key_matrix(a_cols), self.val_offs, self.times, self.diffs,
             key_matrix(b_cols), other.val_offs, other.times, other.diffs, F)
         if overflow:
-            raise SchemaError(f"merging batches of {self.kinds}: a sum of diffs does not fit in int64")
+            both = Updates.concat([self.flatten(), other.flatten()])
+            if len(F):
+                both = both.with_times(advance_by(both.times, frontier))
+            raise SchemaError(f"merging batches of {self.kinds}: {overflow_detail(both)}")
         n = len(diffs)
         if n == 0:
             return Batch.empty(self.kinds, self.depth, desc, self.keys.dtype, [v.dtype for v in self.vals])

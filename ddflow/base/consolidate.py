@@ -13,6 +13,7 @@ import numpy as np
 
 from ddflow.base.kernels import consolidate_rows, key_matrix
 from ddflow.base.updates import Updates
+from ddflow.errors import SchemaError
 
 def pack_keys(keys: Sequence[np.ndarray]) -> np.ndarray | None:
     """One order-preserving int64 per row if the integer columns' ranges fit in 63 bits.
@@ -100,14 +101,34 @@ def starts_of(change: np.ndarray) -> np.ndarray:
     return starts
 
 
-def consolidate(u: Updates, runs: bool = False) -> Updates:
+def overflow_detail(u: Updates) -> str:
+    """Which record and time of ``u`` has diffs adding up past int64 (for an error message).
+
+    O(n log n) with Python per update: only for the error path.
+    """
+    order = np.lexsort([u.diffs] + [u.times[:, j] for j in reversed(range(u.depth))]
+                       + [c for c in reversed(u.cols)]) if len(u) else []
+    prev, acc = None, 0
+    for i in order:
+        key = (tuple(c[i].item() for c in u.cols), tuple(u.times[i].tolist()))
+        if key != prev:
+            prev, acc = key, 0
+        acc += int(u.diffs[i])
+        if not -(1 << 63) <= acc < (1 << 63):
+            rec, t = key
+            return f"the diffs of record {rec} at time {t[0] if len(t) == 1 else t} add up past int64"
+    return "a sum of diffs does not fit in int64"
+
+
+def consolidate(u: Updates, runs: bool = False, where: str = "consolidate") -> Updates:
     """Sort by (data, time), add up diffs of equal (data, time), drop zeros.
 
     One path for every size (:func:`ddflow.base.kernels.consolidate_rows`:
     a packing kernel, numpy's stable sort, a grouping kernel); ``runs`` is
     accepted for callers that know their input is a few sorted runs, which
     that timsort merges in linear time by itself.
-    A sum of diffs past int64 is a :class:`~ddflow.errors.SchemaError`.
+    A sum of diffs past int64 is a :class:`~ddflow.errors.SchemaError`
+    naming ``where`` and the record and time.
     Cost: O(n log n) for n updates, O(n) for a few sorted runs; no numpy
     call per group.
 
@@ -121,5 +142,8 @@ def consolidate(u: Updates, runs: bool = False) -> Updates:
     n = len(u)
     if n == 0:
         return u
-    sel, sums = consolidate_rows(key_matrix(u.cols, u.times), u.diffs)
+    try:
+        sel, sums = consolidate_rows(key_matrix(u.cols, u.times), u.diffs, where)
+    except SchemaError:
+        raise SchemaError(f"{where}: {overflow_detail(u)}") from None
     return Updates(tuple(c[sel] for c in u.cols), u.times[sel], sums, u.kinds)

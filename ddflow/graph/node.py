@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Iterable
 import numpy as np
 
 from ddflow.base.updates import Updates
+from ddflow.errors import SchemaError
 
 if TYPE_CHECKING:
     from ddflow.graph.context import Context
@@ -90,6 +91,22 @@ class Node(ABC):
     @abstractmethod
     def step(self, bound: np.ndarray) -> None:
         """Retire the work that is complete under ``bound``; keep the rest."""
+
+    def run_step(self, bound: np.ndarray) -> None:
+        """:meth:`step`, with a schema or overflow error that does not name this operator renamed to name it.
+
+        Errors like "a sum of diffs does not fit in int64" come from shared
+        code (consolidation, merges, a user's reduce); the scheduler calls
+        this so the user learns which operator met them.
+        """
+        try:
+            self.step(bound)
+        except SchemaError as e:
+            if repr(self.name) in str(e):
+                raise
+            raise SchemaError(f"operator {self.name!r}: {e}") from e
+        except OverflowError as e:
+            raise SchemaError(f"operator {self.name!r}: a value does not fit in int64 ({e})") from e
 
     def work_times(self) -> Iterable[np.ndarray]:
         """Times (in this node's scope) of work not yet retired: queued input and pending times."""

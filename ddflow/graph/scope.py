@@ -264,7 +264,7 @@ class Scheduler:
 
     def step_node(self, node: Node, bound: np.ndarray) -> None:
         """Step one node."""
-        node.step(bound)
+        node.run_step(bound)
 
     def send(self, position: int, node: Node) -> tuple[int, int]:
         """Ship what ``node`` produced for other workers; returns what to wait on."""

@@ -101,7 +101,7 @@ class Capture:
         kinds = node.kinds
         if not node.parts:
             return Updates.empty(kinds or (), node.depth)
-        u = consolidate(Updates.concat(node.parts))
+        u = consolidate(Updates.concat(node.parts), where=f"capture {self.name!r}")
         node.parts = [u]
         return u
 
@@ -207,7 +207,7 @@ class Capture:
         u = self.updates()
         t = as_time(time, u.depth)
         sel = u.take(np.flatnonzero(np.all(u.times <= t, axis=1)))
-        acc = consolidate(sel.with_times(np.zeros_like(sel.times)))
+        acc = consolidate(sel.with_times(np.zeros_like(sel.times)), where=f"capture {self.name!r} at time {time}")
         return {row: d for row, _, d in self._rows(acc)}
 
 

@@ -146,7 +146,7 @@ class WorkerRuntime(Scheduler):
         self.slot[2 * self.me] = self.nid[id(m)] + 1
         self.slot[2 * self.me + 1] = 1
         t0 = time.perf_counter()
-        m.step(bound)
+        m.run_step(bound)
         self._last_work = time.perf_counter()
         self.stats["busy_s"] += self._last_work - t0
         self.by_node[m.name] += self._last_work - t0
