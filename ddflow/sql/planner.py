@@ -6,6 +6,12 @@ unnamed select items get names), then translated node by node into
 :mod:`ddflow.plan.ir`.  A construct outside what is supported is a
 :class:`~ddflow.errors.SchemaError` that names it and quotes it.
 
+Why this module is long: it is one translator, a method per SQL construct
+(FROM and joins, WHERE with its subqueries, GROUP BY, windows, LIMIT,
+set operations, WITH RECURSIVE, and every expression form), each a few
+lines that read sqlglot's node and build the IR; splitting it would
+scatter one recursive descent over several files.
+
 >>> from ddflow.base.schema import Schema
 >>> rel = plan_sql("SELECT cust, SUM(amount) AS total FROM orders GROUP BY cust",
 ...                {"orders": Schema.of({"cust": "string", "amount": "bigint"})})
