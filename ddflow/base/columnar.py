@@ -26,6 +26,21 @@ def ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return np.repeat(starts - csum + lens, lens) + np.arange(total, dtype=np.int64)
 
 
+def wrapping_products(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(x * y, wrapped)`` for int64 arrays: the products as numpy wraps them, and where one left int64.  O(n).
+
+    >>> p, wrapped = wrapping_products(np.array([3, 2**62]), np.array([4, 2]))
+    >>> int(p[0]), wrapped.tolist()
+    (12, [False, True])
+    """
+    with np.errstate(over="ignore"):
+        p = x * y
+        nz = x != 0
+        # p // x recovers y unless the product wrapped; MIN // -1 wraps itself, so that case is named.
+        wrapped = nz & ((p // np.where(nz, x, 1) != y) | ((x == -1) & (y == np.iinfo(np.int64).min)))
+    return p, wrapped
+
+
 def group_by_index(idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Order and bounds grouping positions by ``idx`` in ``range(n)``.  O(len(idx) + n), one compiled pass.
 

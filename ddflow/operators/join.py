@@ -6,13 +6,14 @@ updates is counted exactly once, at the join of its two times with the
 product of its diffs.  A batch meets a trace in one compiled pass per
 trie batch of the trace (the trace seek kernel over the batch's keys as
 they are: a binary search per run of equal keys, then every pair), and
-two batches meet by ``searchsorted`` ranges.  A product of diffs past int64 is an error, never a wrapped count.
+two batches meet by ``searchsorted`` ranges.  A product of diffs past
+int64 is an error, never a wrapped count.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.columnar import ranges
+from ddflow.base.columnar import ranges, wrapping_products
 from ddflow.base.consolidate import consolidate
 from ddflow.base.kernels import kernels
 from ddflow.base.updates import Updates
@@ -48,14 +49,12 @@ def join_updates(a: Updates, b: Updates, where: str = "join") -> Updates:
 
 def _products(x: np.ndarray, y: np.ndarray, where: str) -> np.ndarray:
     """``x * y`` elementwise; a product past int64 is a SchemaError naming ``where``.  O(n)."""
-    p = x * y
     root = 3037000499  # floor(sqrt(2**63 - 1)): smaller factors cannot overflow
-    if len(p) and (((x > root) | (x < -root)).any() or ((y > root) | (y < -root)).any()):
-        nz = x != 0
-        with np.errstate(over="ignore"):  # MIN // -1 wraps: that case is tested on its own
-            wrapped = p // np.where(nz, x, 1) != y
-        if (nz & (wrapped | ((x == -1) & (y == np.iinfo(np.int64).min)))).any():
-            raise SchemaError(f"{where}: a product of diffs does not fit in int64")
+    if not len(x) or not (((x > root) | (x < -root)).any() or ((y > root) | (y < -root)).any()):
+        return x * y
+    p, wrapped = wrapping_products(x, y)
+    if wrapped.any():
+        raise SchemaError(f"{where}: a product of diffs does not fit in int64")
     return p
 
 

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ddflow.base.columnar import wrapping_products
 from ddflow.base.schema import KIND, NULL_VALUE
 from ddflow.errors import SchemaError
 
@@ -125,17 +126,21 @@ OPS = BINARY | {"neg", "not", "is_null", "is_not_null", "coalesce", "case", "cas
                 "substring", "length", "abs"}
 
 
-def _as_type(vals: np.ndarray, typ: str) -> np.ndarray:
-    if typ == "bigint":
-        return vals.astype(np.int64, copy=False)
-    if typ == "double":
-        return vals.astype(np.float64, copy=False)
-    if typ == "boolean":
-        return vals.astype(bool, copy=False)
-    return vals.astype(object, copy=False)
+#: The numpy dtype of each SQL type's values in evaluation (any other type: Python objects).
+DTYPES = {"bigint": np.int64, "double": np.float64, "boolean": bool}
 
 
-def _filled(vals: np.ndarray, null: np.ndarray, typ: str) -> np.ndarray:
+def as_type(vals: np.ndarray, typ: str) -> np.ndarray:
+    """``vals`` as the numpy dtype of SQL type ``typ`` (no copy when it already is)."""
+    return vals.astype(DTYPES.get(typ, object), copy=False)
+
+
+def null_values(typ: str, n: int) -> np.ndarray:
+    """``n`` value fields of NULLs of SQL type ``typ``: its canonical value (0, 0.0, False or None)."""
+    return np.full(n, NULL_VALUE[KIND[typ]], dtype=DTYPES.get(typ, object))
+
+
+def filled(vals: np.ndarray, null: np.ndarray, typ: str) -> np.ndarray:
     """``vals`` with every NULL position holding the type's canonical value."""
     if not null.any():
         return vals
@@ -155,7 +160,7 @@ def _from_arrow(a: pa.Array, typ: str) -> Column:
         vals = np.array(a.to_pylist(), dtype=object)
     else:
         vals = a.fill_null(NULL_VALUE[KIND[typ]]).to_numpy(zero_copy_only=False)
-    return _filled(_as_type(vals, typ), null, typ), null
+    return filled(as_type(vals, typ), null, typ), null
 
 
 def _checked_int(op: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -168,9 +173,7 @@ def _checked_int(op: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
             r = x - y
             bad = ((x >= 0) & (y < 0) & (r < 0)) | ((x < 0) & (y > 0) & (r >= 0))
         else:
-            r = x * y
-            nz = x != 0
-            bad = nz & ((r // np.where(nz, x, 1) != y) | ((x == -1) & (y == np.iinfo(np.int64).min)))
+            r, bad = wrapping_products(x, y)
     if bad.any():
         raise SchemaError(f"integer overflow in {op}: a result does not fit in bigint")
     return r
@@ -184,8 +187,8 @@ def evaluate(e: Expr, cols: Sequence[Column]) -> Column:
     if isinstance(e, Lit):
         typ = e.type if e.type != "null" else "bigint"
         if e.value is None:
-            return _filled(np.zeros(n, dtype=object if KIND[typ] == "o" else _as_type(np.zeros(0), typ).dtype), np.ones(n, bool), typ), np.ones(n, dtype=bool)
-        vals = np.empty(n, dtype=object) if KIND[typ] == "o" else np.zeros(n, dtype=_as_type(np.zeros(0), typ).dtype)
+            return null_values(typ, n), np.ones(n, dtype=bool)
+        vals = np.empty(n, dtype=DTYPES.get(typ, object))
         vals[:] = e.value
         return vals, np.zeros(n, dtype=bool)
     assert isinstance(e, Call)
@@ -193,23 +196,23 @@ def evaluate(e: Expr, cols: Sequence[Column]) -> Column:
     if op == "case":  # args: cond1, val1, cond2, val2, ..., else
         *pairs, other = e.args
         vals, null = evaluate(other, cols)
-        vals, null = _as_type(vals, e.type).copy(), null.copy()
+        vals, null = as_type(vals, e.type).copy(), null.copy()
         done = np.zeros(n, dtype=bool)
         for i in range(0, len(pairs), 2):
             cv, cn = evaluate(pairs[i], cols)
             hit = ~done & ~cn & cv.astype(bool)
             v, vn = evaluate(pairs[i + 1], cols)
-            vals[hit] = _as_type(v, e.type)[hit]
+            vals[hit] = as_type(v, e.type)[hit]
             null[hit] = vn[hit]
             done |= hit
-        return _filled(vals, null, e.type), null
+        return filled(vals, null, e.type), null
     if op == "coalesce":
         vals, null = evaluate(e.args[0], cols)
-        vals, null = _as_type(vals, e.type).copy(), null.copy()
+        vals, null = as_type(vals, e.type).copy(), null.copy()
         for a in e.args[1:]:
             v, vn = evaluate(a, cols)
             take = null & ~vn
-            vals[take] = _as_type(v, e.type)[take]
+            vals[take] = as_type(v, e.type)[take]
             null &= vn
         return vals, null
     args = [evaluate(a, cols) for a in e.args]
@@ -237,16 +240,16 @@ def evaluate(e: Expr, cols: Sequence[Column]) -> Column:
     if op in ("+", "-", "*", "/", "%", "neg", "abs"):
         if op == "neg":
             (a, _), = args
-            a = _as_type(a, e.type)
+            a = as_type(a, e.type)
             if e.type == "bigint" and (a[ok] == np.iinfo(np.int64).min).any():
                 raise SchemaError("integer overflow in negation: a result does not fit in bigint")
-            return _filled(-a, null, e.type), null
+            return filled(-a, null, e.type), null
         if op == "abs":
             (a, _), = args
-            a = _as_type(a, e.type)
+            a = as_type(a, e.type)
             if e.type == "bigint" and (a[ok] == np.iinfo(np.int64).min).any():
                 raise SchemaError("integer overflow in abs: a result does not fit in bigint")
-            return _filled(np.abs(a), null, e.type), null
+            return filled(np.abs(a), null, e.type), null
         (a, _), (b, _) = args
         if op == "/" or e.type == "double":
             a, b = a.astype(np.float64), b.astype(np.float64)
@@ -259,14 +262,14 @@ def evaluate(e: Expr, cols: Sequence[Column]) -> Column:
             b = np.where(ok, b, 1)
             with np.errstate(all="ignore"):
                 r = a / b if op == "/" else np.fmod(a, b)  # SQL's remainder takes the dividend's sign
-            return _filled(r.astype(np.float64 if op == "/" else r.dtype), null, e.type), null
+            return filled(r.astype(np.float64 if op == "/" else r.dtype), null, e.type), null
         if e.type == "bigint":
             r = np.zeros(n, dtype=np.int64)
             r[ok] = _checked_int(op, a[ok], b[ok])
             return r, null
         with np.errstate(all="ignore"):
             r = a + b if op == "+" else (a - b if op == "-" else a * b)
-        return _filled(r, null, e.type), null
+        return filled(r, null, e.type), null
     if op in ("=", "<>", "<", "<=", ">", ">="):
         (a, _), (b, _) = args
         out = np.zeros(n, dtype=bool)
@@ -282,7 +285,7 @@ def evaluate(e: Expr, cols: Sequence[Column]) -> Column:
         (a, an), = args
         return _cast(a, an, e.args[0].type, e.type)
     # Strings, through Arrow.
-    arrs = [_arrow(_as_type(v, a.type) if a.type != "null" else v.astype(object), vn) for (v, vn), a in zip(args, e.args)]
+    arrs = [_arrow(as_type(v, a.type) if a.type != "null" else v.astype(object), vn) for (v, vn), a in zip(args, e.args)]
     if op == "concat":
         out = pc.binary_join_element_wise(*arrs, "", null_handling="emit_null")
     elif op == "lower":
@@ -352,15 +355,16 @@ def _parsed(a: np.ndarray, an: np.ndarray, pattern: str, to: pa.DataType) -> Col
         raise SchemaError(f"CAST to {to}: {err}") from None
     vals = good.to_numpy(zero_copy_only=False)
     null = an | ~ok.to_numpy(zero_copy_only=False).astype(bool)
-    return _filled(vals, null, "bigint" if pa.types.is_integer(to) else "double"), null
+    return filled(vals, null, "bigint" if pa.types.is_integer(to) else "double"), null
 
 
 def _cast(a: np.ndarray, an: np.ndarray, src: str, dst: str) -> Column:
     """CAST with Spark's non-ANSI rules: a string that does not parse is NULL; doubles truncate to bigint."""
     n = len(a)
-    if src == dst or src == "null":
-        return (_as_type(a, dst) if src != "null" else _filled(np.zeros(n, dtype=object if KIND[dst] == "o" else
-                _as_type(np.zeros(0), dst).dtype), an, dst)), an
+    if src == "null":  # a NULL literal: NULLs of the target type
+        return null_values(dst, n), an
+    if src == dst:
+        return as_type(a, dst), an
     null = an.copy()
     if dst == "string":
         if src == "boolean":
@@ -369,11 +373,11 @@ def _cast(a: np.ndarray, an: np.ndarray, src: str, dst: str) -> Column:
             vals = _from_arrow(pc.cast(pa.array(a.tolist(), mask=an), pa.string()), "string")[0]
         else:
             vals = _from_arrow(pc.cast(pa.array(a, mask=an), pa.string()), "string")[0]
-        return _filled(vals, null, "string"), null
+        return filled(vals, null, "string"), null
     if dst == "double":
         if src == "string":
             return _parsed(a, an, _FLOAT_TEXT, pa.float64())
-        return _filled(a.astype(np.float64), null, "double"), null
+        return filled(a.astype(np.float64), null, "double"), null
     if dst == "bigint":
         if src == "double":
             bad = ~an & ~np.isfinite(a)
@@ -381,10 +385,10 @@ def _cast(a: np.ndarray, an: np.ndarray, src: str, dst: str) -> Column:
             if big.any():
                 raise SchemaError("CAST to bigint: a double does not fit in bigint")
             null |= bad
-            return _filled(np.trunc(np.where(null, 0, a)).astype(np.int64), null, "bigint"), null
+            return filled(np.trunc(np.where(null, 0, a)).astype(np.int64), null, "bigint"), null
         if src == "string":
             return _parsed(a, an, _INT_TEXT, pa.int64())
-        return _filled(a.astype(np.int64), null, "bigint"), null
+        return filled(a.astype(np.int64), null, "bigint"), null
     if dst == "boolean":
         if src == "string":
             low = pc.utf8_lower(pc.utf8_trim_whitespace(_arrow(a.astype(object), an)))
@@ -392,5 +396,5 @@ def _cast(a: np.ndarray, an: np.ndarray, src: str, dst: str) -> Column:
             f = pc.fill_null(pc.is_in(low, pa.array(["false", "f", "no", "n", "0"])), False).to_numpy(zero_copy_only=False)
             null |= ~(t | f)
             return t.astype(bool), null
-        return _filled(a.astype(np.float64) != 0, null, "boolean"), null
+        return filled(a.astype(np.float64) != 0, null, "boolean"), null
     raise SchemaError(f"CAST from {src} to {dst} is not supported")

@@ -27,7 +27,7 @@ import numpy as np
 
 from ddflow.base.schema import KIND, NULL_VALUE, Schema
 from ddflow.errors import SchemaError
-from ddflow.plan.expr import Col, Column, Expr, _as_type, evaluate
+from ddflow.plan.expr import Call, Col, Column, Expr, as_type, evaluate, filled, null_values
 from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, Order, Project, RecRef, Recursive, Rel, Scan,
                             SemiJoin, SetOp, TopK, Union)
 from ddflow.plan.partition import partitioned_by
@@ -57,12 +57,8 @@ def stored(cols: list[Column], types: tuple[str, ...], n: int | None = None) -> 
     mask = np.zeros(n, dtype=np.int64)
     out = []
     for j, ((vals, null), typ) in enumerate(zip(cols, types)):
-        vals = _as_type(vals, typ)
-        if null.any():
-            vals = vals.copy()
-            vals[null] = NULL_VALUE[KIND[typ]]
-            mask |= null.astype(np.int64) << j
-        out.append(vals)
+        out.append(filled(as_type(vals, typ), null, typ))
+        mask |= null.astype(np.int64) << j
     out.append(mask)
     return tuple(out)
 
@@ -179,22 +175,21 @@ class Lowering:
     def _semijoin(self, rel: SemiJoin) -> "Collection":
         n = len(rel.left.schema) + 1
         lk, rk = _aligned_keys(rel.left_keys, rel.right_keys)
-        keyed = self._keyed_all(rel.left, lk)
-        ok = keyed.filter_columns(lambda *cols: cols[-1]).project(*range(n + 1))
-        right = self._keyed_all(rel.right, rk)
-        keys = right.filter_columns(lambda *cols: cols[-1]).project(0).distinct()
         if not rel.anti:
-            return ok.semijoin(keys).project(*range(1, n + 1))
-        missing = ok.antijoin(keys).project(*range(1, n + 1))
-        null_key = keyed.filter_columns(lambda *cols: ~cols[-1]).project(*range(1, n + 1))
+            keys = self._keyed(rel.right, rk).project(0).distinct()
+            return self._keyed(rel.left, lk).semijoin(keys).project(*range(1, n + 1))
         if not rel.null_aware:
-            return missing.concat(null_key)
+            return self._unmatched_by_key(rel.left, lk, rel.right, rk)
         # NOT IN: nothing survives a NULL in the subquery; a NULL key survives only an empty subquery.
+        keys = self._keyed(rel.right, rk).project(0).distinct()
+        missing = self._keyed(rel.left, lk).antijoin(keys).project(*range(1, n + 1))
+        null_key = self._null_keyed(rel.left, lk)
+
         def flag(coll: "Collection") -> "Collection":
             return coll.map_columns(lambda *cols: (np.zeros(len(cols[0]), dtype=np.int64),)).distinct()
 
-        right_null = flag(right.filter_columns(lambda *cols: ~cols[-1]))
-        right_any = flag(right)
+        right_null = flag(self._null_keyed(rel.right, rk))
+        right_any = flag(self.lower(rel.right))
 
         def under_zero(coll: "Collection") -> "Collection":
             return coll.map_columns(lambda *cols: (np.zeros(len(cols[0]), dtype=np.int64), *cols))
@@ -266,25 +261,35 @@ class Lowering:
         occurs among the inner join's rows (columns ``offset`` on): an
         antijoin by the whole row.
         """
-        schema = side.schema
-        n = len(schema)
         if not residual:
-            keyed = self._keyed_all(side, keys)
-            ok = keyed.filter_columns(lambda *cols: cols[-1]).project(*range(n + 2))
-            missing = ok.antijoin(self._keyed(other, other_keys).project(0).distinct()).project(*range(1, n + 2))
-            null_key = keyed.filter_columns(lambda *cols: ~cols[-1]).project(*range(1, n + 2))
-            return missing.concat(null_key)
+            return self._unmatched_by_key(side, keys, other, other_keys)
+        n = len(side.schema)
         whole = self.lower(side).map_columns(_row_key)
-        width = n + 1
-        inner_mask_shift = offset
 
         def side_of_inner(*cols):
             mask = np.asarray(cols[-1], dtype=np.int64)
             mine = cols[offset: offset + n]
-            return _row_key(*mine, (mask >> inner_mask_shift) & ((1 << n) - 1))
+            return _row_key(*mine, (mask >> offset) & ((1 << n) - 1))
 
         matched = inner.map_columns(side_of_inner).project(0).distinct()
-        return whole.antijoin(matched).project(*range(1, width + 1))
+        return whole.antijoin(matched).project(*range(1, n + 2))
+
+    def _unmatched_by_key(self, side: Rel, keys: tuple[Expr, ...], other: Rel,
+                          other_keys: tuple[Expr, ...]) -> "Collection":
+        """Rows of ``side`` (stored layout) whose key is NULL or absent from ``other``: an antijoin by key.
+
+        It reads the same keyed form, and so the same arrangement, as a join
+        of ``side`` on those keys.
+        """
+        n = len(side.schema) + 1
+        present = self._keyed(other, other_keys).project(0).distinct()
+        missing = self._keyed(side, keys).antijoin(present).project(*range(1, n + 1))
+        return missing.concat(self._null_keyed(side, keys))
+
+    def _null_keyed(self, rel: Rel, keys: tuple[Expr, ...]) -> "Collection":
+        """Rows of ``rel`` (stored layout) whose key has a NULL: they match nothing."""
+        n = len(rel.schema) + 1
+        return self._keyed_all(rel, keys).filter_columns(lambda *cols: ~cols[-1]).project(*range(1, n + 1))
 
     def _keyed_all(self, rel: Rel, keys: tuple[Expr, ...]) -> "Collection":
         """``(key, *stored row, key_ok)`` for every row: ``key_ok`` is False where the key has a NULL."""
@@ -366,7 +371,7 @@ def _padded(ls: Schema, rs: Schema, pad_right: bool) -> Callable:
         n = len(cols[0])
         mine, mask = cols[:-1], np.asarray(cols[-1], dtype=np.int64)
         other = rs if pad_right else ls
-        nulls = tuple(_null_column(t, n) for t in other.types)
+        nulls = tuple(null_values(t, n) for t in other.types)
         if pad_right:
             return (*mine, *nulls, mask | (((1 << nr) - 1) << nl))
         return (*nulls, *mine, ((1 << nl) - 1) | (mask << nl))
@@ -374,17 +379,8 @@ def _padded(ls: Schema, rs: Schema, pad_right: bool) -> Callable:
     return pad
 
 
-def _null_column(typ: str, n: int) -> np.ndarray:
-    kind = KIND[typ]
-    if kind == "o":
-        return np.full(n, None, dtype=object)
-    return np.full(n, NULL_VALUE[kind], dtype={"i": np.int64, "f": np.float64, "b": bool}[kind])
-
-
 def _aligned_keys(left: tuple[Expr, ...], right: tuple[Expr, ...]) -> tuple[tuple[Expr, ...], tuple[Expr, ...]]:
     """Keys of bigint on one side and double on the other compared as doubles."""
-    from ddflow.plan.expr import Call
-
     lk, rk = [], []
     for a, b in zip(left, right):
         if a.type != b.type and {a.type, b.type} <= {"bigint", "double"}:
@@ -393,6 +389,23 @@ def _aligned_keys(left: tuple[Expr, ...], right: tuple[Expr, ...]) -> tuple[tupl
         lk.append(a)
         rk.append(b)
     return tuple(lk), tuple(rk)
+
+
+def _groups(key, vals: list[tuple[tuple, int]], k: int) -> dict[tuple, list[tuple[tuple, int]]]:
+    """A reduce key's rows split by their first ``k`` columns, NULL bits included: ``{group: [(row, mult)]}``.
+
+    The reduce is keyed by the first column alone, so rows of several
+    groups (and a NULL beside its canonical value) share a key.  A row is
+    ``(key, *value)``, or the value alone when ``k`` is 0 (the key is a
+    constant then).  Rows with a multiplicity of 0 or less are left out.
+    """
+    groups: dict[tuple, list] = {}
+    for v, m in vals:
+        if m <= 0:
+            continue
+        row = (key, *v) if k else v
+        groups.setdefault(row[:k] + (row[-1] & ((1 << k) - 1),), []).append((row, m))
+    return groups
 
 
 def _aggregate_logic(k: int, aggs: tuple[Agg, ...], arg_pos: list[int | None],
@@ -405,16 +418,8 @@ def _aggregate_logic(k: int, aggs: tuple[Agg, ...], arg_pos: list[int | None],
     """
 
     def aggregate(key, vals):
-        groups: dict[tuple, list] = {}
-        for v, m in vals:
-            if m <= 0:
-                continue
-            row = (key, *v) if k else v
-            mask = row[-1]
-            gkey = row[:k] + (mask & ((1 << k) - 1),)
-            groups.setdefault(gkey, []).append((row, m))
         out = []
-        for gkey, rows in groups.items():
+        for gkey, rows in _groups(key, vals, k).items():
             gmask = gkey[-1]
             results, rmask = [], gmask
             for j, (a, p) in enumerate(zip(aggs, arg_pos)):
@@ -456,15 +461,8 @@ def _topk_logic(npart: int, order: tuple[Order, ...], nrow: int, limit: int | No
         return (ka > kb) - (ka < kb)
 
     def ranked(key, vals):
-        parts: dict[tuple, list] = {}
-        for v, m in vals:
-            if m <= 0:
-                continue
-            row = (key, *v) if npart else v
-            pkey = row[:npart] + (row[-1] & ((1 << npart) - 1),)
-            parts.setdefault(pkey, []).append((row, m))
         out = []
-        for pkey, rows in parts.items():
+        for rows in _groups(key, vals, npart).values():
             rows.sort(key=functools.cmp_to_key(lambda a, b: tiebreak(a[0], b[0])))
             number, dense, prev = 0, 0, None
             for row, m in rows:
