@@ -6,9 +6,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ddflow.base.interner import Interner
-from ddflow.base.schema import Schema
+from ddflow.base.schema import ARROW, KIND, NULL_VALUE, Schema
 from ddflow.base.updates import check_diffs, from_arrow, from_rows
 from ddflow.collection import Collection
 from ddflow.errors import DataflowError, FrontierError, SchemaError, UsageError
@@ -172,12 +173,12 @@ class InputHandle:
                 cols[name] = col  # NULL stays None: the stored value of a NULL object
             else:
                 try:
-                    col = col.cast({"bigint": pa.int64(), "double": pa.float64(), "boolean": pa.bool_()}[typ])
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+                    col = col.cast(ARROW[typ])
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:  # Arrow's error for a cast it lacks
                     raise SchemaError(f"{where}: column {name!r} is {typ}: {err}") from None
                 null = col.is_null().to_numpy(zero_copy_only=False).astype(bool)
-                filled = col.fill_null({"bigint": 0, "double": 0.0, "boolean": False}[typ])
-                if typ == "double" and pa.compute.any(pa.compute.is_nan(filled)).as_py():
+                filled = col.fill_null(NULL_VALUE[KIND[typ]])
+                if typ == "double" and pc.any(pc.is_nan(filled)).as_py():
                     raise SchemaError(f"{where}: column {name!r} got NaN; use None for a missing value")
                 cols[name] = filled
             mask |= null.astype(np.int64) << j
@@ -202,14 +203,13 @@ class InputHandle:
 
 def _times_for(times: Any, n: int, where: str = "collection") -> np.ndarray:
     """Times as int64; integers past int64 (or below 0) are a FrontierError, never wrapped."""
-    if isinstance(times, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in times):
-        bad = [v for v in times if not 0 <= v <= MAX_TIME]
+    t = np.asarray(times)
+    # Python ints (a list, or numpy's object array for those past int64) are checked before numpy converts them.
+    plain = list(times) if isinstance(times, (list, tuple)) else (t.ravel().tolist() if t.dtype == object else [])
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in plain):
+        bad = [v for v in plain if not 0 <= v <= MAX_TIME]
         if bad:
             raise FrontierError(f"{where}: time {bad[0]} is outside the data times 0..{MAX_TIME}")
-    t = np.asarray(times)
-    if t.dtype == object and all(isinstance(v, int) and not isinstance(v, bool) for v in t.ravel().tolist()):
-        bad = next(v for v in t.ravel().tolist() if not 0 <= v <= MAX_TIME)
-        raise FrontierError(f"{where}: time {bad} is outside the data times 0..{MAX_TIME}")
     if t.dtype.kind not in "iu":
         raise SchemaError(f"{where}: times must be integers, got {t.dtype}")
     if t.dtype.kind == "u" and t.size and int(t.max()) > MAX_TIME:
