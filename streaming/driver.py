@@ -334,28 +334,19 @@ class StreamingDataflow:
             if rows.num_rows == 0:
                 continue
             times = rows.column("time").to_numpy()
-            too_far = times > MAX_TIME
-            if too_far.any():  # the frontier after such a time would not fit in int64
-                dead.append(dead_letters(spec.name, f"time past the largest data time {MAX_TIME}",
-                                         rows.filter(pa.array(too_far))))
-                rows = rows.filter(pa.array(~too_far))
-                times = times[~too_far]
+            # Times no frontier can follow, times too far ahead, late times: dead letters, each with its reason.
+            rows, times = _divert(rows, times, times > MAX_TIME, spec.name,
+                                  f"time past the largest data time {MAX_TIME}", dead)
             if self.max_time_ahead is not None and len(times):
                 base = flow.frontier if flow.frontier > 0 else int(times.min())
-                ahead = times > base + self.max_time_ahead
-                if ahead.any():
-                    dead.append(dead_letters(spec.name, f"time more than {self.max_time_ahead} past the frontier "
-                                             f"{flow.frontier} (maxTimeAhead)", rows.filter(pa.array(ahead))))
-                    rows = rows.filter(pa.array(~ahead))
-                    times = times[~ahead]
+                rows, times = _divert(rows, times, times > base + self.max_time_ahead, spec.name,
+                                      f"time more than {self.max_time_ahead} past the frontier {flow.frontier} "
+                                      "(maxTimeAhead)", dead)
             late = times < flow.frontier
-            if late.any():
-                if spec.late == "error":
-                    raise ddflow.FrontierError(f"input {spec.name!r}: {int(late.sum())} updates in batch {batch_id} are "
-                                               f"before the frontier {flow.frontier}")
-                dead.append(dead_letters(spec.name, f"time before the frontier {flow.frontier}",
-                                         rows.filter(pa.array(late))))
-                rows = rows.filter(pa.array(~late))
+            if late.any() and spec.late == "error":
+                raise ddflow.FrontierError(f"input {spec.name!r}: {int(late.sum())} updates in batch {batch_id} are "
+                                           f"before the frontier {flow.frontier}")
+            rows, times = _divert(rows, times, late, spec.name, f"time before the frontier {flow.frontier}", dead)
             rows = rows.select(spec.fields + ["time", "diff"])
             if rows.num_rows:
                 self._feed(spec.name, rows)
@@ -420,6 +411,15 @@ class StreamingDataflow:
         fields = [c for c in rows.column_names if c not in ("time", "diff")]
         self._handles[name].update(rows.select(fields), times=rows.column("time").to_numpy(),
                                    diffs=rows.column("diff").to_numpy())
+
+
+def _divert(rows: pa.Table, times: Any, bad: Any, name: str, reason: str,
+            dead: list[pa.Table]) -> tuple[pa.Table, Any]:
+    """``rows`` and their ``times`` without the ``bad`` ones, which join ``dead`` as dead letters with ``reason``."""
+    if not bad.any():
+        return rows, times
+    dead.append(dead_letters(name, reason, rows.filter(pa.array(bad))))
+    return rows.filter(pa.array(~bad)), times[~bad]
 
 
 def _no_output(names: list[str] | None) -> pa.Table:
