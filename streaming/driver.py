@@ -40,7 +40,8 @@ from ddflow.dataflow import MAX_TIME
 from ddflow.operators.capture import sql_table
 from ddflow.streaming.parse import InputSpec, dead_letters, parse_input
 from ddflow.streaming.sinks import Sink
-from ddflow.streaming.state import StateStore
+from ddflow.graph.scope import IterativeScope
+from ddflow.streaming.state import StateStore, check_first_batch, check_spark_commits, refuse_negative
 
 __all__ = ["Build", "Metrics", "OutputSpec", "StreamingDataflow"]
 
@@ -95,9 +96,13 @@ class StreamingDataflow:
         self._handles: Mapping[str, ddflow.InputHandle] = {}
         self._captures: dict[str, ddflow.Capture] = {}
         self._store: StateStore | None = None
-        # Test hook (crash tests only): ``_fault(point, batch_id)`` is called at "before_output",
-        # "before_state" and "after_state" (the end of foreachBatch, before Spark commits) of
-        # every processed batch, e.g. to ``os._exit`` there.  None in normal use.
+        self.checkpoint_location: str | None = None  # Spark's, once ``start`` knows it: cross-checked at open
+        self._first_batch = False  # the next batch is the first since open: Spark's batch id is cross-checked
+        # Test hook (crash tests only): ``_fault(point, batch_id)`` is called at "restore" (state fed
+        # back, not yet run; the manifest's batch id), and in every processed batch at "before_output",
+        # "mid_output" (after the first sink's write), "before_state", "in_snapshot" (the manifest names
+        # a new snapshot, older files not yet deleted) and "after_state" (the end of foreachBatch, before
+        # Spark commits), e.g. to kill the process group there.  None in normal use.
         self._fault: Callable[[str, int], None] | None = None
 
     # -- builder ------------------------------------------------------------------
@@ -254,6 +259,7 @@ class StreamingDataflow:
         """
         if self.state_path is None:
             self.state_path = checkpointLocation.rstrip("/") + "/ddflow-state"
+        self.checkpoint_location = checkpointLocation
         self.open()
         w = df.writeStream.foreachBatch(self.process_batch).option("checkpointLocation", checkpointLocation)
         if trigger:
@@ -295,10 +301,19 @@ class StreamingDataflow:
         self._flow, self._handles = flow, handles
         if self.state_path is not None:
             self._store = StateStore(self.state_path, self.snapshot_every)
+            if self._fault is not None:
+                self._store.fault = self._fault
             m = self._store.manifest
+            if self.checkpoint_location is not None:
+                check_spark_commits(self.checkpoint_location, self.state_path, m.batch_id)
+            self._first_batch = True
             if m.batch_id >= 0:
-                for name, t in self._store.read_all().items():
+                logged = self._store.verify()
+                if _has_loops(flow):
+                    refuse_negative(logged, self.state_path)
+                for name, t in logged.items():
                     self._feed(name, t)
+                self._at("restore", m.batch_id)
                 flow.advance_to(m.frontier)
                 flow.run()
                 for cap in self._captures.values():
@@ -316,6 +331,9 @@ class StreamingDataflow:
         """One micro-batch as an Arrow table: parse, run, write the sinks, log the input (tests call it directly)."""
         flow = self.flow
         store = self._store
+        if store is not None and self._first_batch:
+            check_first_batch(batch_id, store.manifest.batch_id, self.state_path)
+            self._first_batch = False
         if store is not None and batch_id <= store.manifest.batch_id:
             self.metrics.skipped_batches += 1  # a replay of a batch whose effects are already durable
             return
@@ -378,8 +396,10 @@ class StreamingDataflow:
         t1 = time.perf_counter()
         # Order matters for exactly-once: outputs (idempotent per batch id), then state, then Spark commits.
         self._at("before_output", batch_id)
-        for name, spec in self.outputs.items():
+        for i, (name, spec) in enumerate(self.outputs.items()):
             spec.sink.write(batch_id, outputs[name])
+            if i == 0:
+                self._at("mid_output", batch_id)
         if dead:
             dl = pa.concat_tables(dead)
             self.metrics.dead_letters += dl.num_rows
@@ -420,6 +440,11 @@ def _divert(rows: pa.Table, times: Any, bad: Any, name: str, reason: str,
         return rows, times
     dead.append(dead_letters(name, reason, rows.filter(pa.array(bad))))
     return rows.filter(pa.array(~bad)), times[~bad]
+
+
+def _has_loops(flow: ddflow.Dataflow) -> bool:
+    """Whether the dataflow iterates (a loop fed negative multiplicities may never converge)."""
+    return any(isinstance(m, IterativeScope) for m in flow.top.nodes)
 
 
 def _no_output(names: list[str] | None) -> pa.Table:

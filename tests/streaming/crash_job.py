@@ -12,10 +12,12 @@ a Kafka sink (topics ``OUT-reach``, ``OUT-degree``); dead letters to
 in ``DIR/state`` (snapshot every 2 batches).  Running it again with the
 same arguments resumes the job.
 
-``--fault POINT:BATCH_ID`` kills the process with ``os._exit(CRASH_EXIT)``
-inside foreachBatch when batch ``BATCH_ID`` reaches ``POINT``, one of
-``before_output``, ``before_state``, ``after_state`` (the driver's test
-hook ``StreamingDataflow._fault``).  ``--pidfile`` receives the pid of
+``--fault POINT:BATCH_ID`` kills the job when batch ``BATCH_ID`` reaches
+``POINT`` (one of the driver's test hook points, ``StreamingDataflow._fault``:
+``restore``, ``before_output``, ``mid_output``, ``before_state``,
+``in_snapshot``, ``after_state``): with SIGKILL to its whole process group
+(driver, Spark's JVM and Python workers) when the job leads its own
+process group, else with ``os._exit(CRASH_EXIT)``.  ``--pidfile`` receives the pid of
 Spark's JVM, which outlives this process by a moment after a crash.
 
 The test imports ``run`` to make the uninterrupted reference run in its
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from typing import Any
 
@@ -72,6 +75,8 @@ def run(spark: Any, bootstrap: str, topic: str, out_prefix: str, work: str, max_
         def crash(point: str, batch_id: int) -> None:
             if (point, batch_id) == fault:
                 sys.stdout.flush()
+                if os.getpgrp() == os.getpid():  # started in its own session: SIGKILL the JVM and workers too
+                    os.killpg(os.getpgrp(), signal.SIGKILL)
                 os._exit(CRASH_EXIT)
 
         stream._fault = crash

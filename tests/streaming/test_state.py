@@ -1,0 +1,180 @@
+"""The state store checks itself: every damage to a saved state is refused by name, none restores wrong.
+
+Each test saves a real state (the driver's reachability and out-degree
+dataflow over Kafka-shaped micro-batches, a snapshot every second batch,
+so the directory holds a snapshot, a log and the manifest), damages it the
+way a disk, an operator or a bad copy would, and reopens it: the reopen
+must raise :class:`StateError` naming the damaged file, and leave the
+directory as it was.  A state that restores must go on exactly like the
+process that never stopped.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from ddflow.streaming.state import MANIFEST, Manifest, StateError, StateStore, check_spark_commits
+from tests.streaming.test_driver import fast_batches, fast_stream
+
+pytestmark = pytest.mark.timeout(60)  # a damaged restore must refuse, never hang
+
+
+@pytest.fixture
+def saved(tmp_path):
+    """A state after batches 0..2 (snapshot of 0..1, log of 2) and the batches of the whole stream."""
+    batches, _ = fast_batches(seed=5)
+    state = str(tmp_path / "state")
+    s = fast_stream(state, snapshot_every=2)
+    for b in range(3):
+        s.process_arrow(batches[b], b)
+    m = StateStore(state, 2).manifest
+    assert m.files[0].startswith("snapshot-") and m.files[1].startswith("log-")
+    return state, batches, m
+
+
+def listing(state: str) -> dict[str, bytes]:
+    return {f: open(os.path.join(state, f), "rb").read() for f in sorted(os.listdir(state))}
+
+
+def refused(state: str, names: str) -> str:
+    """Reopen ``state``: it must refuse naming ``names`` and leave every file as it was."""
+    before = listing(state)
+    with pytest.raises(StateError) as e:
+        fast_stream(state, snapshot_every=2).open()
+    assert os.path.join(state, names) in str(e.value), str(e.value)
+    assert "delete it together with Spark's checkpoint" in str(e.value)  # what the operator can do
+    assert listing(state) == before
+    return str(e.value)
+
+
+def edit_manifest(state: str, fix_checksum: bool = False, **changes) -> None:
+    p = os.path.join(state, MANIFEST)
+    raw = json.load(open(p))
+    raw.update(changes)
+    if fix_checksum:
+        fields = {k: v for k, v in raw.items() if k not in ("format", "checksum")}
+        raw["checksum"] = Manifest(**fields).digest()
+    json.dump(raw, open(p, "w"))
+
+
+def test_an_undamaged_state_restores_and_goes_on_like_the_process_that_never_stopped(saved):
+    state, batches, m = saved
+    ref = fast_stream()
+    for b, t in enumerate(batches):
+        ref.process_arrow(t, b)
+    s = fast_stream(state, snapshot_every=2)
+    s.open()
+    for b in range(3, len(batches)):
+        s.process_arrow(batches[b], b)
+        for name in ("reach", "degree"):
+            assert s.outputs[name].sink.batches[b].to_pylist() == ref.outputs[name].sink.batches[b].to_pylist()
+
+
+@pytest.mark.parametrize("damage", ["deleted", "empty", "garbage", "truncated", "format"])
+def test_a_damaged_manifest_is_refused(saved, damage):
+    state, _, _ = saved
+    p = os.path.join(state, MANIFEST)
+    text = open(p).read()
+    if damage == "deleted":
+        os.unlink(p)
+    elif damage == "format":
+        edit_manifest(state, format="ddflow-state-1")
+    else:
+        open(p, "w").write({"empty": "", "garbage": "\x00garbage{", "truncated": text[: len(text) // 2]}[damage])
+    msg = refused(state, MANIFEST)
+    if damage == "deleted":
+        assert "missing" in msg and "snapshot-" in msg
+
+
+@pytest.mark.parametrize("change", [{"frontier": +5}, {"frontier": -3}, {"batch_id": +2}, {"drop": 0}, {"drop": 1}])
+def test_an_edited_manifest_is_refused(saved, change):
+    """A shifted frontier or batch id, or a file dropped from the list: the manifest's checksum disagrees."""
+    state, _, m = saved
+    (key, delta), = change.items()
+    if key == "drop":
+        edit_manifest(state, files=[f for i, f in enumerate(m.files) if i != delta])
+    else:
+        edit_manifest(state, **{key: getattr(m, key) + delta})
+    assert "checksum" in refused(state, MANIFEST)
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["snapshot", "log"])
+@pytest.mark.parametrize("damage", ["deleted", "header-only", "cut", "bit-flip", "garbage", "swapped"])
+def test_a_damaged_log_or_snapshot_is_refused(saved, which, damage):
+    state, _, m = saved
+    fn = m.files[which]
+    p = os.path.join(state, fn)
+    data = open(p, "rb").read()
+    if damage == "deleted":
+        os.unlink(p)
+    elif damage == "header-only":
+        open(p, "wb").write(data[: data.index(b"\n") + 1])
+    elif damage == "cut":
+        open(p, "wb").write(data[:-7])
+    elif damage == "bit-flip":
+        i = len(data) * 2 // 3
+        open(p, "wb").write(data[:i] + bytes([data[i] ^ 0x10]) + data[i + 1:])
+    elif damage == "garbage":
+        open(p, "wb").write(os.urandom(len(data)))
+    else:  # the other live file's bytes under this name
+        shutil.copyfile(os.path.join(state, m.files[1 - which]), p)
+    refused(state, fn)
+
+
+def test_a_forged_manifest_that_drops_the_snapshot_is_refused_before_the_loop_runs(saved):
+    """Checksums recomputed, so every file check passes: the log alone retracts edges it never inserted.
+
+    Fed to reachability's loop those negative multiplicities never settle;
+    the restore must refuse before it runs.
+    """
+    state, _, m = saved
+    edit_manifest(state, fix_checksum=True, files=m.files[1:], checks={m.files[1]: m.checks[m.files[1]]})
+    before = listing(state)
+    with pytest.raises(StateError, match="negative multiplicity") as e:
+        fast_stream(state, snapshot_every=2).open()
+    assert "'edges'" in str(e.value) and listing(state) == before
+
+
+def test_a_manifest_deleted_while_spark_kept_its_checkpoint_is_refused_at_the_first_batch(saved):
+    """The state directory is gone, Spark goes on at batch 3: the outputs of 0..2 would be lost."""
+    state, batches, _ = saved
+    shutil.rmtree(state)
+    s = fast_stream(state, snapshot_every=2)
+    with pytest.raises(StateError, match=r"holds batches up to -1, but Spark's first micro-batch .* is 3"):
+        s.process_arrow(batches[3], 3)
+    assert s.outputs["reach"].sink.batches == {}
+
+
+def test_a_state_ahead_of_a_reset_spark_checkpoint_is_refused(saved):
+    """Spark's checkpoint was reset (batch 0 again) while ddflow's state holds 0..2: nothing may be skipped."""
+    state, batches, _ = saved
+    s = fast_stream(state, snapshot_every=2)
+    with pytest.raises(StateError, match="holds batches up to 2, but Spark's first micro-batch after the restart is 0"):
+        s.process_arrow(batches[0], 0)
+
+
+def test_the_batch_spark_had_not_committed_is_skipped_and_the_next_goes_on(saved):
+    state, batches, _ = saved
+    s = fast_stream(state, snapshot_every=2)
+    s.process_arrow(batches[2], 2)  # Spark's replay of the batch in flight
+    s.process_arrow(batches[3], 3)
+    assert s.metrics.skipped_batches == 1 and s.metrics.batches == 1
+
+
+@pytest.mark.parametrize("spark, held, ok", [(-1, -1, True), (-1, 0, True), (4, 4, True), (4, 5, True),
+                                             (4, 3, False), (4, -1, False), (4, 6, False), (-1, 1, False)])
+def test_spark_commit_log_cross_check(tmp_path, spark, held, ok):
+    """Spark's commit log (``commits/<id>`` files, as Spark writes them) against the manifest's batch id."""
+    ckpt = tmp_path / "checkpoint"
+    (ckpt / "commits").mkdir(parents=True)
+    for b in range(spark + 1):
+        (ckpt / "commits" / str(b)).write_text("v1\n{}")
+        (ckpt / "commits" / f".{b}.crc").write_text("")
+    if ok:
+        check_spark_commits(str(ckpt), str(tmp_path / "state"), held)
+    else:
+        with pytest.raises(StateError, match=str(ckpt)):
+            check_spark_commits(str(ckpt), str(tmp_path / "state"), held)
