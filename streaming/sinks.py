@@ -2,15 +2,17 @@
 
 Every sink writes per Spark batch id and is idempotent for a replayed
 batch id: files are written under a batch-id name and renamed into place
-atomically (a rewrite replaces them); Kafka records carry ``batch_id`` and
-``seq`` headers so a consumer can drop the duplicates a replay after a
-crash may produce (see ``KafkaSink``).
+atomically (a rewrite replaces them); a Kafka sink that starts (or
+retries after a failed write) reads the last record of each output
+partition and resumes a replayed batch after it, so a plain reader sees
+every change exactly once (see ``KafkaSink``).
 """
 from __future__ import annotations
 
 import json
 import os
 import tempfile
+import zlib
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -135,14 +137,26 @@ def _json_default(v: Any) -> Any:
 
 
 class KafkaSink:
-    """Output changes as JSON records on a Kafka topic.
+    """Output changes as JSON records on a Kafka topic, exactly once for any reader.
 
     Value: ``{"record": [...], "time": t, "diff": d}``; key: the record's
-    first field.  Headers ``batch_id`` and ``seq`` identify each record:
-    processing is deterministic, so a batch replayed after a crash produces
-    the same (batch_id, seq) pairs and a reader keeps the first of each
-    (``read_changes`` does).  Transactions are not used: the broker this
-    project embeds does not support them (measured; see the streaming notes).
+    first field; partition: CRC-32 of the key modulo the topic's
+    partitions (chosen here, not by the client, so a replay puts every
+    record where it went before).  Headers ``batch_id`` and ``seq`` (the
+    record's index in its batch) identify each record.
+
+    Exactly once without the reader's help: processing is deterministic,
+    so a batch replayed after a crash produces the same records in the same
+    order, and the idempotent producer appends each partition's records in
+    ``seq`` order with no duplicates, so what a crash left on a partition is
+    a prefix.  Before its first write, and after a failed one, the sink
+    reads the last record of each partition and skips every record at or
+    before that ``(batch_id, seq)``.  Cost: one read of each partition's
+    last record per restart.  The topic must be written by this sink only.
+
+    Kafka transactions are not used: the broker this project embeds (Tansu)
+    commits them but still delivers the records of an *aborted* transaction
+    to ``read_committed`` consumers (measured; see :mod:`ddflow.streaming.broker`).
     """
 
     def __init__(self, bootstrap: str, topic: str, producer_config: dict | None = None):
@@ -150,20 +164,29 @@ class KafkaSink:
         self.topic = topic
         self.config = dict(producer_config or {})
         self._producer = None
+        self._partitions: int | None = None
+        #: partition -> the (batch_id, seq) of its last record; None: not read since start or a failure.
+        self._written: dict[int, tuple[int, int]] | None = None
+        self.skipped = 0  # records of replayed batches found already written (tests, metrics)
 
     def _get(self):
         if self._producer is None:
             from confluent_kafka import Producer
 
+            from ddflow.streaming.broker import topic_partitions
+
             self._producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5,
-                                       "enable.idempotence": False, **self.config})
+                                       "enable.idempotence": True, **self.config})
+            self._partitions = len(topic_partitions(self._producer, self.topic, self.bootstrap))
         return self._producer
 
     def write(self, batch_id: int, table: pa.Table) -> None:
-        """Produce one record per change and wait for delivery; any failed delivery raises."""
+        """Produce the batch's records not yet on the topic and wait for delivery; any failed delivery raises."""
         if table.num_rows == 0:
             return
         p = self._get()
+        if self._written is None:
+            self._written = last_ids(self.bootstrap, self.topic)
         fields = [c for c in table.column_names if c not in ("time", "diff")]
         # JSON text per column, joined per record by Arrow: no Python string formatting per record.
         texts = [_json_strings(table.column(c)) for c in fields]
@@ -172,7 +195,10 @@ class KafkaSink:
             pieces += ([", "] if i else []) + [t]
         pieces += ['], "time": ', _json_strings(table.column("time")), ', "diff": ', _json_strings(table.column("diff")), "}"]
         values = pc.binary_join_element_wise(*pieces, "").cast(pa.binary()).to_pylist()
-        keys = texts[0].cast(pa.binary()).to_pylist() if texts else [None] * len(values)
+        keys = texts[0].cast(pa.binary()).to_pylist() if texts else [b""] * len(values)
+        n_parts = self._partitions
+        parts = [zlib.crc32(k) % n_parts for k in keys]
+        written = self._written
         bid = str(batch_id).encode()
         errors: list = []
 
@@ -181,10 +207,15 @@ class KafkaSink:
                 errors.append(err)
 
         produce, topic = p.produce, self.topic
-        for seq, (value, key) in enumerate(zip(values, keys)):
+        self._written = None  # until this write is known complete
+        for seq, (value, key, part) in enumerate(zip(values, keys, parts)):
+            last = written.get(part)
+            if last is not None and (batch_id, seq) <= last:
+                self.skipped += 1
+                continue
             while True:
                 try:
-                    produce(topic, value=value, key=key, on_delivery=done,
+                    produce(topic, value=value, key=key, partition=part, on_delivery=done,
                             headers=[("batch_id", bid), ("seq", str(seq).encode())])
                     break
                 except BufferError:
@@ -194,18 +225,63 @@ class KafkaSink:
         remaining = p.flush(30)
         if remaining or errors:
             raise SinkError(f"Kafka sink {self.topic!r}: {len(errors)} delivery errors, {remaining} undelivered "
-                               f"for batch {batch_id}: {errors[:3]}")
+                            f"for batch {batch_id}: {errors[:3]}")
+        self._written = {}  # complete: every later batch id is past whatever the topic holds
 
     def close(self) -> None:
-        """Flush and drop the producer (a later ``write`` makes a new one)."""
+        """Flush and drop the producer (a later ``write`` makes a new one and reads the tails again)."""
         if self._producer is not None:
             self._producer.flush(10)
             self._producer = None
+            self._written = None
 
     def __getstate__(self):
         d = dict(self.__dict__)
         d["_producer"] = None
+        d["_written"] = None
         return d
+
+
+def last_ids(bootstrap: str, topic: str, timeout: float = 30.0) -> dict[int, tuple[int, int]]:
+    """``{partition: (batch_id, seq)}`` of the last record of each non-empty partition of a KafkaSink topic.
+
+    O(partitions): reads one record per partition, from the end offset - 1.
+    """
+    import time
+
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    from ddflow.streaming.broker import consumer_config, drain_events, end_offsets
+
+    ends = {p: e for p, e in end_offsets(bootstrap, topic, timeout).items() if e > 0}
+    if not ends:
+        return {}
+    c = Consumer(consumer_config(bootstrap))
+    try:
+        c.assign([TopicPartition(topic, p, e - 1) for p, e in ends.items()])
+        out: dict[int, tuple[int, int]] = {}
+        open_parts = set(ends)
+        deadline = time.monotonic() + timeout
+        while open_parts:
+            if time.monotonic() > deadline:
+                raise SinkError(f"reading the last records of Kafka topic {topic!r} took over {timeout}s")
+            for m in drain_events(c, 0.2):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        open_parts.discard(m.partition())
+                        continue
+                    raise SinkError(f"reading the last records of Kafka topic {topic!r}: {err}")
+                h = dict(m.headers() or [])
+                try:
+                    out[m.partition()] = (int(h["batch_id"]), int(h["seq"]))
+                except (KeyError, ValueError):
+                    raise SinkError(f"Kafka topic {topic!r} partition {m.partition()} offset {m.offset()}: a "
+                                    "record without batch_id/seq headers; a KafkaSink topic must be written "
+                                    "by the sink only") from None
+        return out
+    finally:
+        c.close()
 
 
 def _json_strings(col: pa.ChunkedArray) -> pa.Array:
@@ -218,14 +294,14 @@ def _json_strings(col: pa.ChunkedArray) -> pa.Array:
 
 
 def read_changes(bootstrap: str, topic: str) -> list[dict]:
-    """Every change on a KafkaSink topic, with replayed duplicates (same batch_id, seq) dropped."""
+    """Every change on a KafkaSink topic, read plainly; a record written twice (same batch_id, seq) is an error."""
     seen = set()
     out = []
     for value, headers in read_topic(bootstrap, topic):
         hdr = dict(headers or [])
         ident = (hdr.get("batch_id"), hdr.get("seq"))
         if ident in seen:
-            continue
+            raise SinkError(f"Kafka topic {topic!r}: record batch_id={ident[0]!r} seq={ident[1]!r} is on it twice")
         seen.add(ident)
         out.append(json.loads(value))
     return out
