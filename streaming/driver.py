@@ -27,6 +27,7 @@ they never stop the query.
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -37,10 +38,11 @@ import pyarrow.compute as pc
 import ddflow
 from ddflow.base.updates import Updates
 from ddflow.dataflow import MAX_TIME
-from ddflow.operators.capture import sql_table
-from ddflow.streaming.parse import InputSpec, dead_letters, parse_input
-from ddflow.streaming.sinks import Sink
 from ddflow.graph.scope import IterativeScope
+from ddflow.operators.capture import sql_table
+from ddflow.operators.stateless import RowNode
+from ddflow.streaming.parse import DEAD_LETTER_SCHEMA, InputSpec, dead_letters, parse_input
+from ddflow.streaming.sinks import Sink
 from ddflow.streaming.state import StateStore, check_first_batch, check_spark_commits, refuse_negative
 
 __all__ = ["Build", "Metrics", "OutputSpec", "StreamingDataflow"]
@@ -108,7 +110,8 @@ class StreamingDataflow:
     # -- builder ------------------------------------------------------------------
     def input(self, name: str, fields: Sequence[str], *, format: str = "columns", time: str = "offset",
               diff: str | None = None, op: tuple[str, Mapping[Any, int]] | None = None, topic: str | None = None,
-              value_column: str = "value", late: str = "dead-letter") -> "StreamingDataflow":
+              value_column: str = "value", late: str = "dead-letter",
+              onError: str = "fail") -> "StreamingDataflow":  # noqa: N803 - PySpark's naming style
         """Feed input ``name`` (a handle ``build`` returns) from each micro-batch's rows.
 
         ``fields`` are DataFrame columns (``format="columns"``) or keys of the
@@ -117,7 +120,17 @@ class StreamingDataflow:
         ``timestamp``, or an event-time field); the diff comes from ``diff``,
         from ``op=(field, {value: diff})``, or is +1.  ``topic`` keeps only that
         topic's rows; ``late="error"`` fails the query on an update behind the
-        frontier instead of dead-lettering it::
+        frontier instead of dead-lettering it.
+
+        ``onError`` is what a row-wise function (``map``, ``filter``,
+        ``flat_map``) that raises on a record from this input does:
+        ``"fail"`` (default) fails the batch with the error, naming the
+        operator; ``"dead-letter"`` drops the update the function raised on
+        and sends it (record, time, diff, operator, traceback) to the dead
+        letters, then goes on.  A function fed by several inputs
+        dead-letters only if all of them say so.  The function is called
+        again on replay after a restart, so it must be deterministic; the
+        updates it dropped are dropped the same way again::
 
             .input("edges", ["src", "dst"], format="json", time="t", diff="diff", topic="edges")
             .input("orders", ["id", "qty"], op=("op", {"insert": 1, "delete": -1}))
@@ -126,7 +139,10 @@ class StreamingDataflow:
             raise ValueError(f"input {name!r}: format must be 'columns' or 'json', got {format!r}")
         if late not in ("dead-letter", "error"):
             raise ValueError(f"input {name!r}: late must be 'dead-letter' or 'error', got {late!r}")
-        self.inputs[name] = InputSpec(name, list(fields), format, value_column, time, diff, op, topic, late)
+        if onError not in ("fail", "dead-letter"):
+            raise ValueError(f"input {name!r}: onError must be 'fail' or 'dead-letter', got {onError!r}")
+        self.inputs[name] = InputSpec(name, list(fields), format, value_column, time, diff, op, topic, late,
+                                      on_error=onError)
         return self
 
     def table(self, name: str, schema: Mapping[str, Any], **options: Any) -> "StreamingDataflow":
@@ -299,6 +315,7 @@ class StreamingDataflow:
         self._captures = {n: outs[n].capture() for n in self.outputs}
         self._out_nodes = {n: outs[n].node for n in self.outputs}
         self._flow, self._handles = flow, handles
+        self._guarded = self._guard_functions(flow, handles)
         if self.state_path is not None:
             self._store = StateStore(self.state_path, self.snapshot_every)
             if self._fault is not None:
@@ -318,6 +335,7 @@ class StreamingDataflow:
                 flow.run()
                 for cap in self._captures.values():
                     cap.drain_updates()  # delivered before the restart
+                self._failed_rows()  # dead letters delivered before the restart, too
 
     # -- per micro-batch ---------------------------------------------------------------
     def process_batch(self, df: Any, batch_id: int) -> None:
@@ -377,6 +395,9 @@ class StreamingDataflow:
             if target > flow.frontier:
                 flow.advance_to(target)
         flow.run()
+        failed = self._failed_rows()
+        if failed is not None:
+            dead.append(failed)
         outputs = {}
         for name, spec in self.outputs.items():
             cap = self._captures[name]
@@ -422,6 +443,51 @@ class StreamingDataflow:
         self.metrics.last = stats
         if self.on_batch is not None:
             self.on_batch(batch_id, {**stats, "outputs": outputs, "input": table})
+
+    def _guard_functions(self, flow: ddflow.Dataflow,
+                         handles: Mapping[str, ddflow.InputHandle]) -> dict[RowNode, list[str]]:
+        """Set ``onError="dead-letter"`` on the row-wise functions that only such inputs feed.
+
+        Returns each such function node with the inputs upstream of it.
+        O(inputs x operators), once per open.
+        """
+        upstream: dict[RowNode, set[str]] = {}
+        for name, h in handles.items():
+            seen, todo = set(), [h.node]
+            while todo:
+                n = todo.pop()
+                if id(n) in seen:
+                    continue
+                seen.add(id(n))
+                if isinstance(n, RowNode):
+                    upstream.setdefault(n, set()).add(name)
+                todo.extend(t for t, _ in n.targets)
+        guarded = {}
+        for node, names in upstream.items():
+            if all(n in self.inputs and self.inputs[n].on_error == "dead-letter" for n in names):
+                node.on_error = "dead-letter"
+                guarded[node] = sorted(names)
+        if guarded and self.n_workers > 1:
+            raise ddflow.UsageError(f"{self.name}: onError='dead-letter' needs workers(1): the workers' "
+                                    "dead letters are not collected yet")
+        return guarded
+
+    def _failed_rows(self) -> pa.Table | None:
+        """Dead letters for the updates row-wise functions dropped since the last call (None if none)."""
+        rows = []
+        for node, names in self._guarded.items():
+            for f in node.failed:
+                value = json.dumps({"record": f["record"], "time": f["time"], "diff": f["diff"]}, default=repr)
+                rows.append({"input": ",".join(names), "value": value.encode(),
+                             "error": f"operator {f['operator']!r} raised {f['error']}\n{f['traceback']}"})
+            node.failed = []
+        if not rows:
+            return None
+        n = len(rows)
+        return pa.table({"input": [r["input"] for r in rows], "error": [r["error"] for r in rows],
+                         "topic": pa.nulls(n, pa.string()), "partition": pa.nulls(n, pa.int64()),
+                         "offset": pa.nulls(n, pa.int64()), "value": [r["value"] for r in rows]},
+                        schema=DEAD_LETTER_SCHEMA)
 
     def _at(self, point: str, batch_id: int) -> None:
         if self._fault is not None:

@@ -91,6 +91,7 @@ class InputSpec:
     topic: str | None = None  # only rows of this Kafka topic (one query, several inputs)
     late: str = "dead-letter"  # or "error"
     nullable: bool = False  # a SQL table's fields: a missing or null field is NULL, not a dead letter
+    on_error: str = "fail"  # or "dead-letter": a row-wise function raising on this input's records
 
 
 def dead_letters(input_name: str, errors: str | list[str], rows: pa.Table) -> pa.Table:

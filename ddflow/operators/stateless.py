@@ -7,6 +7,7 @@ callbacks that receive and return arrays).
 """
 from __future__ import annotations
 
+import traceback
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -20,12 +21,23 @@ from ddflow.graph.scope import Scope
 
 
 class RowNode(Node):
-    """Applies a Python function to decoded rows (map, flat_map, filter)."""
+    """Applies a Python function to decoded rows (map, flat_map, filter).
+
+    ``on_error`` says what a raising function does: ``"fail"`` (default)
+    stops the run with the error, naming the operator; ``"dead-letter"``
+    drops the update whose row made it raise and records it in
+    :attr:`failed` (row, time, diff, traceback) for the caller to take, so a
+    deterministic function drops the same updates on every replay (the
+    streaming driver's ``onError`` policy).  A flat_map's outputs for a row
+    that raises midway are all dropped, never half-applied.
+    """
 
     def __init__(self, scope: Scope, name: str, fn: Callable, mode: str):
         super().__init__(scope, name)
         self.fn = fn
         self.mode = mode
+        self.on_error = "fail"
+        self.failed: list[dict] = []
 
     def step(self, bound: np.ndarray) -> None:
         u = self.dequeue()
@@ -34,6 +46,9 @@ class RowNode(Node):
         rows = [r for r, _, _ in u.to_rows(self.ctx.interner)] if u.arity else [()] * len(u)
         fn = self.fn
         where = f"operator {self.name!r}"
+        if self.on_error == "dead-letter":
+            self._step_guarded(u, rows, where)
+            return
         try:
             if self.mode == "filter":
                 keep = np.fromiter((bool(fn(r)) for r in rows), dtype=bool, count=len(rows))
@@ -57,6 +72,32 @@ class RowNode(Node):
             return
         self.emit(from_rows(out, u.times[idx], u.diffs[idx], self.ctx.interner,
                             kinds=self._out_kinds(out), depth=u.depth, where=where))
+
+    def _step_guarded(self, u: Updates, rows: list[tuple], where: str) -> None:
+        """One row at a time: a row whose function raises is recorded in ``failed`` and dropped."""
+        fn, mode = self.fn, self.mode
+        out: list[tuple] = []
+        idx: list[int] = []
+        for i, r in enumerate(rows):
+            try:
+                if mode == "filter":
+                    if fn(r):
+                        idx.append(i)
+                    continue
+                produced = [_as_row(fn(r), where)] if mode == "map" else [_as_row(o, where) for o in fn(r)]
+            except Exception as e:  # noqa: BLE001 - the policy: any error of the user's function
+                self.failed.append({"operator": self.name, "record": r, "time": u.times[i].tolist(),
+                                    "diff": int(u.diffs[i]), "error": f"{type(e).__name__}: {e}",
+                                    "traceback": traceback.format_exc()})
+                continue
+            out.extend(produced)
+            idx.extend([i] * len(produced))
+        take = np.asarray(idx, dtype=np.int64)
+        if mode == "filter":
+            self.emit(u.take(take))
+        elif out:
+            self.emit(from_rows(out, u.times[take], u.diffs[take], self.ctx.interner,
+                                kinds=self._out_kinds(out), depth=u.depth, where=where))
 
     def _out_kinds(self, out: list[tuple]) -> tuple[str, ...] | None:
         if self.kinds is not None and len(out[0]) == len(self.kinds):

@@ -600,3 +600,58 @@ def test_reduce_sees_values_of_mixed_types_and_none_in_one_order():
     flow.advance_to(1)
     flow.run()
     assert out.contents(0) == {(1, 4, None): 1}
+
+
+@pytest.mark.parametrize("mode", ["map", "flat_map", "filter"])
+def test_row_functions_dead_letter_what_raises(mode):
+    """on_error="dead-letter": the updates whose function raised are dropped and recorded, the rest go on.
+
+    A flat_map that yields before raising contributes nothing for that row.
+    """
+    from ddflow.operators.stateless import RowNode
+
+    def fn(r):
+        if r[1] == 0:
+            if mode == "flat_map":
+                return _yield_then_raise(r)
+            raise ZeroDivisionError(f"no {r}")
+        if mode == "filter":
+            return r[0] % 2 == 0
+        return (r[0], 10 // r[1]) if mode == "map" else [(r[0],), (10 // r[1],)]
+
+    flow = ddflow.Dataflow()
+    inp, coll = flow.new_collection("in")
+    out = getattr(coll, mode)(fn).capture()
+    node = next(n for n in flow.top.nodes if isinstance(n, RowNode))
+    node.on_error = "dead-letter"
+    data = [((i, i % 3), i % 4, 1 + i % 2) for i in range(30)]
+    for r, t, d in data:
+        inp.update([r], times=t, diffs=d)
+    flow.advance_to(4)
+    flow.run()
+    want: dict = {}
+    for r, t, d in data:
+        if r[1] == 0:
+            continue
+        res = fn(r)
+        rows = [r] if mode == "filter" and res else [] if mode == "filter" else [res] if mode == "map" else res
+        for o in rows:
+            want[o] = want.get(o, 0) + d
+    assert out.contents(4) == {k: v for k, v in want.items() if v}
+    failed = sorted((f["record"], f["time"], f["diff"]) for f in node.failed)
+    assert failed == sorted((r, [t], d) for r, t, d in data if r[1] == 0)
+    assert all("ZeroDivisionError" in f["traceback"] for f in node.failed)
+
+    # The default policy stops the run and names the operator.
+    flow2 = ddflow.Dataflow()
+    inp2, coll2 = flow2.new_collection("in")
+    getattr(coll2, mode)(fn).capture()
+    inp2.update([(1, 0)], times=0)
+    flow2.advance_to(1)
+    with pytest.raises(ZeroDivisionError, match="operator"):
+        flow2.run()
+
+
+def _yield_then_raise(r):
+    yield (r[0],)
+    raise ZeroDivisionError(f"no {r}")

@@ -596,3 +596,59 @@ def test_sql_views_from_kafka_through_spark(spark, kafka_bootstrap, new_topic, t
     by_cust = con.execute("SELECT cust, COUNT(amount) AS k FROM orders GROUP BY cust").fetchall()
     table = ParquetSink(str(tmp_path / "by_cust")).table()
     assert table.column_names[:2] == ["cust", "k"] and accumulate(table) == {r: 1 for r in by_cust}
+
+
+def ratio_build(flow: ddflow.Dataflow):
+    """A row-wise function that raises on some records (dst == 0), then a keyed sum."""
+    edges_in, edges = flow.new_collection("edges", schema=("i", "i"))
+    ratios = edges.map(lambda r: (r[0], 60 // r[1])).sum()
+    return {"edges": edges_in}, {"ratios": ratios}
+
+
+def ratio_stream(state: str | None = None, dead: str | None = None, on_error: str = "dead-letter"):
+    s = (StreamingDataflow(ratio_build)
+         .input("edges", ["src", "dst"], format="json", time="t", diff="diff", onError=on_error)
+         .output("ratios", MemorySink(), names=["src", "sum"]))
+    if state is not None:
+        s.stateLocation(state, snapshot_every=2)
+    if dead is not None:
+        s.deadLetter(JsonLinesSink(dead))
+    return s
+
+
+def test_on_error_dead_letter_drops_what_raises_the_same_way_after_a_restart(tmp_path):
+    initial, updates, final = edge_updates(12, 24, 5, seed=9)  # dst == 0 for about a fifth of the edges
+    msgs = initial + updates
+    batches = [kafka_rows(initial)] + [kafka_rows(updates[i:i + 6], start=len(initial) + i)
+                                       for i in range(0, len(updates), 6)]
+    ref = ratio_stream(dead=str(tmp_path / "ref-dead"))
+    for b, t in enumerate(batches):
+        ref.process_arrow(t, b)
+    want: dict = {}
+    for s_, d_ in final:
+        if d_:
+            want[s_] = want.get(s_, 0) + 60 // d_
+    assert ref.outputs["ratios"].sink.contents() == {(k, v): 1 for k, v in want.items()}
+    ref_dead = JsonLinesSink(str(tmp_path / "ref-dead")).rows()
+    bad = [m for m in msgs if m["dst"] == 0]
+    assert bad and [json.loads(r["value"]) for r in ref_dead] == [
+        {"record": [m["src"], m["dst"]], "time": [m["t"]], "diff": m["diff"]} for m in bad]
+    assert all(r["input"] == "edges" and "ZeroDivisionError" in r["error"] and "map" in r["error"] for r in ref_dead)
+
+    # Restarted from its state midway: the same outputs and dead letters for every later batch.
+    state, dead = str(tmp_path / "state"), str(tmp_path / "dead")
+    first = ratio_stream(state, dead)
+    for b in range(3):
+        first.process_arrow(batches[b], b)
+    again = ratio_stream(state, dead)
+    again.open()
+    for b in range(3, len(batches)):
+        again.process_arrow(batches[b], b)
+        assert again.outputs["ratios"].sink.batches[b].to_pylist() == ref.outputs["ratios"].sink.batches[b].to_pylist()
+    assert JsonLinesSink(dead).rows() == ref_dead
+
+    # The default policy fails the batch, naming the operator.
+    failing = ratio_stream(on_error="fail")
+    with pytest.raises(ZeroDivisionError, match="operator 'map"):
+        for b, t in enumerate(batches):
+            failing.process_arrow(t, b)
