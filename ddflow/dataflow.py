@@ -227,6 +227,16 @@ class Dataflow:
     :meth:`shutdown` (or use the dataflow as a context manager) to stop
     the workers before the dataflow is garbage collected.
 
+    ``heartbeat_timeout`` (seconds, default 30; ``None`` turns it off):
+    with ``workers > 1`` each worker stamps a heartbeat twice a second from
+    a thread of its own, and a worker silent for longer than this (stopped,
+    or stuck in C code holding the GIL) fails ``run()`` with a
+    :class:`~ddflow.errors.DataflowError` naming it and its pid, instead of
+    blocking forever.  Generous by default: a worker inside one long C call
+    that holds the GIL (a sort of a huge object column) cannot beat either,
+    and a loaded machine can delay a beat by seconds.  After a worker fails,
+    every later call that needs the workers raises that error again.
+
     >>> with ddflow.Dataflow() as flow:
     ...     edges_in, edges = flow.new_collection("edges")
     ...     out = edges.project(1, 0).capture()
@@ -235,10 +245,14 @@ class Dataflow:
     [((2, 1), 0, 1)]
     """
 
-    def __init__(self, workers: int = 1):
+    def __init__(self, workers: int = 1, heartbeat_timeout: float | None = 30.0):
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise UsageError(f"Dataflow(workers=W) needs an integer W >= 1, got {workers!r}")
+        if heartbeat_timeout is not None and (not isinstance(heartbeat_timeout, (int, float))
+                                              or isinstance(heartbeat_timeout, bool) or not heartbeat_timeout > 0):
+            raise UsageError(f"Dataflow(heartbeat_timeout=...) needs seconds > 0 or None, got {heartbeat_timeout!r}")
         self.workers = workers
+        self.heartbeat_timeout = heartbeat_timeout
         self.ctx = Context(workers)
         self.top = Scope(self.ctx)
         self.inputs: list[InputHandle] = []
@@ -435,7 +449,7 @@ class Dataflow:
         if self._pool is None:
             from ddflow.workers.pool import WorkerPool
 
-            self._pool = WorkerPool(self.top, self.ctx)
+            self._pool = WorkerPool(self.top, self.ctx, self.heartbeat_timeout)
             weakref.finalize(self, self._pool.shutdown)
         return self._pool
 

@@ -44,10 +44,14 @@ the collectives are :mod:`ddflow.workers.collectives`.
 Faults.  A worker that raises reports the exception, with its worker id
 and the operator it was running, then exits; a worker that dies is
 noticed by the end of its socket, and a shared-memory slot per worker
-tells which operator it was in.  The driver then stops every worker and
-raises, naming both.  Inputs the driver sent are not lost from its point
-of view: the dataflow is marked failed, and the streaming driver's input
-log (which was not committed for the failing batch) rebuilds it.
+tells which operator it was in (or that it was idle between commands).
+A worker that hangs is noticed by its heartbeat, a thread stamping the
+time into the same shared memory (``Dataflow(heartbeat_timeout=...)``).
+The driver then stops every worker and raises, naming the worker, its
+pid and the operator, and raises that failure again on every later
+command.  Inputs the driver sent are not lost from its point of view:
+the dataflow is marked failed, and the streaming driver's input log
+(which was not committed for the failing batch) rebuilds it.
 """
 from __future__ import annotations
 
@@ -127,9 +131,10 @@ class WorkerRuntime(Scheduler):
         self.nodes[nid].emit(batch)
         self.received[(nid, tag)] += 1
 
-    def _wait(self, done: Callable[[], bool], on_progress: Callable[[], None] | None = None) -> None:
+    def _wait(self, done: Callable[[], bool], on_progress: Callable[[], None] | None = None, state: int = 0) -> None:
+        """Block in epoll until ``done()``; ``state`` goes in the slot meanwhile (-1: idle, between commands)."""
         t0 = time.perf_counter()
-        self.slot[2 * self.me + 1] = 0
+        self.slot[2 * self.me + 1] = state
         while not done():
             if self.hub.poll(self._on_message) and on_progress is not None:
                 on_progress()
@@ -207,8 +212,9 @@ class WorkerRuntime(Scheduler):
     # -- commands from the driver -------------------------------------------------------------------------
     def serve(self) -> None:
         while True:
-            self._wait(lambda: bool(self.commands))
+            self._wait(lambda: bool(self.commands), state=-1)
             cmd = self.commands.popleft()
+            self.slot[2 * self.me + 1] = 0  # busy with a command, not yet in an operator
             if cmd.kind == "run":
                 self._run(cmd)
             elif cmd.kind == "stats":

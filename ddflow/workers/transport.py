@@ -227,6 +227,16 @@ class Hub:
         self.channels.append(ch)
         self.sel.register(ch.sock, selectors.EVENT_READ, ch)
 
+    def remove(self, ch: Channel) -> None:
+        """Stop waiting on ``ch`` (its peer is gone): it is neither flushed nor selected again."""
+        try:
+            self.sel.unregister(ch.sock)
+        except (KeyError, ValueError):
+            pass
+        self._writing.discard(ch.fileno())
+        if ch in self.channels:
+            self.channels.remove(ch)
+
     def poll(self, on_message: Callable[[Channel, Message], None], timeout: float | None = None) -> int:
         """Flush outboxes, wait for input (at most ``timeout``), hand every message to ``on_message``."""
         for ch in self.channels:
