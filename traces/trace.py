@@ -110,6 +110,21 @@ class Trace:
         """Bytes held by the trace's batches."""
         return self.spine.nbytes
 
+    def object_columns(self) -> list[np.ndarray]:
+        """Every column of object kind (interner codes) in every batch, keys included.
+
+        What the trace holds for the interner's mark phase; merges in
+        progress count both inputs (their merged parts are drawn from
+        them).  O(batches), no copies.
+        """
+        obj = [j for j, k in enumerate(self.kinds) if k == "o"]
+        if not obj:
+            return []
+        cols = []
+        for b in self.spine.batches():
+            cols.extend(b.keys if j == 0 else b.vals[j - 1] for j in obj)
+        return cols
+
     def seek(self, keys: np.ndarray) -> tuple[np.ndarray, Updates]:
         """Every update of the sorted unique ``keys``, with each one's key index: see :func:`seek`.
 

@@ -13,6 +13,28 @@ of the pickled value.  Every process then agrees on every value's code
 without talking; only the values themselves travel, beside the codes that
 cross a channel (:meth:`Interner.values_for`, :meth:`Interner.register`).
 Two different values with the same code raise rather than silently meet.
+
+Codes are *collected* (dense mode only).  A stream with ever new strings
+(a sliding window over fresh keys) would otherwise keep every value it
+ever saw.  At a quiescent point (the end of a top-level scheduler step,
+:func:`ddflow.graph.scope.collect_codes`) every node reports the object
+columns it still holds (traces, pending state, queues, undrained
+captures); codes no column holds are freed and reused, smallest first,
+for new values, so the code space and the decode array stay within a
+constant factor of the live values.  Reuse is safe because a freed code
+appears in no column, so no trace sorts by it and no reader can decode
+it; the decode cache is refilled for a reused slot when it is reused.  A
+collection runs only when the values added since the last one are at
+least as many as were live after it (and ``collect_after``, and an
+eighth of the object cells marked then), so its O(cells + codes) cost is
+amortized O(1) per new value or per update that grew the state, and
+memory holds at most about twice the live values.  Codes of
+:class:`~ddflow.base.updates.Updates` read out of a dataflow (a drained
+capture) stay valid until the next ``run()``: decode them before it.
+
+Hashed codes are never collected (:meth:`Interner.collect` is a no-op):
+channels between workers remember which codes' values they already sent,
+so a process that forgot a value could later receive its code alone.
 """
 from __future__ import annotations
 
@@ -27,32 +49,66 @@ import pyarrow.compute as pc
 from ddflow.errors import DataflowError, SchemaError
 
 
+_MISSING = object()
+_FREE = object()  # the value slot of a freed code (dense mode)
+#: Default ``collect_after``: below this many new values a collection is not worth a mark phase.
+COLLECT_AFTER = 1 << 14
+#: A collection also waits for one new value per this many object cells the last one marked.
+HELD_PER_VALUE = 8
+
+
 class Interner:
     """Two-way map between hashable Python values and int64 codes.
 
     >>> it = Interner()
     >>> it.encode(["a", "b", "a"]).tolist(), it.decode(np.array([1, 0])).tolist()
     ([0, 1, 0], ['b', 'a'])
+
+    Only code 1 is still held, so "a" is freed and its code reused:
+
+    >>> it.collect([np.array([1])]), it.encode(["c"]).tolist(), it.decode(np.array([0, 1])).tolist()
+    (1, [0], ['c', 'b'])
     """
 
-    __slots__ = ("_codes", "_values", "_decoded", "_decoded_n", "hashed", "_by_code")
+    __slots__ = ("_codes", "_values", "_decoded", "_decoded_n", "hashed", "_by_code", "_free",
+                 "collect_after", "collections", "_live_after", "_held_after")
 
-    def __init__(self, values: Iterable[Any] = (), hashed: bool = False):
+    def __init__(self, values: Iterable[Any] = (), hashed: bool = False, collect_after: int | None = COLLECT_AFTER):
         self._codes: dict[Any, int] = {}
+        # Dense mode: the value of each code, ``_FREE`` at a freed code.
         self._values: list[Any] = []
-        # Object array of the values for decode, grown by doubling as codes are added.
+        # Object array of the values for decode, grown by doubling as codes are added;
+        # entries below ``_decoded_n`` are filled (None at a freed code).
         self._decoded = np.empty(0, dtype=object)
         self._decoded_n = 0
         self.hashed = hashed
         self._by_code: dict[int, Any] = {}  # hashed mode: code -> value
+        #: Freed codes, largest first: ``pop()`` reuses the smallest, so the code space stays compact.
+        self._free: list[int] = []
+        #: Collect only once at least this many values were added since the last collection; None: never.
+        self.collect_after = collect_after
+        #: Collections run so far.
+        self.collections = 0
+        self._live_after = 0  # live values after the last collection
+        self._held_after = 0  # object cells marked by the last collection
         for v in values:
             self.code(v)
 
     def __len__(self) -> int:
+        """Values with a code now (freed ones do not count).  O(1)."""
+        return len(self._codes)
+
+    def __contains__(self, value: Any) -> bool:
+        """Whether ``value`` has a code now (not freed).  O(1)."""
+        return _hash_key(value) in self._codes
+
+    @property
+    def capacity(self) -> int:
+        """Dense mode: every code is below this (live and free codes); the decode array's length.  O(1)."""
         return len(self._values)
 
     def code(self, value: Any) -> int:
-        """The code of one value, assigning a new one on first sight."""
+        """The code of one value, assigning a new one on first sight (the smallest free one, if any).  O(1)."""
         key = _hash_key(value)
         c = self._codes.get(key)
         if c is None:
@@ -60,9 +116,15 @@ class Interner:
                 c = content_code(value)
                 self._add_hashed(c, key, value)
                 return c
-            c = len(self._values)
+            if self._free:
+                c = self._free.pop()
+                self._values[c] = value
+                if c < self._decoded_n:
+                    self._decoded[c] = value  # the cache must not decode the slot's previous value
+            else:
+                c = len(self._values)
+                self._values.append(value)
             self._codes[key] = c
-            self._values.append(value)
         return c
 
     def _add_hashed(self, c: int, key: Any, value: Any) -> None:
@@ -155,25 +217,119 @@ class Interner:
             if len(arr) < n:
                 arr = np.empty(max(n, 2 * len(arr)), dtype=object)
                 arr[:done] = self._decoded[:done]
+            values = self._values
             for i in range(done, n):  # element by element: tuples must stay objects
-                arr[i] = self._values[i]
+                v = values[i]
+                arr[i] = None if v is _FREE else v
             self._decoded, self._decoded_n = arr, n
         return self._decoded[:n][np.asarray(codes, dtype=np.int64)]
 
     def value(self, code: int) -> Any:
-        """The value of one code.  O(1).
+        """The value of one code; a KeyError for a freed one.  O(1).
 
         >>> it = Interner(["x", "y"]); it.value(1)
         'y'
         """
-        return self._by_code[code] if self.hashed else self._values[code]
+        if self.hashed:
+            return self._by_code[code]
+        v = self._values[code]
+        if v is _FREE:
+            raise KeyError(f"interner: code {code} was freed")
+        return v
 
     def values(self) -> list[Any]:
-        """All values in code order (what a checkpoint stores)."""
-        return list(self._values)
+        """All values in code order (dense mode: None at a freed code; hashed: first-seen order)."""
+        return [None if v is _FREE else v for v in self._values]
+
+    # -- collection ---------------------------------------------------------------------
+    def due(self) -> bool:
+        """Whether a collection would pay for itself now (see the module docstring).  O(1).
+
+        Values added since the last collection must be at least
+        ``collect_after``, the values live after it and an eighth of the
+        object cells it marked: the next collection's work is then paid by
+        the additions (or by the updates that grew the marked state).
+        Always False in hashed mode or with ``collect_after=None``.
+        """
+        if self.hashed or self.collect_after is None:
+            return False
+        added = len(self._codes) - self._live_after
+        return added >= max(self.collect_after, self._live_after, self._held_after // HELD_PER_VALUE, 1)
+
+    def collect(self, held: Iterable[np.ndarray]) -> int:
+        """Free every code that appears in none of the ``held`` code arrays; return how many were freed.
+
+        ``held`` must be every column of codes anything may still decode or
+        compare (the caller's mark phase): a code left out is reused for
+        another value.  Freed values are dropped from the dict, the value
+        list and the decode cache; trailing free codes are cut off (the
+        decode array shrinks with them) and the rest wait, smallest first,
+        for new values.  Hashed mode: a no-op, 0 (workers' channels
+        remember which values they sent; see the module docstring).
+        Cost: O(c) vectorized for the c codes in ``held``, O(capacity) numpy
+        and O(1) Python per freed value.
+        """
+        if self.hashed:
+            return 0
+        values, codes = self._values, self._codes
+        n = len(values)
+        live = np.zeros(n, dtype=bool)
+        cells = 0
+        for col in held:
+            if len(col):
+                live[col] = True  # an IndexError here: a column holds a code this interner never gave
+                cells += len(col)
+        free = np.array(self._free, dtype=np.int64)
+        if len(free) and live[free].any():
+            c = int(free[live[free]][0])
+            raise DataflowError(f"interner: code {c} is held somewhere but was freed earlier (internal error)")
+        had = np.ones(n, dtype=bool)
+        had[free] = False
+        dead = np.flatnonzero(had & ~live)
+        for c in dead.tolist():
+            del codes[_hash_key(values[c])]
+            values[c] = _FREE
+        if len(dead) > len(codes):
+            self._codes = dict(codes)  # a fresh dict: deleting never shrinks a dict's table
+        # Trailing free codes are cut off; the rest are reused smallest first.
+        top = int(np.flatnonzero(live)[-1]) + 1 if live.any() else 0
+        del values[top:]
+        self._free = np.flatnonzero(~live[:top])[::-1].tolist()
+        cached = dead[dead < self._decoded_n]
+        self._decoded[cached] = None  # drop the cache's references too
+        self._decoded_n = min(self._decoded_n, top)
+        if len(self._decoded) > 2 * max(top, 16):
+            self._decoded = self._decoded[:top].copy()
+        self._live_after, self._held_after = len(self._codes), cells
+        self.collections += 1
+        return len(dead)
+
+    def _check(self) -> None:
+        """Assert the internal invariants (for tests; O(capacity) Python)."""
+        if self.hashed:
+            assert not self._free, "hashed mode frees nothing"
+            assert len(self._codes) == len(self._by_code) == len(self._values)
+            for key, c in self._codes.items():
+                assert _hash_key(self._by_code[c]) == key, (key, c)
+            return
+        values, n = self._values, len(self._values)
+        free = set(self._free)
+        assert len(free) == len(self._free), "free list has duplicates"
+        assert self._free == sorted(self._free, reverse=True), "free list is not largest first"
+        for c in self._free:
+            assert 0 <= c < n and values[c] is _FREE, f"free code {c} holds a value"
+        assert sum(v is _FREE for v in values) == len(free), "a freed slot is not in the free list"
+        assert len(self._codes) + len(free) == n, "dict and value list disagree on the live codes"
+        for key, c in self._codes.items():
+            assert 0 <= c < n and c not in free, f"value {key} has code {c} outside the live codes"
+            assert _hash_key(values[c]) == key, f"code {c} decodes to {values[c]!r}, the dict says {key}"
+        assert not n or values[-1] is not _FREE, "trailing free codes were not cut off"
+        assert 0 <= self._decoded_n <= n and len(self._decoded) >= self._decoded_n
+        for i in range(self._decoded_n):
+            want = None if values[i] is _FREE else values[i]
+            assert self._decoded[i] is want, f"decode cache of code {i} is {self._decoded[i]!r}, not {want!r}"
 
 
-_MISSING = object()
 _CODE_MASK = (1 << 62) - 1
 
 

@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from ddflow.graph.scope import Scope
 
 
+def object_columns(u: Updates) -> Iterable[np.ndarray]:
+    """The object-kind (interner code) columns of ``u``.  O(arity)."""
+    return (c for c, k in zip(u.cols, u.kinds) if k == "o")
+
+
 def ready_mask(times: np.ndarray, bound: np.ndarray) -> np.ndarray:
     """Times that are complete under ``bound`` (strictly below it in every coordinate)."""
     return np.all(times < bound, axis=1)
@@ -123,6 +128,19 @@ class Node(ABC):
         per array of work.
         """
         return any(len(t) for t in self.work_times())
+
+    def held_columns(self) -> Iterable[np.ndarray]:
+        """Every column of interner codes this node still holds: what the interner must not free.
+
+        The mark phase of :func:`ddflow.graph.scope.collect_codes`.  The
+        default covers queued input; nodes that keep state (traces, pending
+        work, held feedback, captured output) add it.  A code left out here
+        may be reused for another value, so a node that keeps updates
+        anywhere else must override this.  O(batches held), no copies.
+        """
+        for q in self.queues:
+            for u in q:
+                yield from object_columns(u)
 
     def trace_handles(self) -> list:
         """Reader handles of the traces this node owns, advanced as the dataflow's frontier moves."""

@@ -243,6 +243,8 @@ class Scheduler:
                 in_flight.append(self.send(i, m))
         if in_flight:
             self.wait_complete(plan, in_flight, len(plan.order), bound)
+        if scope.parent is None:
+            self.quiescent(scope)
 
     def step_loop(self, loop: IterativeScope, outer_bound: np.ndarray) -> None:
         """Run the loop's rounds until no work with a complete outer time is left."""
@@ -277,6 +279,14 @@ class Scheduler:
         """The next loop round all workers run: here, this worker's own."""
         return mine
 
+    def quiescent(self, top: Scope) -> None:
+        """A top-level step is done: no operator is mid-step, so nothing holds codes outside the nodes.
+
+        Collects the interner's unused codes when that is due (see
+        :func:`collect_codes`).
+        """
+        collect_codes(top)
+
 
 def compaction_frontier(frontier: int, depth: int) -> Antichain:
     """Every future time in a scope of ``depth`` is beyond ``(frontier, 0, ..., 0)``."""
@@ -288,6 +298,28 @@ def compact(scope: Scope, frontier: int) -> None:
     for node in scope.all_nodes():
         for h in node.trace_handles():
             h.set_logical_compaction(compaction_frontier(frontier, h.trace.depth))
+
+
+def collect_codes(scope: Scope, force: bool = False) -> int:
+    """Free the interner codes no node of the dataflow holds; return how many were freed.
+
+    Mark and sweep: every node reports the code columns it still holds
+    (:meth:`ddflow.graph.node.Node.held_columns`: traces, queues, pending
+    work, undrained captures) and the interner frees the rest
+    (:meth:`ddflow.base.interner.Interner.collect`).  Runs only when the
+    interner says a collection is due (or ``force``), and only between
+    steps, where no operator keeps codes in locals: the scheduler calls it
+    at the end of every top-level step.  The whole dataflow is marked
+    whichever of its scopes is given.  Hashed interners (several workers)
+    are never collected: 0.  Cost: O(cells held + capacity) vectorized,
+    amortized O(1) per new value when not forced.
+    """
+    while scope.parent is not None:
+        scope = scope.parent
+    interner = scope.ctx.interner
+    if interner.hashed or not (force or interner.due()):
+        return 0
+    return interner.collect(c for n in scope.all_nodes() for c in n.held_columns())
 
 
 def trace_size(scope: Scope) -> int:

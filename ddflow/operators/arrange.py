@@ -7,7 +7,7 @@ several joins and reduces share one trace instead of each keeping a copy.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
@@ -46,6 +46,12 @@ class ArrangeNode(Node):
             u = self.ctx.coerce(u, self.trace.kinds, self.name)
         self.trace.insert_updates(u, consolidated=True)
         self.emit(u)
+
+    def held_columns(self) -> Iterable[np.ndarray]:
+        """Queued input and the trace's object columns (keys and values).  O(batches)."""
+        yield from super().held_columns()
+        if self.trace is not None:
+            yield from self.trace.object_columns()
 
     def trace_handles(self) -> list[TraceHandle]:
         """The trace's reader handle (none before the first batch)."""

@@ -1,7 +1,7 @@
 """Outputs: capture (a drainable record of output changes), probes and subscriptions."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -11,7 +11,7 @@ from ddflow.base.lattice import as_time
 from ddflow.base.schema import ARROW, Schema
 from ddflow.base.updates import Updates
 from ddflow.graph.context import Context
-from ddflow.graph.node import Node
+from ddflow.graph.node import Node, object_columns
 from ddflow.graph.scope import Scope
 
 
@@ -32,6 +32,12 @@ class CaptureNode(Node):
             self.parts.append(u)
             if self.callback is not None:
                 self.callback(u)
+
+    def held_columns(self) -> Iterable[np.ndarray]:
+        """Queued input and every kept, undrained batch: the user may still decode them.  O(batches)."""
+        yield from super().held_columns()
+        for u in self.parts:
+            yield from object_columns(u)
 
     def start_worker(self, me: int) -> None:
         """In a worker process: keep batches but call no callback (the driver does)."""
@@ -86,7 +92,8 @@ class Capture:
     def updates(self) -> Updates:
         """All output updates kept so far, consolidated, as columnar :class:`ddflow.Updates`.
 
-        Object fields are interner codes: decode with ``Dataflow.interner``.
+        Object fields are interner codes: decode with ``Dataflow.interner``
+        (they stay valid while the capture keeps them, i.e. until drained).
         Cost: O(n log n) for the n updates kept (a sort), no Python per
         update; the consolidated result replaces what was kept.
 
@@ -159,7 +166,9 @@ class Capture:
     def drain_updates(self) -> Updates:
         """The raw columnar output updates since the last drain, and forget them (cheap).
 
-        Like ``updates`` but forgets them: the columnar ``drain``.  Cost:
+        Like ``updates`` but forgets them: the columnar ``drain``.  Decode
+        object fields before the next ``run()``: it may reuse codes nothing
+        in the dataflow holds any more.  Cost:
         O(n log n) to consolidate, no Python per update.
 
         >>> flow = ddflow.Dataflow()

@@ -7,11 +7,13 @@ fixed point.  The loop's rounds are run by :class:`ddflow.graph.scope.Scheduler`
 """
 from __future__ import annotations
 
+from typing import Iterable
+
 import numpy as np
 
 from ddflow.base.consolidate import consolidate
 from ddflow.base.updates import Updates
-from ddflow.graph.node import Node
+from ddflow.graph.node import Node, object_columns
 from ddflow.graph.scope import Scope
 
 
@@ -87,6 +89,12 @@ class VariableNode(Node):
         yield from super().work_times()
         for u in self.held:
             yield u.times
+
+    def held_columns(self) -> Iterable[np.ndarray]:
+        """Queued input and the feedback held for later rounds.  O(batches)."""
+        yield from super().held_columns()
+        for u in self.held:
+            yield from object_columns(u)
 
 
 def _next_iteration(u: Updates) -> Updates:

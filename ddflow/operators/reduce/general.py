@@ -44,6 +44,12 @@ class GeneralTactic(ReduceTactic):
     def work_times(self):
         yield self.pending_times
 
+    def held_columns(self):
+        """The output trace and, for object keys, the keys of pending (key, time) pairs.  O(batches)."""
+        yield from super().held_columns()
+        if self.pending_keys is not None and len(self.pending_keys) and self.node.source.trace.kinds[0] == "o":
+            yield self.pending_keys
+
     def step(self, new: Updates | None, bound: np.ndarray) -> None:
         pk, pt = None, None
         if len(self.pending_times):

@@ -29,7 +29,7 @@ from ddflow.base.consolidate import consolidate
 from ddflow.base.kernels import grown, lazy_jit, run_of, sorted_unique
 from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError
-from ddflow.graph.node import ready_mask
+from ddflow.graph.node import object_columns, ready_mask
 from ddflow.operators.reduce.logic import Logic
 from ddflow.operators.reduce.tactic import ReduceTactic
 
@@ -48,6 +48,12 @@ class LoopTactic(ReduceTactic):
     def work_times(self):
         if self.pending_rows is not None:
             yield self.pending_rows.times
+
+    def held_columns(self):
+        """The output trace and the pending seed rows.  O(batches)."""
+        yield from super().held_columns()
+        if self.pending_rows is not None:
+            yield from object_columns(self.pending_rows)
 
     def step(self, new: Updates | None, bound: np.ndarray) -> None:
         logic = self.node.logic

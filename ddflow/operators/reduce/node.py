@@ -49,6 +49,11 @@ class ReduceNode(Node):
         yield from super().work_times()
         yield from self.tactic.work_times()
 
+    def held_columns(self) -> Iterable[np.ndarray]:
+        """Queued input (not yet complete) and the tactic's output trace and pending work.  O(batches)."""
+        yield from super().held_columns()
+        yield from self.tactic.held_columns()
+
     def step(self, bound: np.ndarray) -> None:
         new = self.dequeue()
         if new is not None:

@@ -59,6 +59,10 @@ class ReduceTactic(ABC):
         """Times still to be retired (each an ``(n, depth)`` array)."""
         return ()
 
+    def held_columns(self) -> Iterable[np.ndarray]:
+        """Object columns of the output trace; tactics with pending rows add theirs.  O(batches)."""
+        return self.out_trace.object_columns() if self.out_trace is not None else []
+
     def trace_handles(self) -> list[TraceHandle]:
         return [self.out_handle] if self.out_handle is not None else []
 
