@@ -467,9 +467,6 @@ class StreamingDataflow:
             if all(n in self.inputs and self.inputs[n].on_error == "dead-letter" for n in names):
                 node.on_error = "dead-letter"
                 guarded[node] = sorted(names)
-        if guarded and self.n_workers > 1:
-            raise ddflow.UsageError(f"{self.name}: onError='dead-letter' needs workers(1): the workers' "
-                                    "dead letters are not collected yet")
         return guarded
 
     def _failed_rows(self) -> pa.Table | None:

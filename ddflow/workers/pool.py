@@ -31,6 +31,7 @@ from ddflow.base.updates import Updates
 from ddflow.graph.context import Context
 from ddflow.graph.node import Node
 from ddflow.graph.scope import Scope
+from ddflow.operators.stateless import RowNode
 from ddflow.workers.exchange import partition
 from ddflow.workers.runtime import WorkerRuntime
 from ddflow.workers.transport import Channel, ChannelClosed, Hub, Message
@@ -128,6 +129,9 @@ class WorkerPool:
         #: What failed the pool: every later command raises it again (its sockets are closed by then).
         self.failure: BaseException | None = None
         self._done: Message | None = None
+        #: Row-wise functions that drop what raises: each worker reports their dropped rows after every run.
+        self.guarded = any(isinstance(n, RowNode) and n.on_error == "dead-letter" for n in self.nodes)
+        self._dropped: dict[int, list] = {}  # worker -> [(node id, rows)] of the current run
         self._stats: list[dict] = []
         self._errors: list[dict] = []
         self._gone: set[int] = set()
@@ -152,6 +156,8 @@ class WorkerPool:
             self._done = m
         elif m.kind == "stats":
             self._stats.append(m.meta)
+        elif m.kind == "failed":
+            self._dropped[ch.peer] = m.meta
         elif m.kind == "error":
             self._errors.append(m.meta)
 
@@ -230,8 +236,12 @@ class WorkerPool:
                         shares[w][0].append(i)
                         shares[w][1].append(part)
         self._done = None
+        self._dropped = {}
         self._send([Message("run", (frontier, ids_), parts) for ids_, parts in shares])
-        self._wait(lambda: self._done is not None)
+        self._wait(lambda: self._done is not None and (not self.guarded or len(self._dropped) == self.W))
+        for w in sorted(self._dropped):  # in worker order, so a replay reports them alike
+            for nid, rows in self._dropped[w]:
+                self.nodes[nid].failed.extend(rows)
         for nid, u in zip(self._done.meta, self._done.batches):
             cap = self.nodes[nid]
             if cap.kinds is None:

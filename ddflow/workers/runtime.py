@@ -66,6 +66,7 @@ from ddflow.base.updates import Updates
 from ddflow.graph.context import Context
 from ddflow.graph.node import Node
 from ddflow.graph.scope import Plan, Scheduler, Scope, compact, trace_bytes, trace_size
+from ddflow.operators.stateless import RowNode
 from ddflow.workers.collectives import Collectives
 from ddflow.workers.transport import Channel, Hub, Message
 
@@ -99,6 +100,8 @@ class WorkerRuntime(Scheduler):
         self.nodes: list[Node] = list(top.all_nodes())
         self.nid = {id(n): i for i, n in enumerate(self.nodes)}
         self.captures = [n for n in self.nodes if n.is_output]
+        #: Row-wise functions that drop what raises (``on_error="dead-letter"``): their rows go to the driver.
+        self.guarded = [i for i, n in enumerate(self.nodes) if isinstance(n, RowNode) and n.on_error == "dead-letter"]
         for n in self.nodes:
             n.start_worker(me)
         self.coll = Collectives(me, workers, peers, self._wait)
@@ -227,6 +230,10 @@ class WorkerRuntime(Scheduler):
         for nid, b in zip(ids, cmd.batches):
             self.nodes[nid].push(0, b)
         self.step_scope(self.top, np.array([frontier], dtype=np.int64))
+        if self.guarded:  # every worker reports, so the driver knows when it has them all
+            self.driver.send(Message("failed", [(i, self.nodes[i].failed) for i in self.guarded]))
+            for i in self.guarded:
+                self.nodes[i].failed = []
         outs = {}
         for cap in self.captures:
             if cap.parts:

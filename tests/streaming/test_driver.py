@@ -605,8 +605,8 @@ def ratio_build(flow: ddflow.Dataflow):
     return {"edges": edges_in}, {"ratios": ratios}
 
 
-def ratio_stream(state: str | None = None, dead: str | None = None, on_error: str = "dead-letter"):
-    s = (StreamingDataflow(ratio_build)
+def ratio_stream(state: str | None = None, dead: str | None = None, on_error: str = "dead-letter", workers: int = 1):
+    s = (StreamingDataflow(ratio_build).workers(workers)
          .input("edges", ["src", "dst"], format="json", time="t", diff="diff", onError=on_error)
          .output("ratios", MemorySink(), names=["src", "sum"]))
     if state is not None:
@@ -616,12 +616,13 @@ def ratio_stream(state: str | None = None, dead: str | None = None, on_error: st
     return s
 
 
-def test_on_error_dead_letter_drops_what_raises_the_same_way_after_a_restart(tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_on_error_dead_letter_drops_what_raises_the_same_way_after_a_restart(tmp_path, workers):
     initial, updates, final = edge_updates(12, 24, 5, seed=9)  # dst == 0 for about a fifth of the edges
     msgs = initial + updates
     batches = [kafka_rows(initial)] + [kafka_rows(updates[i:i + 6], start=len(initial) + i)
                                        for i in range(0, len(updates), 6)]
-    ref = ratio_stream(dead=str(tmp_path / "ref-dead"))
+    ref = ratio_stream(dead=str(tmp_path / "ref-dead"))  # one worker: the reference
     for b, t in enumerate(batches):
         ref.process_arrow(t, b)
     want: dict = {}
@@ -637,18 +638,24 @@ def test_on_error_dead_letter_drops_what_raises_the_same_way_after_a_restart(tmp
 
     # Restarted from its state midway: the same outputs and dead letters for every later batch.
     state, dead = str(tmp_path / "state"), str(tmp_path / "dead")
-    first = ratio_stream(state, dead)
+    first = ratio_stream(state, dead, workers=workers)
     for b in range(3):
         first.process_arrow(batches[b], b)
-    again = ratio_stream(state, dead)
+    first.stop()
+    again = ratio_stream(state, dead, workers=workers)
     again.open()
     for b in range(3, len(batches)):
         again.process_arrow(batches[b], b)
         assert again.outputs["ratios"].sink.batches[b].to_pylist() == ref.outputs["ratios"].sink.batches[b].to_pylist()
-    assert JsonLinesSink(dead).rows() == ref_dead
+    again.stop()
+    got_dead = JsonLinesSink(dead).rows()
+    if workers > 1:  # each worker reports its own, in worker order: the same rows, in another order
+        got_dead, ref_dead = (sorted(d, key=lambda r: r["value"]) for d in (got_dead, ref_dead))
+    assert got_dead == ref_dead
 
     # The default policy fails the batch, naming the operator.
-    failing = ratio_stream(on_error="fail")
+    failing = ratio_stream(on_error="fail", workers=workers)
     with pytest.raises(ZeroDivisionError, match="operator 'map"):
         for b, t in enumerate(batches):
             failing.process_arrow(t, b)
+    failing.stop()
