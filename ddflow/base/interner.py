@@ -32,9 +32,12 @@ memory holds at most about twice the live values.  Codes of
 :class:`~ddflow.base.updates.Updates` read out of a dataflow (a drained
 capture) stay valid until the next ``run()``: decode them before it.
 
-Hashed codes are never collected (:meth:`Interner.collect` is a no-op):
-channels between workers remember which codes' values they already sent,
-so a process that forgot a value could later receive its code alone.
+Hashed codes (several workers) are collected only all together: channels
+between workers remember which codes' values they already sent, so a
+process that forgot a value could later receive its code alone.  The
+worker pool (:mod:`ddflow.workers.pool`) therefore has every process
+collect at the same quiescent point (the start of a run, when a worker
+said a collection is due) and every channel forget what it sent then.
 """
 from __future__ import annotations
 
@@ -249,9 +252,9 @@ class Interner:
         ``collect_after``, the values live after it and an eighth of the
         object cells it marked: the next collection's work is then paid by
         the additions (or by the updates that grew the marked state).
-        Always False in hashed mode or with ``collect_after=None``.
+        Always False with ``collect_after=None``.
         """
-        if self.hashed or self.collect_after is None:
+        if self.collect_after is None:
             return False
         added = len(self._codes) - self._live_after
         return added >= max(self.collect_after, self._live_after, self._held_after // HELD_PER_VALUE, 1)
@@ -264,13 +267,14 @@ class Interner:
         another value.  Freed values are dropped from the dict, the value
         list and the decode cache; trailing free codes are cut off (the
         decode array shrinks with them) and the rest wait, smallest first,
-        for new values.  Hashed mode: a no-op, 0 (workers' channels
-        remember which values they sent; see the module docstring).
+        for new values.  Hashed mode: the unheld values are forgotten (codes
+        are content-derived, so there is nothing to reuse); only call it
+        where every channel forgets what it sent (see the module docstring).
         Cost: O(c) vectorized for the c codes in ``held``, O(capacity) numpy
         and O(1) Python per freed value.
         """
         if self.hashed:
-            return 0
+            return self._collect_hashed(held)
         values, codes = self._values, self._codes
         n = len(values)
         live = np.zeros(n, dtype=bool)
@@ -301,6 +305,21 @@ class Interner:
         if len(self._decoded) > 2 * max(top, 16):
             self._decoded = self._decoded[:top].copy()
         self._live_after, self._held_after = len(self._codes), cells
+        self.collections += 1
+        return len(dead)
+
+    def _collect_hashed(self, held: Iterable[np.ndarray]) -> int:
+        cols = [np.asarray(c, dtype=np.int64) for c in held if len(c)]
+        keep = np.unique(np.concatenate(cols)) if cols else np.zeros(0, dtype=np.int64)
+        by, codes = self._by_code, self._codes
+        known = np.fromiter(by.keys(), dtype=np.int64, count=len(by))
+        dead = known[~np.isin(known, keep)]
+        for c in dead.tolist():
+            del codes[_hash_key(by.pop(c))]
+        if len(dead) > len(codes):  # fresh dicts: deleting never shrinks a dict's table
+            self._by_code, self._codes = dict(by), dict(codes)
+        self._values = list(self._by_code.values())
+        self._live_after, self._held_after = len(self._codes), sum(len(c) for c in cols)
         self.collections += 1
         return len(dead)
 

@@ -310,14 +310,16 @@ def collect_codes(scope: Scope, force: bool = False) -> int:
     interner says a collection is due (or ``force``), and only between
     steps, where no operator keeps codes in locals: the scheduler calls it
     at the end of every top-level step.  The whole dataflow is marked
-    whichever of its scopes is given.  Hashed interners (several workers)
-    are never collected: 0.  Cost: O(cells held + capacity) vectorized,
-    amortized O(1) per new value when not forced.
+    whichever of its scopes is given.  A hashed interner (several workers)
+    is collected only when forced, by the worker pool, which has every
+    process collect at once (see :mod:`ddflow.base.interner`).  Cost:
+    O(cells held + capacity) vectorized, amortized O(1) per new value when
+    not forced.
     """
     while scope.parent is not None:
         scope = scope.parent
     interner = scope.ctx.interner
-    if interner.hashed or not (force or interner.due()):
+    if not force and (interner.hashed or not interner.due()):
         return 0
     return interner.collect(c for n in scope.all_nodes() for c in n.held_columns())
 

@@ -55,7 +55,8 @@ def _heartbeat(beats: np.ndarray, me: int, period: float) -> None:
 
 
 def _worker_main(top: Scope, ctx: Context, me: int, workers: int, peer_socks: dict[int, socket.socket],
-                 driver_sock: socket.socket, slot: np.ndarray, beats: np.ndarray, period: float | None) -> None:
+                 driver_sock: socket.socket, slot: np.ndarray, beats: np.ndarray, period: float | None,
+                 due: np.ndarray) -> None:
     """The body of a forked worker; never returns."""
     code = 0
     if period is not None:  # started after the fork, in the worker only: the driver forks with no thread running
@@ -64,7 +65,7 @@ def _worker_main(top: Scope, ctx: Context, me: int, workers: int, peer_socks: di
     rt = None
     try:
         peers = {w: Channel(s, w, ctx.interner) for w, s in peer_socks.items()}
-        rt = WorkerRuntime(top, ctx, me, workers, peers, driver, slot)
+        rt = WorkerRuntime(top, ctx, me, workers, peers, driver, slot, due)
         rt.serve()
     except BaseException as e:  # noqa: BLE001 - everything is reported to the driver
         code = 1
@@ -106,10 +107,12 @@ class WorkerPool:
         self.names = [n.name for n in self.nodes]
         # Shared with the workers: (operator + 1, state) each, then each one's last heartbeat (time.monotonic()).
         # The state is 1 inside an operator's step, -1 idle between commands, 0 otherwise (waiting mid-run).
-        self.slot_map = mmap.mmap(-1, 24 * W)
+        self.slot_map = mmap.mmap(-1, 32 * W)
         self.slot = np.frombuffer(self.slot_map, dtype=np.int64, count=2 * W)
         self.beats = np.frombuffer(self.slot_map, dtype=np.float64, count=W, offset=16 * W)
         self.beats[:] = time.monotonic()  # a worker still starting up is not stale
+        #: Then each one's "a collection of my interner's codes is due" flag, set at the end of a run.
+        self.due = np.frombuffer(self.slot_map, dtype=np.int64, count=W, offset=24 * W)
         self._next_look = 0.0  # when the driver next compares the heartbeats with the timeout
         pairs = {(i, j): socket.socketpair() for i in range(W) for j in range(i + 1, W)}
         drivers = [socket.socketpair() for _ in range(W)]
@@ -147,7 +150,7 @@ class WorkerPool:
                 for s in list(_LIVE_SOCKETS):
                     if id(s) not in keep:
                         s.close()
-                _worker_main(top, ctx, me, W, mine, drivers[me][1], self.slot, self.beats, self.tick)
+                _worker_main(top, ctx, me, W, mine, drivers[me][1], self.slot, self.beats, self.tick, self.due)
             self.pids.append(pid)
 
     # -- messages -----------------------------------------------------------------------------
@@ -237,7 +240,10 @@ class WorkerPool:
                         shares[w][1].append(part)
         self._done = None
         self._dropped = {}
-        self._send([Message("run", (frontier, ids_), parts) for ids_, parts in shares])
+        collect = bool(self.due.any())
+        self._send([Message("run", (frontier, ids_, collect), parts) for ids_, parts in shares])
+        if collect:
+            self._collect_codes()
         self._wait(lambda: self._done is not None and (not self.guarded or len(self._dropped) == self.W))
         for w in sorted(self._dropped):  # in worker order, so a replay reports them alike
             for nid, rows in self._dropped[w]:
@@ -249,6 +255,19 @@ class WorkerPool:
             cap.parts.append(u)
             if cap.callback is not None:
                 cap.callback(u)
+
+    def _collect_codes(self) -> None:
+        """Every process collects its interner's unused codes at once (workers: at the start of this run).
+
+        A worker may forget a value whose code a channel thinks it sent, so
+        every channel forgets what it sent (worker side: see
+        :meth:`WorkerRuntime._run`); the driver collects its own interner too,
+        keeping what its captures and inputs hold.  The run message that asks
+        for it is already encoded, with the values it needed.
+        """
+        for ch in self.channels:
+            ch.forget_sent()
+        self.ctx.interner.collect(c for n in self.nodes for c in n.held_columns())
 
     def stats(self) -> list[dict]:
         """Every worker's statistics, in worker order."""

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict, deque
+from itertools import chain
 from typing import Callable
 
 import numpy as np
@@ -88,8 +89,9 @@ class WorkerRuntime(Scheduler):
     """The scheduler of one worker process: the one schedule, with exchange and completion plugged in."""
 
     def __init__(self, top: Scope, ctx: Context, me: int, workers: int, peers: dict[int, Channel], driver: Channel,
-                 slot: np.ndarray):
+                 slot: np.ndarray, due: np.ndarray | None = None):
         self.top = top
+        self.due = due if due is not None else np.zeros(workers, dtype=np.int64)
         self.ctx = ctx
         self.me = me
         self.W = workers
@@ -226,10 +228,13 @@ class WorkerRuntime(Scheduler):
                 return
 
     def _run(self, cmd: Message) -> None:
-        frontier, ids = cmd.meta
+        frontier, ids, collect = cmd.meta
         for nid, b in zip(ids, cmd.batches):
             self.nodes[nid].push(0, b)
+        if collect:  # every process does it now, before it sends anything of this run (WorkerPool._collect_codes)
+            self._collect_codes()
         self.step_scope(self.top, np.array([frontier], dtype=np.int64))
+        self.due[self.me] = self.ctx.interner.due()  # read by the driver before the next run
         if self.guarded:  # every worker reports, so the driver knows when it has them all
             self.driver.send(Message("failed", [(i, self.nodes[i].failed) for i in self.guarded]))
             for i in self.guarded:
@@ -247,9 +252,23 @@ class WorkerRuntime(Scheduler):
         compact(self.top, frontier)  # the driver's frontier: every time before it is final here too
         self.stats["runs"] += 1
 
+    def _collect_codes(self) -> None:
+        """Free the codes nothing here holds, and make every channel send values with their codes again.
+
+        Besides the nodes' columns, exchange batches that arrived early (a
+        faster peer already running this run) are held: their values came
+        with them and must stay.
+        """
+        early = (col for entries in self.future.values() for _, _, b in entries
+                 for col, k in zip(b.cols, b.kinds) if k == "o")
+        self.ctx.interner.collect(chain((c for n in self.nodes for c in n.held_columns()), early))
+        for ch in (*self.peers.values(), self.driver):
+            ch.forget_sent()
+
     def _stats(self) -> dict:
         coord = self.stats["coord_s"]
         return {"worker": self.me, "trace_size": trace_size(self.top),
+                "interner_values": len(self.ctx.interner), "interner_collections": self.ctx.interner.collections,
                 "trace_bytes": trace_bytes(self.top), "rounds": self.stats["rounds"],
                 "runs": self.stats["runs"], "wait_s": self.stats["wait_s"], "busy_s": self.stats["busy_s"],
                 # CPU seconds since the fork: unlike waiting, not inflated when workers time-share cores

@@ -85,6 +85,10 @@ class Channel:
         self.bytes_sent = 0
         self.messages_sent = 0
 
+    def forget_sent(self) -> None:
+        """Send values again with their codes from now on: the other end may have forgotten them (a collection)."""
+        self._sent_codes = set()
+
     def fileno(self) -> int:
         return self.sock.fileno()
 

@@ -76,12 +76,18 @@ def test_due_waits_for_the_live_count_to_double():
     assert not it.due()
 
 
-def test_hashed_mode_is_never_collected():
+def test_hashed_mode_forgets_unheld_values_and_keeps_codes():
+    """Hashed codes are content-derived: a collection forgets unheld values, and a value met again gets its code back."""
     it = Interner(hashed=True, collect_after=1)
     codes = it.encode(["a", "b", "c"])
-    assert not it.due()
-    assert it.collect([]) == 0
-    assert len(it) == 3 and it.decode(codes).tolist() == ["a", "b", "c"]
+    assert it.due()
+    assert it.collect([codes[[0, 2]]]) == 1
+    it._check()
+    assert len(it) == 2 and "b" not in it and it.decode(codes[[0, 2]]).tolist() == ["a", "c"]
+    with pytest.raises(KeyError, match="no value for code"):
+        it.decode(codes[[1]])
+    assert it.code("b") == codes[1] and it.decode(codes).tolist() == ["a", "b", "c"]
+    assert it.collect([]) == 3 and len(it) == 0
     it._check()
 
 
@@ -131,10 +137,12 @@ def accumulate(acc: dict, drained: list) -> None:
             del acc[row]
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("period", [None, 3 * W], ids=["new-keys", "keys-come-back"])
-def test_string_keyed_sliding_window_holds_a_bounded_interner(period):
-    flow = ddflow.Dataflow()
-    flow.interner.collect_after = 64
+def test_string_keyed_sliding_window_holds_a_bounded_interner(period, workers):
+    """With two workers every process collects at once (hashed codes): the driver's and each worker's interner."""
+    flow = ddflow.Dataflow(workers=workers)
+    flow.interner.collect_after = 64  # before the fork: the workers' interners take it too
     ev_in, outs = build(flow)
     live: Counter = Counter()
     got = {name: {} for name in outs}
@@ -162,8 +170,12 @@ def test_string_keyed_sliding_window_holds_a_bounded_interner(period):
         # Live: K*W keys, a few values, derived strings; plus what awaits the next collection.
         assert len(flow.interner) <= 12 * K * W, t
         assert flow.interner.capacity <= 12 * K * W, t
+        if workers > 1 and t % 30 == 29:
+            for st in flow.worker_stats():
+                assert st["interner_values"] <= 12 * K * W and st["interner_collections"] >= 1, (t, st)
     flow.interner._check()
     assert flow.interner.collections >= 3
+    flow.shutdown()
     if period is not None:
         assert came_back > K  # freed values were interned again, and decoded right above
 
