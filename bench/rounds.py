@@ -1,6 +1,6 @@
 """The cost of a loop round itself, per worker count: coordination with (almost) no work.
 
-    python -m bench.rounds [--workers 1,2,4,8] [--rounds 400] [--json FILE]
+    python -m bench.rounds [--workers 1,2,4,8] [--rounds 400] [--transports socketpair,tcp] [--json FILE]
 
 A loop counts one record up to ``--rounds``, so every round carries a single
 update through an exchange, an arrangement and a distinct: the time per
@@ -11,7 +11,9 @@ from a worker's last operator step in a round to the round's agreed end
 worker spends per round (``cpu``: the same operator work at every W, plus
 sending, receiving and polling).  On a machine with fewer cores than
 workers the waiting figures include time-sharing; the CPU figure does not.
-Several repetitions; the median is reported.
+Several repetitions, the transports alternated within each (W > 1:
+``socketpair`` on one machine, ``tcp`` as across machines); the median
+is reported.
 """
 from __future__ import annotations
 
@@ -26,8 +28,8 @@ import numpy as np
 import ddflow
 
 
-def one(workers: int, rounds: int) -> dict:
-    with ddflow.Dataflow(workers=workers) as flow:
+def one(workers: int, rounds: int, transport: str = "socketpair") -> dict:
+    with ddflow.Dataflow(workers=workers, transport=transport) as flow:
         h, a = flow.new_collection("a", schema=("i",))
         out = a.iterate(lambda x: x.map_columns(lambda c: np.minimum(c + 1, rounds)).distinct(), name="count",
                         max_iterations=rounds + 10).capture()
@@ -37,7 +39,7 @@ def one(workers: int, rounds: int) -> dict:
         flow.run()
         wall = time.perf_counter() - t0
         assert out.contents(0) == {(rounds,): 1}
-        res = {"workers": workers, "rounds": rounds, "us_per_round": wall / rounds * 1e6}
+        res = {"workers": workers, "transport": transport, "rounds": rounds, "us_per_round": wall / rounds * 1e6}
         stats = flow.worker_stats()
         if stats:
             coord = np.concatenate([np.asarray(s["coord_s"]) for s in stats]) * 1e6
@@ -53,15 +55,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", default="1,2,4,8")
     p.add_argument("--rounds", type=int, default=400)
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--transports", default="socketpair")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     rows = []
     for w in [int(x) for x in args.workers.split(",")]:
-        runs = [one(w, args.rounds) for _ in range(args.repeat)]
-        row = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-        row["workers"] = w
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+        transports = args.transports.split(",") if w > 1 else ["socketpair"]
+        runs: dict[str, list[dict]] = {t: [] for t in transports}
+        for _ in range(args.repeat):
+            for t in transports:  # alternated: the machine's speed drifts
+                runs[t].append(one(w, args.rounds, t))
+        for t, rs in runs.items():
+            row = {k: statistics.median(r[k] for r in rs) for k in rs[0] if k != "transport"}
+            row.update(workers=w, transport=t)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
     if args.json:
         with open(args.json, "a") as f:
             for r in rows:

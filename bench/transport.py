@@ -1,6 +1,6 @@
 """Transports between worker processes, measured by ping-pong of columnar batches.
 
-    python -m bench.transport [--rows 10,1000,100000,1000000] [--json FILE]
+    python -m bench.transport [--rows 10,1000,100000,1000000] [--kinds socket,tcp,...] [--json FILE]
 
 Each transport sends a batch of ``rows`` updates (two int64 fields, depth-1
 times, diffs: 32 bytes a row) to a forked peer, which sends it back; the
@@ -8,7 +8,11 @@ round trip time is the median over repetitions, and the throughput counts
 both directions.  Candidates:
 
 - ``socket``: :class:`ddflow.transport.Channel` on a Unix socketpair
-  (raw array buffers, zero-copy views on receipt) - what the engine uses;
+  (raw array buffers, zero-copy views on receipt) - what the engine uses
+  on one machine;
+- ``tcp``: the same Channel on a loopback TCP connection (``TCP_NODELAY``,
+  4 MB buffers) - what workers on several machines use
+  (``Dataflow(transport="tcp")``);
 - ``pipe``: the same frames over a pair of ``os.pipe``;
 - ``pickle``: ``multiprocessing.Pipe`` sending the batch pickled (protocol 5);
 - ``shm``: a ``multiprocessing.shared_memory`` segment per message holding
@@ -31,7 +35,7 @@ from multiprocessing import resource_tracker, shared_memory
 import numpy as np
 
 from ddflow.base.updates import Updates
-from ddflow.workers.transport import Channel, Hub, Message
+from ddflow.workers.transport import Channel, Hub, Message, tcp_pair
 
 
 def batch(rows: int) -> Updates:
@@ -115,9 +119,9 @@ def _echo_channel(ch: Channel, reps: int) -> None:
 
 
 def bench_channel(kind: str, u: Updates, reps: int) -> list[float]:
-    if kind == "socket":
-        a, b = socket.socketpair()
-        mine, theirs = Channel(a, 1), None
+    if kind in ("socket", "tcp"):
+        a, b = socket.socketpair() if kind == "socket" else tcp_pair()
+        mine = Channel(a, 1)
         child_sock = b
     else:
         r1, w1 = os.pipe()
@@ -127,7 +131,7 @@ def bench_channel(kind: str, u: Updates, reps: int) -> list[float]:
     pid = os.fork()
     if pid == 0:
         try:
-            ch = Channel(child_sock, 0) if kind == "socket" else Channel(_PipeSock(*child_sock), 0)  # type: ignore[arg-type]
+            ch = Channel(child_sock, 0) if kind != "pipe" else Channel(_PipeSock(*child_sock), 0)  # type: ignore[arg-type]
             _echo_channel(ch, reps)
         finally:
             os._exit(0)
@@ -212,14 +216,15 @@ def bench_shm(u: Updates, reps: int) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.transport", description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", default="10,1000,100000,1000000")
+    p.add_argument("--kinds", default="socket,tcp,pipe,pickle,shm")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     results = []
     for rows in [int(x) for x in args.rows.split(",")]:
         u = batch(rows)
         reps = max(5, min(400, 2_000_000 // max(rows, 1)))
-        for kind in ("socket", "pipe", "pickle", "shm"):
-            if kind in ("socket", "pipe"):
+        for kind in args.kinds.split(","):
+            if kind in ("socket", "tcp", "pipe"):
                 t = bench_channel(kind, u, reps)
             elif kind == "pickle":
                 t = bench_pickle(u, reps)

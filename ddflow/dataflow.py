@@ -237,6 +237,12 @@ class Dataflow:
     and a loaded machine can delay a beat by seconds.  After a worker fails,
     every later call that needs the workers raises that error again.
 
+    ``transport``: how the driver and the workers are connected, one
+    socket per pair: ``"socketpair"`` (Unix sockets, the fastest on one
+    machine) or ``"tcp"`` (loopback TCP with ``TCP_NODELAY``: the same
+    framing and protocol as workers on several machines, to test and
+    measure that path; see ``bench/README.md``).
+
     >>> with ddflow.Dataflow() as flow:
     ...     edges_in, edges = flow.new_collection("edges")
     ...     out = edges.project(1, 0).capture()
@@ -245,14 +251,17 @@ class Dataflow:
     [((2, 1), 0, 1)]
     """
 
-    def __init__(self, workers: int = 1, heartbeat_timeout: float | None = 30.0):
+    def __init__(self, workers: int = 1, heartbeat_timeout: float | None = 30.0, transport: str = "socketpair"):
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise UsageError(f"Dataflow(workers=W) needs an integer W >= 1, got {workers!r}")
         if heartbeat_timeout is not None and (not isinstance(heartbeat_timeout, (int, float))
                                               or isinstance(heartbeat_timeout, bool) or not heartbeat_timeout > 0):
             raise UsageError(f"Dataflow(heartbeat_timeout=...) needs seconds > 0 or None, got {heartbeat_timeout!r}")
+        if transport not in ("socketpair", "tcp"):
+            raise UsageError(f"Dataflow(transport=...) is 'socketpair' or 'tcp', got {transport!r}")
         self.workers = workers
         self.heartbeat_timeout = heartbeat_timeout
+        self.transport = transport
         self.ctx = Context(workers)
         self.top = Scope(self.ctx)
         self.inputs: list[InputHandle] = []
@@ -449,7 +458,7 @@ class Dataflow:
         if self._pool is None:
             from ddflow.workers.pool import WorkerPool
 
-            self._pool = WorkerPool(self.top, self.ctx, self.heartbeat_timeout)
+            self._pool = WorkerPool(self.top, self.ctx, self.heartbeat_timeout, self.transport)
             weakref.finalize(self, self._pool.shutdown)
         return self._pool
 

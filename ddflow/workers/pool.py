@@ -34,7 +34,7 @@ from ddflow.graph.scope import Scope
 from ddflow.operators.stateless import RowNode
 from ddflow.workers.exchange import partition
 from ddflow.workers.runtime import WorkerRuntime
-from ddflow.workers.transport import Channel, ChannelClosed, Hub, Message
+from ddflow.workers.transport import Channel, ChannelClosed, Hub, Message, connect_pair
 
 #: Sockets of every live pool in this process: a forked worker closes those that are not its own,
 #: so the end of a socket is seen as soon as the process that owned it is gone.
@@ -91,9 +91,11 @@ class WorkerPool:
 
     ``heartbeat_timeout`` (seconds, or None for none): a worker whose
     heartbeat is older than this fails the dataflow instead of blocking it.
+    ``transport``: how the processes are connected (:data:`~ddflow.workers.transport.TRANSPORTS`).
     """
 
-    def __init__(self, top: Scope, ctx: Context, heartbeat_timeout: float | None = 30.0):
+    def __init__(self, top: Scope, ctx: Context, heartbeat_timeout: float | None = 30.0,
+                 transport: str = "socketpair"):
         W = ctx.workers
         self.W = W
         self.ctx = ctx
@@ -114,8 +116,8 @@ class WorkerPool:
         #: Then each one's "a collection of my interner's codes is due" flag, set at the end of a run.
         self.due = np.frombuffer(self.slot_map, dtype=np.int64, count=W, offset=24 * W)
         self._next_look = 0.0  # when the driver next compares the heartbeats with the timeout
-        pairs = {(i, j): socket.socketpair() for i in range(W) for j in range(i + 1, W)}
-        drivers = [socket.socketpair() for _ in range(W)]
+        pairs = {(i, j): connect_pair(transport) for i in range(W) for j in range(i + 1, W)}
+        drivers = [connect_pair(transport) for _ in range(W)]
         for a, b in [*pairs.values(), *drivers]:
             _LIVE_SOCKETS.add(a)
             _LIVE_SOCKETS.add(b)

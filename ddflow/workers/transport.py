@@ -59,6 +59,31 @@ class Message:
         return f"<Message {self.kind} {self.meta!r} {[len(b) for b in self.batches]}>"
 
 
+#: How the processes of a dataflow are connected: one socket per pair, Unix (one machine) or TCP.
+TRANSPORTS = ("socketpair", "tcp")
+
+
+def tcp_pair(host: str = "127.0.0.1") -> tuple[socket.socket, socket.socket]:
+    """The two ends of one TCP connection on ``host``: what ``socket.socketpair`` gives, over TCP.
+
+    Forked workers connected this way exchange exactly as workers on
+    several machines would (same kernel path, same framing), which is what
+    ``Dataflow(transport="tcp")`` measures and tests.
+
+    >>> a, b = tcp_pair(); _ = a.sendall(b"x"); b.recv(1)
+    b'x'
+    """
+    with socket.create_server((host, 0)) as srv:
+        a = socket.create_connection(srv.getsockname()[:2])
+        b, _ = srv.accept()
+    return a, b
+
+
+def connect_pair(transport: str) -> tuple[socket.socket, socket.socket]:
+    """Two connected sockets for ``transport`` (one of :data:`TRANSPORTS`)."""
+    return socket.socketpair() if transport == "socketpair" else tcp_pair()
+
+
 class Channel:
     """One end of a socket between two processes, with an outbox and a frame reader."""
 
@@ -73,6 +98,9 @@ class Channel:
                     sock.setsockopt(socket.SOL_SOCKET, opt, self.BUFFER_BYTES)
                 except OSError:
                     pass
+            if sock.family in (socket.AF_INET, socket.AF_INET6):
+                # A frame goes out as soon as it is written: a round's small messages must not wait for Nagle.
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = sock
         self.peer = peer
         self.interner = interner

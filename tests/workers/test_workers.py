@@ -139,6 +139,48 @@ def test_every_worker_count_from_one_to_eight_agrees():
         assert outs[w] == outs[1], w
 
 
+def test_workers_over_tcp_deliver_what_one_worker_does():
+    """transport="tcp": the same framing, completion counts and merge tree over loopback TCP, W = 2 and 3.
+
+    Every run's changes (reachability in a loop, a keyed count, strings
+    made on the workers) equal those of one worker, and the final
+    reachability equals a breadth-first search.
+    """
+    rng = np.random.default_rng(5)
+    src, dst = rng.integers(0, 30, 240), rng.integers(0, 30, 240)
+    outs = {}
+    for w, transport in ((1, "socketpair"), (2, "tcp"), (3, "tcp")):
+        with ddflow.Dataflow(workers=w, transport=transport) as flow:
+            hr, roots = flow.new_collection("roots")
+            he, edges = flow.new_collection("edges")
+            caps = [reach(roots, edges).capture(), edges.project(0).count().capture(),
+                    edges.map(lambda r: (f"n{r[1]}",)).distinct().capture()]
+            hr.update([(0,), (1,)], times=0)
+            for run in range(3):
+                lo = 80 * run
+                he.update(list(zip(src[lo:lo + 80].tolist(), dst[lo:lo + 80].tolist())), times=run)
+                if run:
+                    he.update(list(zip(src[lo - 80:lo - 40].tolist(), dst[lo - 80:lo - 40].tolist())), times=run,
+                              diffs=-1)
+                flow.advance_to(run + 1)
+                flow.run()
+                outs.setdefault(w, []).append([sorted(c.drain()) for c in caps])
+    live = list(zip(src[120:240].tolist(), dst[120:240].tolist()))
+    seen, todo = {0, 1}, [0, 1]
+    while todo:
+        n = todo.pop()
+        for s_, d_ in live:
+            if s_ == n and d_ not in seen:
+                seen.add(d_)
+                todo.append(d_)
+    acc = {}
+    for run in outs[1]:
+        for row, _, d in run[0]:
+            acc[row] = acc.get(row, 0) + d
+    assert {r for r, m in acc.items() if m} == {(n,) for n in seen}
+    assert outs[2] == outs[1] and outs[3] == outs[1]
+
+
 @settings(max_examples=30, deadline=None)
 @given(schedules({"a": int_rows(2, 0, 6)}))
 def test_values_created_on_workers(schedule):
@@ -276,6 +318,11 @@ def test_workers_exit_when_the_dataflow_shuts_down():
             os.waitpid(pid, os.WNOHANG)  # reaped already
     with pytest.raises(ddflow.DataflowError, match="closed"):
         h.insert((2,), time=1)
+
+
+def test_an_unknown_transport_is_refused():
+    with pytest.raises(ddflow.UsageError, match="transport"):
+        ddflow.Dataflow(workers=2, transport="udp")
 
 
 def test_bad_worker_counts_are_refused():
