@@ -247,41 +247,18 @@ def last_ids(bootstrap: str, topic: str, timeout: float = 30.0) -> dict[int, tup
 
     O(partitions): reads one record per partition, from the end offset - 1.
     """
-    import time
+    from ddflow.streaming.broker import end_offsets
 
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    from ddflow.streaming.broker import consumer_config, drain_events, end_offsets
-
-    ends = {p: e for p, e in end_offsets(bootstrap, topic, timeout).items() if e > 0}
-    if not ends:
-        return {}
-    c = Consumer(consumer_config(bootstrap))
-    try:
-        c.assign([TopicPartition(topic, p, e - 1) for p, e in ends.items()])
-        out: dict[int, tuple[int, int]] = {}
-        open_parts = set(ends)
-        deadline = time.monotonic() + timeout
-        while open_parts:
-            if time.monotonic() > deadline:
-                raise SinkError(f"reading the last records of Kafka topic {topic!r} took over {timeout}s")
-            for m in drain_events(c, 0.2):
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        open_parts.discard(m.partition())
-                        continue
-                    raise SinkError(f"reading the last records of Kafka topic {topic!r}: {err}")
-                h = dict(m.headers() or [])
-                try:
-                    out[m.partition()] = (int(h["batch_id"]), int(h["seq"]))
-                except (KeyError, ValueError):
-                    raise SinkError(f"Kafka topic {topic!r} partition {m.partition()} offset {m.offset()}: a "
-                                    "record without batch_id/seq headers; a KafkaSink topic must be written "
-                                    "by the sink only") from None
-        return out
-    finally:
-        c.close()
+    ends = {p: e - 1 for p, e in end_offsets(bootstrap, topic, timeout).items() if e > 0}
+    out: dict[int, tuple[int, int]] = {}
+    for part, offset, _, headers in _read(bootstrap, topic, ends, timeout, "the last records of "):
+        h = dict(headers or [])
+        try:
+            out[part] = (int(h["batch_id"]), int(h["seq"]))
+        except (KeyError, ValueError):
+            raise SinkError(f"Kafka topic {topic!r} partition {part} offset {offset}: a record without "
+                            "batch_id/seq headers; a KafkaSink topic must be written by the sink only") from None
+    return out
 
 
 def _json_strings(col: pa.ChunkedArray) -> pa.Array:
@@ -309,30 +286,46 @@ def read_changes(bootstrap: str, topic: str) -> list[dict]:
 
 def read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[tuple[bytes, list]]:
     """(value, headers) of every record of ``topic`` from the beginning to the current end."""
-    import time
+    from confluent_kafka import OFFSET_BEGINNING, Consumer
 
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
-    from ddflow.streaming.broker import consumer_config, drain_events, topic_partitions
+    from ddflow.streaming.broker import consumer_config, topic_partitions
 
     c = Consumer(consumer_config(bootstrap))
     try:
         parts = topic_partitions(c, topic, bootstrap)
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
-        open_parts = set(parts)
+    finally:
+        c.close()
+    return [(v, h) for _, _, v, h in _read(bootstrap, topic, dict.fromkeys(parts, OFFSET_BEGINNING), timeout)]
+
+
+def _read(bootstrap: str, topic: str, starts: dict[int, int], timeout: float,
+          what: str = "") -> list[tuple[int, int, bytes, list]]:
+    """(partition, offset, value, headers) of the records of ``topic`` from ``starts[partition]`` to the end."""
+    import time
+
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    from ddflow.streaming.broker import consumer_config, drain_events
+
+    if not starts:
+        return []
+    c = Consumer(consumer_config(bootstrap))
+    try:
+        c.assign([TopicPartition(topic, p, o) for p, o in starts.items()])
+        open_parts = set(starts)
         out = []
         deadline = time.monotonic() + timeout
         while open_parts:
             if time.monotonic() > deadline:
-                raise SinkError(f"reading Kafka topic {topic!r} did not reach the end within {timeout}s")
+                raise SinkError(f"reading {what}Kafka topic {topic!r} did not reach the end within {timeout}s")
             for m in drain_events(c, 0.2):
                 err = m.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
                         open_parts.discard(m.partition())
                         continue
-                    raise SinkError(f"reading Kafka topic {topic!r}: {err}")
-                out.append((m.value(), m.headers()))
+                    raise SinkError(f"reading {what}Kafka topic {topic!r}: {err}")
+                out.append((m.partition(), m.offset(), m.value(), m.headers()))
         return out
     finally:
         c.close()
