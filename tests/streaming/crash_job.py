@@ -15,9 +15,10 @@ same arguments resumes the job.
 ``--fault POINT:BATCH_ID`` kills the job when batch ``BATCH_ID`` reaches
 ``POINT`` (one of the driver's test hook points, ``StreamingDataflow._fault``:
 ``restore``, ``before_output``, ``mid_output``, ``before_state``,
-``in_snapshot``, ``after_state``): with SIGKILL to its whole process group
-(driver, Spark's JVM and Python workers) when the job leads its own
-process group, else with ``os._exit(CRASH_EXIT)``.  ``--pidfile`` receives the pid of
+``in_snapshot``, ``after_state``): with SIGKILL to every process below it
+(Spark's JVM, PySpark's worker daemon, which leads a process group of its
+own, and its workers) and to its own process group, when the job leads
+one, else with ``os._exit(CRASH_EXIT)``.  ``--pidfile`` receives the pid of
 Spark's JVM, which outlives this process by a moment after a crash.
 
 The test imports ``run`` to make the uninterrupted reference run in its
@@ -76,6 +77,7 @@ def run(spark: Any, bootstrap: str, topic: str, out_prefix: str, work: str, max_
             if (point, batch_id) == fault:
                 sys.stdout.flush()
                 if os.getpgrp() == os.getpid():  # started in its own session: SIGKILL the JVM and workers too
+                    kill_descendants()  # PySpark's worker daemon leads a process group of its own
                     os.killpg(os.getpgrp(), signal.SIGKILL)
                 os._exit(CRASH_EXIT)
 
@@ -97,6 +99,29 @@ def run(spark: Any, bootstrap: str, topic: str, out_prefix: str, work: str, max_
             if close is not None:
                 close()
     return done
+
+
+def kill_descendants() -> None:
+    """SIGKILL every process below this one (the JVM, PySpark's daemon and its workers), whatever its group."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    todo, below = [os.getpid()], []
+    while todo:
+        for c in children.get(todo.pop(), []):
+            below.append(c)
+            todo.append(c)
+    for pid in below:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def main(argv: list[str] | None = None) -> int:

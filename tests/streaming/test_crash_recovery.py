@@ -4,9 +4,9 @@ The job (``crash_job.py``, a subprocess with its own local Spark) reads
 edge updates from Kafka with ``maxOffsetsPerTrigger`` (six micro-batches),
 runs reachability and an out-degree count in ddflow and writes each output
 to Parquet and to Kafka.  One chain of runs over the same checkpoint and
-state directories is killed (SIGKILL to the job's whole process group:
-driver, Spark's JVM and Python workers, from the driver's ``_fault`` test
-hook) at points where a crash is interesting:
+state directories is killed (SIGKILL to the job's whole process tree:
+driver, Spark's JVM, PySpark's worker daemon and workers, from the
+driver's ``_fault`` test hook) at points where a crash is interesting:
 
 1. batch 2, ``mid_output``: the first sink has the batch, the others not;
 2. ``restore`` (of batch 1's state): the dataflow was being rebuilt;
