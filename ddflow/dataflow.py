@@ -243,6 +243,12 @@ class Dataflow:
     framing and protocol as workers on several machines, to test and
     measure that path; see ``bench/README.md``).
 
+    ``spark``: a ``SparkSession``.  With ``workers > 1`` the workers run
+    as the tasks of one Spark barrier stage on its executors, connected
+    by TCP, started at the first ``run()`` and kept while the dataflow
+    lives (see ``README.md``, "On a Spark cluster").  The same code, the
+    same outputs; with ``workers=1`` it runs here, as without Spark.
+
     >>> with ddflow.Dataflow() as flow:
     ...     edges_in, edges = flow.new_collection("edges")
     ...     out = edges.project(1, 0).capture()
@@ -251,7 +257,8 @@ class Dataflow:
     [((2, 1), 0, 1)]
     """
 
-    def __init__(self, workers: int = 1, heartbeat_timeout: float | None = 30.0, transport: str = "socketpair"):
+    def __init__(self, workers: int = 1, heartbeat_timeout: float | None = 30.0, transport: str = "socketpair",
+                 spark: Any = None):
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise UsageError(f"Dataflow(workers=W) needs an integer W >= 1, got {workers!r}")
         if heartbeat_timeout is not None and (not isinstance(heartbeat_timeout, (int, float))
@@ -262,6 +269,9 @@ class Dataflow:
         self.workers = workers
         self.heartbeat_timeout = heartbeat_timeout
         self.transport = transport
+        if spark is not None and not hasattr(spark, "sparkContext"):
+            raise UsageError(f"Dataflow(spark=...) needs a SparkSession, got {type(spark).__name__}")
+        self.spark = spark
         self.ctx = Context(workers)
         self.top = Scope(self.ctx)
         self.inputs: list[InputHandle] = []
@@ -454,11 +464,27 @@ class Dataflow:
         if self.workers == 1:
             compact(self.top, self.frontier)
 
+    def _placement(self):
+        """Where the workers run: forked here, or (``spark=``) as barrier tasks on the Spark cluster.
+
+        The Spark launcher lives with the rest of Spark in
+        :mod:`ddflow.streaming.cluster`; this is the API layer's one import
+        of it, made only when ``spark=`` is given.
+        """
+        if self.spark is not None:
+            from ddflow.streaming.cluster import SparkLauncher
+            from ddflow.workers.remote import RemotePlacement
+
+            return RemotePlacement(SparkLauncher(self.spark))
+        from ddflow.workers.forked import ForkedPlacement
+
+        return ForkedPlacement(self.transport)
+
     def _workers(self):
         if self._pool is None:
             from ddflow.workers.pool import WorkerPool
 
-            self._pool = WorkerPool(self.top, self.ctx, self.heartbeat_timeout, self.transport)
+            self._pool = WorkerPool(self.top, self.ctx, self.heartbeat_timeout, self._placement())
             weakref.finalize(self, self._pool.shutdown)
         return self._pool
 

@@ -204,6 +204,7 @@ def run_scenario(
     check: Callable[[ddflow.Dataflow, Any, int], None] | None = None,
     feed: Callable[[Any, list[tuple], list[int], list[int]], None] | dict | None = None,
     workers: Sequence[int] | None = None,
+    spark: Any = None,
 ) -> tuple[ddflow.Dataflow, Any]:
     """Feed ``schedule`` to the dataflow ``build(*input_collections)`` and compare with ``query``.
 
@@ -214,12 +215,13 @@ def run_scenario(
     ``feed(handle, rows, times, diffs)`` (or a dict of them by input name)
     replaces that ``update`` call, e.g. to feed Arrow tables.  The whole check
     runs once per worker count (``workers``, default :data:`WORKERS`), and every
-    count must produce exactly the first one's output changes.
+    count must produce exactly the first one's output changes.  With
+    ``spark`` (a session), counts above 1 run as Spark barrier tasks.
     """
     expected: dict[int, Multiset] = {}  # the oracle's answers, shared by the runs
     first = None
     for w in workers or WORKERS:
-        flow, cap = _run_once(w, inputs, build, query, schedule, per_row, check, feed, expected)
+        flow, cap = _run_once(w, inputs, build, query, schedule, per_row, check, feed, expected, spark)
         if first is None:
             first = (flow, cap, cap.changes())
         else:
@@ -232,8 +234,8 @@ def run_scenario(
     return first[0], first[1]
 
 
-def _run_once(workers, inputs, build, query, schedule, per_row, check, feed, expected):
-    flow = ddflow.Dataflow(workers=workers)
+def _run_once(workers, inputs, build, query, schedule, per_row, check, feed, expected, spark=None):
+    flow = ddflow.Dataflow(workers=workers, spark=spark if workers > 1 else None)
     try:
         return _drive(flow, inputs, build, query, schedule, per_row, check, feed, expected)
     except BaseException:

@@ -1,28 +1,24 @@
-"""The driver's side of a multi-worker dataflow: forking W workers, sending runs, noticing faults.
+"""The driver's side of a multi-worker dataflow: sending runs, noticing faults, wherever the workers run.
 
 A worker that raises reports the exception, with its worker id and the
 operator it was running, then exits; a worker that dies is noticed by the
-end of its socket (and named by ``waitpid``, not by whichever peer
-noticed first), and a shared-memory slot per worker tells which operator
-it was in.  A worker that hangs (stopped, or stuck holding the GIL) is
+end of its socket (and named by how it ended, not by whichever peer
+noticed first), and a slot per worker tells which operator it was in.  A worker that hangs (stopped, or stuck holding the GIL) is
 noticed by its heartbeat: a thread in each worker stamps the time into
 its slot, and the driver, which waits with a finite timeout, fails the
 dataflow when a stamp is older than ``heartbeat_timeout``.  The driver
 then stops every worker and raises, naming the worker, its pid and the
-operator (:func:`_rebuild` is the one place a worker's error becomes the
+operator (:meth:`WorkerPool._rebuild` is the one place a worker's error becomes the
 driver's); every later call raises that failure again.
+
+Where the workers run is a :class:`Placement`: forked on this machine
+(:mod:`ddflow.workers.forked`) or tasks on Spark executors
+(:mod:`ddflow.workers.remote`); this module is the same for both.
 """
 from __future__ import annotations
 
-import mmap
-import os
-import signal
-import socket
-import threading
 import time
-import traceback
-import weakref
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -33,57 +29,51 @@ from ddflow.graph.node import Node
 from ddflow.graph.scope import Scope
 from ddflow.operators.stateless import RowNode
 from ddflow.workers.exchange import partition
-from ddflow.workers.runtime import WorkerRuntime
-from ddflow.workers.transport import Channel, ChannelClosed, Hub, Message, connect_pair
-
-#: Sockets of every live pool in this process: a forked worker closes those that are not its own,
-#: so the end of a socket is seen as soon as the process that owned it is gone.
-_LIVE_SOCKETS: "weakref.WeakSet[socket.socket]" = weakref.WeakSet()
+from ddflow.workers.transport import Channel, ChannelClosed, Hub, Message
 
 
-def _heartbeat(beats: np.ndarray, me: int, period: float) -> None:
-    """Stamp this worker's slot with the time, forever.
+class Placement(Protocol):
+    """Where the workers run: starts them and answers the pool's questions about them.
 
-    A thread of its own, so that a long operator step (which releases the
-    GIL at least every switch interval) still beats, while a stopped
-    process, or one stuck in C code holding the GIL, goes stale.  It
-    touches only the shared slot: no socket, no lock the worker uses.
+    Contract: :meth:`start` returns the driver's end of one connected
+    socket per worker, in worker order, and sets ``slot`` (2 W int64:
+    operator + 1 and state per worker), ``beats`` (W float64: this
+    process's ``time.monotonic()`` at each worker's last heartbeat) and
+    ``due`` (W int64: a collection of that worker's interner is due),
+    which it keeps current while the workers live.  Only :meth:`start`
+    and :meth:`wait` may block.  Implementations:
+    :class:`ddflow.workers.forked.ForkedPlacement` (this machine),
+    :class:`ddflow.workers.remote.RemotePlacement` (Spark executors).
     """
-    while True:
-        beats[me] = time.monotonic()
-        time.sleep(period)
 
+    slot: np.ndarray
+    beats: np.ndarray
+    due: np.ndarray
+    pids: list[int]
 
-def _worker_main(top: Scope, ctx: Context, me: int, workers: int, peer_socks: dict[int, socket.socket],
-                 driver_sock: socket.socket, slot: np.ndarray, beats: np.ndarray, period: float | None,
-                 due: np.ndarray) -> None:
-    """The body of a forked worker; never returns."""
-    code = 0
-    if period is not None:  # started after the fork, in the worker only: the driver forks with no thread running
-        threading.Thread(target=_heartbeat, args=(beats, me, period), name="ddflow-heartbeat", daemon=True).start()
-    driver = Channel(driver_sock, -1, ctx.interner)
-    rt = None
-    try:
-        peers = {w: Channel(s, w, ctx.interner) for w, s in peer_socks.items()}
-        rt = WorkerRuntime(top, ctx, me, workers, peers, driver, slot, due)
-        rt.serve()
-    except BaseException as e:  # noqa: BLE001 - everything is reported to the driver
-        code = 1
-        where = None
-        if rt is not None and slot[2 * me]:
-            where = rt.nodes[int(slot[2 * me]) - 1].name
-        info = {"worker": me, "operator": where, "type": type(e).__name__, "module": type(e).__module__,
-                "message": str(e), "traceback": traceback.format_exc(), "peer_closed": isinstance(e, ChannelClosed)}
-        try:
-            driver.send(Message("error", info))
-            deadline = time.monotonic() + 2.0
-            while driver.outbox and time.monotonic() < deadline:
-                if not driver.flush():
-                    time.sleep(0.001)
-        except Exception:  # noqa: BLE001 - the driver may be gone too
-            pass
-    finally:
-        os._exit(code)
+    def start(self, top: Scope, ctx: Context, tick: float | None) -> list:
+        """Start the workers (each beats every ``tick`` seconds, or never); the driver's socket to each."""
+
+    def who(self, w: int) -> str:
+        """Worker ``w`` for an error message: "pid 123", "pid 123 on host 10.0.0.7"."""
+
+    def ended(self) -> dict[int, str]:
+        """Workers known to have ended, and how ("killed by SIGKILL", "exit status 1")."""
+
+    def state_note(self, w: int) -> str:
+        """What else is known of a worker whose heartbeat is stale ("; it is stopped ..."), or ""."""
+
+    def kill(self, skip: set[int] | frozenset[int] = frozenset()) -> dict[int, str]:
+        """Stop every worker but ``skip`` now, by force; how each ended."""
+
+    def fault(self) -> str | None:
+        """Why the placement itself failed (the Spark job running the workers ended), or None."""
+
+    def owns(self) -> bool:
+        """Whether this process may stop the workers."""
+
+    def wait(self, seconds: float) -> None:
+        """After "stop": wait for the workers to end, at most ``seconds`` for all; then force."""
 
 
 class WorkerPool:
@@ -91,46 +81,31 @@ class WorkerPool:
 
     ``heartbeat_timeout`` (seconds, or None for none): a worker whose
     heartbeat is older than this fails the dataflow instead of blocking it.
-    ``transport``: how the processes are connected (:data:`~ddflow.workers.transport.TRANSPORTS`).
+    ``placement``: where the workers run (default: forked here, connected
+    by socketpairs).
     """
 
     def __init__(self, top: Scope, ctx: Context, heartbeat_timeout: float | None = 30.0,
-                 transport: str = "socketpair"):
+                 placement: Placement | None = None):
+        if placement is None:
+            from ddflow.workers.forked import ForkedPlacement
+
+            placement = ForkedPlacement()
         W = ctx.workers
         self.W = W
         self.ctx = ctx
         self.heartbeat_timeout = heartbeat_timeout
         #: How often workers beat and the driver looks: often enough that a hang is seen soon after the timeout.
         self.tick = None if heartbeat_timeout is None else min(0.5, heartbeat_timeout / 4)
-        #: Only this process may shut the pool down: a worker forked later for another dataflow inherits
-        #: this pool's finalizer (and, closed, its sockets), and the garbage collector may run it there.
-        self.owner = os.getpid()
         self.nodes = list(top.all_nodes())
         self.names = [n.name for n in self.nodes]
-        # Shared with the workers: (operator + 1, state) each, then each one's last heartbeat (time.monotonic()).
-        # The state is 1 inside an operator's step, -1 idle between commands, 0 otherwise (waiting mid-run).
-        self.slot_map = mmap.mmap(-1, 32 * W)
-        self.slot = np.frombuffer(self.slot_map, dtype=np.int64, count=2 * W)
-        self.beats = np.frombuffer(self.slot_map, dtype=np.float64, count=W, offset=16 * W)
-        self.beats[:] = time.monotonic()  # a worker still starting up is not stale
-        #: Then each one's "a collection of my interner's codes is due" flag, set at the end of a run.
-        self.due = np.frombuffer(self.slot_map, dtype=np.int64, count=W, offset=24 * W)
         self._next_look = 0.0  # when the driver next compares the heartbeats with the timeout
-        pairs = {(i, j): connect_pair(transport) for i in range(W) for j in range(i + 1, W)}
-        drivers = [connect_pair(transport) for _ in range(W)]
-        for a, b in [*pairs.values(), *drivers]:
-            _LIVE_SOCKETS.add(a)
-            _LIVE_SOCKETS.add(b)
-        self.pids: list[int] = []
-        self._fork(W, top, ctx, pairs, drivers)
-        for (a, b) in pairs.values():
-            a.close()
-            b.close()
-        for _, w in drivers:
-            w.close()
-        self.channels = [Channel(d, w, ctx.interner) for w, (d, _) in enumerate(drivers)]
-        self.hub = Hub(self.channels)
+        self.placement = placement
         self.closed = False
+        socks = placement.start(top, ctx, self.tick)
+        self.slot, self.beats, self.due = placement.slot, placement.beats, placement.due
+        self.channels = [Channel(d, w, ctx.interner) for w, d in enumerate(socks)]
+        self.hub = Hub(self.channels)
         #: What failed the pool: every later command raises it again (its sockets are closed by then).
         self.failure: BaseException | None = None
         self._done: Message | None = None
@@ -141,19 +116,10 @@ class WorkerPool:
         self._errors: list[dict] = []
         self._gone: set[int] = set()
 
-    def _fork(self, W: int, top: Scope, ctx: Context, pairs: dict, drivers: list) -> None:
-        """Fork the W workers; each keeps its own sockets and closes every other live one."""
-        for me in range(W):
-            pid = os.fork()
-            if pid == 0:  # the worker
-                mine = {j if i == me else i: (a if i == me else b)
-                        for (i, j), (a, b) in pairs.items() if me in (i, j)}
-                keep = {id(s) for s in mine.values()} | {id(drivers[me][1])}
-                for s in list(_LIVE_SOCKETS):
-                    if id(s) not in keep:
-                        s.close()
-                _worker_main(top, ctx, me, W, mine, drivers[me][1], self.slot, self.beats, self.tick, self.due)
-            self.pids.append(pid)
+    @property
+    def pids(self) -> list[int]:
+        """The workers' process ids (each on its own host), in worker order."""
+        return self.placement.pids
 
     # -- messages -----------------------------------------------------------------------------
     def _on_message(self, ch: Channel, m: Message) -> None:
@@ -200,6 +166,8 @@ class WorkerPool:
             now = time.monotonic()
             if now >= self._next_look:  # at most once a tick: a run's many short polls cost nothing more
                 self._next_look = now + self.tick
+                if self.placement.fault() is not None:
+                    self._fail()
                 stale = np.flatnonzero(now - self.beats > self.heartbeat_timeout)
                 if stale.size:
                     self._hung(stale.tolist())
@@ -290,46 +258,52 @@ class WorkerPool:
     def _fail(self, cause: BaseException | None = None) -> None:
         """Collect what every worker says for a moment, stop them all, and raise the root cause.
 
-        Which worker died comes from its own exit status (``waitpid``), not
-        from the first socket that ended: when one worker dies its peers
-        notice, report "peer closed" and exit too, and any of them may be
-        the first the driver hears from.
+        Which worker died comes from how it ended (``waitpid``, here or on
+        its executor), not from the first socket that ended: when one
+        worker dies its peers notice, report "peer closed" and exit too, and
+        any of them may be the first the driver hears from.
         """
         deadline = time.monotonic() + 2.0
         while len(self._gone) < self.W and time.monotonic() < deadline:
             self._collect(0.05)
-        exited = {}
-        for w, pid in enumerate(self.pids):
-            how = _reap(pid, os.WNOHANG)
-            if how is not None:
-                exited[w] = how
+        exited = self.placement.ended()
+        late = time.monotonic() + 0.5  # off this machine, how a worker ended comes a moment after its socket ends
+        while not self._gone <= set(exited) | self._errors_from() and time.monotonic() < late:
+            time.sleep(0.02)
+            for w, how in self.placement.ended().items():
+                exited.setdefault(w, how)
         status = {**self._kill_all(skip=set(exited)), **exited}
-        reported = {e["worker"] for e in self._errors}
+        reported = self._errors_from()
         primary = [e for e in self._errors if not e["peer_closed"]]
         if primary:
-            raise self._failed(_rebuild(primary[0]))
-        # Blame first a worker that ended on its own (not by our SIGKILL above), and by a signal over an exit.
+            raise self._failed(self._rebuild(primary[0]))
+        # Blame first a worker that ended on its own (not by our kill above), and by a signal over an exit.
         died = sorted((self._gone | set(exited)) - reported,
                       key=lambda w: (w not in exited, not status[w].startswith("killed"), w))
         if died:
             w = died[0]
             raise self._failed(errors.DataflowError(
-                f"worker {w} (pid {self.pids[w]}) died ({status[w]}) {self._where(w)}; the dataflow is stopped"))
+                f"worker {w} ({self.placement.who(w)}) died ({status[w]}) {self._where(w)}; the dataflow is stopped"))
         if self._errors:
-            raise self._failed(_rebuild(self._errors[0]))
-        raise self._failed(errors.DataflowError(f"the workers cannot be reached ({cause!r}); the dataflow is stopped"))
+            raise self._failed(self._rebuild(self._errors[0]))
+        fault = self.placement.fault()
+        if fault is not None:
+            who = ", ".join(f"worker {w} ({self.placement.who(w)})" for w in range(self.W))
+            raise self._failed(errors.DataflowError(f"{fault}; the dataflow is stopped (its workers: {who})"))
+        raise self._failed(errors.DataflowError(
+            f"the workers cannot be reached ({cause!r}); the dataflow is stopped"))
+
+    def _errors_from(self) -> set[int]:
+        return {e["worker"] for e in self._errors}
 
     def _hung(self, stale: list[int]) -> None:
         """Stop every worker and raise, naming the stalest of ``stale`` (workers whose heartbeat is too old)."""
         now = time.monotonic()
         w = max(stale, key=lambda w: (now - self.beats[w], -w))
-        age, pid, where = now - self.beats[w], self.pids[w], self._where(w)
-        state = _proc_state(pid)
-        how = ("; it is stopped (process state T: SIGSTOP, or a debugger)" if state in ("T", "t") else
-               f"; its process state is {state}" if state else "")
+        age, where, how = now - self.beats[w], self._where(w), self.placement.state_note(w)
         self._kill_all()
         raise self._failed(errors.DataflowError(
-            f"worker {w} (pid {pid}) is hung {where}: no heartbeat for {age:.1f} s (heartbeat_timeout="
+            f"worker {w} ({self.placement.who(w)}) is hung {where}: no heartbeat for {age:.1f} s (heartbeat_timeout="
             f"{self.heartbeat_timeout} s){how}; every worker was killed and the dataflow is stopped"))
 
     def _where(self, w: int) -> str:
@@ -343,14 +317,8 @@ class WorkerPool:
         return f"after {last}" if last else "before running any operator"
 
     def _kill_all(self, skip: frozenset[int] | set[int] = frozenset()) -> dict[int, str]:
-        """SIGKILL and reap every worker but ``skip`` (already reaped); close the sockets.  How each ended."""
-        live = [(w, pid) for w, pid in enumerate(self.pids) if w not in skip]
-        for _, pid in live:
-            try:
-                os.kill(pid, signal.SIGKILL)  # a stopped process dies too: SIGKILL needs no SIGCONT
-            except ProcessLookupError:
-                pass
-        status = {w: _reap(pid) or "exited" for w, pid in live}
+        """Stop every worker but ``skip`` (already ended) by force; close the sockets.  How each ended."""
+        status = self.placement.kill(skip)
         self._close()
         return status
 
@@ -363,7 +331,7 @@ class WorkerPool:
 
     def shutdown(self) -> None:
         """Stop the workers (they finish nothing more) and wait for them."""
-        if self.closed or os.getpid() != self.owner:
+        if self.closed or not self.placement.owns():
             return
         for ch in self.channels:
             try:
@@ -377,57 +345,25 @@ class WorkerPool:
             except ChannelClosed:
                 break
         self._close()
-        end = time.monotonic() + 1.0  # one second for all of them, not each: shutdown never waits W seconds
-        for pid in self.pids:
-            while True:
-                try:
-                    done, _ = os.waitpid(pid, os.WNOHANG)
-                except ChildProcessError:
-                    break
-                if done or time.monotonic() > end:
-                    if not done:
-                        os.kill(pid, signal.SIGKILL)
-                        _reap(pid)
-                    break
-                time.sleep(0.002)
+        self.placement.wait(1.0)  # one second for all of them, not each: shutdown never waits W seconds
 
+    def _rebuild(self, e: dict) -> BaseException:
+        """The worker's exception, in the driver, naming the worker (and its host, off this machine) and the operator."""
+        w = e["worker"]
+        host = self.placement.hosts[w] if w < len(self.placement.hosts) else ""
+        where = f"worker {w}" + (f" on host {host}" if host else "") + (
+            f", operator {e['operator']!r}" if e["operator"] else "")
+        msg = f"{e['message']} [{where}]"
+        cls = getattr(errors, e["type"], None) if e["module"] == errors.__name__ else None
+        if cls is None and e["module"] == "builtins":
+            import builtins
 
-def _reap(pid: int, flags: int = 0) -> str | None:
-    """How child ``pid`` ended, having reaped it; None if it still runs (with ``os.WNOHANG``)."""
-    try:
-        done, st = os.waitpid(pid, flags)
-    except ChildProcessError:
-        return "exited"
-    if not done:
-        return None
-    if os.WIFSIGNALED(st):
-        return f"killed by {signal.Signals(os.WTERMSIG(st)).name}"
-    return f"exit status {os.WEXITSTATUS(st)}"
-
-
-def _proc_state(pid: int) -> str | None:
-    """The process state letter from ``/proc/<pid>/stat`` (T: stopped), or None where there is no /proc."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0].decode()
-    except (OSError, IndexError):
-        return None
-
-
-def _rebuild(e: dict) -> BaseException:
-    """The worker's exception, in the driver, naming the worker and the operator."""
-    where = f"worker {e['worker']}" + (f", operator {e['operator']!r}" if e["operator"] else "")
-    msg = f"{e['message']} [{where}]"
-    cls = getattr(errors, e["type"], None) if e["module"] == errors.__name__ else None
-    if cls is None and e["module"] == "builtins":
-        import builtins
-
-        cls = getattr(builtins, e["type"], None)
-    if not (isinstance(cls, type) and issubclass(cls, Exception)):
-        cls = errors.DataflowError
-    try:
-        exc = cls(msg)
-    except Exception:  # noqa: BLE001 - a constructor with other arguments
-        exc = errors.DataflowError(f"{e['type']}: {msg}")
-    exc.worker_traceback = e["traceback"]  # type: ignore[attr-defined]
-    return exc
+            cls = getattr(builtins, e["type"], None)
+        if not (isinstance(cls, type) and issubclass(cls, Exception)):
+            cls = errors.DataflowError
+        try:
+            exc = cls(msg)
+        except Exception:  # noqa: BLE001 - a constructor with other arguments
+            exc = errors.DataflowError(f"{e['type']}: {msg}")
+        exc.worker_traceback = e["traceback"]  # type: ignore[attr-defined]
+        return exc

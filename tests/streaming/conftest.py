@@ -45,6 +45,6 @@ def spark():
     pytest.importorskip("pyspark")
     from ddflow.streaming.spark import local_session
 
-    session = local_session("ddflow-tests")
+    session = local_session("ddflow-tests", os.environ.get("DDFLOW_TEST_MASTER", "local[2]"))
     yield session
     session.stop()

@@ -79,6 +79,13 @@ class ThresholdLogic(Logic):
         self.fn = fn
         self._vfn = np.frompyfunc(lambda c: int(fn(int(c))), 1, 1)
 
+    def __getstate__(self) -> dict:
+        """Picklable (workers on Spark executors get the graph pickled): the ufunc is rebuilt from ``fn``."""
+        return {"fn": self.fn}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["fn"])
+
     def evaluate(self, key, vals):
         out = []
         for v, m in vals:

@@ -1,0 +1,142 @@
+"""Workers forked on this machine: the default placement of ``Dataflow(workers=W)``.
+
+A placement starts the W worker processes, hands the pool one connected
+socket per worker, and answers the pool's questions about them: who a
+worker is (for error messages), which ones have ended and how, how to
+stop them all.  The pool (:mod:`ddflow.workers.pool`) speaks the protocol
+and handles faults the same way for every placement; the other placement
+is :class:`ddflow.workers.remote.RemotePlacement` (workers on Spark
+executors).
+
+Here the workers are forked after the graph is built, so every
+operator, lambda and closure is already in their memory; the slots
+(operator, heartbeat, collection due) are shared memory the driver reads
+directly, and ``waitpid`` says how a worker ended.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import signal
+import socket
+import time
+import weakref
+
+import numpy as np
+
+from ddflow.graph.context import Context
+from ddflow.graph.scope import Scope
+from ddflow.workers.transport import connect_pair
+from ddflow.workers.worker import proc_state, reap, worker_main
+
+#: Sockets of every live pool in this process: a forked worker closes those that are not its own,
+#: so the end of a socket is seen as soon as the process that owned it is gone.
+_LIVE_SOCKETS: "weakref.WeakSet[socket.socket]" = weakref.WeakSet()
+
+
+def shared_slots(W: int) -> tuple[mmap.mmap, np.ndarray, np.ndarray, np.ndarray]:
+    """Anonymous shared memory for W workers' slots: (operator + 1, state) each, heartbeats, collection due.
+
+    The state is 1 inside an operator's step, -1 idle between commands, 0
+    otherwise (waiting mid-run); a heartbeat is ``time.monotonic()`` of
+    the process that reads it.
+    """
+    m = mmap.mmap(-1, 32 * W)
+    slot = np.frombuffer(m, dtype=np.int64, count=2 * W)
+    beats = np.frombuffer(m, dtype=np.float64, count=W, offset=16 * W)
+    beats[:] = time.monotonic()  # a worker still starting up is not stale
+    due = np.frombuffer(m, dtype=np.int64, count=W, offset=24 * W)
+    return m, slot, beats, due
+
+
+class ForkedPlacement:
+    """W worker processes forked from the driver, connected by socketpairs or loopback TCP.
+
+    ``transport``: one of :data:`ddflow.workers.transport.TRANSPORTS`.
+    """
+
+    def __init__(self, transport: str = "socketpair"):
+        self.transport = transport
+        self.pids: list[int] = []
+        self.hosts: list[str] = []
+
+    def start(self, top: Scope, ctx: Context, tick: float | None) -> list[socket.socket]:
+        """Fork the workers; the driver's end of each one's socket, in worker order."""
+        W = ctx.workers
+        self.owner = os.getpid()
+        self.slot_map, self.slot, self.beats, self.due = shared_slots(W)
+        pairs = {(i, j): connect_pair(self.transport) for i in range(W) for j in range(i + 1, W)}
+        drivers = [connect_pair(self.transport) for _ in range(W)]
+        for a, b in [*pairs.values(), *drivers]:
+            _LIVE_SOCKETS.add(a)
+            _LIVE_SOCKETS.add(b)
+        for me in range(W):
+            pid = os.fork()
+            if pid == 0:  # the worker: keeps its own sockets, closes every other live one
+                mine = {j if i == me else i: (a if i == me else b)
+                        for (i, j), (a, b) in pairs.items() if me in (i, j)}
+                keep = {id(s) for s in mine.values()} | {id(drivers[me][1])}
+                for s in list(_LIVE_SOCKETS):
+                    if id(s) not in keep:
+                        s.close()
+                worker_main(top, ctx, me, W, mine, drivers[me][1], self.slot, self.beats, tick, self.due)
+            self.pids.append(pid)
+        self.hosts = ["" for _ in range(W)]
+        for a, b in pairs.values():
+            a.close()
+            b.close()
+        for _, w in drivers:
+            w.close()
+        return [d for d, _ in drivers]
+
+    def who(self, w: int) -> str:
+        return f"pid {self.pids[w]}"
+
+    def ended(self) -> dict[int, str]:
+        """Workers that have exited, and how (reaped now; non-blocking)."""
+        out = {}
+        for w, pid in enumerate(self.pids):
+            how = reap(pid, os.WNOHANG)
+            if how is not None:
+                out[w] = how
+        return out
+
+    def state_note(self, w: int) -> str:
+        state = proc_state(self.pids[w])
+        return ("; it is stopped (process state T: SIGSTOP, or a debugger)" if state in ("T", "t") else
+                f"; its process state is {state}" if state else "")
+
+    def kill(self, skip: set[int] | frozenset[int] = frozenset()) -> dict[int, str]:
+        """SIGKILL and reap every worker but ``skip`` (already reaped).  How each ended."""
+        live = [(w, pid) for w, pid in enumerate(self.pids) if w not in skip]
+        for _, pid in live:
+            try:
+                os.kill(pid, signal.SIGKILL)  # a stopped process dies too: SIGKILL needs no SIGCONT
+            except ProcessLookupError:
+                pass
+        return {w: reap(pid) or "exited" for w, pid in live}
+
+    def fault(self) -> str | None:
+        """Nothing outside the workers can fail here."""
+        return None
+
+    def owns(self) -> bool:
+        """Only this process may stop the workers: a worker forked later for another dataflow inherits
+        this pool's finalizer, and the garbage collector may run it there."""
+        return os.getpid() == self.owner
+
+    def wait(self, seconds: float) -> None:
+        """After "stop": wait for the workers to exit, ``seconds`` for all of them; kill what is left."""
+        end = time.monotonic() + seconds
+        for pid in self.pids:
+            while True:
+                try:
+                    done, _ = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if done or time.monotonic() > end:
+                    if not done:
+                        os.kill(pid, signal.SIGKILL)
+                        reap(pid)
+                    break
+                time.sleep(0.002)

@@ -1,0 +1,446 @@
+"""Workers started elsewhere (Spark executors), given the dataflow as bytes and connected by TCP.
+
+The driver listens on one TCP port; a *launcher* (Spark's barrier stage:
+:mod:`ddflow.streaming.cluster`) starts T tasks, and each task runs
+:func:`serve_task` with the pickled graph.  A task forks its share of the
+W workers (worker w belongs to task ``w % T``), so W may exceed the slots
+a cluster has.  The rendezvous:
+
+1. each task binds one listener per worker on the address it routes to
+   the driver by, and the tasks exchange ``{worker: host:port}`` through
+   the launcher's all-gather (``BarrierTaskContext.allGather``);
+2. each worker connects to the driver (a line of JSON: who it is, where,
+   its pid, the dataflow's token), then to every lower-numbered peer's
+   listener, and accepts every higher-numbered one: one TCP connection per
+   pair, as the forked workers have one socketpair per pair;
+3. each task connects to the driver too, and reports every half second
+   (or every heartbeat tick) its workers' slots, heartbeat ages, process
+   states and, once they end, how they ended (``waitpid``).
+
+From then on the pool (:mod:`ddflow.workers.pool`) runs exactly as with
+forked workers: the same framing, counted completion and merge tree.
+Failures: a worker that raises reports it (naming its host); a worker or
+task that dies is seen by the end of its sockets and named with its host;
+a task that loses the driver kills its workers (they also die with the
+task process, by ``PR_SET_PDEATHSIG``); a hung worker's stale heartbeat
+reaches the driver through its task's reports.  ``kill`` asks every task
+to SIGKILL its workers, then cancels the launcher's job.
+
+Ports: the driver's listener (``port``, default any free one) must be
+reachable from the executors, and every worker's listener (a free port
+on its executor) from the other executors.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import secrets
+import select
+import selectors
+import signal
+import socket
+import struct
+import threading
+import time
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from ddflow import errors
+from ddflow.graph.context import Context
+from ddflow.graph.scope import Scope
+from ddflow.operators.capture import CaptureNode
+from ddflow.workers.forked import shared_slots
+from ddflow.workers.worker import proc_state, reap, worker_main
+
+#: How often a task reports to the driver when the dataflow has no heartbeat.
+REPORT_EVERY = 0.5
+
+
+class Launcher(Protocol):
+    """Starts the tasks that run the workers (Spark: :class:`ddflow.streaming.cluster.SparkLauncher`)."""
+
+    host: str  #: the address the executors reach the driver at
+
+    def dumps(self, obj: Any) -> bytes:
+        """Pickle ``obj`` as the tasks will need it (cloudpickle: lambdas and closures by value)."""
+
+    def tasks(self, workers: int) -> int:
+        """How many tasks to run ``workers`` workers in (at most the slots the cluster has)."""
+
+    def launch(self, payload: bytes, workers: int, tasks: int, address: tuple[str, int], token: str) -> None:
+        """Start ``tasks`` tasks, task t calling ``serve_task(payload, t, tasks, workers, address, token, gather)``."""
+
+    def error(self) -> str | None:
+        """Why the tasks' job ended, if it ended with an error."""
+
+    def cancel(self) -> None:
+        """Kill the tasks (their workers die with them)."""
+
+    def join(self, seconds: float) -> bool:
+        """Wait for the tasks' job to end; whether it did."""
+
+
+class RemotePlacement:
+    """The driver's side of workers started by a :class:`Launcher`: listens, accepts, reads the tasks' reports.
+
+    ``start_timeout``: seconds to wait for every worker to connect (the
+    cluster may first have to free slots) before the dataflow fails.
+    """
+
+    def __init__(self, launcher: Launcher, port: int = 0, start_timeout: float = 120.0):
+        self.launcher = launcher
+        self.port = port
+        self.start_timeout = start_timeout
+        self.pids: list[int] = []
+        self.hosts: list[str] = []
+        self._states: dict[int, str] = {}
+        self._ended: dict[int, str] = {}
+        self._tasks: dict[int, socket.socket] = {}
+        self._task_of: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self._reader: threading.Thread | None = None
+        self._closing = False
+
+    # -- start ----------------------------------------------------------------------------------
+    def start(self, top: Scope, ctx: Context, tick: float | None) -> list[socket.socket]:
+        """Launch the tasks and wait until every worker and task has connected; the workers' sockets."""
+        W = ctx.workers
+        self.owner = os.getpid()
+        self.W = W
+        self.slot = np.zeros(2 * W, dtype=np.int64)
+        self.beats = np.full(W, time.monotonic())
+        self.due = np.zeros(W, dtype=np.int64)
+        self.pids, self.hosts = [0] * W, [""] * W
+        token = secrets.token_hex(16)
+        srv = socket.create_server((self.launcher.host, self.port), backlog=max(64, 2 * W))
+        address = srv.getsockname()[:2]
+        T = self.launcher.tasks(W)
+        self.launcher.launch(_graph_bytes(self.launcher, top, ctx, tick), W, T, address, token)
+        workers: dict[int, socket.socket] = {}
+        deadline = time.monotonic() + self.start_timeout
+        srv.settimeout(0.5)
+        try:
+            while len(workers) < W or len(self._tasks) < T:
+                if self.launcher.error() is not None:
+                    raise errors.DataflowError(f"the workers did not start: {self.launcher.error()}")
+                if time.monotonic() > deadline:
+                    raise errors.DataflowError(
+                        f"the workers did not start: {len(workers)} of {W} workers and {len(self._tasks)} of {T} "
+                        f"tasks connected to {address[0]}:{address[1]} within {self.start_timeout} s (are "
+                        f"{T} task slots free, and can the executors reach this address?)")
+                try:
+                    conn, _ = srv.accept()
+                except TimeoutError:
+                    continue
+                hello = _read_hello(conn, token)
+                if hello is None:
+                    conn.close()
+                elif hello["role"] == "error":
+                    conn.close()
+                    raise errors.DataflowError(
+                        f"the workers did not start: task {hello['index']} on host {hello['host']} could not load "
+                        f"the dataflow: {hello['message']} (the modules that define its functions must be importable "
+                        "on the executors: install them there, ship them with SparkContext.addPyFile, or have "
+                        "cloudpickle.register_pickle_by_value send them with the dataflow)")
+                elif hello["role"] == "worker":
+                    w = hello["index"]
+                    workers[w] = conn
+                    self.pids[w], self.hosts[w] = hello["pid"], hello["host"]
+                else:
+                    self._tasks[hello["index"]] = conn
+                    for w in hello["workers"]:
+                        self._task_of[w] = hello["index"]
+        except BaseException:
+            for c in [*workers.values(), *self._tasks.values()]:
+                c.close()
+            self.launcher.cancel()
+            raise
+        finally:
+            srv.close()  # a retried task of this job cannot join a running dataflow
+        self._reader = threading.Thread(target=self._read_reports, name="ddflow-task-reports", daemon=True)
+        self._reader.start()
+        return [workers[w] for w in range(W)]
+
+    # -- the tasks' reports ---------------------------------------------------------------------
+    def _read_reports(self) -> None:
+        """Apply every task's reports to the slots, until every task's socket has ended."""
+        sel = selectors.DefaultSelector()
+        buffers = {}
+        for t, s in self._tasks.items():
+            s.setblocking(False)
+            sel.register(s, selectors.EVENT_READ, t)
+            buffers[t] = b""
+        live = len(self._tasks)
+        while live and not self._closing:
+            for key, _ in sel.select(1.0):
+                t, s = key.data, key.fileobj
+                try:
+                    data = s.recv(65536)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    sel.unregister(s)
+                    live -= 1
+                    with self._lock:
+                        for w, owner in self._task_of.items():
+                            if owner == t:
+                                self._ended.setdefault(w, f"its task process on {self.hosts[w] or 'its host'} ended: "
+                                                          "the executor, or the task, went away")
+                    continue
+                buffers[t] += data
+                *lines, buffers[t] = buffers[t].split(b"\n")
+                for line in lines:
+                    self._apply(json.loads(line))
+        sel.close()
+
+    def _apply(self, report: dict) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for w, (age, op, state, due, letter) in report["workers"].items():
+                w = int(w)
+                self.beats[w] = now - age
+                self.slot[2 * w], self.slot[2 * w + 1] = op, state
+                self.due[w] = due
+                self._states[w] = letter
+            for w, how in report["ended"].items():
+                self._ended.setdefault(int(w), how)
+
+    # -- the pool's questions --------------------------------------------------------------------
+    def who(self, w: int) -> str:
+        return f"pid {self.pids[w]} on host {self.hosts[w]}"
+
+    def ended(self) -> dict[int, str]:
+        with self._lock:
+            return dict(self._ended)
+
+    def state_note(self, w: int) -> str:
+        state = self._states.get(w)
+        return ("; it is stopped (process state T: SIGSTOP, or a debugger)" if state in ("T", "t") else
+                f"; its process state is {state}" if state else "")
+
+    def fault(self) -> str | None:
+        return self.launcher.error()
+
+    def owns(self) -> bool:
+        return os.getpid() == self.owner
+
+    def kill(self, skip: set[int] | frozenset[int] = frozenset()) -> dict[int, str]:
+        """Every task SIGKILLs its workers; wait up to 2 s to hear how they ended; cancel the job."""
+        live = [w for w in range(self.W) if w not in skip]
+        for s in self._tasks.values():
+            try:
+                s.sendall(b"kill\n")
+            except OSError:
+                pass
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and not set(live) <= set(self.ended()):
+            time.sleep(0.02)
+        self._shut()
+        ended = self.ended()
+        return {w: ended.get(w, "killed with its task") for w in live}
+
+    def wait(self, seconds: float) -> None:
+        """After "stop": the workers exit, then their tasks end the job; cancel it if it has not ended in time."""
+        if not self.launcher.join(max(seconds, 3.0)):  # a Spark job takes a moment to finish after its tasks
+            self.launcher.cancel()
+        self._shut()
+
+    def _shut(self) -> None:
+        self.launcher.cancel()
+        self._closing = True
+        for s in self._tasks.values():
+            try:
+                s.close()
+            except OSError:
+                pass
+
+
+def _graph_bytes(launcher: Launcher, top: Scope, ctx: Context, tick: float | None) -> bytes:
+    """The graph as the tasks get it: no queued input (the driver sends each worker its share), no callbacks."""
+    nodes = list(top.all_nodes())
+    queues = [n.queues for n in nodes]
+    callbacks = [(n, n.callback) for n in nodes if isinstance(n, CaptureNode)]
+    try:
+        for n in nodes:
+            n.queues = [[] for _ in n.queues]
+        for n, _ in callbacks:
+            n.callback = None
+        return launcher.dumps((top, ctx, tick))
+    finally:
+        for n, q in zip(nodes, queues):
+            n.queues = q
+        for n, cb in callbacks:
+            n.callback = cb
+
+
+def _read_hello(conn: socket.socket, token: str) -> dict | None:
+    """The first line a worker or task sends: who it is.  None for a stranger (wrong token, or silence)."""
+    conn.settimeout(10.0)
+    buf = b""
+    try:
+        while not buf.endswith(b"\n"):
+            chunk = conn.recv(1)
+            if not chunk:
+                return None
+            buf += chunk
+        hello = json.loads(buf)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(hello, dict) or hello.get("token") != token:
+        return None
+    conn.settimeout(None)
+    return hello
+
+
+def _say(sock: socket.socket, obj: dict) -> None:
+    sock.sendall((json.dumps(obj) + "\n").encode())
+
+
+def route_ip(address: tuple[str, int]) -> str:
+    """The local address this host reaches ``address`` by (no packet is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(address)
+        return s.getsockname()[0]
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this process when its parent (the task) dies (Linux; elsewhere a no-op)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("a peer closed its connection during the rendezvous")
+        buf += chunk
+    return buf
+
+
+def serve_task(payload: bytes, task: int, tasks: int, workers: int, address: tuple[str, int], token: str,
+               gather: Callable[[str], list[str]]) -> dict[int, str]:
+    """Run task ``task``'s workers (w with ``w % tasks == task``) until they end; how each ended.
+
+    Runs in the launcher's task process (a Spark executor's Python
+    worker).  ``gather(message)`` returns every task's message, in task
+    order, once all have called it (``BarrierTaskContext.allGather``).
+    """
+    W = workers
+    address = (address[0], int(address[1]))
+    mine = [w for w in range(W) if w % tasks == task]
+    host = route_ip(address)
+    try:
+        top, ctx, tick = pickle.loads(payload)
+    except BaseException as e:  # the driver says why at once, instead of waiting for Spark's retries to end
+        with socket.create_connection(address) as s:
+            _say(s, {"token": token, "role": "error", "index": task, "host": host, "pid": os.getpid(),
+                     "message": f"{type(e).__name__}: {e}"})
+        raise
+    listeners = {w: socket.create_server((host, 0), backlog=max(64, W)) for w in mine}
+    table: dict[int, tuple[str, int]] = {}
+    for entry in gather(json.dumps({w: [host, s.getsockname()[1]] for w, s in listeners.items()})):
+        table.update({int(w): (h, int(p)) for w, (h, p) in json.loads(entry).items()})
+    _, slot, beats, due = shared_slots(W)
+    old_chld = signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # waitpid must see the workers
+    me = os.getpid()
+    pids: dict[int, int] = {}
+    for w in mine:
+        pid = os.fork()
+        if pid == 0:
+            _worker_process(top, ctx, w, W, listeners, table, address, token, host, slot, beats, tick, due, me)
+        pids[w] = pid
+    for s in listeners.values():
+        s.close()
+    try:
+        return _supervise(pids, task, host, address, token, slot, beats, due, tick)
+    finally:
+        signal.signal(signal.SIGCHLD, old_chld)
+
+
+def _worker_process(top: Scope, ctx: Context, w: int, W: int, listeners: dict[int, socket.socket],
+                    table: dict[int, tuple[str, int]], address: tuple[str, int], token: str, host: str,
+                    slot: np.ndarray, beats: np.ndarray, tick: float | None, due: np.ndarray, parent: int) -> None:
+    """A forked worker: connect to the driver and the peers, then serve; never returns."""
+    try:
+        _die_with_parent()
+        if os.getppid() != parent:
+            os._exit(3)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        for j, s in listeners.items():
+            if j != w:
+                s.close()
+        driver = socket.create_connection(address)
+        _say(driver, {"token": token, "role": "worker", "index": w, "host": host, "pid": os.getpid()})
+        peers = {}
+        for j in range(w):  # connect to the lower-numbered peers (their listeners queue us) ...
+            s = socket.create_connection(table[j])
+            s.sendall(struct.pack("<i", w))
+            peers[j] = s
+        for _ in range(W - 1 - w):  # ... and accept the higher-numbered ones
+            c, _ = listeners[w].accept()
+            peers[struct.unpack("<i", _recv_exact(c, 4))[0]] = c
+        listeners[w].close()
+    except BaseException:  # noqa: BLE001 - the driver sees this worker never arrive, or its socket end
+        import traceback
+
+        traceback.print_exc()
+        os._exit(3)
+    worker_main(top, ctx, w, W, peers, driver, slot, beats, tick, due)
+
+
+def _supervise(pids: dict[int, int], task: int, host: str, address: tuple[str, int], token: str,
+               slot: np.ndarray, beats: np.ndarray, due: np.ndarray, tick: float | None) -> dict[int, str]:
+    """Report the workers to the driver until all have ended; kill them if the driver says so or goes away."""
+    ended: dict[int, str] = {}
+    try:
+        sup = socket.create_connection(address)
+        _say(sup, {"token": token, "role": "task", "index": task, "host": host, "pid": os.getpid(),
+                   "workers": list(pids)})
+    except OSError:
+        sup = None
+    every = tick or REPORT_EVERY
+    while len(ended) < len(pids):
+        killing = sup is None
+        if sup is not None:
+            ready, _, _ = select.select([sup], [], [], every)
+            if ready:
+                try:
+                    data = sup.recv(4096)
+                except OSError:
+                    data = b""
+                killing = not data or b"kill" in data
+        if killing:
+            for w, pid in pids.items():
+                if w not in ended:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+        for w, pid in pids.items():
+            if w not in ended:
+                how = reap(pid, 0 if killing else os.WNOHANG)
+                if how is not None:
+                    ended[w] = how
+        if sup is not None:
+            now = time.monotonic()
+            report = {"workers": {w: [now - float(beats[w]), int(slot[2 * w]), int(slot[2 * w + 1]), int(due[w]),
+                                      proc_state(pid) or ""] for w, pid in pids.items() if w not in ended},
+                      "ended": ended}
+            try:
+                _say(sup, report)
+            except OSError:
+                sup = None
+    if sup is not None:
+        sup.close()
+    return ended

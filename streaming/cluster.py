@@ -1,0 +1,132 @@
+"""ddflow's workers as the tasks of one Spark barrier stage: ``Dataflow(workers=W, spark=spark)``.
+
+Spark places the tasks, starts them, ships them the dataflow's code
+(cloudpickle, the way it ships any Python function, so lambdas and
+closures keep working) and kills them when asked.  The tasks learn each
+other's addresses through ``BarrierTaskContext.allGather``; from then on
+ddflow's own protocol runs between them over TCP
+(:mod:`ddflow.workers.remote`).  The stage is one job, submitted from a
+thread of the driver when the dataflow first runs and kept alive while
+the dataflow lives: the tasks hold their slots all that time, so a
+streaming query keeps ``reserve`` slots free for its own micro-batches.
+
+>>> from ddflow.streaming.cluster import SparkLauncher   # doctest: +SKIP
+>>> flow = ddflow.Dataflow(workers=4, spark=spark)       # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+from typing import Any
+
+from ddflow import errors
+
+
+def _task(payload: bytes, workers: int, tasks: int, address: tuple[str, int], token: str):
+    """The function each barrier task runs (on an executor): serve its share of the workers."""
+
+    def run(_rows):
+        from pyspark import BarrierTaskContext
+
+        from ddflow.workers.remote import serve_task
+
+        ctx = BarrierTaskContext.get()
+        ended = serve_task(payload, ctx.partitionId(), tasks, workers, address, token, ctx.allGather)
+        yield json.dumps({"task": ctx.partitionId(), "ended": ended})
+
+    return run
+
+
+def _cause(e: BaseException) -> str:
+    """The line of a failed Spark job's error that says why: the Python error in a task, or Spark's reason."""
+    text = str(e)
+    python = [m for m in re.findall(r"^\s*((?:\w+\.)*\w+(?:Error|Exception|Exit): .+)$", text, re.M)
+              if not m.startswith(("py4j", "org.", "java.", "scala."))]
+    if python:
+        return python[-1][:500]
+    spark = re.search(r"(Job aborted due to stage failure: .+|Job \d+ cancelled.*)$", text, re.M)
+    if spark:
+        return spark.group(1)[:500]
+    lines = [x for x in text.splitlines() if x.strip()]
+    return lines[0][:500] if lines else type(e).__name__
+
+
+class SparkLauncher:
+    """Runs the workers as one barrier stage of T tasks on ``spark``'s executors.
+
+    ``tasks``: how many tasks (default: as many as the workers, at most
+    the task slots the cluster has, less ``reserve``); task t hosts
+    workers w with ``w % T == t``, forked from the task's Python worker.
+    ``reserve``: slots left free for other jobs (a streaming query's
+    micro-batches need at least one).
+    """
+
+    def __init__(self, spark: Any, tasks: int | None = None, reserve: int = 0):
+        self.sc = spark.sparkContext
+        conf = self.sc.getConf()
+        self.host = conf.get("spark.driver.host", None) or socket.gethostbyname(socket.gethostname())
+        self.want = tasks
+        self.reserve = reserve
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self.group = None
+
+    def dumps(self, obj: Any) -> bytes:
+        from pyspark import cloudpickle
+
+        return cloudpickle.dumps(obj)
+
+    def slots(self) -> int:
+        """Tasks the cluster can run at once now (Spark's own count, as its barrier check uses)."""
+        jsc = self.sc._jsc.sc()
+        try:
+            return int(jsc.maxNumConcurrentTasks(jsc.resourceProfileManager().defaultResourceProfile()))
+        except Exception:  # noqa: BLE001 - an internal API: fall back to the default parallelism
+            return int(self.sc.defaultParallelism)
+
+    def tasks(self, workers: int) -> int:
+        free = self.slots() - self.reserve
+        if self.want is not None:
+            if self.want > free:
+                raise errors.UsageError(f"{self.want} barrier tasks need {self.want} free task slots; the cluster has "
+                                        f"{free} (after keeping {self.reserve} for other jobs)")
+            return min(self.want, workers)
+        if free < 1:
+            raise errors.UsageError(f"the cluster has {free + self.reserve} task slots and {self.reserve} must stay "
+                                    "free for other jobs: no slot is left for ddflow's workers")
+        return min(workers, free)
+
+    def launch(self, payload: bytes, workers: int, tasks: int, address: tuple[str, int], token: str) -> None:
+        self.group = f"ddflow-workers-{token}"
+        fn = _task(payload, workers, tasks, address, token)
+
+        def body() -> None:
+            self.sc.setJobGroup(self.group, f"ddflow: {workers} workers in {tasks} barrier tasks",
+                                interruptOnCancel=True)
+            try:
+                self.sc.parallelize(range(tasks), tasks).barrier().mapPartitions(fn).collect()
+            except BaseException as e:  # noqa: BLE001 - reported through error()
+                self._error = e
+
+        self._thread = threading.Thread(target=body, name="ddflow-barrier-stage", daemon=True)
+        self._thread.start()
+
+    def error(self) -> str | None:
+        if self._error is None:
+            return None
+        return f"the Spark job running the workers failed: {_cause(self._error)}"
+
+    def cancel(self) -> None:
+        if self.group is not None and self._thread is not None and self._thread.is_alive():
+            try:
+                self.sc.cancelJobGroup(self.group)
+            except Exception:  # noqa: BLE001 - the session may be stopping
+                pass
+
+    def join(self, seconds: float) -> bool:
+        if self._thread is None:
+            return True
+        self._thread.join(seconds)
+        return not self._thread.is_alive()
