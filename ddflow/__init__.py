@@ -42,6 +42,7 @@ _EXPORTS = {
     "DataflowError": "ddflow.errors",
     "FrontierError": "ddflow.errors",
     "NonConvergence": "ddflow.errors",
+    "WorkerLost": "ddflow.errors",
     "SchemaError": "ddflow.errors",
     "UsageError": "ddflow.errors",
     "Collection": "ddflow.collection",
@@ -61,7 +62,8 @@ if TYPE_CHECKING:
     from ddflow.base.updates import Updates
     from ddflow.collection import Collection, Variable
     from ddflow.dataflow import Dataflow, InputHandle
-    from ddflow.errors import DataflowError, DdflowError, FrontierError, NonConvergence, SchemaError, UsageError
+    from ddflow.errors import (DataflowError, DdflowError, FrontierError, NonConvergence, SchemaError, UsageError,
+                               WorkerLost)
     from ddflow.graph.scope import IterativeScope
     from ddflow.operators.arrange import Arrangement
     from ddflow.operators.capture import Capture, Probe

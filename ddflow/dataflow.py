@@ -248,6 +248,8 @@ class Dataflow:
     by TCP, started at the first ``run()`` and kept while the dataflow
     lives (see ``README.md``, "On a Spark cluster").  The same code, the
     same outputs; with ``workers=1`` it runs here, as without Spark.
+    ``placement``: where the workers run, for what ``transport`` and
+    ``spark`` do not say (a :class:`ddflow.workers.pool.Placement`).
 
     >>> with ddflow.Dataflow() as flow:
     ...     edges_in, edges = flow.new_collection("edges")
@@ -258,7 +260,7 @@ class Dataflow:
     """
 
     def __init__(self, workers: int = 1, heartbeat_timeout: float | None = 30.0, transport: str = "socketpair",
-                 spark: Any = None):
+                 spark: Any = None, placement: Any = None):
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise UsageError(f"Dataflow(workers=W) needs an integer W >= 1, got {workers!r}")
         if heartbeat_timeout is not None and (not isinstance(heartbeat_timeout, (int, float))
@@ -272,6 +274,7 @@ class Dataflow:
         if spark is not None and not hasattr(spark, "sparkContext"):
             raise UsageError(f"Dataflow(spark=...) needs a SparkSession, got {type(spark).__name__}")
         self.spark = spark
+        self.placement = placement
         self.ctx = Context(workers)
         self.top = Scope(self.ctx)
         self.inputs: list[InputHandle] = []
@@ -431,12 +434,14 @@ class Dataflow:
             raise FrontierError(f"advance_to({time}) would move the frontier backwards from {self.frontier}")
         self.frontier = time
 
-    def run(self) -> None:
+    def run(self, *, routed: tuple[int, int] | None = None) -> None:
         """Process everything before the frontier; returns when all of it is final everywhere.
 
         Cost: each operator's cost on the updates submitted since the last
         run only (never the whole collection), then traces are compacted
-        to the new frontier.
+        to the new frontier.  ``routed=(batch, partitions)`` (the streaming
+        driver, workers on executors): the run also takes what the
+        executors sent the workers directly for that micro-batch.
 
         >>> flow = ddflow.Dataflow()
         >>> edges_in, edges = flow.new_collection("edges")
@@ -452,7 +457,9 @@ class Dataflow:
         ctx.ran = True
         try:
             if self.workers > 1:
-                self._workers().run([h.node for h in self.inputs], self.frontier)
+                self._workers().run([h.node for h in self.inputs], self.frontier, routed)
+            elif routed is not None:
+                raise UsageError("routed input needs workers on executors (workers > 1 and spark=...)")
             else:
                 self._scheduler.step_scope(self.top, np.array([self.frontier], dtype=np.int64))
         except BaseException as e:
@@ -471,6 +478,8 @@ class Dataflow:
         :mod:`ddflow.streaming.cluster`; this is the API layer's one import
         of it, made only when ``spark=`` is given.
         """
+        if self.placement is not None:
+            return self.placement
         if self.spark is not None:
             from ddflow.streaming.cluster import SparkLauncher
             from ddflow.workers.remote import RemotePlacement

@@ -17,6 +17,15 @@ class DataflowError(DdflowError, RuntimeError):
     """The dataflow cannot proceed; the message names the operator or collection."""
 
 
+class WorkerLost(DataflowError):
+    """A worker process died, hung, or its placement (a Spark job) ended: the work is intact, the workers are not.
+
+    Unlike an error raised by an operator, running the same input again
+    on new workers can succeed: the streaming driver does so, restoring
+    from its input log.
+    """
+
+
 class NonConvergence(DataflowError):
     """A loop still changed after its ``max_iterations`` rounds."""
 

@@ -37,11 +37,11 @@ import pyarrow.compute as pc
 
 import ddflow
 from ddflow.base.updates import Updates
-from ddflow.dataflow import MAX_TIME
 from ddflow.graph.scope import IterativeScope
 from ddflow.operators.capture import sql_table
 from ddflow.operators.stateless import RowNode
-from ddflow.streaming.parse import DEAD_LETTER_SCHEMA, InputSpec, dead_letters, parse_input
+from ddflow.streaming.admission import admit
+from ddflow.streaming.parse import DEAD_LETTER_SCHEMA, InputSpec
 from ddflow.streaming.sinks import Sink
 from ddflow.streaming.state import StateStore, check_first_batch, check_spark_commits, refuse_negative
 
@@ -73,6 +73,8 @@ class Metrics:
     dead_letters: int = 0
     output_changes: int = 0
     ddflow_s: float = 0.0
+    worker_restarts: int = 0  # dataflows reopened on new workers after a worker was lost
+    routed_bytes: int = 0  # bytes the executors sent the workers directly
     last: dict = field(default_factory=dict)
 
 
@@ -92,6 +94,9 @@ class StreamingDataflow:
         self.frontier_policy = "after-batch"
         self.max_time_ahead: int | None = DEFAULT_MAX_TIME_AHEAD
         self.n_workers = 1
+        self.spark: Any = None  # workers(n, spark=...): the workers run on its executors
+        self.route = False  # and each batch's rows go from the executors straight to them
+        self.retries = 2
         self.metrics = Metrics()
         self.on_batch: Callable[[int, dict], None] | None = None
         self._flow: ddflow.Dataflow | None = None
@@ -227,16 +232,33 @@ class StreamingDataflow:
         self.max_time_ahead = span
         return self
 
-    def workers(self, n: int) -> "StreamingDataflow":
-        """Run the dataflow in ``n`` worker processes (``ddflow.Dataflow(workers=n)``); the Spark side is unchanged.
+    def workers(self, n: int, spark: Any = None, route: bool = True,
+                retries: int = 2) -> "StreamingDataflow":
+        """Run the dataflow in ``n`` worker processes; with ``spark``, as Spark barrier tasks on its executors.
 
-        The workers are forked at the first micro-batch, from the process that
-        runs ``foreachBatch`` (the Spark driver's Python process).  Example:
-        ``.workers(4)``.
+        Without ``spark`` the workers are forked at the first micro-batch,
+        from the process that runs ``foreachBatch`` (the Spark driver's
+        Python process), and each batch is collected there.  With
+        ``spark`` (a session, ``n > 1``) they run on the executors
+        (``ddflow.Dataflow(workers=n, spark=spark)``), holding all the
+        cluster's task slots but one, which Spark keeps for the query's
+        micro-batches; with ``route=True`` each batch's rows go from the
+        executors that read them straight to the workers
+        (:mod:`ddflow.streaming.routing`), and the state directory must be
+        a path every executor can write.  A worker lost to a fault (its
+        executor died, its task was killed, it hung) is replaced: the
+        dataflow restarts on new tasks, restores from the input log and
+        runs the batch again, at most ``retries`` times per batch (it
+        needs a state location).  Example: ``.workers(4, spark=spark)``.
         """
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"{self.name}: workers needs an integer >= 1, got {n!r}")
+        if spark is not None and not hasattr(spark, "sparkContext"):
+            raise ValueError(f"{self.name}: workers(spark=...) needs a SparkSession, got {type(spark).__name__}")
         self.n_workers = n
+        self.spark = spark
+        self.route = route and spark is not None and n > 1
+        self.retries = retries
         return self
 
     def stop(self) -> None:
@@ -296,7 +318,13 @@ class StreamingDataflow:
         """Build the dataflow and restore its state from the input log, if any."""
         if self._flow is not None:
             self._flow.shutdown()
-        flow = ddflow.Dataflow(workers=self.n_workers)
+        if self.spark is not None and self.n_workers > 1:
+            from ddflow.streaming.cluster import SparkLauncher
+            from ddflow.workers.remote import RemotePlacement
+
+            flow = ddflow.Dataflow(workers=self.n_workers, placement=RemotePlacement(SparkLauncher(self.spark, reserve=1)))
+        else:
+            flow = ddflow.Dataflow(workers=self.n_workers)
         handles: dict[str, ddflow.InputHandle] = {}
         outs: dict[str, ddflow.Collection] = {}
         for table, schema in self.tables.items():
@@ -339,21 +367,75 @@ class StreamingDataflow:
 
     # -- per micro-batch ---------------------------------------------------------------
     def process_batch(self, df: Any, batch_id: int) -> None:
-        """The ``foreachBatch`` function: one Spark micro-batch DataFrame, via Arrow."""
-        t0 = time.perf_counter()
-        table = df.toArrow() if hasattr(df, "toArrow") else df
-        self._to_arrow_s = time.perf_counter() - t0
-        self.process_arrow(table, batch_id)
+        """The ``foreachBatch`` function: one Spark micro-batch DataFrame (via Arrow, or routed by the executors).
 
-    def process_arrow(self, table: pa.Table, batch_id: int) -> None:
-        """One micro-batch as an Arrow table: parse, run, write the sinks, log the input (tests call it directly)."""
-        flow = self.flow
+        A :class:`~ddflow.errors.WorkerLost` (a worker's executor died,
+        its task was killed, it hung) reopens the dataflow on new workers,
+        restored from the input log, and runs the batch again; nothing
+        of the batch was written yet, so nothing is lost or duplicated.
+        """
+        for attempt in range(self.retries + 1):
+            try:
+                if self.route:
+                    self._process_routed(df, batch_id)
+                    return
+                t0 = time.perf_counter()
+                table = df.toArrow() if hasattr(df, "toArrow") else df
+                self._to_arrow_s = time.perf_counter() - t0
+                self.process_arrow(table, batch_id)
+                return
+            except ddflow.WorkerLost:
+                if self._store is None or attempt == self.retries:
+                    raise
+                self.metrics.worker_restarts += 1
+                self.open()  # new workers, restored from the input log
+
+    def _skip(self, batch_id: int) -> bool:
+        """Cross-check the first batch since open with the state; whether this batch is a replay to skip."""
         store = self._store
         if store is not None and self._first_batch:
             check_first_batch(batch_id, store.manifest.batch_id, self.state_path)
             self._first_batch = False
         if store is not None and batch_id <= store.manifest.batch_id:
             self.metrics.skipped_batches += 1  # a replay of a batch whose effects are already durable
+            return True
+        return False
+
+    def _process_routed(self, df: Any, batch_id: int) -> None:
+        """One micro-batch whose rows the executors send straight to the workers (:mod:`~ddflow.streaming.routing`)."""
+        from ddflow.streaming.routing import SUMMARY, Router, read_summary
+
+        flow = self.flow
+        if self._skip(batch_id):
+            return
+        t0 = time.perf_counter()
+        pool = flow._workers()  # started at the first batch: the executors need the workers' addresses
+        index = {id(n): i for i, n in enumerate(pool.nodes)}
+        inputs = [(spec, index[id(self._handles[spec.name].node)], self._handles[spec.name].kinds,
+                   self._handles[spec.name].table) for spec in self.inputs.values()]
+        router = Router(inputs, flow.frontier, self.max_time_ahead, batch_id, pool.placement.ingest,
+                        self._store.path if self._store is not None else None)
+        pool.check_alive()  # a worker lost since the last batch: reopen before routing to it
+        try:
+            got = read_summary(df.mapInArrow(router, SUMMARY).toArrow())
+        except Exception:
+            pool.check_alive()  # the job failed because a worker is gone: WorkerLost, and the batch is retried
+            raise
+        self._to_arrow_s = time.perf_counter() - t0  # here: the executors' routing job
+        for name, kinds in got["kinds"].items():
+            h = self._handles[name]
+            if h.kinds is None and kinds:
+                h.kinds = tuple(kinds)
+        self.metrics.updates += got["updates"]
+        self.metrics.routed_bytes += got["bytes"]
+        n_rows = got["updates"] + sum(t.num_rows for t in got["dead"])
+        self._run_and_write(batch_id, got["max_time"], got["dead"], t0, n_rows, {}, got["files"],
+                            routed=(batch_id, got["partitions"]))
+
+    def process_arrow(self, table: pa.Table, batch_id: int) -> None:
+        """One micro-batch as an Arrow table: parse, run, write the sinks, log the input (tests call it directly)."""
+        flow = self.flow
+        if self._skip(batch_id):
             return
         t0 = time.perf_counter()
         dead: list[pa.Table] = []
@@ -364,37 +446,28 @@ class StreamingDataflow:
             handle_kinds = None
             if spec.format == "json":  # a table's JSON fields keep its column kinds (the null mask is not a field)
                 handle_kinds = handle.table.kinds[:-1] if handle.table is not None else handle.kinds
-            rows, bad = parse_input(spec, table, handle_kinds)
-            if bad is not None and bad.num_rows:
-                dead.append(bad)
-            if rows.num_rows == 0:
-                continue
-            times = rows.column("time").to_numpy()
-            # Times no frontier can follow, times too far ahead, late times: dead letters, each with its reason.
-            rows, times = _divert(rows, times, times > MAX_TIME, spec.name,
-                                  f"time past the largest data time {MAX_TIME}", dead)
-            if self.max_time_ahead is not None and len(times):
-                base = flow.frontier if flow.frontier > 0 else int(times.min())
-                rows, times = _divert(rows, times, times > base + self.max_time_ahead, spec.name,
-                                      f"time more than {self.max_time_ahead} past the frontier {flow.frontier} "
-                                      "(maxTimeAhead)", dead)
-            late = times < flow.frontier
-            if late.any() and spec.late == "error":
-                raise ddflow.FrontierError(f"input {spec.name!r}: {int(late.sum())} updates in batch {batch_id} are "
-                                           f"before the frontier {flow.frontier}")
-            rows, times = _divert(rows, times, late, spec.name, f"time before the frontier {flow.frontier}", dead)
-            rows = rows.select(spec.fields + ["time", "diff"])
+            rows = admit(spec, table, handle_kinds, flow.frontier, self.max_time_ahead, batch_id, dead)
             if rows.num_rows:
                 self._feed(spec.name, rows)
                 logged[spec.name] = rows
                 mt = int(pc.max(rows.column("time")).as_py())
                 max_time = mt if max_time is None else max(max_time, mt)
                 self.metrics.updates += rows.num_rows
+        self._run_and_write(batch_id, max_time, dead, t0, table.num_rows, logged, None, table=table)
+
+    def _run_and_write(self, batch_id: int, max_time: int | None, dead: list[pa.Table], t0: float, n_rows: int,
+                       logged: dict[str, pa.Table], written: dict[str, dict] | None,
+                       routed: tuple[int, int] | None = None, table: pa.Table | None = None) -> None:
+        """Advance past the batch's times, run, write outputs and dead letters, then log the input.
+
+        ``table``: the batch as the driver collected it (None when routed: only the executors held it).
+        """
+        flow, store = self.flow, self._store
         if max_time is not None:
             target = max_time + 1 if self.frontier_policy == "after-batch" else max_time
             if target > flow.frontier:
                 flow.advance_to(target)
-        flow.run()
+        flow.run(routed=routed)
         failed = self._failed_rows()
         if failed is not None:
             dead.append(failed)
@@ -430,12 +503,13 @@ class StreamingDataflow:
         self._at("before_state", batch_id)
         t2 = time.perf_counter()
         if store is not None:
-            store.commit(batch_id, flow.frontier, logged)
+            store.commit(batch_id, flow.frontier, logged, written)
         t_state = time.perf_counter() - t2
         self._at("after_state", batch_id)
         self.metrics.batches += 1
         self.metrics.ddflow_s += t_dd
-        stats = {"batch_id": batch_id, "rows": table.num_rows, "updates": sum(t.num_rows for t in logged.values()),
+        stats = {"batch_id": batch_id, "rows": n_rows,
+                 "updates": sum(t.num_rows for t in logged.values()) if written is None else n_rows,
                  "dead_letters": sum(t.num_rows for t in dead), "ddflow_s": t_dd, "sink_s": t_out, "state_s": t_state,
                  "to_arrow_s": getattr(self, "_to_arrow_s", 0.0),
                  "output_changes": {n: t.num_rows for n, t in outputs.items()}, "frontier": flow.frontier,
@@ -494,15 +568,6 @@ class StreamingDataflow:
         fields = [c for c in rows.column_names if c not in ("time", "diff")]
         self._handles[name].update(rows.select(fields), times=rows.column("time").to_numpy(),
                                    diffs=rows.column("diff").to_numpy())
-
-
-def _divert(rows: pa.Table, times: Any, bad: Any, name: str, reason: str,
-            dead: list[pa.Table]) -> tuple[pa.Table, Any]:
-    """``rows`` and their ``times`` without the ``bad`` ones, which join ``dead`` as dead letters with ``reason``."""
-    if not bad.any():
-        return rows, times
-    dead.append(dead_letters(name, reason, rows.filter(pa.array(bad))))
-    return rows.filter(pa.array(~bad)), times[~bad]
 
 
 def _has_loops(flow: ddflow.Dataflow) -> bool:

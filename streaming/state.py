@@ -127,8 +127,9 @@ class StateStore:
         self.manifest = m
 
     @staticmethod
-    def _write_table(path: str, tables: dict[str, pa.Table]) -> dict:
-        """One IPC file per batch: each input's updates, tagged with the input name.  Returns its checks."""
+    def write_table(path: str, tables: dict[str, pa.Table]) -> dict:
+        """One IPC file per batch (or per partition of a batch, written by an executor): each input's updates,
+        tagged with the input name.  Written to a temporary name and renamed.  Returns its checks."""
         parts = []
         for name, t in tables.items():
             if t.num_rows:
@@ -218,14 +219,22 @@ class StateStore:
         return {k: pa.concat_tables(v, promote_options="default") for k, v in out.items()}
 
 
-    def commit(self, batch_id: int, frontier: int, tables: dict[str, pa.Table]) -> None:
-        """Persist one batch's input and move the manifest to ``batch_id`` atomically."""
+    def commit(self, batch_id: int, frontier: int, tables: dict[str, pa.Table],
+               written: dict[str, dict] | None = None) -> None:
+        """Persist one batch's input and move the manifest to ``batch_id`` atomically.
+
+        ``written``: log files of this batch that executors already wrote
+        into the directory (name -> checks, :meth:`write_table`'s), named in
+        the manifest beside (or instead of) ``tables``.
+        """
         m = self.manifest
-        fn = f"log-{batch_id:012d}.arrow"
-        check = self._write_table(os.path.join(self.path, fn), tables)
-        files = [f for f in m.files if f != fn] + [fn]
+        new = dict(written or {})
+        if tables or not new:
+            fn = f"log-{batch_id:012d}.arrow"
+            new[fn] = self.write_table(os.path.join(self.path, fn), tables)
+        files = [f for f in m.files if f not in new] + sorted(new)
         nm = Manifest(batch_id, frontier, files, m.batches_since_snapshot + 1,
-                      {**{f: m.checks[f] for f in files if f in m.checks}, fn: check})
+                      {**{f: m.checks[f] for f in files if f in m.checks}, **new})
         snapshot = nm.batches_since_snapshot >= self.snapshot_every
         if snapshot:
             nm = self._snapshot(nm)
@@ -250,7 +259,7 @@ class StateStore:
             snap[name] = pa.concat_tables([g.select(keys + ["time", "diff"]), pending.select(keys + ["time", "diff"])],
                                           promote_options="default")
         fn = f"snapshot-{m.batch_id:012d}.arrow"
-        check = self._write_table(os.path.join(self.path, fn), snap)
+        check = self.write_table(os.path.join(self.path, fn), snap)
         return Manifest(m.batch_id, m.frontier, [fn], 0, {fn: check})
 
     def _collect_garbage(self) -> None:

@@ -172,6 +172,21 @@ class WorkerPool:
                 if stale.size:
                     self._hung(stale.tolist())
 
+    def check_alive(self) -> None:
+        """Raise now if a worker has ended, reported an error or stopped beating (:meth:`_fail`, :meth:`_hung`).
+
+        For a caller about to depend on the workers outside a command (an
+        executor routing rows to them).  Cost: one poll of the sockets, no wait.
+        """
+        self._check()
+        self._collect(0)
+        if self._errors or self._gone or self.placement.fault() is not None:
+            self._fail()
+        if self.tick is not None:
+            stale = np.flatnonzero(time.monotonic() - self.beats > self.heartbeat_timeout)
+            if stale.size:
+                self._hung(stale.tolist())
+
     def _check(self) -> None:
         """Raise if the pool can take no command: it failed (that failure again) or was shut down."""
         if self.failure is not None:
@@ -194,8 +209,12 @@ class WorkerPool:
             self._poll()
 
     # -- commands ----------------------------------------------------------------------------------
-    def run(self, inputs: list[Node], frontier: int) -> None:
-        """Send every worker its share of the queued input, run to ``frontier``, hand outputs to the captures."""
+    def run(self, inputs: list[Node], frontier: int, routed: tuple[int, int] | None = None) -> None:
+        """Send every worker its share of the queued input, run to ``frontier``, hand outputs to the captures.
+
+        ``routed=(batch, partitions)``: the run also takes the input that
+        executors sent the workers directly (:mod:`ddflow.workers.ingest`).
+        """
         self._check()
         shares: list[tuple[list[int], list[Updates]]] = [([], []) for _ in range(self.W)]
         ids = {id(n): i for i, n in enumerate(self.nodes)}
@@ -211,7 +230,7 @@ class WorkerPool:
         self._done = None
         self._dropped = {}
         collect = bool(self.due.any())
-        self._send([Message("run", (frontier, ids_, collect), parts) for ids_, parts in shares])
+        self._send([Message("run", (frontier, ids_, collect, routed), parts) for ids_, parts in shares])
         if collect:
             self._collect_codes()
         self._wait(lambda: self._done is not None and (not self.guarded or len(self._dropped) == self.W))
@@ -282,15 +301,15 @@ class WorkerPool:
                       key=lambda w: (w not in exited, not status[w].startswith("killed"), w))
         if died:
             w = died[0]
-            raise self._failed(errors.DataflowError(
+            raise self._failed(errors.WorkerLost(
                 f"worker {w} ({self.placement.who(w)}) died ({status[w]}) {self._where(w)}; the dataflow is stopped"))
         if self._errors:
             raise self._failed(self._rebuild(self._errors[0]))
         fault = self.placement.fault()
         if fault is not None:
             who = ", ".join(f"worker {w} ({self.placement.who(w)})" for w in range(self.W))
-            raise self._failed(errors.DataflowError(f"{fault}; the dataflow is stopped (its workers: {who})"))
-        raise self._failed(errors.DataflowError(
+            raise self._failed(errors.WorkerLost(f"{fault}; the dataflow is stopped (its workers: {who})"))
+        raise self._failed(errors.WorkerLost(
             f"the workers cannot be reached ({cause!r}); the dataflow is stopped"))
 
     def _errors_from(self) -> set[int]:
@@ -302,7 +321,7 @@ class WorkerPool:
         w = max(stale, key=lambda w: (now - self.beats[w], -w))
         age, where, how = now - self.beats[w], self._where(w), self.placement.state_note(w)
         self._kill_all()
-        raise self._failed(errors.DataflowError(
+        raise self._failed(errors.WorkerLost(
             f"worker {w} ({self.placement.who(w)}) is hung {where}: no heartbeat for {age:.1f} s (heartbeat_timeout="
             f"{self.heartbeat_timeout} s){how}; every worker was killed and the dataflow is stopped"))
 

@@ -52,6 +52,7 @@ from ddflow.graph.context import Context
 from ddflow.graph.scope import Scope
 from ddflow.operators.capture import CaptureNode
 from ddflow.workers.forked import shared_slots
+from ddflow.workers.ingest import IngestListener
 from ddflow.workers.worker import proc_state, reap, worker_main
 
 #: How often a task reports to the driver when the dataflow has no heartbeat.
@@ -113,6 +114,8 @@ class RemotePlacement:
         self.beats = np.full(W, time.monotonic())
         self.due = np.zeros(W, dtype=np.int64)
         self.pids, self.hosts = [0] * W, [""] * W
+        #: Each worker's listener for input routed by executors (:mod:`ddflow.workers.ingest`).
+        self.ingest: list[tuple[str, int]] = [("", 0)] * W
         token = secrets.token_hex(16)
         srv = socket.create_server((self.launcher.host, self.port), backlog=max(64, 2 * W))
         address = srv.getsockname()[:2]
@@ -148,6 +151,7 @@ class RemotePlacement:
                     w = hello["index"]
                     workers[w] = conn
                     self.pids[w], self.hosts[w] = hello["pid"], hello["host"]
+                    self.ingest[w] = (hello["ingest"][0], int(hello["ingest"][1]))
                 else:
                     self._tasks[hello["index"]] = conn
                     for w in hello["workers"]:
@@ -380,8 +384,10 @@ def _worker_process(top: Scope, ctx: Context, w: int, W: int, listeners: dict[in
         for j, s in listeners.items():
             if j != w:
                 s.close()
+        ingest = IngestListener(host)
         driver = socket.create_connection(address)
-        _say(driver, {"token": token, "role": "worker", "index": w, "host": host, "pid": os.getpid()})
+        _say(driver, {"token": token, "role": "worker", "index": w, "host": host, "pid": os.getpid(),
+                      "ingest": list(ingest.address)})
         peers = {}
         for j in range(w):  # connect to the lower-numbered peers (their listeners queue us) ...
             s = socket.create_connection(table[j])
@@ -396,7 +402,7 @@ def _worker_process(top: Scope, ctx: Context, w: int, W: int, listeners: dict[in
 
         traceback.print_exc()
         os._exit(3)
-    worker_main(top, ctx, w, W, peers, driver, slot, beats, tick, due)
+    worker_main(top, ctx, w, W, peers, driver, slot, beats, tick, due, ingest)
 
 
 def _supervise(pids: dict[int, int], task: int, host: str, address: tuple[str, int], token: str,

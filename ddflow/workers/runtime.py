@@ -89,8 +89,10 @@ class WorkerRuntime(Scheduler):
     """The scheduler of one worker process: the one schedule, with exchange and completion plugged in."""
 
     def __init__(self, top: Scope, ctx: Context, me: int, workers: int, peers: dict[int, Channel], driver: Channel,
-                 slot: np.ndarray, due: np.ndarray | None = None):
+                 slot: np.ndarray, due: np.ndarray | None = None, ingest=None):
         self.top = top
+        #: Where routed input arrives (an :class:`ddflow.workers.ingest.IngestListener`), on executors.
+        self.ingest = ingest
         self.due = due if due is not None else np.zeros(workers, dtype=np.int64)
         self.ctx = ctx
         self.me = me
@@ -228,9 +230,15 @@ class WorkerRuntime(Scheduler):
                 return
 
     def _run(self, cmd: Message) -> None:
-        frontier, ids, collect = cmd.meta
+        frontier, ids, collect, routed = cmd.meta
         for nid, b in zip(ids, cmd.batches):
             self.nodes[nid].push(0, b)
+        if routed is not None:  # this run's input also came straight from the executors: (batch, partitions)
+            if self.ingest is None:
+                raise RuntimeError("routed input, but this worker has no ingest listener")
+            for m in self.ingest.take(*routed, self.ctx.interner):
+                for nid, b in zip(m.meta[2], m.batches):
+                    self.nodes[nid].push(0, b)
         if collect:  # every process does it now, before it sends anything of this run (WorkerPool._collect_codes)
             self._collect_codes()
         self.step_scope(self.top, np.array([frontier], dtype=np.int64))

@@ -217,25 +217,7 @@ class Channel:
             msgs.append(self._decode(frame))
 
     def _decode(self, frame: bytearray) -> Message:
-        _, hlen = _PREFIX.unpack_from(frame)
-        kind, meta, descr, arrays, values = pickle.loads(memoryview(frame)[_PREFIX.size : _PREFIX.size + hlen])
-        if values is not None and self.interner is not None:
-            self.interner.register(*values)
-        pos = _PREFIX.size + hlen
-        arrs = []
-        for dt, shape in arrays:
-            dt = np.dtype(dt)
-            count = int(np.prod(shape)) if len(shape) else 1
-            a = np.frombuffer(frame, dtype=dt, count=count, offset=pos).reshape(shape) if count else np.zeros(shape, dt)
-            pos += count * dt.itemsize
-            arrs.append(a)
-        batches = []
-        i = 0
-        for kinds, depth, n in descr:
-            k = len(kinds)
-            batches.append(Updates(tuple(arrs[i : i + k]), arrs[i + k], arrs[i + k + 1], tuple(kinds)))
-            i += k + 2
-        return Message(kind, meta, batches)
+        return decode_frame(frame, self.interner)
 
     def close(self) -> None:
         self.closed = True
@@ -290,3 +272,26 @@ class Hub:
 
     def close(self) -> None:
         self.sel.close()
+
+
+def decode_frame(frame: bytearray, interner: Interner | None) -> Message:
+    """The message in one whole frame (arrays are views on ``frame``); values it carries go to ``interner``."""
+    _, hlen = _PREFIX.unpack_from(frame)
+    kind, meta, descr, arrays, values = pickle.loads(memoryview(frame)[_PREFIX.size : _PREFIX.size + hlen])
+    if values is not None and interner is not None:
+        interner.register(*values)
+    pos = _PREFIX.size + hlen
+    arrs = []
+    for dt, shape in arrays:
+        dt = np.dtype(dt)
+        count = int(np.prod(shape)) if len(shape) else 1
+        a = np.frombuffer(frame, dtype=dt, count=count, offset=pos).reshape(shape) if count else np.zeros(shape, dt)
+        pos += count * dt.itemsize
+        arrs.append(a)
+    batches = []
+    i = 0
+    for kinds, depth, n in descr:
+        k = len(kinds)
+        batches.append(Updates(tuple(arrs[i : i + k]), arrs[i + k], arrs[i + k + 1], tuple(kinds)))
+        i += k + 2
+    return Message(kind, meta, batches)

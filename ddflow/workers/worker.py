@@ -41,7 +41,7 @@ def heartbeat(beats: np.ndarray, me: int, period: float) -> None:
 
 def worker_main(top: Scope, ctx: Context, me: int, workers: int, peer_socks: dict[int, socket.socket],
                 driver_sock: socket.socket, slot: np.ndarray, beats: np.ndarray, period: float | None,
-                due: np.ndarray) -> None:
+                due: np.ndarray, ingest=None) -> None:
     """Serve the driver's commands until it says stop; report any exception to it; never returns.
 
     Exits the process (``os._exit``): 0 after "stop", 1 after an error,
@@ -55,7 +55,7 @@ def worker_main(top: Scope, ctx: Context, me: int, workers: int, peer_socks: dic
     rt = None
     try:
         peers = {w: Channel(s, w, ctx.interner) for w, s in peer_socks.items()}
-        rt = WorkerRuntime(top, ctx, me, workers, peers, driver, slot, due)
+        rt = WorkerRuntime(top, ctx, me, workers, peers, driver, slot, due, ingest)
         rt.serve()
     except BaseException as e:  # noqa: BLE001 - everything is reported to the driver
         code = 1

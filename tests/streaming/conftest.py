@@ -41,10 +41,10 @@ def new_topic(kafka_bootstrap: str) -> Callable[..., str]:
 
 @pytest.fixture(scope="session")
 def spark():
-    """A ``local[2]`` SparkSession with the ``ddkafka`` source registered."""
+    """The session's Spark: ``local-cluster[2,1,1024]`` (two executor JVMs; ``DDFLOW_TEST_MASTER``), ddkafka registered."""
     pytest.importorskip("pyspark")
     from ddflow.streaming.spark import local_session
 
-    session = local_session("ddflow-tests", os.environ.get("DDFLOW_TEST_MASTER", "local[2]"))
+    session = local_session("ddflow-tests", os.environ.get("DDFLOW_TEST_MASTER", "local-cluster[2,1,1024]"))
     yield session
     session.stop()

@@ -16,6 +16,8 @@ from __future__ import annotations
 import collections
 import json
 import os
+import signal
+import sys
 import random
 from typing import Any
 
@@ -334,8 +336,8 @@ def _ddkafka(spark, bootstrap: str, topics: list[str], max_offsets: int | None =
 
 
 def _spark_stream(bootstrap: str, t_roots: str, t_edges: str, out: dict[str, str], work, batches: list,
-                  workers: int = 1):
-    s = (StreamingDataflow(build, name="e2e").workers(workers)
+                  workers: int = 1, spark=None):
+    s = (StreamingDataflow(build, name="e2e").workers(workers, spark=spark)
          .input("roots", fields=["root"], format="json", time="t", topic=t_roots)
          .input("edges", fields=["src", "dst"], format="json", time="t", diff="diff", topic=t_edges)
          .output("reach", KafkaSink(bootstrap, out["reach"]), names=["node", "root"])
@@ -368,11 +370,25 @@ def _kafka_contents(bootstrap: str, topic: str) -> dict:
 
 @pytest.mark.spark
 @pytest.mark.kafka
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, 2, "executors", "executors-fault"])
 def test_kafka_to_ddflow_to_kafka_and_parquet(spark, kafka_bootstrap, new_topic, tmp_path, workers):
-    """The whole path, and a restart from the state log; with 2 workers the Spark query feeds worker processes."""
+    """The whole path, and a restart from the state log.
+
+    With 2 workers the Spark query feeds forked worker processes; with
+    "executors", 2 workers run as Spark barrier tasks and the executors
+    send them each batch's rows directly; "executors-fault" also SIGKILLs
+    a worker after the second batch of the second query: the next batch
+    reopens the dataflow on new tasks, restores it from the input log and
+    runs again, and the outputs are still exact, with no duplicate.
+    """
     from ddflow.streaming.broker import produce
 
+    on_executors = isinstance(workers, str)
+    if on_executors:
+        from pyspark import cloudpickle
+
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the executors cannot import the tests
+    sp, w = (spark, 2) if on_executors else (None, workers)
     t_roots, t_edges = new_topic(1, "roots"), new_topic(1, "edges")
     out = {"reach": new_topic(1, "reach"), "degree": new_topic(1, "degree")}
     initial, updates, final = edge_updates(40, 30, 25, seed=5)
@@ -382,7 +398,7 @@ def test_kafka_to_ddflow_to_kafka_and_parquet(spark, kafka_bootstrap, new_topic,
 
     # First query: roots and the initial graph, one micro-batch.
     batches: list = []
-    _run(_spark_stream(kafka_bootstrap, t_roots, t_edges, out, tmp_path, batches, workers),
+    _run(_spark_stream(kafka_bootstrap, t_roots, t_edges, out, tmp_path, batches, w, sp),
          _ddkafka(spark, kafka_bootstrap, [t_roots, t_edges]), checkpoint)
     assert len(batches) == 1 and batches[0]["updates"] == len(ROOTS) + len(initial)
     want_reach, want_degree = expected([(m["src"], m["dst"]) for m in initial], ROOTS)
@@ -393,12 +409,21 @@ def test_kafka_to_ddflow_to_kafka_and_parquet(spark, kafka_bootstrap, new_topic,
     # several micro-batches.
     produce(kafka_bootstrap, t_edges, [(str(m["src"]).encode(), json.dumps(m).encode()) for m in updates])
     batches2: list = []
-    _run(_spark_stream(kafka_bootstrap, t_roots, t_edges, out, tmp_path, batches2, workers),
-         _ddkafka(spark, kafka_bootstrap, [t_roots, t_edges], max_offsets=16), checkpoint)
+    stream = _spark_stream(kafka_bootstrap, t_roots, t_edges, out, tmp_path, batches2, w, sp)
+    if workers == "executors-fault":
+        def kill_after_second(batch_id, stats):
+            batches2.append(stats)
+            if len(batches2) == 2:
+                os.kill(stream.flow._pool.pids[1], signal.SIGKILL)
+        stream.onBatch(kill_after_second)
+    _run(stream, _ddkafka(spark, kafka_bootstrap, [t_roots, t_edges], max_offsets=16), checkpoint)
     assert len(batches2) == -(-len(updates) // 16) >= 3
     assert [b["batch_id"] for b in batches2] == list(range(1, 1 + len(batches2)))
     assert sum(b["updates"] for b in batches2) == len(updates)
     assert all(b["dead_letters"] == 0 for b in batches + batches2)
+    assert stream.metrics.worker_restarts == (1 if workers == "executors-fault" else 0)
+    if on_executors:
+        assert stream.metrics.routed_bytes > 0  # the rows went from the executors to the workers
 
     want_reach, want_degree = expected(final, ROOTS)
     assert _kafka_contents(kafka_bootstrap, out["reach"]) == want_reach
