@@ -24,14 +24,49 @@ from typing import Any
 from ddflow import errors
 
 
+_WARM = False
+
+
+def warm_kernels() -> None:
+    """Load the compiled kernels common dataflows use into this process, once (Spark reuses Python workers).
+
+    The workers are forked from the task process: what it has loaded
+    they inherit, instead of each new worker loading (or compiling) its
+    kernels during its first runs.  A small dataflow over integers and
+    strings, with retractions and a loop, calls them.
+    """
+    global _WARM
+    if _WARM:
+        return
+    import ddflow
+
+    flow = ddflow.Dataflow()
+    h, xs = flow.new_collection("xs")
+    caps = [xs.project(0).count().capture(), xs.join(xs).distinct().capture(),
+            xs.map(lambda r: (str(r[0]), r[1])).reduce(lambda k, vals: [((len(vals),), 1)]).capture(),
+            xs.project(0).iterate(lambda r: r.join(xs).project(1).concat(xs.project(0)).distinct()).capture(),
+            xs.map(lambda r: (r[0], float(r[1]))).min().capture()]
+    for t in range(3):
+        h.update([(i % 7, (i * 3) % 5) for i in range(20 * t, 20 * t + 20)], times=t)
+        if t:
+            h.update([(i % 7, (i * 3) % 5) for i in range(20 * t - 20, 20 * t - 10)], times=t, diffs=-1)
+        flow.advance_to(t + 1)
+        flow.run()
+    for c in caps:
+        c.drain()
+    _WARM = True
+
+
 def _task(payload: bytes, workers: int, tasks: int, address: tuple[str, int], token: str):
     """The function each barrier task runs (on an executor): serve its share of the workers."""
 
     def run(_rows):
         from pyspark import BarrierTaskContext
 
+        from ddflow.streaming.cluster import warm_kernels
         from ddflow.workers.remote import serve_task
 
+        warm_kernels()
         ctx = BarrierTaskContext.get()
         ended = serve_task(payload, ctx.partitionId(), tasks, workers, address, token, ctx.allGather)
         yield json.dumps({"task": ctx.partitionId(), "ended": ended})
