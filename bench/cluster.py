@@ -16,7 +16,7 @@ Parts: ``rounds``, the time per loop round of a loop with one update
 (coordination, no data work: as ``bench.rounds``); ``throughput``, a keyed
 count fed K = 1, 100, 1000 updates per run (each at its own data time),
 updates per second; ``streaming``, a keyed count fed from Kafka by a Spark
-query (2,000 messages per micro-batch), its sustained rate from the first
+query (``--per-batch`` messages per micro-batch), its sustained rate from the first
 batch's end to the last one's, with the workers forked (driver in the
 data path), on the executors with the rows collected to the driver, and
 on the executors with the rows routed from the executors straight to them.
