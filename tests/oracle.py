@@ -27,6 +27,27 @@ Multiset = dict[tuple, int]
 
 #: Worker counts every scenario runs at; the first one's dataflow and capture are returned.
 WORKERS = tuple(int(w) for w in os.environ.get("DDFLOW_TEST_WORKERS", "1,2,3").split(","))
+#: ``DDFLOW_TEST_SPARK=local-cluster[2,1,1024]``: every scenario's W > 1 runs as Spark barrier tasks on that
+#: master (one session for the process), e.g. to run the whole engine suite on executors.
+SPARK_MASTER = os.environ.get("DDFLOW_TEST_SPARK")
+_SESSION: list = []
+
+
+def _spark() -> Any:
+    if SPARK_MASTER is None:
+        return None
+    import sys
+
+    from pyspark import cloudpickle
+
+    if not _SESSION:
+        from ddflow.streaming.spark import local_session
+
+        _SESSION.append(local_session("ddflow-oracle", SPARK_MASTER))
+    for name, mod in list(sys.modules.items()):  # the tests' own functions go to the executors by value
+        if name == "oracle" or name.split(".")[-1].startswith("test_"):
+            cloudpickle.register_pickle_by_value(mod)
+    return _SESSION[0]
 Update = tuple[tuple, int, int]  # (row, time, diff)
 
 
@@ -216,12 +237,13 @@ def run_scenario(
     replaces that ``update`` call, e.g. to feed Arrow tables.  The whole check
     runs once per worker count (``workers``, default :data:`WORKERS`), and every
     count must produce exactly the first one's output changes.  With
-    ``spark`` (a session), counts above 1 run as Spark barrier tasks.
+    ``spark`` (a session, or ``DDFLOW_TEST_SPARK``), counts above 1 run as
+    Spark barrier tasks.
     """
     expected: dict[int, Multiset] = {}  # the oracle's answers, shared by the runs
     first = None
     for w in workers or WORKERS:
-        flow, cap = _run_once(w, inputs, build, query, schedule, per_row, check, feed, expected, spark)
+        flow, cap = _run_once(w, inputs, build, query, schedule, per_row, check, feed, expected, spark or _spark())
         if first is None:
             first = (flow, cap, cap.changes())
         else:

@@ -26,7 +26,7 @@ from typing import Sequence
 from ddflow import errors
 from ddflow.base.interner import Interner
 from ddflow.base.updates import Updates
-from ddflow.workers.transport import _PREFIX, Channel, Message
+from ddflow.workers.transport import _PREFIX, Channel, Message, decode_frame, recv_exact
 
 
 class IngestListener:
@@ -59,7 +59,7 @@ class IngestListener:
     def _read(self, conn: socket.socket) -> None:
         try:
             conn.settimeout(self.READ_TIMEOUT)
-            prefix = _recv_exact(conn, _PREFIX.size)
+            prefix = recv_exact(conn, _PREFIX.size)
             total, hlen = _PREFIX.unpack(prefix)
             frame = bytearray(total)
             frame[:_PREFIX.size] = prefix
@@ -87,8 +87,6 @@ class IngestListener:
         partitions after ``timeout`` seconds: the driver asks only once
         Spark has finished every partition's task, so they are in flight.
         """
-        from ddflow.workers.transport import decode_frame
-
         with self.cond:
             ok = self.cond.wait_for(lambda: len(self.frames.get(batch, {})) >= partitions, timeout)
             got = self.frames.pop(batch, {})
@@ -125,12 +123,3 @@ def send_shares(addresses: Sequence[tuple[str, int]], interner: Interner, batch:
             s.shutdown(socket.SHUT_WR)
     return sent
 
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf

@@ -53,6 +53,7 @@ from ddflow.graph.scope import Scope
 from ddflow.operators.capture import CaptureNode
 from ddflow.workers.forked import shared_slots
 from ddflow.workers.ingest import IngestListener
+from ddflow.workers.transport import recv_exact
 from ddflow.workers.worker import proc_state, reap, worker_main
 
 #: How often a task reports to the driver when the dataflow has no heartbeat.
@@ -163,6 +164,7 @@ class RemotePlacement:
             raise
         finally:
             srv.close()  # a retried task of this job cannot join a running dataflow
+        self.beats[:] = time.monotonic()  # a start that took long (busy cluster) is not a hang
         self._reader = threading.Thread(target=self._read_reports, name="ddflow-task-reports", daemon=True)
         self._reader.start()
         return [workers[w] for w in range(W)]
@@ -321,16 +323,6 @@ def _die_with_parent() -> None:
         pass
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("a peer closed its connection during the rendezvous")
-        buf += chunk
-    return buf
-
-
 def serve_task(payload: bytes, task: int, tasks: int, workers: int, address: tuple[str, int], token: str,
                gather: Callable[[str], list[str]]) -> dict[int, str]:
     """Run task ``task``'s workers (w with ``w % tasks == task``) until they end; how each ended.
@@ -359,6 +351,7 @@ def serve_task(payload: bytes, task: int, tasks: int, workers: int, address: tup
     me = os.getpid()
     pids: dict[int, int] = {}
     for w in mine:
+        beats[w] = time.monotonic()  # its heartbeat thread starts after the rendezvous
         pid = os.fork()
         if pid == 0:
             _worker_process(top, ctx, w, W, listeners, table, address, token, host, slot, beats, tick, due, me)
@@ -395,7 +388,7 @@ def _worker_process(top: Scope, ctx: Context, w: int, W: int, listeners: dict[in
             peers[j] = s
         for _ in range(W - 1 - w):  # ... and accept the higher-numbered ones
             c, _ = listeners[w].accept()
-            peers[struct.unpack("<i", _recv_exact(c, 4))[0]] = c
+            peers[struct.unpack("<i", recv_exact(c, 4))[0]] = c
         listeners[w].close()
     except BaseException:  # noqa: BLE001 - the driver sees this worker never arrive, or its socket end
         import traceback

@@ -79,6 +79,17 @@ def tcp_pair(host: str = "127.0.0.1") -> tuple[socket.socket, socket.socket]:
     return a, b
 
 
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly ``n`` bytes from a blocking socket; ConnectionError if it ends first."""
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError(f"the connection ended after {len(buf)} of {n} bytes")
+        buf += chunk
+    return buf
+
+
 def connect_pair(transport: str) -> tuple[socket.socket, socket.socket]:
     """Two connected sockets for ``transport`` (one of :data:`TRANSPORTS`)."""
     return socket.socketpair() if transport == "socketpair" else tcp_pair()

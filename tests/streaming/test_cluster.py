@@ -140,7 +140,7 @@ def test_a_dead_worker_task_or_executor_stops_the_dataflow_within_seconds(cluste
 
 
 def test_a_hung_worker_is_named_through_its_task(cluster):
-    flow, h, _ = _flow(cluster, heartbeat_timeout=2.0)
+    flow, h, _ = _flow(cluster, heartbeat_timeout=3.0)
     pool = flow._pool
     os.kill(pool.pids[0], signal.SIGSTOP)
     _runs_fail_within(flow, h, rf"worker 0 \(pid {pool.pids[0]} on host 127\.0\.0\.1\) is hung .*no heartbeat "
