@@ -27,7 +27,7 @@ import numpy as np
 from ddflow.graph.context import Context
 from ddflow.graph.scope import Scope
 from ddflow.workers.transport import connect_pair
-from ddflow.workers.worker import proc_state, reap, worker_main
+from ddflow.workers.worker import describe_state, proc_state, reap, worker_main
 
 #: Sockets of every live pool in this process: a forked worker closes those that are not its own,
 #: so the end of a socket is seen as soon as the process that owned it is gone.
@@ -102,9 +102,7 @@ class ForkedPlacement:
         return out
 
     def state_note(self, w: int) -> str:
-        state = proc_state(self.pids[w])
-        return ("; it is stopped (process state T: SIGSTOP, or a debugger)" if state in ("T", "t") else
-                f"; its process state is {state}" if state else "")
+        return describe_state(proc_state(self.pids[w]))
 
     def kill(self, skip: set[int] | frozenset[int] = frozenset()) -> dict[int, str]:
         """SIGKILL and reap every worker but ``skip`` (already reaped).  How each ended."""

@@ -54,7 +54,7 @@ from ddflow.operators.capture import CaptureNode
 from ddflow.workers.forked import shared_slots
 from ddflow.workers.ingest import IngestListener
 from ddflow.workers.transport import recv_exact
-from ddflow.workers.worker import proc_state, reap, worker_main
+from ddflow.workers.worker import describe_state, proc_state, reap, worker_main
 
 #: How often a task reports to the driver when the dataflow has no heartbeat.
 REPORT_EVERY = 0.5
@@ -224,9 +224,7 @@ class RemotePlacement:
             return dict(self._ended)
 
     def state_note(self, w: int) -> str:
-        state = self._states.get(w)
-        return ("; it is stopped (process state T: SIGSTOP, or a debugger)" if state in ("T", "t") else
-                f"; its process state is {state}" if state else "")
+        return describe_state(self._states.get(w))
 
     def fault(self) -> str | None:
         return self.launcher.error()

@@ -85,6 +85,12 @@ def proc_state(pid: int) -> str | None:
         return None
 
 
+def describe_state(state: str | None) -> str:
+    """What a process state letter adds to a hung worker's error: "; it is stopped ...", or ""."""
+    return ("; it is stopped (process state T: SIGSTOP, or a debugger)" if state in ("T", "t") else
+            f"; its process state is {state}" if state else "")
+
+
 def reap(pid: int, flags: int = 0) -> str | None:
     """How child ``pid`` ended, having reaped it; None if it still runs (with ``os.WNOHANG``)."""
     try:
