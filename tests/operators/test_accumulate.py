@@ -1,0 +1,159 @@
+"""Collection.accumulate against a plain-Python reference at every complete time, at one and two workers.
+
+The reference sums each group's diffs and diff-weighted weights from
+scratch; the engine keeps them from the changes alone (and, in a loop,
+by the per-key reduce).  Also: overflow is an error naming the operator,
+the state per group stays bounded, and the compiled running-sum kernel
+equals its plain-integer reference.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ddflow
+from ddflow.errors import SchemaError
+from ddflow.operators.arrange import ArrangeNode
+from ddflow.operators.reduce.accumulate import running_sums, running_sums_reference
+from oracle import run_scenario, schedules
+
+I64_MAX = (1 << 63) - 1
+
+
+def reference(groups: int):
+    """The accumulated output of ``accumulate(groups, ...)`` over a multiset, from scratch."""
+
+    def query(rows: dict) -> dict:
+        acc: dict[tuple, list[int]] = {}
+        for row, mult in rows.items():
+            g, w = row[:groups], row[groups:]
+            a = acc.setdefault(g, [0] * (len(w) + 1))
+            a[0] += mult
+            for j, x in enumerate(w):
+                a[j + 1] += mult * x
+        return {(*g, *a): 1 for g, a in acc.items() if a[0] != 0}
+
+    return query
+
+
+weights2 = st.tuples(st.integers(0, 4), st.integers(-50, 50), st.integers(-(1 << 40), 1 << 40))
+strings2 = st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 2), st.integers(-9, 9))
+
+
+@settings(max_examples=40, deadline=None)
+@given(schedules({"x": weights2}, max_updates=30))
+def test_one_group_field_two_weights_equals_the_reference(schedule):
+    run_scenario(["x"], lambda x: x.accumulate(groups=1, weights=2), reference(1), schedule, workers=(1,))
+
+
+@settings(max_examples=15, deadline=None)
+@given(schedules({"x": strings2}, max_updates=30))
+def test_two_group_fields_of_strings_and_ints_equal_the_reference_at_one_and_two_workers(schedule):
+    run_scenario(["x"], lambda x: x.accumulate(groups=2, weights=1), reference(2), schedule, workers=(1, 2))
+
+
+@settings(max_examples=25, deadline=None)
+@given(schedules({"x": st.tuples(st.sampled_from(["p", "q"]))}, max_updates=20))
+def test_no_weights_is_a_count_of_every_record(schedule):
+    run_scenario(["x"], lambda x: x.accumulate(groups=1, weights=0), reference(1), schedule, workers=(1,))
+
+
+@settings(max_examples=15, deadline=None)
+@given(schedules({"x": st.tuples(st.integers(0, 2), st.integers(-3, 3))}, max_updates=20))
+def test_in_a_loop_the_reduce_path_equals_the_reference(schedule):
+    def build(x):
+        scope = x.iterative("loop", max_iterations=4)
+        return x.enter(scope).accumulate(groups=1, weights=1).leave()
+
+    run_scenario(["x"], build, reference(1), schedule, workers=(1,))
+
+
+def test_a_single_update_and_then_its_removal():
+    flow = ddflow.Dataflow()
+    x_in, x = flow.new_collection("x")
+    cap = x.accumulate(groups=1, weights=1).capture()
+    x_in.update([("k", 7)], times=0)
+    flow.advance_to(1)
+    flow.run()
+    flow.advance_to(2)  # an empty step
+    flow.run()
+    x_in.update([("k", 7)], times=2, diffs=-1)
+    flow.advance_to(3)
+    flow.run()
+    assert cap.contents(0) == cap.contents(1) == {("k", 1, 7): 1}
+    assert cap.contents(2) == {}
+
+
+def test_a_zero_count_hides_the_group_but_keeps_its_sums():
+    flow = ddflow.Dataflow()
+    x_in, x = flow.new_collection("x")
+    cap = x.accumulate(groups=1, weights=1).capture()
+    x_in.update([(1, 5), (1, 3)], times=0, diffs=[1, -1])
+    x_in.update([(1, 0)], times=1)
+    flow.advance_to(2)
+    flow.run()
+    assert cap.contents(0) == {}
+    assert cap.contents(1) == {(1, 1, 2): 1}
+
+
+def test_an_overflowing_sum_or_product_is_an_error_naming_the_operator():
+    for rows, diffs in (([(1, 1 << 62), (1, 1 << 62)], [1, 1]), ([(1, 1 << 62)], [4])):
+        flow = ddflow.Dataflow()
+        x_in, x = flow.new_collection("x")
+        x.accumulate(groups=1, weights=1, name="totals").capture()
+        x_in.update(rows, times=[0, 1][: len(rows)], diffs=diffs)
+        flow.advance_to(2)
+        with pytest.raises(SchemaError, match="totals.*int64|int64.*totals"):
+            flow.run()
+
+
+def test_a_wrong_record_shape_is_an_error():
+    flow = ddflow.Dataflow()
+    x_in, x = flow.new_collection("x")
+    x.accumulate(groups=1, weights=2, name="acc").capture()
+    x_in.update([(1, 2)], times=0)
+    flow.advance_to(1)
+    with pytest.raises(SchemaError, match="acc.*1 group field"):
+        flow.run()
+
+
+def test_the_state_per_group_stays_bounded():
+    """After many steps of updates to one group, its trace holds a bounded number of rows."""
+    flow = ddflow.Dataflow()
+    x_in, x = flow.new_collection("x")
+    cap = x.accumulate(groups=1, weights=2, name="acc").capture()
+    sizes = []
+    rng = np.random.default_rng(0)
+    for step in range(300):
+        t0 = 4 * step
+        rows = [("g", int(rng.integers(-9, 9)), int(rng.integers(0, 100))) for _ in range(4)]
+        x_in.update(rows, times=[t0, t0 + 1, t0 + 2, t0 + 3])
+        flow.advance_to(t0 + 4)
+        flow.run()
+        cap.drain()
+        trace = next(n for n in flow.top.all_nodes() if isinstance(n, ArrangeNode) and n.name == "acc.arrange").trace
+        sizes.append(len(trace))
+    assert max(sizes[100:]) <= 3 * 4 * 4, sizes[-20:]  # (m + 1) records x a few unmerged steps' times
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_the_running_sum_kernel_equals_its_reference(data):
+    big = st.one_of(st.integers(-5, 5), st.integers(-I64_MAX - 1, I64_MAX))
+    G = data.draw(st.integers(1, 3))
+    m1 = data.draw(st.integers(1, 3))
+    E = data.draw(st.integers(0, 6))
+    after = np.array(data.draw(st.lists(st.lists(big, min_size=m1, max_size=m1), min_size=G, max_size=G)),
+                     dtype=np.int64).reshape(G, m1)
+    ev_g = np.sort(np.array(data.draw(st.lists(st.integers(0, G - 1), min_size=E, max_size=E)), dtype=np.int64))
+    delta = np.array(data.draw(st.lists(st.lists(big, min_size=m1, max_size=m1), min_size=E, max_size=E)),
+                     dtype=np.int64).reshape(E, m1)
+    prev, cur, bad = running_sums(after, ev_g, delta)
+    rprev, rcur, rbad = running_sums_reference(after, ev_g, delta)
+    assert bad == rbad
+    if bad < 0:
+        assert prev.tolist() == rprev and cur.tolist() == rcur
