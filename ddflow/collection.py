@@ -507,6 +507,48 @@ class Collection:
         """
         return self._reduce_arranged(self.arrange(), ThresholdLogic(fn), name)
 
+    def accumulate(self, groups: int = 1, weights: int = 1, name: str | None = None) -> "Collection":
+        """``(*group, count, *sums)`` per group: the count and diff-weighted sums of its weights, from the changes.
+
+        Records are ``(g_0..g_(groups-1), w_1..w_weights)``: the group (any
+        kinds), then int64 weights.  Each group with a nonzero count ``c``
+        (the sum of its diffs) has one record ``(*g, c, S_1, ..)`` with
+        ``S_j`` the sum of ``diff * w_j``; a sum past int64 is an error.
+        Cost: at the top level O(n (w + 1) log n) vectorized per batch of n
+        updates plus one seek of their first fields, reading O(w + 1)
+        compacted rows per changed group (never its history, no Python per
+        group); groups sharing their first field are read together.  In a
+        loop it is a per-key ``reduce`` (Python over the group's history).
+        See :mod:`ddflow.operators.reduce.accumulate` for the contract.
+
+        >>> flow = ddflow.Dataflow()
+        >>> sales_in, sales = flow.new_collection("sales")
+        >>> out = sales.accumulate(groups=1, weights=1).capture()
+        >>> sales_in.update([("a", 2), ("a", 3), ("b", 1)], times=0); flow.advance_to(1); flow.run()
+        >>> sales_in.update([("a", 3)], times=1, diffs=-1); flow.advance_to(2); flow.run()
+        >>> out.drain()
+        [(('a', 2, 5), 0, 1), (('b', 1, 1), 0, 1), (('a', 1, 2), 1, 1), (('a', 2, 5), 1, -1)]
+        """
+        from ddflow.operators.reduce.accumulate import AccumulateLogic, AccumulateTactic, ExplodeNode
+        from ddflow.operators.reduce.general import GeneralTactic
+
+        if groups < 1 or weights < 0:
+            raise UsageError(f"accumulate needs groups >= 1 and weights >= 0, got {groups} and {weights}")
+        name = self._name("accumulate", name)
+        logic = AccumulateLogic(groups, weights, name)
+        if self.scope.depth > 1:
+            return self._reduce_arranged(self.arrange(), logic, name, tactic=GeneralTactic)
+        src = self
+        if self.ctx.workers > 1 and not self.partitioned:
+            # Move the records, not their m + 1 exploded forms, to the group's worker.
+            src = self._derive(ExchangeNode(self.scope, f"{name}.exchange", self.ctx.workers))
+        exploded = src._derive(ExplodeNode(self.scope, f"{name}.explode", groups, weights, name))
+        exploded.partitioned = True
+        arr = exploded.arrange(f"{name}.arrange")
+        out = Collection(ReduceNode(self.scope, name, arr.node, logic, AccumulateTactic))
+        out.partitioned = True  # each group's row is made on the worker that owns its first field
+        return out
+
     def sum(self, name: str | None = None) -> "Collection":
         """``(key, sum of the first value field)`` per key, weighted by multiplicity.
 
