@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ddflow.base.interner import Interner
-from ddflow.base.schema import ARROW, KIND, NULL_VALUE, Schema
+from ddflow.base.schema import ARROW, KIND, NULL_VALUE, Schema, is_decimal, stored_ints
 from ddflow.base.updates import check_diffs, from_arrow, from_rows
 from ddflow.collection import Collection
 from ddflow.errors import DataflowError, FrontierError, SchemaError, UsageError
@@ -164,13 +164,15 @@ class InputHandle:
         cols, mask = {}, np.zeros(rows.num_rows, dtype=np.int64)
         for j, (name, typ) in enumerate(zip(table.names, table.types)):
             col = rows.column(name)
-            if typ in ("string", "date", "timestamp"):
-                want = {"string": (pa.types.is_string, pa.types.is_large_string), "date": (pa.types.is_date,),
-                        "timestamp": (pa.types.is_timestamp,)}[typ]
-                if not any(f(col.type) for f in want) and not pa.types.is_null(col.type):
+            if typ == "string":
+                if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)
+                        or pa.types.is_null(col.type)):
                     raise SchemaError(f"{where}: column {name!r} is {typ}, the Arrow column is {col.type}")
                 null = col.is_null().to_numpy(zero_copy_only=False).astype(bool)
                 cols[name] = col  # NULL stays None: the stored value of a NULL object
+            elif typ in ("date", "timestamp") or is_decimal(typ):
+                null = col.is_null().to_numpy(zero_copy_only=False).astype(bool)
+                cols[name] = pa.array(stored_ints(col, typ, f"{where}: column {name!r}"))
             else:
                 try:
                     col = col.cast(ARROW[typ])

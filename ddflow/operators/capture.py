@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from ddflow.base.consolidate import consolidate
 from ddflow.base.lattice import as_time
-from ddflow.base.schema import ARROW, Schema
+from ddflow.base.schema import ARROW, Schema, decimal_array, decimal_ps
 from ddflow.base.updates import Updates
 from ddflow.graph.context import Context
 from ddflow.graph.node import Node, object_columns
@@ -234,7 +234,15 @@ def sql_table(u: Updates, schema: Schema, interner) -> pa.Table:
     for j, (name, typ) in enumerate(zip(schema.names, schema.types)):
         null = ((mask >> j) & 1).astype(bool)
         vals = cols[j]
-        arrays[name] = pa.array(vals.tolist() if vals.dtype == object else vals, type=ARROW[typ], mask=null)
+        ps = decimal_ps(typ)
+        if ps is not None:
+            arrays[name] = decimal_array(vals, null, *ps)
+        elif typ in ("date", "timestamp"):
+            raw = np.where(null, 0, np.asarray(vals, dtype=np.int64))
+            raw = raw.astype(np.int32) if typ == "date" else raw
+            arrays[name] = pa.array(raw, type=pa.int32() if typ == "date" else pa.int64(), mask=null).cast(ARROW[typ])
+        else:
+            arrays[name] = pa.array(vals.tolist() if vals.dtype == object else vals, type=ARROW[typ], mask=null)
     arrays["time"] = pa.array(u.times[:, 0] if u.depth == 1 else u.times.tolist())
     arrays["diff"] = pa.array(u.diffs)
     return pa.table(arrays)

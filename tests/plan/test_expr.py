@@ -79,12 +79,18 @@ def test_arithmetic_comparisons_and_coalesce_match_the_reference(data):
     assert rows_of(*evaluate(case, cols)) == [p if p is not None and p > 0 else q for p, q in zip(a, b)]
 
 
-def test_integer_overflow_is_an_error_and_division_by_zero_is_null():
+def test_integer_overflow_and_division_by_zero_are_errors_and_try_divide_is_null():
+    """Spark 4's ANSI mode: overflow and x / 0 raise; try_divide gives NULL."""
     cols = [column([I64.max, 1], "bigint"), column([1, 0], "bigint")]
     with pytest.raises(SchemaError, match="integer overflow in \\+"):
         evaluate(Call("+", (Col(0, "bigint"), Col(1, "bigint")), "bigint"), cols)
-    vals, null = evaluate(Call("/", (Col(0, "bigint"), Col(1, "bigint")), "double"), cols)
+    with pytest.raises(SchemaError, match="division by zero"):
+        evaluate(Call("/", (Col(0, "bigint"), Col(1, "bigint")), "double"), cols)
+    vals, null = evaluate(Call("try_divide", (Col(0, "bigint"), Col(1, "bigint")), "double"), cols)
     assert null.tolist() == [False, True] and vals[0] == float(I64.max)
+    guarded = Call("case", (Call("<>", (Col(1, "bigint"), Lit(0, "bigint")), "boolean"),
+                            Call("/", (Col(0, "bigint"), Col(1, "bigint")), "double"), Lit(None, "null")), "double")
+    assert rows_of(*evaluate(guarded, cols)) == [float(I64.max), None]  # a branch not taken never raises
 
 
 def test_strings_through_arrow():
@@ -98,4 +104,6 @@ def test_strings_through_arrow():
     parsed = (np.array([" 12", "x", None, "99999999999999999999"], dtype=object), np.array([False, False, True, False]))
     with pytest.raises(SchemaError, match="CAST"):
         evaluate(Call("cast", (col,), "bigint"), [parsed])
-    assert rows_of(*evaluate(Call("cast", (col,), "bigint"), [(parsed[0][:3], parsed[1][:3])])) == [12, None, None]
+    with pytest.raises(SchemaError, match="CAST"):  # ANSI: a string that does not parse raises
+        evaluate(Call("cast", (col,), "bigint"), [(parsed[0][:3], parsed[1][:3])])
+    assert rows_of(*evaluate(Call("try_cast", (col,), "bigint"), [parsed])) == [12, None, None, None]

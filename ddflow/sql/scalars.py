@@ -1,0 +1,391 @@
+"""Spark SQL scalar expressions (sqlglot nodes) to typed plan expressions.
+
+Every operator and function call goes through
+:func:`ddflow.plan.functions.typed`, so the type rules and the kernels
+are one table; this module only reads sqlglot's node shapes: which
+class is which function, where its arguments sit, and the literal forms
+(Spark's typing of ``0.06`` as DECIMAL(2,2), ``date '...'``,
+``INTERVAL '90' DAY``).  Constant subexpressions over literals (a date
+literal minus an interval) are folded here, once, at plan time.
+
+>>> from ddflow.base.schema import Schema
+>>> from ddflow.sql.planner import plan_sql
+>>> rel = plan_sql("SELECT x + 0.06 AS y FROM t", {"t": Schema.of({"x": "decimal(15,2)"})})
+>>> rel.schema.types
+('decimal(16,2)',)
+"""
+from __future__ import annotations
+
+import decimal
+
+import numpy as np
+from sqlglot import exp
+
+from ddflow.base.schema import decimal_type, sql_type
+from ddflow.errors import SchemaError
+from ddflow.plan import functions as F
+from ddflow.plan.expr import Call, Col, Expr, Lit, evaluate
+
+_ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
+_CMP = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+AGGREGATES = {exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg", exp.Count: "count"}
+#: sqlglot node classes that are one-argument functions of the table, by name.
+_UNARY = {exp.Lower: "lower", exp.Upper: "upper", exp.Length: "length", exp.Quarter: "quarter",
+          exp.Hour: "hour", exp.Minute: "minute", exp.Second: "second", exp.Year: "year", exp.Month: "month",
+          exp.Day: "day", exp.DayOfMonth: "day", exp.DayOfWeek: "dayofweek", exp.DayOfYear: "dayofyear",
+          exp.WeekOfYear: "week"}
+_BINARY_FN = {exp.StartsWith: "starts_with", exp.EndsWith: "ends_with", exp.Contains: "contains",
+              exp.AddMonths: "add_months"}
+_EXTRACT = {"year": "year", "yyyy": "year", "quarter": "quarter", "month": "month", "mon": "month",
+            "week": "week", "day": "day", "dd": "day", "dayofweek": "dayofweek", "dow": "dayofweek",
+            "doy": "dayofyear", "dayofyear": "dayofyear", "hour": "hour", "minute": "minute", "second": "second"}
+
+
+def unsupported(node: exp.Expression, what: str | None = None) -> SchemaError:
+    """A refusal naming the construct, where it stands, and the text."""
+    text = node.sql(dialect="spark")
+    if len(text) > 80:
+        text = text[:77] + "..."
+    where = ""
+    meta = getattr(node, "meta", None) or {}
+    if "line" in meta and "col" in meta:
+        where = f" at line {meta['line']}, column {meta['col']}"
+    else:
+        for inner in node.walk():
+            m = getattr(inner, "meta", None) or {}
+            if "line" in m:
+                where = f" near line {m['line']}, column {m['col']}"
+                break
+    return SchemaError(f"SQL: {what or type(node).__name__} is not supported{where} (in `{text}`)")
+
+
+def literal(node: exp.Literal) -> Lit:
+    """A literal with Spark's type: 7 bigint, 0.06 DECIMAL(2,2), 1e3 double, 'x' string."""
+    if node.is_string:
+        return Lit(node.this, "string")
+    text = node.this
+    low = text.lower()
+    if "e" in low or low in ("inf", "nan"):
+        return Lit(float(text), "double")
+    if low.endswith("bd"):
+        text = text[:-2]
+    if "." in text:
+        d = decimal.Decimal(text)
+        sign, digits, exponent = d.as_tuple()
+        scale = max(0, -exponent)
+        unscaled = int(d.scaleb(scale))
+        precision = max(len(str(abs(unscaled))) if unscaled else 1, scale)
+        if precision > 38:
+            return Lit(float(text), "double")
+        if not -(1 << 63) <= unscaled < (1 << 63):
+            raise SchemaError(f"SQL: the literal {text} needs more than 18 digits (ddflow's decimals are int64)")
+        return Lit(unscaled, decimal_type(precision, scale))
+    value = int(text.rstrip("lLsSyY"))
+    if not -(1 << 63) <= value < (1 << 63):
+        raise SchemaError(f"SQL: the literal {text} does not fit in bigint")
+    return Lit(value, "bigint")
+
+
+def fold(e: Expr) -> Expr:
+    """``e`` evaluated once if it reads no column (a constant): one literal instead of a per-row computation."""
+    if isinstance(e, Call) and not e.columns() and e.type not in ("null",) and not isinstance(e, Lit):
+        vals, null = evaluate(e, [(np.zeros(1, dtype=np.int64), np.zeros(1, dtype=bool))])
+        v = None if null[0] else vals[0]
+        if isinstance(v, np.generic):
+            v = v.item()
+        return Lit(v, e.type)
+    return e
+
+
+class Expressions:
+    """The planner's expression half: ``self.expr`` of a sqlglot node in a scope (mixed into the planner).
+
+    ``replace`` maps a node's Spark SQL text to an expression already
+    computed below (a group key, an aggregate, a subquery's column); it is
+    consulted first.
+    """
+
+    def predicate(self, node: exp.Expression, scope, replace: dict | None = None) -> Expr:
+        e = self.expr(node, scope, replace or {})
+        if e.type not in ("boolean", "null"):
+            raise SchemaError(f"SQL: a condition must be boolean, `{node.sql(dialect='spark')}` is {e.type}")
+        return e
+
+    def _bool(self, node: exp.Expression, scope, replace: dict | None) -> Expr:
+        return self.predicate(node, scope, replace)
+
+    def expr(self, node: exp.Expression, scope, replace: dict | None = None) -> Expr:
+        replace = replace or {}
+        if replace:
+            hit = replace.get(node.sql(dialect="spark"))
+            if hit is not None:
+                return hit
+        e = self._expr(node, scope, replace)
+        return fold(e)
+
+    def _call(self, name: str, args, node: exp.Expression) -> Expr:
+        return F.typed(name, args, f" in `{_text(node)}`")
+
+    def _expr(self, node: exp.Expression, scope, replace: dict) -> Expr:  # noqa: C901 - one case per node kind
+        e = lambda x: self.expr(x, scope, replace)  # noqa: E731
+        b = lambda x: self._bool(x, scope, replace)  # noqa: E731
+        if isinstance(node, exp.Paren):
+            return e(node.this)
+        if isinstance(node, exp.Column):
+            if replace and not scope.fields:  # after GROUP BY only group keys and aggregates are visible
+                raise SchemaError(f"SQL: column `{node.sql(dialect='spark')}` must appear in GROUP BY or inside an "
+                                  "aggregate")
+            return scope.resolve(node)
+        if isinstance(node, exp.Literal):
+            return literal(node)
+        if isinstance(node, exp.Null):
+            return Lit(None, "null")
+        if isinstance(node, exp.Boolean):
+            return Lit(bool(node.this), "boolean")
+        if isinstance(node, exp.Interval):
+            return self._interval(node)
+        if type(node) in AGGREGATES:
+            raise unsupported(node, "an aggregate here")
+        if type(node) in _ARITH:
+            return self._call(_ARITH[type(node)], (e(node.left), e(node.right)), node)
+        if isinstance(node, exp.SafeDivide):
+            return self._call("try_divide", (e(node.this), e(node.expression)), node)
+        if isinstance(node, exp.IntDiv):
+            a, c = e(node.this), e(node.expression)
+            return F.cast(self._call("/", (a, c), node), "bigint") if a.type == "bigint" == c.type else \
+                F.cast(self._call("/", (a, c), node), "bigint")
+        if type(node) in _CMP:
+            return self._call(_CMP[type(node)], (e(node.left), e(node.right)), node)
+        if isinstance(node, exp.And):
+            return Call("and", (b(node.left), b(node.right)), "boolean")
+        if isinstance(node, exp.Or):
+            return Call("or", (b(node.left), b(node.right)), "boolean")
+        if isinstance(node, exp.Not):
+            inner = node.this
+            if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
+                return Call("is_not_null", (e(inner.this),), "boolean")
+            return Call("not", (b(inner),), "boolean")
+        if isinstance(node, exp.Is):
+            if not isinstance(node.expression, exp.Null):
+                raise unsupported(node, "IS other than IS [NOT] NULL")
+            return Call("is_null", (e(node.this),), "boolean")
+        if isinstance(node, exp.Neg):
+            a = e(node.this)
+            if isinstance(a, Lit) and a.value is not None and F.numeric(a.type):
+                return Lit(-a.value, a.type)
+            return self._call("neg", (a,), node)
+        if isinstance(node, exp.Abs):
+            return self._call("abs", (e(node.this),), node)
+        if isinstance(node, exp.In):
+            if node.args.get("query") is not None:
+                raise unsupported(node, "IN (subquery) here")
+            a = e(node.this)
+            options = [e(x) for x in node.expressions]
+            out = None
+            for o in options:
+                test = self._call("=", (a, o), node)
+                out = test if out is None else Call("or", (out, test), "boolean")
+            return out
+        if isinstance(node, exp.Between):
+            a, lo, hi = e(node.this), e(node.args["low"]), e(node.args["high"])
+            return Call("and", (self._call(">=", (a, lo), node), self._call("<=", (a, hi), node)), "boolean")
+        if isinstance(node, exp.Case):
+            return self._case(node, scope, replace)
+        if isinstance(node, exp.If):
+            cond, yes = b(node.this), e(node.args["true"])
+            no = e(node.args["false"]) if node.args.get("false") is not None else Lit(None, "null")
+            return self._cased("case", [cond, yes, no], [1, 2], node)
+        if isinstance(node, exp.Coalesce):
+            args = [e(node.this)] + [e(x) for x in node.expressions]
+            return self._cased("coalesce", args, list(range(len(args))), node)
+        if isinstance(node, exp.Nullif):
+            a, c = e(node.this), e(node.expression)
+            return self._cased("case", [self._call("=", (a, c), node), Lit(None, "null"), a], [1, 2], node)
+        if isinstance(node, (exp.Greatest, exp.Least)):
+            return self._extreme(node, [e(node.this)] + [e(x) for x in node.expressions])
+        if isinstance(node, (exp.Cast, exp.TryCast)):
+            return self._cast(node, e(node.this))
+        if isinstance(node, exp.TsOrDsToDate):  # to_date(x), and sqlglot's wrapper around year(d) & co.
+            a = e(node.this)
+            if node.args.get("format") is not None:
+                raise unsupported(node, "to_date with a format")
+            return a if a.type == "date" else F.cast(a, "date", safe=bool(node.args.get("safe")))
+        if isinstance(node, (exp.Concat, exp.DPipe)):
+            parts = node.expressions if isinstance(node, exp.Concat) else [node.this, node.expression]
+            return self._call("concat", tuple(_as_string(e(x)) for x in parts), node)
+        if type(node) in _UNARY:
+            return self._call(_UNARY[type(node)], (e(node.this),), node)
+        if type(node) in _BINARY_FN:
+            return self._call(_BINARY_FN[type(node)], (e(node.this), e(node.expression)), node)
+        if isinstance(node, exp.Extract):
+            field = node.this.name.lower() if isinstance(node.this, (exp.Var, exp.Identifier)) else str(node.this).lower()
+            if field not in _EXTRACT:
+                raise unsupported(node, f"EXTRACT({field.upper()})")
+            return self._call(_EXTRACT[field], (e(node.expression),), node)
+        if isinstance(node, exp.TsOrDsAdd):  # date_add / date_sub
+            unit = (node.args.get("unit").name if node.args.get("unit") is not None else "DAY").lower()
+            if unit != "day":
+                raise unsupported(node, f"date_add in {unit}s")
+            return self._call("date_add", (e(node.this), e(node.expression)), node)
+        if isinstance(node, exp.DateDiff):
+            if node.args.get("unit") is not None and node.args["unit"].name.lower() not in ("day", "days"):
+                raise unsupported(node, "datediff in units other than days")
+            return self._call("datediff", (e(node.this), e(node.expression)), node)
+        if isinstance(node, exp.TimestampTrunc):
+            unit = node.args["unit"].name.lower()
+            return self._call("date_trunc", (Lit(unit, "string"), e(node.this)), node)
+        if isinstance(node, exp.DateTrunc):
+            unit = node.args["unit"]
+            return self._call("trunc", (e(node.this), Lit(unit.name.lower(), "string")), node)
+        if isinstance(node, exp.Trim):
+            if node.args.get("expression") is not None:
+                raise unsupported(node, "TRIM of characters other than spaces")
+            pos = (node.args.get("position") or "").upper()
+            return self._call({"LEADING": "ltrim", "TRAILING": "rtrim"}.get(pos, "trim"), (_as_string(e(node.this)),),
+                              node)
+        if isinstance(node, exp.Replace):
+            rep = node.args.get("replacement")
+            return self._call("replace", (e(node.this), e(node.expression), e(rep) if rep is not None
+                                          else Lit("", "string")), node)
+        if isinstance(node, exp.StrPosition):
+            if node.args.get("position") is not None:
+                raise unsupported(node, "position with a start")
+            return self._call("position", (e(node.args["substr"]), e(node.this)), node)
+        if isinstance(node, exp.Substring):
+            args = [_as_string(e(node.this)), e(node.args["start"])]
+            if node.args.get("length") is not None:
+                args.append(e(node.args["length"]))
+            return self._call("substring", tuple(args), node)
+        if isinstance(node, exp.Escape):
+            inner = node.this
+            if not isinstance(inner, (exp.Like, exp.ILike)):
+                raise unsupported(node, "ESCAPE here")
+            return self._like(inner, scope, replace, escape=e(node.expression))
+        if isinstance(node, (exp.Like, exp.ILike)):
+            return self._like(node, scope, replace)
+        if isinstance(node, exp.RegexpLike):
+            out = self._call("rlike", (_as_string(e(node.this)), e(node.expression)), node)
+            return Call("not", (out,), "boolean") if node.args.get("negate") else out
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() in ("now", "current_timestamp"):
+            raise unsupported(node, "now() (temporal filters are not available yet)")
+        if isinstance(node, (exp.CurrentTimestamp, exp.CurrentDate)):
+            raise unsupported(node, f"{type(node).__name__} (a view's answer must not depend on the wall clock)")
+        if isinstance(node, exp.Star):
+            raise unsupported(node, "* here")
+        if isinstance(node, (exp.Exists, exp.Subquery)):
+            raise unsupported(node, "a subquery here")
+        if isinstance(node, exp.Anonymous):
+            raise unsupported(node, f"the function {node.name}()")
+        raise unsupported(node, f"{type(node).__name__}")
+
+    def _interval(self, node: exp.Interval) -> Lit:
+        unit = node.args.get("unit")
+        amount = node.this
+        if unit is None:  # INTERVAL '3 days'
+            text = amount.name if isinstance(amount, exp.Literal) else ""
+            parts = text.split()
+            if len(parts) != 2:
+                raise unsupported(node, "this INTERVAL form")
+            return F.interval(parts[0], parts[1])
+        if isinstance(amount, exp.Neg) and isinstance(amount.this, exp.Literal):
+            return F.interval(f"-{amount.this.name}", unit.name)
+        if not isinstance(amount, exp.Literal):
+            raise unsupported(node, "an INTERVAL of a non-constant amount")
+        return F.interval(amount.name, unit.name)
+
+    def _cast(self, node: exp.Expression, arg: Expr) -> Expr:
+        to = node.to
+        if to.this in (exp.DataType.Type.TIMESTAMPTZ, exp.DataType.Type.TIMESTAMPLTZ) and not to.expressions:
+            target = "timestamp"
+        else:
+            try:
+                target = sql_type(to.sql(dialect="spark").lower(), "CAST")
+            except SchemaError:
+                raise unsupported(node, f"CAST to {to.sql(dialect='spark')}") from None
+        safe = isinstance(node, exp.TryCast) and bool(node.args.get("safe"))
+        return F.cast(arg, target, safe=safe)
+
+    def _like(self, node, scope, replace, escape: Expr | None = None) -> Expr:
+        e = lambda x: self.expr(x, scope, replace)  # noqa: E731
+        args = [_as_string(e(node.this)), e(node.expression)]
+        if escape is not None:
+            if not (isinstance(escape, Lit) and isinstance(escape.value, str) and len(escape.value) == 1):
+                raise unsupported(node, "an ESCAPE other than one constant character")
+            args.append(escape)
+        if not isinstance(args[1], Lit):
+            raise unsupported(node, "LIKE with a pattern that is not a constant")
+        out = self._call("ilike" if isinstance(node, exp.ILike) else "like", tuple(args), node)
+        return Call("not", (out,), "boolean") if node.args.get("negate") else out
+
+    def _case(self, node: exp.Case, scope, replace) -> Expr:
+        e = lambda x: self.expr(x, scope, replace)  # noqa: E731
+        subject = e(node.this) if node.this is not None else None
+        args: list[Expr] = []
+        for w in node.args.get("ifs") or ():
+            if subject is not None:  # CASE x WHEN v THEN ...
+                args += [self._call("=", (subject, e(w.this)), node), e(w.args["true"])]
+            else:
+                args += [self._bool(w.this, scope, replace), e(w.args["true"])]
+        default = node.args.get("default")
+        args.append(e(default) if default is not None else Lit(None, "null"))
+        return self._cased("case", args, list(range(1, len(args) - 1, 2)) + [len(args) - 1], node)
+
+    def _cased(self, op: str, args: list[Expr], values: list[int], node) -> Expr:
+        """CASE / COALESCE: the value arguments cast to their common type (Spark's widening)."""
+        try:
+            typ = F.common_type([args[i].type for i in values], f"`{_text(node)}`")
+        except F.TypeMismatch as err:
+            raise SchemaError(f"SQL: {err}") from None
+        out = list(args)
+        for i in values:
+            if out[i].type != typ and typ != "null":
+                out[i] = fold(F.cast(out[i], typ))
+        return Call(op, tuple(out), typ)
+
+    def _extreme(self, node, args: list[Expr]) -> Expr:
+        """greatest / least (NULLs skipped, as Spark): nested CASEs on the common type."""
+        cmp = ">" if isinstance(node, exp.Greatest) else "<"
+        best = args[0]
+        for a in args[1:]:
+            pick = Call("or", (Call("is_null", (best,), "boolean"), self._call(cmp, (a, best), node)), "boolean")
+            keep_a = Call("and", (Call("is_not_null", (a,), "boolean"), pick), "boolean")
+            best = self._cased("case", [keep_a, a, best], [1, 2], node)
+        return best
+
+
+def _text(node: exp.Expression) -> str:
+    t = node.sql(dialect="spark")
+    return t if len(t) <= 80 else t[:77] + "..."
+
+
+def _as_string(a: Expr) -> Expr:
+    return a if a.type in ("string", "null") else F.cast(a, "string")
+
+
+def need_numbers(node: exp.Expression, *args: Expr) -> None:
+    for a in args:
+        if not F.numeric(a.type):
+            raise SchemaError(f"SQL: `{node.sql(dialect='spark')}` needs numbers, got {a.type}")
+
+
+def comparable(node: exp.Expression, a: Expr, b: Expr) -> None:
+    try:
+        F._comparable_types(a, b)
+    except F.TypeMismatch as err:
+        raise SchemaError(f"SQL: {err} in `{node.sql(dialect='spark')}`") from None
+
+
+def common_type(node: exp.Expression, args: list[Expr]) -> str:
+    try:
+        return F.common_type([a.type for a in args], f"`{_text(node)}`")
+    except F.TypeMismatch as err:
+        raise SchemaError(f"SQL: {err}") from None
+
+
+def retyped_expr(e: Expr, typ: str) -> Expr:
+    """``e`` as type ``typ`` (a cast unless it already is)."""
+    return e if e.type == typ or typ == "null" else F.cast(e, typ)
+
+
+__all__ = ["Expressions", "AGGREGATES", "unsupported", "literal", "fold", "need_numbers", "comparable",
+           "common_type", "retyped_expr", "Col"]
