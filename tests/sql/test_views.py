@@ -53,7 +53,7 @@ QUERIES = [
     "FROM orders) t WHERE r < 3",
     "SELECT cust, amount, DENSE_RANK() OVER (PARTITION BY cust ORDER BY amount DESC NULLS FIRST) AS d FROM orders",
     "SELECT amount / 2 AS half, amount % 3 AS m, -amount AS neg, CAST(amount AS double) AS d, "
-    "CAST(cust AS bigint) AS parsed FROM orders",
+    "TRY_CAST(cust AS bigint) AS parsed FROM orders",
 ]
 
 cust = st.sampled_from(["a", "b", "C", None])
