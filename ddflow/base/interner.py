@@ -115,6 +115,7 @@ class Interner:
         key = _hash_key(value)
         c = self._codes.get(key)
         if c is None:
+            value = key[1]  # the canonical value (one NaN, 0.0 for -0.0) is the one decoded
             if self.hashed:
                 c = content_code(value)
                 self._add_hashed(c, key, value)
@@ -361,7 +362,37 @@ def content_code(value: Any) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") & _CODE_MASK
 
 
+_NAN = float("nan")
+
+
+def canonical(value: Any) -> Any:
+    """The one representative of values an object column treats as equal: every NaN is one NaN, -0.0 is 0.0.
+
+    Float columns already compare NaN equal to itself and -0.0 to 0.0
+    (their sort keys); an object column must agree, or an inserted NaN
+    could never be retracted (two NaN objects are never ``==``).
+
+    >>> canonical(float("-0.0")), canonical(float("nan")) is canonical(float("nan"))
+    (0.0, True)
+    """
+    t = type(value)
+    if t is float or isinstance(value, np.floating):
+        if value != value:
+            return _NAN
+        if value == 0.0:
+            return 0.0
+        return float(value) if t is not float else value
+    if t is tuple:
+        return tuple(canonical(v) for v in value)
+    return value
+
+
 def _hash_key(value: Any) -> Any:
     # 1, 1.0 and True hash equal in Python; in a column of objects they are
-    # different values, so the type is part of the key.
-    return (type(value), value)
+    # different values, so the type is part of the key.  Floats (and tuples,
+    # which may hold them) are canonical first: one NaN, and 0.0 for -0.0.
+    t = type(value)
+    if t is float or t is tuple or isinstance(value, np.floating):
+        value = canonical(value)
+        t = type(value)
+    return (t, value)

@@ -207,6 +207,9 @@ def encode_column(values: Sequence[Any], kind: str, interner: Interner, where: s
 
 
 
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def check_diffs(diffs: Any, n: int, where: str) -> np.ndarray:
     """Diffs as int64; a non-integer diff is a TypeError naming ``where``.
 
@@ -222,8 +225,13 @@ def check_diffs(diffs: Any, n: int, where: str) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)  # np.asarray([]) is float64, but there is no bad diff
     if arr.dtype.kind == "b" or arr.dtype.kind not in "iu":
         if arr.dtype.kind == "O" and all(type(d) is int for d in arr.tolist()):
+            bad = [d for d in arr.tolist() if not _I64_MIN <= d <= _I64_MAX]
+            if bad:
+                raise SchemaError(f"{where}: the diff {bad[0]} does not fit in int64")
             return arr.astype(np.int64)
         raise SchemaError(f"{where}: diffs must be integers, got dtype {arr.dtype}")
+    if arr.dtype.kind == "u" and arr.dtype.itemsize >= 8 and (arr > _I64_MAX).any():
+        raise SchemaError(f"{where}: the diff {int(arr[arr > _I64_MAX][0])} does not fit in int64")
     return arr.astype(np.int64, copy=False)
 
 
