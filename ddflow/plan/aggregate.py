@@ -1,0 +1,475 @@
+"""Lowering a GROUP BY (:class:`~ddflow.plan.ir.Aggregate`) to operators that cost the changes, not the groups.
+
+A refresh must not re-read a changed group's history, so each aggregate
+takes the cheapest exact route:
+
+- COUNT(*), COUNT(x), SUM(x) and AVG(x) over bigint and decimal (stored as
+  unscaled int64) are diff-weighted sums: one
+  :meth:`~ddflow.collection.Collection.accumulate` per aggregate node keeps,
+  per group, the row count and the sums of its weights (the not-NULL flag
+  for COUNT(x); the value with NULL as 0, and the not-NULL count, for SUM
+  and AVG, so a SUM of only NULLs is NULL).  Its state is O(1) rows per
+  group and a step is vectorized.  A sum past int64 is an error naming the
+  operator.
+- The DISTINCT forms of those go through a ``distinct`` of (group, x)
+  (NULL x left out) whose changes feed the same accumulate with weights of
+  their own (1, and x).
+- MIN and MAX: per aggregate, the non-NULL values keyed by the group go
+  through ``min``/``max`` (the compiled walk tactic over the group's
+  arranged values; string values are interned objects and take the general
+  tactic, per changed key).  The group key is the group value itself for
+  one string column (NULL is None, never a string), else a tuple of the
+  group values and their null bits (built per changed row).
+- SUM and AVG over double cannot be kept under retraction exactly (float
+  addition does not undo), so they keep the per-key reduce of
+  :func:`ddflow.plan.lower._aggregate_logic`.
+
+The parts meet in one stored row per group (group values, aggregates,
+null mask) by left joins of the accumulate's rows (one per group) with
+each MIN/MAX/double part (at most one per group), on the first group field
+and then equal group fields and null bits.  NULL group values group
+together; a global aggregate has exactly one row, also over no input
+(counts 0, the other aggregates NULL).
+
+``GENERIC`` (or ``lower_aggregate(..., generic=True)``) selects the former
+all-in-one reduce, which ``bench.aggregates`` compares against.
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ddflow.base.schema import KIND, NULL_VALUE
+from ddflow.errors import SchemaError
+from ddflow.plan.expr import Expr, evaluate
+from ddflow.plan.ir import Agg, Aggregate
+
+if TYPE_CHECKING:
+    from ddflow.collection import Collection
+    from ddflow.plan.lower import Lowering
+
+#: Lower every aggregate through the former per-key reduce (the bench's "before"); tests and bench only.
+GENERIC = False
+
+_I64_MAX = (1 << 63) - 1
+_DTYPE = {"i": np.int64, "f": np.float64, "b": bool, "o": object}
+_DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
+
+
+def decimal_scale(t: str) -> tuple[int, int] | None:
+    """``(precision, scale)`` of ``decimal(p,s)``, None for other types.
+
+    >>> decimal_scale("decimal(15,2)"), decimal_scale("bigint")
+    ((15, 2), None)
+    """
+    m = _DECIMAL.match(t)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _kind(t: str) -> str:
+    return "i" if decimal_scale(t) else KIND.get(t, "i" if t == "null" else "o")
+
+
+def _exact(a: Agg) -> bool:
+    """COUNT, and SUM/AVG of integers or decimals: kept as diff-weighted sums."""
+    if a.func in ("count", "count_star"):
+        return True
+    return a.func in ("sum", "avg") and a.arg is not None and (a.arg.type in ("bigint", "null")
+                                                               or decimal_scale(a.arg.type) is not None)
+
+
+def lower_aggregate(low: "Lowering", rel: Aggregate, generic: bool | None = None) -> "Collection":
+    """The stored rows of ``rel`` (group values, aggregates, mask): see the module docstring."""
+    if GENERIC if generic is None else generic:
+        return _generic(low, rel)
+    return _Plan(low, rel).build()
+
+
+class _Plan:
+    def __init__(self, low: "Lowering", rel: Aggregate):
+        self.low, self.rel = low, rel
+        self.src = rel.input.schema
+        self.k = len(rel.group)
+        self.gtypes = tuple(g.type for g in rel.group)
+        self.nf = self.k + 1 if self.k else 1  # group fields: values and null bits, or one constant
+        self.weights: list[tuple] = []  # ("one",) | ("nn", x) | ("val", x) | ("dcount", x) | ("dsum", x)
+
+    def weight(self, spec: tuple) -> int:
+        if spec not in self.weights:
+            self.weights.append(spec)
+        return self.weights.index(spec)
+
+    def group_fields(self, ins, n: int) -> list[np.ndarray]:
+        """The group values (NULL as the canonical value) and their null bits, or one constant."""
+        from ddflow.plan.lower import stored
+
+        if not self.k:
+            return [np.zeros(n, dtype=np.int64)]
+        return list(stored([evaluate(g, ins) for g in self.rel.group], self.gtypes, n))
+
+    def build(self) -> "Collection":
+        from ddflow.plan.lower import columns_of
+
+        rel, low, src = self.rel, self.low, self.src
+        aggs = rel.aggs
+        distinct_args: list[Expr] = []
+        plan: list[tuple] = []  # per aggregate: how its value is read
+        parts: list[tuple] = []  # ("extreme", agg) | ("double", [aggregate indices])
+        doubles = [i for i, a in enumerate(aggs) if not _exact(a) and a.func in ("sum", "avg")]
+        for i, a in enumerate(aggs):
+            if i in doubles:
+                if ("double", doubles) not in parts:
+                    parts.append(("double", doubles))
+                plan.append(("double", parts.index(("double", doubles)), doubles.index(i)))
+            elif a.func in ("min", "max"):
+                parts.append(("extreme", a))
+                plan.append(("extreme", len(parts) - 1, 0))
+            elif a.distinct and a.func != "count_star":
+                if a.arg not in distinct_args:
+                    distinct_args.append(a.arg)
+                plan.append(("distinct", self.weight(("dcount", a.arg)),
+                             self.weight(("dsum", a.arg)) if a.func != "count" else None))
+            elif a.func == "count_star":
+                plan.append(("star",))
+            elif a.func == "count":
+                plan.append(("count", self.weight(("nn", a.arg))))
+            else:
+                plan.append(("sum", self.weight(("nn", a.arg)), self.weight(("val", a.arg))))
+        star = None
+        if distinct_args:  # the count is then no longer the rows' count: weigh the rows themselves
+            star = self.weight(("one",))
+        weights = list(self.weights)
+
+        def main(*cols):
+            n = len(cols[0])
+            ins = columns_of(cols, src)
+            out = self.group_fields(ins, n)
+            cache: dict = {}
+            for j, spec in enumerate(weights):
+                if spec[0] == "one":
+                    out.append(np.ones(n, dtype=np.int64))
+                elif spec[0] in ("nn", "val"):
+                    key = id(spec[1])
+                    if key not in cache:
+                        cache[key] = evaluate(spec[1], ins)
+                    vals, null = cache[key]
+                    if spec[0] == "nn":
+                        out.append((~null).astype(np.int64))
+                    else:
+                        out.append(_int_values(vals, null))
+                else:
+                    out.append(np.zeros(n, dtype=np.int64))
+            return tuple(out)
+
+        base = low.lower(rel.input)
+        placed = low._placed_by(rel.input, rel.group[0] if self.k else None)
+        rows = base.map_columns(main)
+        rows.partitioned = placed
+        feeds = [rows]
+        for x in distinct_args:
+            feeds.append(self._distinct_feed(base, x, weights))
+        fed = feeds[0].concat(*feeds[1:]) if len(feeds) > 1 else feeds[0]
+        fed.partitioned = placed and len(feeds) == 1
+        acc = fed.accumulate(groups=self.nf, weights=len(weights))
+        # acc rows: (group fields.., c, S_0..); each part adds (values.., null bits).
+        width = self.nf + 1 + len(weights)
+        widths = []
+        combined = acc
+        for part in parts:
+            side, types = self._extreme(base, part[1]) if part[0] == "extreme" else self._doubles(base, part[1])
+            combined = self._left_join(combined, width, side, types)
+            width += len(types) + 1
+            widths.append(len(types))
+        out_types = rel.schema.types
+        result = combined.map_columns(self._finish(plan, star, widths, out_types))
+        if self.k:
+            return result
+        return self._with_default(acc, result, out_types)
+
+    def _distinct_feed(self, base: "Collection", x: Expr, weights: list[tuple]) -> "Collection":
+        """Distinct (group, x) of the rows with x not NULL, as accumulate records weighing 1 and x."""
+        from ddflow.plan.lower import columns_of
+
+        src, nf = self.src, self.nf
+
+        def pairs(*cols):
+            ins = columns_of(cols, src)
+            vals, null = evaluate(x, ins)
+            keep = ~null
+            fields = self.group_fields(ins, len(cols[0]))
+            return tuple(f[keep] for f in fields) + (np.asarray(vals)[keep],)
+
+        def weighed(*cols):
+            n = len(cols[0])
+            out = list(cols[:nf])
+            for spec in weights:
+                if spec[0] == "dcount" and spec[1] == x:
+                    out.append(np.ones(n, dtype=np.int64))
+                elif spec[0] == "dsum" and spec[1] == x:
+                    out.append(_int_values(cols[nf], np.zeros(n, dtype=bool)))
+                else:
+                    out.append(np.zeros(n, dtype=np.int64))
+            return tuple(out)
+
+        # filter first, then map: map_columns keeps the row count, so NULL x rows are dropped by a filter.
+        kept = base.filter_columns(lambda *cols: ~evaluate(x, columns_of(cols, src))[1])
+        return kept.map_columns(pairs).distinct().map_columns(weighed)
+
+    def _key(self, fields: list[np.ndarray]) -> np.ndarray:
+        """One exact field per group: the constant, a string group value, or a tuple of all group fields."""
+        if not self.k:
+            return fields[0]
+        if self.k == 1 and _kind(self.gtypes[0]) == "o":
+            return fields[0]
+        key = np.empty(len(fields[0]), dtype=object)
+        key[:] = list(zip(*(np.asarray(f).tolist() for f in fields)))
+        return key
+
+    def _unkey(self, key: np.ndarray) -> list[np.ndarray]:
+        """The group fields back from :meth:`_key`'s field."""
+        if not self.k:
+            return [np.asarray(key, dtype=np.int64)]
+        if self.k == 1 and _kind(self.gtypes[0]) == "o":
+            return [key, np.array([v is None for v in key], dtype=np.int64)]
+        tuples = key.tolist()
+        cols = [np.array([t[i] for t in tuples], dtype=object) for i in range(self.k + 1)]
+        return [c.astype(_DTYPE[_kind(t)]) for c, t in zip(cols, self.gtypes)] + [cols[-1].astype(np.int64)]
+
+    def _extreme(self, base: "Collection", a: Agg) -> tuple["Collection", tuple[str, ...]]:
+        """Per group, MIN or MAX of the non-NULL values: (group fields.., value, 0)."""
+        from ddflow.plan.lower import columns_of
+
+        src, x = self.src, a.arg
+
+        def keyed(*cols):
+            ins = columns_of(cols, src)
+            vals, _ = evaluate(x, ins)
+            return self._key(self.group_fields(ins, len(cols[0]))), vals
+
+        kept = base.filter_columns(lambda *cols: ~evaluate(x, columns_of(cols, src))[1])
+        pairs = kept.map_columns(keyed)
+        best = pairs.min() if a.func == "min" else pairs.max()
+        side = best.map_columns(lambda key, v: (*self._unkey(key), v, np.zeros(len(v), dtype=np.int64)))
+        return side, (a.type,)
+
+    def _doubles(self, base: "Collection", idx: list[int]) -> tuple["Collection", tuple[str, ...]]:
+        """SUM/AVG over double by the per-key reduce: (group fields.., values.., null bits)."""
+        from ddflow.plan.lower import _aggregate_logic, columns_of, stored
+
+        rel, src, k = self.rel, self.src, self.k
+        aggs = tuple(rel.aggs[i] for i in idx)
+        args = [a.arg for a in aggs]
+        arg_pos = [k + j for j in range(len(aggs))]
+        types = self.gtypes + tuple(x.type for x in args)
+
+        def prepared(*cols):
+            ins = columns_of(cols, src)
+            fields = stored([evaluate(e, ins) for e in (*rel.group, *args)], types, len(cols[0]))
+            return fields if k else (np.zeros(len(fields[-1]), dtype=np.int64), *fields)
+
+        keyed = base.map_columns(prepared)
+        keyed.partitioned = self.low._placed_by(rel.input, rel.group[0] if k else None)
+        reduced = keyed.reduce(_aggregate_logic(k, aggs, arg_pos, self.gtypes + tuple(a.type for a in aggs)))
+        n = len(aggs)
+        gbits = (1 << k) - 1
+
+        def laid_out(*cols):
+            mask = np.asarray(cols[-1], dtype=np.int64)
+            if k:
+                return (*cols[:k], mask & gbits, *cols[k:k + n], mask >> k)
+            return (cols[0], *cols[1:1 + n], mask)
+
+        return reduced.map_columns(laid_out), tuple(a.type for a in aggs)
+
+    def _left_join(self, left: "Collection", width: int, side: "Collection", types: tuple[str, ...]) -> "Collection":
+        """``left`` rows (one per group) with ``side``'s values of the same group, or NULLs where it has none."""
+        nf, nvals = self.nf, len(types)
+        joined = left.join(side)  # (g_0, left[1:].., side[1:]..)
+        # side fields after the join: group fields 1.. at width.., then values, then null bits.
+        def same_group(*cols):
+            ok = np.ones(len(cols[0]), dtype=bool)
+            for i in range(1, nf):
+                ok &= _equal(cols[i], cols[width + i - 1])
+            return ok
+
+        matched = joined.filter_columns(same_group)
+        vals_at = width + nf - 1
+        pairs = matched.project(*range(width), *range(vals_at, vals_at + nvals + 1))
+        pairs.partitioned = True
+        lost = left.concat(pairs.project(*range(width)).negate())
+
+        def padded(*cols):
+            n = len(cols[0])
+            nulls = [np.full(n, NULL_VALUE[_kind(t)], dtype=_DTYPE[_kind(t)]) for t in types]
+            return (*cols, *nulls, np.full(n, (1 << nvals) - 1, dtype=np.int64))
+
+        out = pairs.concat(lost.map_columns(padded))
+        out.partitioned = True
+        return out
+
+    def _finish(self, plan: list[tuple], star: int | None, widths: list[int], out_types: tuple[str, ...]):
+        """The map from combined records to the stored output row."""
+        from ddflow.plan.lower import stored
+
+        k, nf, aggs = self.k, self.nf, self.rel.aggs
+        nw = len(self.weights)
+        offsets, at = [], nf + 1 + nw
+        for w in widths:
+            offsets.append(at)
+            at += w + 1
+        gtypes = self.gtypes
+
+        def finish(*cols):
+            n = len(cols[0])
+            c = np.asarray(cols[nf], dtype=np.int64)
+            S = [np.asarray(cols[nf + 1 + j], dtype=np.int64) for j in range(nw)]
+            out = []
+            if k:
+                gmask = np.asarray(cols[k], dtype=np.int64)
+                out += [(cols[i], ((gmask >> i) & 1).astype(bool)) for i in range(k)]
+            for a, how, typ in zip(aggs, plan, out_types[k:]):
+                none = np.zeros(n, dtype=bool)
+                if how[0] == "star":
+                    out.append((S[star] if star is not None else c, none))
+                elif how[0] == "count":
+                    out.append((S[how[1]], none))
+                elif how[0] in ("sum", "distinct"):
+                    cnt = S[how[1]]
+                    if a.func == "count":
+                        out.append((cnt, none))
+                        continue
+                    total = S[how[2]]
+                    null = cnt == 0
+                    if a.func == "sum":
+                        out.append((_rescaled(total, a.arg.type, typ, a), null))
+                    else:
+                        out.append((_average(total, np.where(null, 1, cnt), a.arg.type, typ, a), null))
+                else:
+                    off = offsets[how[1]]
+                    pmask = np.asarray(cols[off + widths[how[1]]], dtype=np.int64)
+                    out.append((cols[off + how[2]], ((pmask >> how[2]) & 1).astype(bool)))
+            return stored(out, gtypes + tuple(out_types[k:]), n)
+
+        return finish
+
+    def _with_default(self, acc: "Collection", rows: "Collection", out_types) -> "Collection":
+        """A global aggregate's one row over no input: counts 0, the rest NULL, while no group exists."""
+        aggs = self.rel.aggs
+        flow = self.low.flow
+        width = len(out_types) + 1
+        default = tuple(0 if a.func in ("count", "count_star") else NULL_VALUE[_kind(a.type)] for a in aggs)
+        mask = sum(1 << j for j, a in enumerate(aggs) if a.func not in ("count", "count_star"))
+        const_in, const = flow.new_collection(flow.ctx.fresh("default"), schema=None)
+        const_in.update([(0, *default, mask)], times=0)
+        present = acc.project(0).distinct()
+        return const.antijoin(present).project(*range(1, width + 1)).concat(rows)
+
+
+def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype == object or b.dtype == object:
+        return np.array([x == y for x, y in zip(a.tolist(), b.tolist())], dtype=bool)
+    return a == b
+
+
+def _int_values(vals: np.ndarray, null: np.ndarray) -> np.ndarray:
+    """Integer (or unscaled decimal) values with NULL as 0, as int64."""
+    if vals.dtype == object:  # the NULL type: every value is NULL
+        return np.zeros(len(vals), dtype=np.int64)
+    return np.where(null, 0, vals).astype(np.int64)
+
+
+def _rescaled(total: np.ndarray, arg_type: str, out_type: str, a: Agg) -> np.ndarray:
+    """A sum of unscaled values of ``arg_type`` in the unscaled form of ``out_type`` (checked)."""
+    si, so = decimal_scale(arg_type), decimal_scale(out_type)
+    if si is None or so is None:
+        return total
+    d = so[1] - si[1]
+    if d:
+        total = _scaled_up(total, d, a)
+    _check_precision(total, so[0], a)
+    return total
+
+
+def _scaled_up(x: np.ndarray, d: int, a: Agg) -> np.ndarray:
+    from ddflow.base.columnar import wrapping_products
+
+    p, wrapped = wrapping_products(x, np.full(len(x), 10 ** d, dtype=np.int64))
+    if wrapped.any():
+        raise SchemaError(f"{a}: the result does not fit in int64 (decimal overflow)")
+    return p
+
+
+def _check_precision(x: np.ndarray, precision: int, a: Agg) -> None:
+    if precision < 19 and len(x) and int(np.abs(x).max()) >= 10 ** precision:
+        raise SchemaError(f"{a}: the result does not fit in decimal precision {precision} (decimal overflow)")
+
+
+def _average(total: np.ndarray, count: np.ndarray, arg_type: str, out_type: str, a: Agg) -> np.ndarray:
+    """AVG from a sum and a (positive) count: a double, or a decimal rounded HALF_UP to ``out_type``'s scale."""
+    si, so = decimal_scale(arg_type), decimal_scale(out_type)
+    if so is None:
+        return total.astype(np.float64) / count
+    d = so[1] - (si[1] if si is not None else 0)
+    return half_up_quotient(total, count, d, a, so[0])
+
+
+def half_up_quotient(num: np.ndarray, den: np.ndarray, d: int, a: Agg | str = "avg", precision: int = 38) -> np.ndarray:
+    """``round_half_up(num * 10**d / den)`` exactly, for int64 ``num`` and positive int64 ``den``.
+
+    Vectorized in int64 while ``2 * |num| * 10**d + den`` fits, else in
+    Python integers on an object array; a result past int64 (or past
+    ``precision`` digits) is an error.
+
+    >>> half_up_quotient(np.array([5, -5, 7]), np.array([2, 2, 3]), 0).tolist()
+    [3, -3, 2]
+    """
+    num = np.asarray(num, dtype=np.int64)
+    den = np.asarray(den, dtype=np.int64)
+    scale = 10 ** d
+    bound = (_I64_MAX - int(den.max(initial=0))) // (2 * scale)
+    if not len(num) or int(np.abs(num).max()) <= bound:
+        mag = (2 * np.abs(num) * scale + den) // (2 * den)
+        out = np.where(num < 0, -mag, mag)
+    else:
+        big = np.array([(2 * abs(int(x)) * scale + int(y)) // (2 * int(y)) * (-1 if x < 0 else 1)
+                        for x, y in zip(num.tolist(), den.tolist())], dtype=object)
+        if any(not -_I64_MAX - 1 <= int(v) <= _I64_MAX for v in big):
+            raise SchemaError(f"{a}: the result does not fit in int64 (decimal overflow)")
+        out = big.astype(np.int64)
+    _check_precision(out, precision, a)
+    return out
+
+
+def _generic(low: "Lowering", rel: Aggregate) -> "Collection":
+    """The former lowering: one per-key reduce computes every aggregate from each changed group's rows."""
+    from ddflow.plan.lower import _aggregate_logic, columns_of, stored
+
+    src = rel.input.schema
+    k, aggs = len(rel.group), rel.aggs
+    args = [a.arg for a in aggs if a.arg is not None]
+    arg_pos: list[int | None] = []
+    for a in aggs:
+        arg_pos.append(None if a.arg is None else k + sum(p is not None for p in arg_pos))
+    types = tuple(g.type for g in rel.group) + tuple(x.type for x in args)
+
+    def prepared(*cols):
+        ins = columns_of(cols, src)
+        fields = stored([evaluate(e, ins) for e in (*rel.group, *args)], types, len(cols[0]))
+        return fields if k else (np.zeros(len(fields[-1]), dtype=np.int64), *fields)
+
+    out_types = rel.schema.types
+    keyed = low.lower(rel.input).map_columns(prepared)
+    keyed.partitioned = low._placed_by(rel.input, rel.group[0] if k else None)
+    reduced = keyed.reduce(_aggregate_logic(k, aggs, arg_pos, out_types))
+    width = len(out_types) + 1
+    if k:
+        return reduced
+    rows = reduced.project(*range(1, width + 1))
+    default = tuple(0 if a.func in ("count", "count_star") else NULL_VALUE[_kind(a.type)] for a in aggs)
+    mask = sum(1 << j for j, a in enumerate(aggs) if a.func not in ("count", "count_star"))
+    const_in, const = low.flow.new_collection(low.flow.ctx.fresh("default"), schema=None)
+    const_in.update([(0, *default, mask)], times=0)
+    present = reduced.project(0).distinct()
+    return const.antijoin(present).project(*range(1, width + 1)).concat(rows)
