@@ -313,38 +313,9 @@ class Lowering:
         return got
 
     def _aggregate(self, rel: Aggregate) -> "Collection":
-        src = rel.input.schema
-        k, aggs = len(rel.group), rel.aggs
-        args = [a.arg for a in aggs if a.arg is not None]
-        arg_pos: list[int | None] = []  # where each aggregate's argument sits in a group row
-        for a in aggs:
-            arg_pos.append(None if a.arg is None else k + sum(p is not None for p in arg_pos))
-        types = tuple(g.type for g in rel.group) + tuple(x.type for x in args)
+        from ddflow.plan.aggregate import lower_aggregate
 
-        def prepared(*cols):
-            ins = columns_of(cols, src)
-            vals = [evaluate(e, ins) for e in (*rel.group, *args)]
-            fields = stored(vals, types, len(cols[0]))
-            if k:  # the first group column is the key
-                return fields
-            return (np.zeros(len(fields[-1]), dtype=np.int64), *fields)
-
-        out_types = rel.schema.types
-        logic = _aggregate_logic(k, aggs, arg_pos, out_types)
-        keyed = self.lower(rel.input).map_columns(prepared)
-        keyed.partitioned = self._placed_by(rel.input, rel.group[0] if k else None)
-        reduced = keyed.reduce(logic)
-        width = len(out_types) + 1
-        if k:  # records (g_0 = the key, g_1.., aggregates.., mask): the stored layout already
-            return reduced
-        rows = reduced.project(*range(1, width + 1))  # drop the constant key
-        # A global aggregate has one row even over no input: the default row, while no group exists.
-        default = tuple(0 if a.func in ("count", "count_star") else NULL_VALUE[KIND[a.type]] for a in aggs)
-        mask = sum(1 << j for j, a in enumerate(aggs) if a.func not in ("count", "count_star"))
-        const_in, const = self.flow.new_collection(self.flow.ctx.fresh("default"), schema=None)
-        const_in.update([(0, *default, mask)], times=0)
-        present = reduced.project(0).distinct()
-        return const.antijoin(present).project(*range(1, width + 1)).concat(rows)
+        return lower_aggregate(self, rel)
 
 
 def _refs(rel: Rel) -> list[RecRef]:
