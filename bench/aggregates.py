@@ -1,0 +1,122 @@
+"""Per-refresh time of a GROUP BY view as its table grows: diff-weighted sums against the former per-key reduce.
+
+``python -m bench.aggregates [--sizes 10000,100000,1000000] [--refreshes 7] [--batch 100]``
+
+The view is ``SELECT g, COUNT(*), SUM(x), AVG(x) FROM t GROUP BY g`` over
+4 groups.  Each table size gets two dataflows, one lowered the former way
+(:data:`ddflow.plan.aggregate.GENERIC`: one reduce whose Python function
+re-reads each changed group's rows) and one the new way (an accumulate of
+weights: O(1) state per group); both load the table, then take the same
+refreshes (``--batch`` inserts and as many deletes of loaded rows, spread
+over 4 data times, one advance), alternated old/new.  Reported: median
+wall time per refresh, and DuckDB recomputing the query from scratch over
+the same table in the same run (median of as many queries).  The last line
+is one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+import ddflow
+from ddflow.plan import aggregate
+
+QUERY = "SELECT g, COUNT(*) AS n, SUM(x) AS s, AVG(x) AS a FROM t GROUP BY g"
+
+
+def _table(g: np.ndarray, x: np.ndarray) -> pa.Table:
+    return pa.table({"g": pa.array(g, pa.int64()), "x": pa.array(x, pa.int64())})
+
+
+class View:
+    """One dataflow holding the table and the view, lowered the old or the new way."""
+
+    def __init__(self, generic: bool, g: np.ndarray, x: np.ndarray):
+        self.flow = ddflow.Dataflow()
+        self.t_in, _ = self.flow.new_collection("t", schema={"g": "bigint", "x": "bigint"})
+        old, aggregate.GENERIC = aggregate.GENERIC, generic
+        try:
+            self.cap = self.flow.sql(QUERY).capture()
+        finally:
+            aggregate.GENERIC = old
+        self.t_in.update(_table(g, x), times=0)
+        self.time = 1
+        start = time.perf_counter()
+        self.flow.advance_to(1)
+        self.flow.run()
+        self.load_s = time.perf_counter() - start
+        self.cap.drain()
+
+    def refresh(self, ins: tuple[np.ndarray, np.ndarray], dels: tuple[np.ndarray, np.ndarray]) -> float:
+        """Seconds to apply one refresh (inserts and deletes over 4 data times) and drain its changes."""
+        n = len(ins[0])
+        times = self.time + np.arange(n) % 4
+        start = time.perf_counter()
+        self.t_in.update(_table(*ins), times=times.tolist())
+        self.t_in.update(_table(*dels), times=times.tolist(), diffs=-1)
+        self.time += 4
+        self.flow.advance_to(self.time)
+        self.flow.run()
+        self.cap.drain()
+        return time.perf_counter() - start
+
+    def contents(self) -> dict:
+        return self.cap.contents(self.time - 1)
+
+
+def run(size: int, refreshes: int, batch: int, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    g = rng.integers(0, 4, size)
+    x = rng.integers(-1000, 1000, size)
+    views = {"old": View(True, g, x), "new": View(False, g, x)}
+    con = duckdb.connect()
+    con.register("src", _table(g, x))
+    con.execute("CREATE TABLE t AS SELECT * FROM src")
+    times: dict[str, list[float]] = {"old": [], "new": [], "duckdb": []}
+    removed = 0
+    for r in range(refreshes):
+        ins = (rng.integers(0, 4, batch), rng.integers(-1000, 1000, batch))
+        dels = (g[removed:removed + batch], x[removed:removed + batch])
+        removed += batch
+        for name in (("old", "new") if r % 2 == 0 else ("new", "old")):
+            times[name].append(views[name].refresh(ins, dels))
+        con.register("ins", _table(*ins))
+        con.execute("INSERT INTO t SELECT * FROM ins")
+        start = time.perf_counter()
+        con.execute(QUERY).fetchall()
+        times["duckdb"].append(time.perf_counter() - start)
+    assert views["old"].contents() == views["new"].contents(), "the two lowerings disagree"
+    med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    return {"rows": size, "batch": batch, "refreshes": refreshes,
+            "load_ms": {k: round(v.load_s * 1e3, 1) for k, v in views.items()},
+            "refresh_ms": {k: round(v, 3) for k, v in med.items()},
+            "speedup_new_vs_old": round(med["old"] / med["new"], 1),
+            "new_vs_duckdb": round(med["new"] / med["duckdb"], 2),
+            "old_vs_duckdb": round(med["old"] / med["duckdb"], 2)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--refreshes", type=int, default=7)
+    ap.add_argument("--batch", type=int, default=100)
+    args = ap.parse_args()
+    rows = []
+    print(f"{'rows':>9} {'old ms':>10} {'new ms':>9} {'duckdb ms':>10} {'old/new':>8} {'new/duckdb':>11}")
+    for size in (int(s) for s in args.sizes.split(",")):
+        res = run(size, args.refreshes, args.batch)
+        rows.append(res)
+        m = res["refresh_ms"]
+        print(f"{size:>9} {m['old']:>10.2f} {m['new']:>9.2f} {m['duckdb']:>10.2f} {res['speedup_new_vs_old']:>8} "
+              f"{res['new_vs_duckdb']:>11}", flush=True)
+    print(json.dumps({"bench": "aggregates", "query": QUERY, "results": rows}))
+
+
+if __name__ == "__main__":
+    main()
