@@ -650,19 +650,29 @@ def tlp_queries(rng: random.Random, table: Table, features: set[str]) -> list[Qu
     return [Query(" UNION ALL ".join(parts), gen.tags | {"tlp"}, same_as=base)]
 
 
-def gen_case(seed: int, features: set[str], n_queries: int) -> Case:
+def gen_case(seed: int, features: set[str], n_queries: int, avoid: frozenset[str] = frozenset(),
+             n_tlp: int = 2) -> Case:
+    """The case of ``seed``; a query using a construct in ``avoid`` (a tag, e.g. a known open bug) is drawn again."""
     rng = random.Random(seed)
     tables = gen_tables(rng, features)
     steps = gen_steps(rng, tables)
     queries = []
     view_ids = iter(range(10 ** 6))
     for _ in range(n_queries):
-        g = QueryGen(rng, tables, features, view_ids)
-        _fix_key_types(g)
-        queries.append(g.query())
+        for _ in range(50):
+            g = QueryGen(rng, tables, features, view_ids)
+            _fix_key_types(g)
+            q = g.query()
+            if not q.tags & avoid:
+                queries.append(q)
+                break
     if "tlp" in features:
-        for _ in range(2):
-            queries += tlp_queries(rng, rng.choice(tables), features)
+        for _ in range(n_tlp):
+            for _ in range(50):
+                q = tlp_queries(rng, rng.choice(tables), features)[0]
+                if not q.tags & avoid:
+                    queries.append(q)
+                    break
     return Case(seed, tables, steps, queries)
 
 
@@ -1011,6 +1021,119 @@ def shrink(tables, steps, query: Query, first: Outcome, budget_s: float = 20.0):
     return steps
 
 
+_PREDICATES = ("EQ", "NEQ", "LT", "LTE", "GT", "GTE", "Like", "Is", "In", "Between", "Exists")
+_ARITH = ("Add", "Sub", "Mul", "Div", "Mod")
+
+
+def _variants(node) -> list:
+    """Simpler replacements of one sqlglot node (None: remove it from its parent)."""
+    from sqlglot import exp
+
+    name = type(node).__name__
+    out = []
+    if name in ("And", "Or") or name in _ARITH:
+        out += [node.left, node.right]
+    elif name in ("Union", "Except", "Intersect"):
+        for side in (node.left, node.right):
+            side = side.copy()
+            for key in ("with_", "with"):
+                if node.args.get(key) is not None:
+                    side.set(key, node.args[key].copy())
+            out.append(side)
+    elif name in ("Not", "Paren", "Neg", "Abs", "Upper", "Lower"):
+        out.append(node.this)
+    elif name == "Coalesce":
+        out.append(node.this)
+    elif name == "Case":
+        if node.args.get("default") is not None:
+            out.append(node.args["default"])
+        out += [w.args["true"] for w in node.args.get("ifs") or ()][:1]
+    if name in _PREDICATES:
+        out.append(exp.true())
+    return [v.copy() for v in out]
+
+
+def _select_variants(node) -> list:
+    """A SELECT without its WHERE, HAVING or DISTINCT, without one select item, or a join made inner."""
+    out = []
+    for key in ("where", "having", "distinct"):
+        if node.args.get(key) is not None:
+            c = node.copy()
+            c.set(key, None)
+            out.append(c)
+    if len(node.expressions) > 1:
+        for i in range(len(node.expressions)):
+            c = node.copy()
+            c.set("expressions", [e for j, e in enumerate(c.expressions) if j != i])
+            out.append(c)
+    for i, j in enumerate(node.args.get("joins") or ()):
+        c = node.copy()
+        c.set("joins", [x for k, x in enumerate(c.args["joins"]) if k != i])
+        out.append(c)
+        if j.side:
+            c = node.copy()
+            c.args["joins"][i].set("side", None)
+            out.append(c)
+    return out
+
+
+def query_candidates(sql: str):
+    """Queries one step simpler than ``sql`` (each a sqlglot rewrite of one node), smallest change first."""
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="spark")
+    except Exception:  # noqa: BLE001
+        return
+    n = sum(1 for _ in tree.walk())
+    for i in range(n):
+        node = next(x for k, x in enumerate(tree.walk()) if k == i)
+        alts = _variants(node) + (_select_variants(node) if isinstance(node, exp.Select) else [])
+        for key in ("with_", "with"):  # an unused CTE
+            if isinstance(node, exp.Query) and node.args.get(key) is not None:
+                c = node.copy()
+                c.set(key, None)
+                alts.append(c)
+        for alt in alts:
+            t2 = tree.copy()
+            target = next(x for k, x in enumerate(t2.walk()) if k == i)
+            if target is t2:
+                t2 = alt
+            else:
+                target.replace(alt)
+            try:
+                text = t2.sql(dialect="spark")
+            except Exception:  # noqa: BLE001
+                continue
+            if text != sql:
+                yield text
+
+
+def shrink_query(tables, steps, query: Query, first: Outcome, budget_s: float = 15.0) -> Query:
+    """The query rewritten smaller (conjuncts, set-operation sides, select items, CASE arms dropped) while it fails alike."""
+    deadline = time.monotonic() + budget_s
+    best = query
+    improved = True
+    while improved and time.monotonic() < deadline:
+        improved = False
+        for text in query_candidates(best.sql):
+            if time.monotonic() > deadline:
+                break
+            if len(text) >= len(best.sql):
+                continue
+            cand = Query(text, best.tags, best.setup, best.same_as)
+            o = execute(tables, steps, [cand], isolate=False)[0]
+            if _same_failure(first, o) and (first.kind not in ("build-crash", "run-error")
+                                            or _err_sig(o.detail) == _err_sig(first.detail)):
+                best, improved = cand, True
+                break
+    return best
+
+
+def _err_sig(detail: str) -> str:
+    return re.sub(r"\d+|'[^']*'|`[^`]*`", "_", detail.split("\n")[0])[:100]
+
+
 def repro(tables, steps, query: Query, o: Outcome) -> str:
     """A runnable reproduction: schema, the update stream, the query, and both answers."""
     lines = ["import datetime", "from decimal import Decimal", "import ddflow", "", "flow = ddflow.Dataflow()"]
@@ -1054,6 +1177,7 @@ class Summary:
     skipped: Counter = field(default_factory=Counter)
     bugs: dict = field(default_factory=dict)  # signature -> (count, first report)
     tag_counts: Counter = field(default_factory=Counter)
+    shapes: dict = field(default_factory=dict)  # shrunk bug shape -> its report (one report per shape)
     cases: int = 0
 
     def text(self) -> str:
@@ -1081,13 +1205,29 @@ def _signature(o: Outcome, q: Query) -> str:
     return f"{o.kind}: {','.join(tags)}"
 
 
+def _shape(q: Query, o: Outcome) -> str:
+    """A shrunk bug's shape: its kind and the SQL constructs left in the minimal query (or its error)."""
+    if o.kind in ("build-crash", "run-error"):
+        return f"{o.kind}: {_err_sig(o.detail)}"
+    try:
+        tree = sqlglot.parse_one(q.sql, read="spark")
+    except Exception:  # noqa: BLE001
+        return q.sql
+    boring = {"Column", "Identifier", "Table", "TableAlias", "Alias", "Literal", "Paren", "Select", "From",
+              "Where", "Star", "Boolean"}
+    kinds = sorted({type(n).__name__ for n in tree.walk()} - boring)
+    return f"{o.kind}: {','.join(kinds)}"
+
+
 def run_cases(seeds, features: set[str], n_queries: int, do_shrink: bool = True, out=sys.stdout,
-              deadline: float | None = None, verbose: bool = False) -> Summary:
+              deadline: float | None = None, verbose: bool = False, avoid: frozenset[str] = frozenset(),
+              n_tlp: int = 2) -> Summary:
+    """Run the cases of ``seeds`` (until ``deadline``), printing each new bug shrunk; the tally."""
     summary = Summary()
     for seed in seeds:
         if deadline is not None and time.monotonic() > deadline:
             break
-        case = gen_case(seed, features, n_queries)
+        case = gen_case(seed, features, n_queries, avoid, n_tlp)
         outcomes = execute(case.tables, case.steps, case.queries)
         summary.cases += 1
         for q, o in zip(case.queries, outcomes):
@@ -1104,12 +1244,21 @@ def run_cases(seeds, features: set[str], n_queries: int, do_shrink: bool = True,
                     n, rep = summary.bugs[sig]
                     summary.bugs[sig] = (n + 1, rep)
                     continue
-                steps = shrink(case.tables, case.steps, q, o) if do_shrink else case.steps
-                final = execute(case.tables, steps, [q], isolate=False)[0] if do_shrink else o
-                if final.status != "bug":
-                    steps, final = case.steps, o
-                report = f"BUG (seed {seed}) {sig}\n  query: {q.sql}\n" + repro(case.tables, steps, q, final)
+                steps, small, final = case.steps, q, o
+                if do_shrink:
+                    steps = shrink(case.tables, case.steps, q, o)
+                    small = shrink_query(case.tables, steps, q, o)
+                    steps = shrink(case.tables, steps, small, o, budget_s=10.0)
+                    final = execute(case.tables, steps, [small], isolate=False)[0]
+                    if final.status != "bug":
+                        steps, small, final = case.steps, q, o
+                sig2 = _shape(small, final)
+                if sig2 in summary.shapes:
+                    summary.bugs[sig] = (1, summary.shapes[sig2])
+                    continue
+                report = f"BUG (seed {seed}) {sig}\n  original query: {q.sql}\n" + repro(case.tables, steps, small, final)
                 summary.bugs[sig] = (1, report)
+                summary.shapes[sig2] = report
                 print(report, file=out, flush=True)
         if verbose or summary.cases % 10 == 0:
             s = summary.statuses
@@ -1126,6 +1275,8 @@ def main(argv=None) -> int:
     ap.add_argument("--features", default=",".join(FEATURES),
                     help=f"comma-separated feature groups (default all): {','.join(FEATURES)}")
     ap.add_argument("--queries", type=int, default=10, help="random queries per case (plus 2 TLP checks)")
+    ap.add_argument("--avoid", default="", help="comma-separated constructs (tags, e.g. exists_nonequality) "
+                                                "never to generate: known open bugs")
     ap.add_argument("--no-shrink", action="store_true")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
@@ -1140,7 +1291,7 @@ def main(argv=None) -> int:
     else:
         seeds, deadline = range(seed, seed + 10 ** 9), time.monotonic() + args.minutes * 60
     summary = run_cases(seeds, features, args.queries, not args.no_shrink, deadline=deadline,
-                        verbose=args.verbose)
+                        verbose=args.verbose, avoid=frozenset(a for a in args.avoid.split(",") if a))
     print(summary.text(), flush=True)
     return 1 if summary.bugs else 0
 

@@ -1,0 +1,39 @@
+"""The random differential SQL tester (tests/sql/fuzz.py) on fixed seeds: deterministic, about a minute.
+
+Every query either equals DuckDB at every complete time, or is refused at
+``flow.sql`` with a SchemaError, or fails at run where DuckDB fails too; a
+TLP run checks that p / NOT p / p IS NULL partition each table.  Constructs
+of bugs still open (tests/sql/test_regressions.py, xfail) are not generated
+here: remove a tag from ``KNOWN_OPEN`` when its regression test passes.
+For longer runs: ``python -m tests.sql.fuzz --minutes 5``.
+"""
+from __future__ import annotations
+
+import io
+
+import fuzz
+
+#: Generator tags of open bugs -> their regression test in test_regressions.py.
+KNOWN_OPEN = {
+    "exists_nonequality": "test_exists_with_a_correlated_non_equality_applies_it",
+}
+
+
+def _run(seeds, features, n_queries, n_tlp=2) -> fuzz.Summary:
+    out = io.StringIO()
+    summary = fuzz.run_cases(seeds, set(features), n_queries, do_shrink=True, out=out,
+                             avoid=frozenset(KNOWN_OPEN), n_tlp=n_tlp)
+    assert not summary.bugs, out.getvalue() + "\n" + summary.text()
+    return summary
+
+
+def test_random_queries_equal_duckdb_or_are_refused():
+    summary = _run(range(1000, 1044), fuzz.FEATURES, n_queries=10)
+    assert summary.tried == 44 * 12
+    assert summary.statuses["pass"] > summary.tried // 2, summary.text()  # most queries are checked, not refused
+
+
+def test_ternary_logic_partitions_each_table():
+    """SELECT * FROM t WHERE p, WHERE NOT (p), WHERE (p) IS NULL together are SELECT * FROM t, at every time."""
+    summary = _run(range(2000, 2012), ("exprs", "like", "decimal", "date", "tlp"), n_queries=0, n_tlp=8)
+    assert summary.tried == 12 * 8 and summary.statuses["pass"] == summary.tried, summary.text()
