@@ -234,7 +234,12 @@ class SemiJoin(Rel):
 
     ``null_aware`` gives NOT IN's rules for an anti join: no row at all
     if ``right`` has a NULL key, and a row with a NULL key only while
-    ``right`` is empty.  Otherwise a NULL key matches nothing.
+    ``right`` is empty.  Otherwise a NULL key matches nothing.  With no
+    keys every row of ``right`` is a candidate (an uncorrelated EXISTS).
+
+    ``residual`` (EXISTS correlated by a non-equality, TPC-H Q21) reads
+    the left columns, then the right ones: a row of ``right`` matches
+    only where it also holds.
     """
 
     left: Rel
@@ -243,6 +248,13 @@ class SemiJoin(Rel):
     right_keys: tuple[Expr, ...]
     anti: bool = False
     null_aware: bool = False
+    residual: Expr | None = None
+
+    def __post_init__(self):
+        if len(self.left_keys) != len(self.right_keys):
+            raise SchemaError("a semi join needs as many keys on each side")
+        if self.null_aware and self.residual is not None:
+            raise SchemaError("NOT IN takes no residual predicate")
 
     @property
     def schema(self) -> Schema:
@@ -254,7 +266,19 @@ class SemiJoin(Rel):
     def label(self) -> str:
         on = " AND ".join(f"{a} = {b}" for a, b in zip(self.left_keys, self.right_keys))
         kind = "Anti" if self.anti else "Semi"
-        return f"{kind}Join ON {on}{' (NOT IN)' if self.null_aware else ''}  [arrange both sides by key]"
+        extra = f" WHERE {self.residual}" if self.residual is not None else ""
+        return (f"{kind}Join ON {on or 'TRUE'}{extra}{' (NOT IN)' if self.null_aware else ''}"
+                f"  [arrange both sides by key]")
+
+
+@dataclass(frozen=True)
+class OneRow(_RowsOf):
+    """The rows of ``input``, which must be at most one (a scalar subquery): more is an error naming ``what``."""
+
+    what: str
+
+    def label(self) -> str:
+        return f"OneRow (at most one row of {self.what})  [arrange by a constant]"
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from ddflow.base.schema import KIND, NULL_VALUE, Schema
-from ddflow.errors import SchemaError
+from ddflow.errors import DataflowError, SchemaError
 from ddflow.plan.expr import Call, Col, Column, Expr, as_type, evaluate, filled, null_values
-from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, Order, Project, RecRef, Recursive, Rel, Scan,
-                            SemiJoin, SetOp, TopK, Union)
+from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive, Rel,
+                            Scan, SemiJoin, SetOp, TopK, Union)
 from ddflow.plan.partition import partitioned_by
 
 if TYPE_CHECKING:
@@ -121,6 +121,8 @@ class Lowering:
             return self._semijoin(rel)
         if isinstance(rel, TopK):
             return self._topk(rel)
+        if isinstance(rel, OneRow):
+            return self._one_row(rel)
         if isinstance(rel, RecRef):
             return self.variables[rel]
         if isinstance(rel, Recursive):
@@ -172,8 +174,35 @@ class Lowering:
         width = len(rel.schema) + 1
         return ranked.project(*range(1, width + 1))
 
+    def _one_row(self, rel: OneRow) -> "Collection":
+        """Every row under one constant key; a reduce passes them on while there is at most one, else raises.
+
+        Python per changed time over the rows' history: a scalar subquery's
+        result is one row, so this is small.
+        """
+        n = len(rel.schema) + 1
+        what = rel.what
+
+        def at_most_one(key, vals):
+            rows = [(v, m) for v, m in vals if m > 0]
+            total = sum(m for _, m in rows)
+            if total > 1:
+                raise DataflowError(f"SQL: the scalar subquery {what} returned {total} rows; it must return at most one")
+            return rows
+
+        at_most_one.__name__ = "one_row"
+        keyed = self.lower(rel.input).map_columns(lambda *cols: (np.zeros(len(cols[0]), dtype=np.int64), *cols))
+        return keyed.reduce(at_most_one).project(*range(1, n + 1))
+
     def _semijoin(self, rel: SemiJoin) -> "Collection":
         n = len(rel.left.schema) + 1
+        if rel.residual is not None:
+            # The pairs the residual keeps, cut to their left rows (distinct), then a whole-row semi/anti join.
+            pairs = self.lower(Join(rel.left, rel.right, "inner", rel.left_keys, rel.right_keys, rel.residual))
+            whole = self.lower(rel.left).map_columns(_row_key)
+            matched = pairs.map_columns(_side_key(0, n - 1)).project(0).distinct()
+            kept = whole.antijoin(matched) if rel.anti else whole.semijoin(matched)
+            return kept.project(*range(1, n + 1))
         lk, rk = _aligned_keys(rel.left_keys, rel.right_keys)
         if not rel.anti:
             keys = self._keyed(rel.right, rk).project(0).distinct()
@@ -265,13 +294,7 @@ class Lowering:
             return self._unmatched_by_key(side, keys, other, other_keys)
         n = len(side.schema)
         whole = self.lower(side).map_columns(_row_key)
-
-        def side_of_inner(*cols):
-            mask = np.asarray(cols[-1], dtype=np.int64)
-            mine = cols[offset: offset + n]
-            return _row_key(*mine, (mask >> offset) & ((1 << n) - 1))
-
-        matched = inner.map_columns(side_of_inner).project(0).distinct()
+        matched = inner.map_columns(_side_key(offset, n)).project(0).distinct()
         return whole.antijoin(matched).project(*range(1, n + 2))
 
     def _unmatched_by_key(self, side: Rel, keys: tuple[Expr, ...], other: Rel,
@@ -302,7 +325,9 @@ class Lowering:
             ins = columns_of(cols, schema)
             parts = [evaluate(k, ins) for k in keys]
             ok = ~np.logical_or.reduce([null for _, null in parts]) if parts else np.ones(len(cols[0]), bool)
-            if len(parts) == 1:
+            if not parts:  # no keys (a cross product, a scalar subquery): every row under one constant key
+                key = np.zeros(len(ok), dtype=np.int64)
+            elif len(parts) == 1:
                 key = parts[0][0]
             else:
                 key = np.empty(len(ok), dtype=object)
@@ -332,6 +357,17 @@ def _row_key(*cols):
     key = np.empty(len(cols[0]), dtype=object)
     key[:] = list(zip(*(np.asarray(c).tolist() for c in cols)))
     return (key, *cols)
+
+
+def _side_key(offset: int, n: int) -> Callable:
+    """Join rows to ``(row, ...)`` where ``row`` is the whole-row key of one side's ``n`` columns from ``offset``."""
+
+    def side_of_inner(*cols):
+        mask = np.asarray(cols[-1], dtype=np.int64)
+        mine = cols[offset: offset + n]
+        return _row_key(*mine, (mask >> offset) & ((1 << n) - 1))
+
+    return side_of_inner
 
 
 def _padded(ls: Schema, rs: Schema, pad_right: bool) -> Callable:

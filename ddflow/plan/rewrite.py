@@ -4,7 +4,10 @@
 side it reads, so fewer rows reach the join's arrangements: below an
 inner join both ways; below a left (right) join only predicates on the
 preserved left (right) side, since a predicate on the NULL-padded side
-must still see the padding.  Conjuncts that read both sides stay above.
+must still see the padding.  Over an inner join, an equality of an
+expression of each side becomes a join key (a comma join's ``WHERE a.k =
+b.k`` is an equi-join, not a cross product filtered); other conjuncts
+that read both sides become its residual.
 :func:`prune_columns` cuts each join input to the columns read above it.
 (Sharing arrangements between operators that need the same rows keyed
 the same way, and skipping exchanges that would move nothing, are done
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ddflow.plan.expr import Call, Col, conjunction, conjuncts, remapped
+from ddflow.plan.expr import Call, Col, Expr, conjunction, conjuncts, remapped
 from ddflow.plan.ir import Aggregate, Filter, Join, Project, Recursive, Rel, Union
 
 
@@ -49,12 +52,52 @@ def push_filters(rel: Rel) -> Rel:
             right.append(remapped(c, lambda i: i - nl))
         else:
             stay.append(c)
-    if not left and not right:
+    lkeys, rkeys = list(join.left_keys), list(join.right_keys)
+    if join.kind == "inner":
+        rest = []
+        for c in stay:
+            pair = equi_key(c, nl)
+            if pair is None:
+                rest.append(c)
+            else:
+                lkeys.append(pair[0])
+                rkeys.append(pair[1])
+        stay = rest
+    if not left and not right and len(lkeys) == len(join.left_keys):
         return rel
     new_left = push_filters(Filter(join.left, conjunction(left))) if left else join.left
     new_right = push_filters(Filter(join.right, conjunction(right))) if right else join.right
-    moved = dataclasses.replace(join, left=new_left, right=new_right)
+    moved = dataclasses.replace(join, left=new_left, right=new_right, left_keys=tuple(lkeys), right_keys=tuple(rkeys))
+    if stay and join.kind == "inner":  # the residual of an inner join is a filter of its pairs
+        residual = conjunction(([join.residual] if join.residual is not None else []) + stay)
+        return dataclasses.replace(moved, residual=residual)
     return Filter(moved, conjunction(stay)) if stay else moved
+
+
+def keyable(a: str, b: str) -> bool:
+    """Values of types ``a`` and ``b`` are equal exactly when their stored keys are (or both are cast to double)."""
+    if a == "null" or b == "null":
+        return False
+    if a == b or {a, b} <= {"bigint", "double"}:
+        return True
+    scale = lambda t: t[t.index(",") + 1:-1].strip() if t.startswith("decimal(") and "," in t else None  # noqa: E731
+    return scale(a) is not None and scale(a) == scale(b)
+
+
+def equi_key(c: Expr, nl: int) -> tuple[Expr, Expr] | None:
+    """``(left key, right key)`` when ``c`` is ``l = r`` with ``l`` reading only columns below ``nl`` and ``r`` only
+    columns from ``nl`` on (or the other way round), keys of types that compare as stored; else None."""
+    if not (isinstance(c, Call) and c.op == "=" and len(c.args) == 2):
+        return None
+    a, b = c.args
+    ca, cb = a.columns(), b.columns()
+    if not ca or not cb or not keyable(a.type, b.type):
+        return None
+    if max(ca) < nl <= min(cb):
+        return a, remapped(b, lambda i: i - nl)
+    if max(cb) < nl <= min(ca):
+        return b, remapped(a, lambda i: i - nl)
+    return None
 
 
 def prune_columns(rel: Rel) -> Rel:
