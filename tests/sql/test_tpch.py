@@ -211,3 +211,23 @@ def test_a_top_k_may_take_any_of_the_rows_tied_at_its_boundary():
     assert "missing" in check_top_k([(7, "b"), (7, "c")], full, 2, [0])
     assert "past the top" in check_top_k([(9, "a"), (1, "e")], full, 2, [0])
     assert check_top_k([], [], 10, [0]) is None
+
+
+# -- the benchmark ----------------------------------------------------------------------
+
+
+def test_the_benchmark_runs_checks_and_reports(tmp_path, monkeypatch, capsys):
+    import json
+
+    from bench.tpch import __main__ as bench
+
+    args = ["--sf", "0.001", "--k", "1,2", "--refreshes", "2", "--repeat", "1", "--queries", "6,13",
+            "--json", str(tmp_path / "t.jsonl"), "--plot", str(tmp_path / "t.png")]
+    assert bench.main(args) == 0
+    lines = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert {(r["query"], r.get("k")) for r in lines} == {(q, k) for q in (6, 13) for k in (None, 1, 2)}
+    assert all(r["correct"] for r in lines if "k" in r) and (tmp_path / "t.png").stat().st_size > 0
+    assert "| Q13 | 1 |" in capsys.readouterr().out
+    monkeypatch.setattr(bench, "compare", lambda got, duck, n: "a planted difference")
+    assert bench.main(args[:-4]) == 1
+    assert "Q6: ddflow differs from DuckDB at time 0: a planted difference" in capsys.readouterr().err
