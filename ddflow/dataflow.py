@@ -359,6 +359,11 @@ class Dataflow:
     def sql(self, query: str) -> Collection:
         """A view: the rows of a Spark SQL query over this dataflow's tables, maintained incrementally.
 
+        ``query`` may be a script of ``;``-separated statements, among them
+        ``CREATE [OR REPLACE] [TEMP] VIEW v AS ...``, which keeps ``v`` for
+        later calls; the last statement's collection is returned.  A
+        construct ddflow does not support is refused here, never at run.
+
         The result is a collection with named columns (``.columns``); its
         capture reads rows in SELECT-list order with NULL as None, as bags
         (multiplicities).  Views built over the same tables share
@@ -374,16 +379,9 @@ class Dataflow:
         >>> cap.contents(0)
         {('a', 7): 1, (None, 1): 1}
         """
-        from ddflow.plan.lower import Lowering
-        from ddflow.plan.rewrite import prune_columns, push_filters
-        from ddflow.sql.planner import plan_sql
+        from ddflow.sql.frontend import frontend
 
-        rel = prune_columns(push_filters(plan_sql(query, {n: c.schema for n, c in self.tables.items()})))
-        if self._lowering is None:
-            self._lowering = Lowering(self, self.tables)
-        view = Collection(self._lowering.lower(rel).node)
-        view.schema = rel.schema
-        return view
+        return frontend(self).sql(query)
 
     def explain(self, query: str) -> str:
         """The plan of a SQL query as an indented tree, arrangements marked.  Cost: O(size of the query).
@@ -395,13 +393,9 @@ class Dataflow:
           Filter (amount > 1)
             Scan orders [cust, amount]
         """
-        from ddflow.plan.ir import explain
-        from ddflow.plan.partition import exchange_note
-        from ddflow.plan.rewrite import prune_columns, push_filters
-        from ddflow.sql.planner import plan_sql
+        from ddflow.sql.frontend import frontend
 
-        rel = prune_columns(push_filters(plan_sql(query, {n: c.schema for n, c in self.tables.items()})))
-        return explain(rel, note=exchange_note if self.workers > 1 else None)
+        return frontend(self).explain(query)
 
     def iterative(self, name: str | None = None, max_iterations: int | None = None) -> IterativeScope:
         """A top-level loop scope for ``Variable``s (mutual recursion).

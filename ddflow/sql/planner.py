@@ -20,6 +20,7 @@ scatter one recursive descent over several files.
 """
 from __future__ import annotations
 
+import bisect
 import itertools
 from dataclasses import dataclass
 from typing import Mapping
@@ -32,8 +33,9 @@ from sqlglot.optimizer.qualify import qualify
 from ddflow.base.schema import Schema, sql_type
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Call, Col, Expr, Lit, conjunction, remapped
-from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, Order, Project, RecRef, Recursive, Rel, Scan,
-                            SemiJoin, SetOp, TopK, Union)
+from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive, Rel,
+                            Scan, SemiJoin, SetOp, TopK, Union)
+from ddflow.plan.rewrite import keyable
 
 _NUMERIC = ("bigint", "double", "null")
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
@@ -89,14 +91,21 @@ def plan_sql(sql: str, tables: Mapping[str, Schema]) -> Rel:
         tree = sqlglot.parse_one(sql, read="spark")
     except SqlglotError as err:
         raise SchemaError(f"SQL: cannot parse the query: {err}") from None
+    return plan_query(tree, tables)
+
+
+def plan_query(tree: exp.Expression, tables: Mapping[str, Schema], views: Mapping[str, Rel] | None = None) -> Rel:
+    """The plan of one parsed query over ``tables`` (name -> schema) and ``views`` (name -> plan, read inline)."""
     if not isinstance(tree, exp.Query):
         raise SchemaError(f"SQL: expected a query (SELECT, WITH or a set operation), got `{tree.sql(dialect='spark')[:80]}`")
-    schema = {name: {c: _glot_type(t) for c, t in zip(s.names, s.types)} for name, s in tables.items()}
+    views = {k.lower(): v for k, v in (views or {}).items()}
+    every = {**{k.lower(): v for k, v in tables.items()}, **{k: v.schema for k, v in views.items()}}
+    schema = {name: {c: _glot_type(t) for c, t in zip(s.names, s.types)} for name, s in every.items()}
     try:
         tree = qualify(tree, schema=schema, dialect="spark", quote_identifiers=False, validate_qualify_columns=True)
     except SqlglotError as err:
         raise SchemaError(f"SQL: {err}") from None
-    return _Planner({k.lower(): v for k, v in tables.items()}).query(tree, {})
+    return _Planner({k.lower(): v for k, v in tables.items()}, views).query(tree, {})
 
 
 def _glot_type(t: str) -> str:
@@ -105,8 +114,9 @@ def _glot_type(t: str) -> str:
 
 
 class _Planner:
-    def __init__(self, tables: dict[str, Schema]):
+    def __init__(self, tables: dict[str, Schema], views: dict[str, Rel] | None = None):
         self.tables = tables
+        self.views = views or {}
         self._uids = itertools.count()
 
     # -- relations ------------------------------------------------------------------------------
@@ -191,6 +201,8 @@ class _Planner:
             name = node.name.lower()
             if name in ctes:
                 rel = ctes[name]
+            elif name in self.views:
+                rel = self.views[name]
             elif name in self.tables:
                 rel = Scan(name, self.tables[name])
             else:
@@ -206,15 +218,8 @@ class _Planner:
             if node.args.get(key):
                 raise _unsupported(node.args[key] if isinstance(node.args[key], exp.Expression) else node,
                                    key.upper())
-        from_ = node.args.get("from_") or node.args.get("from")
-        if from_ is None:
-            raise _unsupported(node, "SELECT without FROM")
-        rel, scope = self.source(from_.this, ctes)
-        for j in node.args.get("joins") or ():
-            rel, scope = self.join(rel, scope, j, ctes)
         where = node.args.get("where")
-        if where is not None:
-            rel = self.where(rel, scope, where.this, ctes)
+        rel, scope = self.body(node, ctes, _conjuncts(where.this) if where is not None else [])
         group = node.args.get("group")
         having = node.args.get("having")
         items = node.expressions
@@ -224,9 +229,12 @@ class _Planner:
         if group is not None or aggs:
             rel, scope, replace = self.aggregate(rel, scope, group.expressions if group else [], aggs)
             if having is not None:
+                rel, scope, replace = self.scalars(rel, scope, _scalar_subqueries(having.this), ctes, replace)
                 rel = Filter(rel, self.predicate(having.this, scope, replace))
         else:
             replace = {}
+        rel, scope, replace = self.scalars(rel, scope, [s for item in items for s in _scalar_subqueries(item)],
+                                           ctes, replace)
         windows = [w for item in items for w in item.find_all(exp.Window)]
         if windows:
             if len(windows) > 1 or group is not None or aggs:
@@ -274,81 +282,297 @@ class _Planner:
         fields = scope.fields + [_Field("", "_rank", n, "bigint")]
         return top, _Scope(fields), {**replace, w.sql(dialect="spark"): Col(n, "bigint", "rank")}
 
-    def where(self, rel: Rel, scope: _Scope, cond: exp.Expression, ctes: dict[str, Rel]) -> Rel:
-        """WHERE: plain conjuncts filter; ``[NOT] IN (subquery)`` and ``[NOT] EXISTS`` become semi and anti joins."""
-        plain, subs = [], []
-        for conj in _conjuncts(cond):
-            inner = conj.this if isinstance(conj, exp.Not) else conj
-            if isinstance(inner, exp.Exists) or (isinstance(inner, exp.In) and inner.args.get("query") is not None):
-                subs.append(conj)
+    def body(self, node: exp.Select, ctes: dict[str, Rel], conds: list[exp.Expression]) -> tuple[Rel, _Scope]:
+        """FROM and its joins, filtered by ``conds`` (WHERE's conjuncts): those without a subquery also pick the joins' keys."""
+        plain = [c for c in conds if not _has_subquery(c)]
+        rel, scope = self.from_(node, ctes, plain)
+        rest = [c for c in conds if _has_subquery(c)]
+        return self.where(rel, scope, rest, ctes) if rest else (rel, scope)
+
+    def from_(self, node: exp.Select, ctes: dict[str, Rel], conds: list[exp.Expression]) -> tuple[Rel, _Scope]:
+        """FROM's relations joined and filtered by ``conds``.
+
+        With only inner joins (``JOIN ... ON``, ``CROSS JOIN``, commas) the
+        ON and WHERE conjuncts are pooled and the relations joined in a
+        greedy order (:meth:`reorder`); an outer join keeps the written
+        order, the WHERE conjuncts filter above it and
+        :func:`ddflow.plan.rewrite.push_filters` moves them down.
+        """
+        from_ = node.args.get("from_") or node.args.get("from")
+        if from_ is None:
+            raise _unsupported(node, "SELECT without FROM")
+        joins = node.args.get("joins") or []
+        for j in joins:
+            _check_join(j)
+        if any((j.side or "") for j in joins):
+            rel, scope = self.source(from_.this, ctes)
+            for j in joins:
+                rel, scope = self.join(rel, scope, j, ctes)
+            if conds:
+                preds = [self.predicate(c, scope) for c in conds]
+                for p in preds:
+                    rel = _limit_ranks(rel, p)
+                rel = Filter(rel, conjunction(preds))
+            return rel, scope
+        sources = [self.source(from_.this, ctes)] + [self.source(j.this, ctes) for j in joins]
+        on = [c for j in joins if j.args.get("on") is not None for c in _conjuncts(j.args["on"])]
+        return self.reorder(sources, on + list(conds))
+
+    def reorder(self, sources: list[tuple[Rel, _Scope]], conds: list[exp.Expression]) -> tuple[Rel, _Scope]:
+        """Inner joins of ``sources`` under the conjuncts ``conds``, in a greedy order that avoids cross products.
+
+        A conjunct reading one relation filters it before any join.  From
+        the first relation on, the next one joined is the first (in written
+        order) tied to those joined so far by an equality of an expression
+        of each (``a.k = b.k``): all such equalities are the join's keys.
+        Only when none is tied comes a cross product (a join on no key).
+        Every other conjunct is the residual of the first join that sees
+        all it reads.  The scope keeps the written order's names, at the
+        positions the chosen order gives them.  O(relations² x conjuncts).
+        """
+        scope = sources[0][1]
+        for _, s in sources[1:]:
+            scope = scope.then(s)
+        starts = list(itertools.accumulate([0] + [len(s.fields) for _, s in sources]))
+        preds = [self.predicate(c, scope) for c in conds]
+
+        def rels_of(e: Expr) -> frozenset[int]:
+            return frozenset(bisect.bisect_right(starts, i) - 1 for i in e.columns())
+
+        def local(e: Expr, i: int) -> Expr:
+            return remapped(e, lambda c: c - starts[i])
+
+        single: dict[int, list[Expr]] = {i: [] for i in range(len(sources))}
+        pending, const = [], []
+        for p in preds:
+            r = rels_of(p)
+            if not r:
+                const.append(p)
+            elif len(r) == 1:
+                single[next(iter(r))].append(p)
             else:
-                plain.append(self.predicate(conj, scope))
-        if plain:
-            for p in plain:
+                pending.append(p)
+        rels = []
+        for i, (rel, _) in enumerate(sources):
+            ps = [local(p, i) for p in single[i]]
+            for p in ps:
                 rel = _limit_ranks(rel, p)
-            rel = Filter(rel, conjunction(plain))
-        for conj in subs:
+            rels.append(Filter(rel, conjunction(ps)) if ps else rel)
+
+        def key_of(p: Expr, done: set[int], i: int) -> tuple[Expr, Expr] | None:
+            if not (isinstance(p, Call) and p.op == "=" and len(p.args) == 2):
+                return None
+            a, b = p.args
+            ra, rb = rels_of(a), rels_of(b)
+            if not ra or not rb or not keyable(a.type, b.type):
+                return None
+            if ra <= done and rb == {i}:
+                return a, b
+            if rb <= done and ra == {i}:
+                return b, a
+            return None
+
+        pos = {c: c for c in range(starts[0], starts[1])}
+        done, cur = {0}, rels[0]
+        while len(done) < len(sources):
+            todo = [i for i in range(len(sources)) if i not in done]
+            nxt, keys = todo[0], []
+            for i in todo:
+                keys = [(p, k) for p in pending if (k := key_of(p, done, i)) is not None]
+                if keys:
+                    nxt = i
+                    break
+            used = {id(p) for p, _ in keys}
+            lkeys = tuple(remapped(a, pos) for _, (a, _) in keys)
+            rkeys = tuple(local(b, nxt) for _, (_, b) in keys)
+            n = len(cur.schema)
+            pos.update({c: n + c - starts[nxt] for c in range(starts[nxt], starts[nxt + 1])})
+            done.add(nxt)
+            covered = [p for p in pending if id(p) not in used and rels_of(p) <= done]
+            gone = used | {id(p) for p in covered}
+            pending = [p for p in pending if id(p) not in gone]
+            residual = conjunction([remapped(p, pos) for p in covered]) if covered else None
+            cur = Join(cur, rels[nxt], "inner", lkeys, rkeys, residual)
+        if const:
+            cur = Filter(cur, conjunction(const))
+        return cur, _Scope([_Field(f.table, f.name, pos[f.index], f.type) for f in scope.fields])
+
+    def where(self, rel: Rel, scope: _Scope, conds: list[exp.Expression], ctes: dict[str, Rel]) -> tuple[Rel, _Scope]:
+        """WHERE's conjuncts with subqueries: ``[NOT] IN (subquery)`` and ``[NOT] EXISTS`` become semi and anti
+        joins; scalar subqueries are joined in (:meth:`scalars`) for the other conjuncts, which filter."""
+        plain = []
+        for conj in conds:
             negated = isinstance(conj, exp.Not)
             inner = conj.this if negated else conj
-            if isinstance(inner, exp.In):
-                sub = self.query(inner.args["query"].this if isinstance(inner.args["query"], exp.Subquery)
-                                 else inner.args["query"], ctes)
+            if isinstance(inner, exp.In) and inner.args.get("query") is not None:
+                q = inner.args["query"]
+                q = q.this if isinstance(q, exp.Subquery) else q
+                if _outer_refs(q, q):
+                    raise _unsupported(inner, "IN with a correlated subquery (write it as EXISTS)")
+                if _has_subquery(inner.this):
+                    raise _unsupported(inner, "a subquery left of IN")
+                sub = self.query(q, ctes)
                 if len(sub.schema) != 1:
                     raise _unsupported(inner, "IN with a subquery of several columns")
                 key = self.expr(inner.this, scope)
                 _comparable(inner, key, Col(0, sub.schema.types[0]))
                 rel = SemiJoin(rel, sub, (key,), (Col(0, sub.schema.types[0], sub.schema.names[0]),),
                                anti=negated, null_aware=negated)
+            elif isinstance(inner, exp.Exists):
+                sub, inner_keys, outer_keys, residual = self.correlated(inner.this, scope, ctes)
+                rel = SemiJoin(rel, sub, outer_keys, inner_keys, anti=negated, residual=residual)
             else:
-                sub, inner_keys, outer_keys = self.correlated(inner.this, scope, ctes)
-                rel = SemiJoin(rel, sub, outer_keys, inner_keys, anti=negated)
-        return rel
+                plain.append(conj)
+        if plain:
+            subs = [s for c in plain for s in _scalar_subqueries(c)]
+            rel, scope, replace = self.scalars(rel, scope, subs, ctes, {})
+            rel = Filter(rel, conjunction([self.predicate(c, scope, replace) for c in plain]))
+        return rel, scope
 
     def correlated(self, node: exp.Expression, outer: _Scope, ctes: dict[str, Rel]):
-        """An EXISTS subquery as a relation and the equalities that tie it to the outer row (decorrelation)."""
+        """An EXISTS subquery as a relation, and what ties it to the outer row (decorrelation).
+
+        Its conjuncts that read only its own tables filter it; a correlated
+        ``inner = outer`` equality is a key pair; any other correlated
+        conjunct is a residual over the outer row's columns then the
+        subquery's (TPC-H Q21's ``l2.l_suppkey <> l1.l_suppkey``).  No key
+        at all: every outer row sees every row of the subquery.
+        """
         if isinstance(node, exp.Subquery):
             node = node.this
         if not isinstance(node, exp.Select) or node.args.get("group") or node.args.get("having") \
-                or any(_aggregates(x) for x in node.expressions):
+                or node.args.get("limit") or any(_aggregates(x) for x in node.expressions):
             raise _unsupported(node, "EXISTS over anything but a plain SELECT ... FROM ... WHERE")
-        from_ = node.args.get("from_") or node.args.get("from")
-        rel, scope = self.source(from_.this, ctes)
-        for j in node.args.get("joins") or ():
-            rel, scope = self.join(rel, scope, j, ctes)
-        preds, inner_keys, outer_keys = [], [], []
         where = node.args.get("where")
-        for conj in (_conjuncts(where.this) if where is not None else []):
-            try:
-                preds.append(self.predicate(conj, scope))
+        conds = _conjuncts(where.this) if where is not None else []
+        own = [c for c in conds if not _outer_refs(c, node)]
+        rel, scope = self.body(node, ctes, own)
+        inner_keys, outer_keys, rest = [], [], []
+        for conj in conds:
+            if any(conj is c for c in own):
                 continue
-            except SchemaError:
-                if not isinstance(conj, exp.EQ):
-                    raise _unsupported(conj, "a correlated condition other than an equality") from None
-            for a, b in ((conj.left, conj.right), (conj.right, conj.left)):
-                try:
-                    ia, ob = self.expr(a, scope), self.expr(b, outer)
-                except SchemaError:
-                    continue
-                _comparable(conj, ia, ob)
-                inner_keys.append(ia)
-                outer_keys.append(ob)
-                break
+            pair = self._correlation(conj, node, scope, outer)
+            if pair is None:
+                if _has_subquery(conj):
+                    raise _unsupported(conj, "a correlated condition with a subquery")
+                rest.append(conj)
             else:
-                raise _unsupported(conj, "a correlated condition that is not inner = outer")
-        if preds:
-            rel = Filter(rel, conjunction(preds))
-        if not inner_keys:
-            raise _unsupported(node, "an uncorrelated EXISTS")
-        return rel, tuple(inner_keys), tuple(outer_keys)
+                inner_keys.append(pair[0])
+                outer_keys.append(pair[1])
+        residual = None
+        if rest:
+            both = outer.then(scope)
+            residual = conjunction([self.predicate(c, both) for c in rest])
+        return rel, tuple(inner_keys), tuple(outer_keys), residual
+
+    def _correlation(self, conj: exp.Expression, top: exp.Select, inner: _Scope,
+                     outer: _Scope) -> tuple[Expr, Expr] | None:
+        """``(inner key, outer key)`` when ``conj`` is ``inner = outer`` (each side reading one of them), else None."""
+        if not isinstance(conj, exp.EQ):
+            return None
+        for a, b in ((conj.left, conj.right), (conj.right, conj.left)):
+            if _outer_refs(a, top) or _has_subquery(a) or _has_subquery(b) or not a.find(exp.Column):
+                continue
+            cols = list(b.find_all(exp.Column))
+            if not cols or len(_outer_refs(b, top)) != len(cols):
+                continue
+            ia, ob = self.expr(a, inner), self.expr(b, outer)
+            _comparable(conj, ia, ob)
+            if keyable(ia.type, ob.type):
+                return ia, ob
+        return None
+
+    def scalars(self, rel: Rel, scope: _Scope, nodes: list[exp.Subquery], ctes: dict[str, Rel],
+                replace: dict) -> tuple[Rel, _Scope, dict]:
+        """Scalar subqueries joined onto ``rel``, each then read through ``replace`` as an expression.
+
+        An uncorrelated one is a relation of at most one row (checked at
+        run time when its shape does not promise it: :class:`OneRow`),
+        left-joined on no key, so an empty result reads as NULL.  A
+        correlated one is decorrelated (:meth:`decorrelated`).  After GROUP
+        BY (``scope`` has no fields) only uncorrelated ones are allowed.
+        """
+        for s in nodes:
+            key = s.sql(dialect="spark")
+            if key in replace:
+                continue
+            q = s.this
+            n = len(rel.schema)
+            if _outer_refs(q, q):
+                if not scope.fields:
+                    raise _unsupported(s, "a correlated subquery in HAVING or beside GROUP BY")
+                sub, outer_keys, value = self.decorrelated(q, scope, ctes, n)
+                k = len(outer_keys)
+                rel = Join(rel, sub, "left", outer_keys,
+                           tuple(Col(i, t, f"_k{i}") for i, t in enumerate(sub.schema.types[:k])))
+            else:
+                sub = self.query(q, ctes)
+                if len(sub.schema) != 1:
+                    raise _unsupported(s, "a scalar subquery of several columns")
+                if not _one_row(sub):
+                    sub = OneRow(sub, _quoted(s))
+                rel = Join(rel, sub, "left", (), ())
+                value = Col(n, sub.schema.types[0], "subquery")
+            if scope.fields:
+                scope = _Scope(scope.fields + [_Field("", f"#{n + i}", n + i, t) for i, t in enumerate(sub.schema.types)])
+            replace = {**replace, key: value}
+        return rel, scope, replace
+
+    def decorrelated(self, q: exp.Expression, outer: _Scope, ctes: dict[str, Rel], at: int):
+        """A correlated scalar subquery ``(SELECT f(aggregates) FROM ... WHERE inner = outer AND ...)`` as the
+        aggregate grouped by its inner keys (one row per key), the outer keys to join it on, and its value.
+
+        Joined on the outer keys with a left join: an outer row with no
+        group reads what the subquery gives over no rows (COUNT 0, other
+        aggregates NULL: the "count bug" avoided).  ``at`` is where the
+        subquery's columns (keys, then value) will start.  Refused: a
+        correlated condition other than an equality, or no aggregate.
+        """
+        if not isinstance(q, exp.Select) or any(q.args.get(k) for k in ("group", "having", "distinct", "limit")) \
+                or len(q.expressions) != 1:
+            raise _unsupported(q, "a correlated scalar subquery other than SELECT <aggregate> FROM ... WHERE")
+        item = q.expressions[0]
+        item = item.this if isinstance(item, exp.Alias) else item
+        aggs = _aggregates(item)
+        if not aggs:
+            raise _unsupported(q, "a correlated scalar subquery without an aggregate")
+        if _outer_refs(item, q) or _has_subquery(item):
+            raise _unsupported(q, "a correlated scalar subquery whose SELECT reads the outer row or a subquery")
+        where = q.args.get("where")
+        conds = _conjuncts(where.this) if where is not None else []
+        own = [c for c in conds if not _outer_refs(c, q)]
+        rel, scope = self.body(q, ctes, own)
+        inner_nodes, outer_keys = [], []
+        for conj in conds:
+            if any(conj is c for c in own):
+                continue
+            pair = self._correlation(conj, q, scope, outer)
+            if pair is None:
+                raise _unsupported(conj, "a correlated condition other than inner = outer in a scalar subquery")
+            side = conj.left if not _outer_refs(conj.left, q) else conj.right
+            inner_nodes.append(side)
+            outer_keys.append(pair[1])
+        grouped, gscope, rep = self.aggregate(rel, scope, inner_nodes, aggs)
+        value = self.expr(item, gscope, rep)
+        k = len(inner_nodes)
+        types = grouped.schema.types
+        sub = Project(grouped, tuple(Col(i, types[i], f"_k{i}") for i in range(k)) + (value,),
+                      tuple(f"_k{i}" for i in range(k)) + ("value",))
+        empty = {g.sql(dialect="spark"): Lit(None, types[i]) for i, g in enumerate(inner_nodes)}
+        for a in aggs:
+            typ = rep[a.sql(dialect="spark")].type
+            empty[a.sql(dialect="spark")] = Lit(0, "bigint") if isinstance(a, exp.Count) else Lit(None, typ)
+        over_none = self.expr(item, gscope, empty)
+        vtype = sub.schema.types[k]
+        got = Col(at + k, vtype, "subquery")
+        if isinstance(over_none, Lit) and over_none.value is None:
+            return sub, tuple(outer_keys), got
+        matched = Call("is_not_null", (Col(at, types[0], "_k0"),), "boolean")
+        return sub, tuple(outer_keys), Call("case", (matched, got, over_none), vtype)
 
     def join(self, left: Rel, lscope: _Scope, j: exp.Join, ctes: dict[str, Rel]) -> tuple[Rel, _Scope]:
-        side, kind = (j.side or "").upper(), (j.kind or "").upper()
-        if side not in ("", "LEFT", "RIGHT", "FULL") or kind not in ("", "INNER", "CROSS", "OUTER"):
-            raise _unsupported(j, f"{' '.join(x for x in (side, kind) if x)} JOIN")
-        if j.args.get("method"):
-            raise _unsupported(j, f"{j.args['method']} JOIN")
-        if j.args.get("using"):
-            raise _unsupported(j, "JOIN ... USING")
+        _check_join(j)
+        side = (j.side or "").upper()
         right, rscope = self.source(j.this, ctes)
         scope = lscope.then(rscope)
         nl = len(lscope.fields)
@@ -358,11 +582,11 @@ class _Planner:
             if isinstance(conj, exp.EQ):
                 a, b = self.expr(conj.left, scope), self.expr(conj.right, scope)
                 ca, cb = a.columns(), b.columns()
-                if ca and cb and max(ca) < nl <= min(cb):
+                if ca and cb and keyable(a.type, b.type) and max(ca) < nl <= min(cb):
                     lkeys.append(a)
                     rkeys.append(remapped(b, lambda i: i - nl))
                     continue
-                if ca and cb and max(cb) < nl <= min(ca):
+                if ca and cb and keyable(a.type, b.type) and max(cb) < nl <= min(ca):
                     lkeys.append(b)
                     rkeys.append(remapped(a, lambda i: i - nl))
                     continue
@@ -583,19 +807,20 @@ def _limit_ranks(rel: Rel, pred: Expr) -> Rel:
 
 
 def _aggregates(node: exp.Expression) -> list[exp.Expression]:
-    """The outermost aggregate calls in ``node``."""
-    out = []
-    for x in node.find_all(*_AGGS):
-        if not any(isinstance(p, tuple(_AGGS)) for p in _ancestors(x)):
-            out.append(x)
+    """The outermost aggregate calls in ``node``, not those of its subqueries (they aggregate their own rows)."""
+    out: list[exp.Expression] = []
+
+    def walk(n: exp.Expression) -> None:
+        if isinstance(n, tuple(_AGGS)):
+            out.append(n)
+            return
+        if n is not node and isinstance(n, (exp.Select, exp.Subquery, exp.Exists)):
+            return
+        for c in n.iter_expressions():
+            walk(c)
+
+    walk(node)
     return out
-
-
-def _ancestors(node: exp.Expression):
-    p = node.parent
-    while p is not None:
-        yield p
-        p = p.parent
 
 
 def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
@@ -650,3 +875,88 @@ def _retyped(rel: Rel, like: Schema) -> Rel:
     exprs = tuple(Col(i, t, n) if not (t == "bigint" and like.types[i] == "double") else Call("cast", (Col(i, t, n),), "double")
                   for i, (n, t) in enumerate(zip(s.names, s.types)))
     return Project(rel, exprs, s.names)
+
+
+def _check_join(j: exp.Join) -> None:
+    side, kind = (j.side or "").upper(), (j.kind or "").upper()
+    if side not in ("", "LEFT", "RIGHT", "FULL") or kind not in ("", "INNER", "CROSS", "OUTER"):
+        raise _unsupported(j, f"{' '.join(x for x in (side, kind) if x)} JOIN")
+    if j.args.get("method"):
+        raise _unsupported(j, f"{j.args['method']} JOIN")
+    if j.args.get("using"):
+        raise _unsupported(j, "JOIN ... USING")
+
+
+def _has_subquery(node: exp.Expression) -> bool:
+    return node.find(exp.Select, exp.Subquery, exp.Exists) is not None
+
+
+def _scalar_subqueries(node: exp.Expression) -> list[exp.Subquery]:
+    """The subqueries in ``node`` that stand for a value: not those of EXISTS or IN, not those nested in another."""
+    out: list[exp.Subquery] = []
+
+    def walk(n: exp.Expression) -> None:
+        if isinstance(n, exp.Subquery):
+            out.append(n)
+            return
+        if isinstance(n, (exp.Exists, exp.Select)):
+            return
+        for k, v in n.args.items():
+            if isinstance(n, exp.In) and k == "query":
+                continue
+            for c in (v if isinstance(v, list) else [v]):
+                if isinstance(c, exp.Expression):
+                    walk(c)
+
+    walk(node)
+    return out
+
+
+def _sources(select: exp.Expression) -> set[str]:
+    """The names a SELECT's FROM and joins define (aliases, else table names)."""
+    f = select.args.get("from_") or select.args.get("from")
+    names = {f.this.alias_or_name.lower()} if f is not None else set()
+    return names | {j.this.alias_or_name.lower() for j in select.args.get("joins") or ()}
+
+
+def _outer_refs(node: exp.Expression, top: exp.Expression) -> list[exp.Column]:
+    """Columns in ``node`` that no SELECT from their own up to ``top`` (included) defines: references to an outer query."""
+    out = []
+    for c in node.find_all(exp.Column):
+        t = c.table.lower()
+        if not t:
+            continue
+        p = c
+        while p is not None:
+            if isinstance(p, exp.Select) and t in _sources(p):
+                break
+            if p is top:
+                out.append(c)
+                break
+            p = p.parent
+    return out
+
+
+def _one_row(rel: Rel) -> bool:
+    """``rel`` has exactly (at most) one row by its shape: a global aggregate (an ORDER BY ... LIMIT 1)."""
+    while isinstance(rel, (Project, Filter)):
+        rel = rel.input
+    if isinstance(rel, Aggregate):
+        return not rel.group
+    return isinstance(rel, TopK) and rel.limit is not None and rel.limit <= 1 and not rel.partition \
+        and rel.rank in (None, "row_number")
+
+
+def _position(node: exp.Expression) -> str:
+    """Where ``node`` starts in the SQL text, as sqlglot recorded it on its tokens (empty when it did not)."""
+    spots = [(n.meta["start"], n.meta["line"], n.meta["col"] - (n.meta.get("end", n.meta["start"]) - n.meta["start"]))
+             for n in node.walk() if n.meta and {"start", "line", "col"} <= n.meta.keys()]
+    if not spots:
+        return ""
+    _, line, col = min(spots)
+    return f" near line {line}, column {col}"
+
+
+def _quoted(node: exp.Expression) -> str:
+    text = node.sql(dialect="spark")
+    return f"`{text[:77] + '...' if len(text) > 80 else text}`{_position(node)}"

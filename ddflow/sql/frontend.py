@@ -1,0 +1,127 @@
+"""The SQL front end of one dataflow: text -> plan -> rewritten plan -> operators, assembled here and nowhere else.
+
+A text is a script of ``;``-separated statements: queries and ``CREATE
+[OR REPLACE] [TEMP[ORARY]] VIEW name [(columns)] AS query``.  A view is
+kept by name (its plan, before rewrites) and read inline by the
+statements and later texts that name it, so the rewrites see the whole
+query.  :meth:`SqlFrontend.sql` returns the last statement's collection
+(a view's own rows for a CREATE VIEW); :meth:`SqlFrontend.explain` its
+plan.  Everything is checked before anything is kept: a script that
+fails registers none of its views.
+
+>>> import ddflow
+>>> flow = ddflow.Dataflow()
+>>> _ = flow.new_collection("t", schema={"k": "bigint"})
+>>> view = flow.sql("CREATE VIEW big AS SELECT k FROM t WHERE k > 1; SELECT COUNT(*) AS n FROM big")
+>>> view.columns
+['n']
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from ddflow.collection import Collection
+from ddflow.errors import SchemaError
+from ddflow.plan.expr import Col
+from ddflow.plan.ir import Project, Rel, explain
+from ddflow.plan.lower import Lowering
+from ddflow.plan.partition import exchange_note
+from ddflow.plan.rewrite import prune_columns, push_filters
+from ddflow.sql.planner import plan_query
+
+if TYPE_CHECKING:
+    from ddflow.dataflow import Dataflow
+
+
+def frontend(flow: "Dataflow") -> "SqlFrontend":
+    """The one front end of ``flow`` (made on first use), which holds its views and its lowering."""
+    fe = getattr(flow, "_sql_frontend", None)
+    if fe is None:
+        fe = SqlFrontend(flow)
+        flow._sql_frontend = fe
+    return fe
+
+
+class SqlFrontend:
+    """Plans, rewrites and lowers SQL over one dataflow's tables and views."""
+
+    def __init__(self, flow: "Dataflow"):
+        self.flow = flow
+        self.views: dict[str, Rel] = {}
+        self._lowering = None
+
+    def plan(self, text: str, views: dict[str, Rel] | None = None) -> Rel:
+        """The rewritten plan of the last statement of ``text``; CREATE VIEWs go into ``views`` (self's if None)."""
+        views = self.views if views is None else views
+        rel = None
+        for stmt in _statements(text):
+            rel = self._statement(stmt, views)
+        return prune_columns(push_filters(rel))
+
+    def sql(self, text: str) -> Collection:
+        """The collection of the last statement of ``text`` (see :meth:`Dataflow.sql`).  Cost: O(size of the text)."""
+        views = dict(self.views)
+        rel = self.plan(text, views)
+        if self._lowering is None:
+            self._lowering = Lowering(self.flow, self.flow.tables)
+        view = Collection(self._lowering.lower(rel).node)
+        view.schema = rel.schema
+        self.views = views  # kept only once every statement planned and lowered
+        return view
+
+    def explain(self, text: str) -> str:
+        """The plan of the last statement of ``text``; its CREATE VIEWs are seen by it but not kept."""
+        rel = self.plan(text, dict(self.views))
+        return explain(rel, note=exchange_note if self.flow.workers > 1 else None)
+
+    def _statement(self, stmt: exp.Expression, views: dict[str, Rel]) -> Rel:
+        tables = {n: c.schema for n, c in self.flow.tables.items()}
+        if isinstance(stmt, exp.Create):
+            return self._create(stmt, tables, views)
+        if not isinstance(stmt, exp.Query):
+            raise SchemaError(f"SQL: expected a query (SELECT, WITH, a set operation) or CREATE VIEW, got "
+                              f"{type(stmt).__name__} `{stmt.sql(dialect='spark')[:80]}`")
+        return plan_query(stmt, tables, views)
+
+    def _create(self, stmt: exp.Create, tables: dict, views: dict[str, Rel]) -> Rel:
+        kind = (stmt.args.get("kind") or "").upper()
+        if kind != "VIEW" or not isinstance(stmt.expression, exp.Query):
+            raise SchemaError(f"SQL: CREATE {kind or '?'} is not supported (only CREATE VIEW name AS query), in "
+                              f"`{stmt.sql(dialect='spark')[:80]}`")
+        target = stmt.this
+        columns = []
+        if isinstance(target, exp.Schema):
+            columns = [c.name for c in target.expressions]
+            target = target.this
+        name = target.name.lower()
+        if target.args.get("db") is not None:
+            raise SchemaError(f"SQL: a view name with a database ({target.sql(dialect='spark')}) is not supported")
+        if name in {t.lower() for t in tables}:
+            raise SchemaError(f"SQL: cannot create view {name!r}: a table has that name")
+        if name in views and not stmt.args.get("replace"):
+            if stmt.args.get("exists"):  # CREATE VIEW IF NOT EXISTS: the view already there stays
+                return views[name]
+            raise SchemaError(f"SQL: view {name!r} already exists (CREATE OR REPLACE VIEW replaces it)")
+        rel = plan_query(stmt.expression, tables, views)
+        if columns:
+            s = rel.schema
+            if len(columns) != len(s):
+                raise SchemaError(f"SQL: view {name!r} names {len(columns)} columns, its query has {len(s)}")
+            rel = Project(rel, tuple(Col(i, t, n) for i, (n, t) in enumerate(zip(s.names, s.types))), tuple(columns))
+        views[name] = rel
+        return rel
+
+
+def _statements(text: str) -> list[exp.Expression]:
+    try:
+        stmts = [s for s in sqlglot.parse(text, read="spark") if s is not None]
+    except SqlglotError as err:
+        raise SchemaError(f"SQL: cannot parse the query: {err}") from None
+    if not stmts:
+        raise SchemaError("SQL: no statement in the text")
+    return stmts
+
