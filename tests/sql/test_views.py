@@ -204,8 +204,10 @@ def test_nulls_group_together_never_join_and_never_equal_zero():
     ("SELECT cust FROM orders ORDER BY amount LIMIT 3", "ORDER BY an expression not in the SELECT list"),
     ("SELECT cust FROM orders LIMIT 3 OFFSET 1", "OFFSET"),
     ("SELECT cust FROM orders EXCEPT ALL SELECT id FROM customers", "EXCEPT ALL is not supported"),
-    ("SELECT cust FROM orders WHERE amount > (SELECT MAX(amount) FROM orders)", "subquery"),
-    ("SELECT cust FROM orders o WHERE EXISTS (SELECT 1 FROM customers c WHERE c.id > o.cust)", "correlated"),
+    ("SELECT cust FROM orders o WHERE amount > (SELECT amount FROM orders p WHERE p.cust = o.cust)",
+     "a correlated scalar subquery without an aggregate"),
+    ("SELECT cust FROM orders o WHERE EXISTS (SELECT 1 FROM customers c WHERE c.id = o.cust OR "
+     "c.region IN (SELECT cust FROM orders))", "a correlated condition with a subquery"),
     ("SELECT nope FROM orders", "nope"),
     ("SELECT cust, amount FROM orders GROUP BY cust", "must appear in GROUP BY"),
     ("SELECT SUM(cust) FROM orders", "SUM needs a number"),
