@@ -369,12 +369,15 @@ class Recursive(Rel):
 
 def _unique(names: tuple[str, ...]) -> tuple[str, ...]:
     """Column names made unique (a join of two tables with an ``id`` each): later duplicates get ``_2``, ``_3``."""
-    seen: dict[str, int] = {}
+    used: set[str] = set()
     out = []
     for n in names:
-        k = n.lower()
-        seen[k] = seen.get(k, 0) + 1
-        out.append(n if seen[k] == 1 else f"{n}_{seen[k]}")
+        name, i = n, 1
+        while name.lower() in used:  # a third ``k`` after ``k, k_2`` is ``k_3``, never a second ``k_2``
+            i += 1
+            name = f"{n}_{i}"
+        used.add(name.lower())
+        out.append(name)
     return tuple(out)
 
 

@@ -35,7 +35,9 @@ from ddflow.errors import SchemaError
 from ddflow.plan.expr import Call, Col, Expr, Lit, conjunction, remapped
 from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive, Rel,
                             Scan, SemiJoin, SetOp, TopK, Union)
+from ddflow.plan.functions import common_type as common_types
 from ddflow.plan.rewrite import keyable
+from ddflow.sql.scalars import retyped_expr
 
 _NUMERIC = ("bigint", "double", "null")
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
@@ -414,10 +416,12 @@ class _Planner:
                 sub = self.query(q, ctes)
                 if len(sub.schema) != 1:
                     raise _unsupported(inner, "IN with a subquery of several columns")
-                key = self.expr(inner.this, scope)
-                _comparable(inner, key, Col(0, sub.schema.types[0]))
-                rel = SemiJoin(rel, sub, (key,), (Col(0, sub.schema.types[0], sub.schema.names[0]),),
-                               anti=negated, null_aware=negated)
+                key, got = self.expr(inner.this, scope), Col(0, sub.schema.types[0], sub.schema.names[0])
+                _comparable(inner, key, got)
+                if not keyable(key.type, got.type):  # decimals of two scales: compared at their common type
+                    typ = common_types([key.type, got.type], f"`{inner.sql(dialect='spark')}`")
+                    key, got = retyped_expr(key, typ), retyped_expr(got, typ)
+                rel = SemiJoin(rel, sub, (key,), (got,), anti=negated, null_aware=negated)
             elif isinstance(inner, exp.Exists):
                 sub, inner_keys, outer_keys, residual = self.correlated(inner.this, scope, ctes)
                 rel = SemiJoin(rel, sub, outer_keys, inner_keys, anti=negated, residual=residual)

@@ -71,7 +71,6 @@ def test_exists_correlated_only_by_a_non_equality_applies_it():
     assert _view(T, rows, q) == {}
 
 
-@pytest.mark.xfail(strict=True, reason="bug: IN (subquery) compares decimals of different scales unscaled")
 def test_in_subquery_compares_decimals_of_different_scales():
     """``b.y IN (SELECT a.x FROM a)`` with y DECIMAL(6,0) = 1 and x DECIMAL(4,3) = 0.001: not equal,
     but ddflow kept the row, comparing the stored unscaled integers (1 and 1) without bringing
