@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ddflow.base.schema import Schema
+from ddflow.base.schema import MAX_PRECISION, Schema, decimal_ps, decimal_type
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Col, Expr
 
@@ -144,11 +144,16 @@ class Agg:
 
     @property
     def type(self) -> str:
+        """Spark's result type: SUM widens a decimal by 10 digits, AVG of a decimal adds 4 places."""
         if self.func in ("count", "count_star"):
             return "bigint"
+        t = self.arg.type if self.arg is not None and self.arg.type != "null" else "bigint"
+        ps = decimal_ps(t)
         if self.func == "avg":
-            return "double"
-        return self.arg.type if self.arg is not None and self.arg.type != "null" else "bigint"
+            return "double" if ps is None else decimal_type(min(MAX_PRECISION, ps[0] + 4), min(MAX_PRECISION, ps[1] + 4))
+        if self.func == "sum" and ps is not None:
+            return decimal_type(min(MAX_PRECISION, ps[0] + 10), ps[1])
+        return t
 
     def __str__(self) -> str:
         if self.func == "count_star":

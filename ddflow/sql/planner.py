@@ -30,26 +30,21 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
-from ddflow.base.schema import Schema, sql_type
+from ddflow.base.schema import Schema
 from ddflow.errors import SchemaError
+from ddflow.plan.functions import TypeMismatch, numeric
+from ddflow.plan.functions import common_type as common_types
 from ddflow.plan.expr import Call, Col, Expr, Lit, conjunction, remapped
 from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive, Rel,
                             Scan, SemiJoin, SetOp, TopK, Union)
-from ddflow.plan.functions import common_type as common_types
 from ddflow.plan.rewrite import keyable
-from ddflow.sql.scalars import retyped_expr
+from ddflow.sql.scalars import AGGREGATES as _AGGS
+from ddflow.sql.scalars import Expressions, retyped_expr
+from ddflow.sql.scalars import common_type as _common_type
+from ddflow.sql.scalars import comparable as _comparable
+from ddflow.sql.scalars import need_numbers as _need_numbers
+from ddflow.sql.scalars import unsupported as _unsupported
 
-_NUMERIC = ("bigint", "double", "null")
-_ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
-_CMP = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
-_AGGS = {exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg", exp.Count: "count"}
-
-
-def _unsupported(node: exp.Expression, what: str | None = None) -> SchemaError:
-    text = node.sql(dialect="spark")
-    if len(text) > 80:
-        text = text[:77] + "..."
-    return SchemaError(f"SQL: {what or type(node).__name__} is not supported (in `{text}`)")
 
 
 @dataclass(frozen=True)
@@ -111,11 +106,11 @@ def plan_query(tree: exp.Expression, tables: Mapping[str, Schema], views: Mappin
 
 
 def _glot_type(t: str) -> str:
-    return {"bigint": "BIGINT", "double": "DOUBLE", "string": "STRING", "boolean": "BOOLEAN",
-            "date": "DATE", "timestamp": "TIMESTAMP"}[t]
+    """The type name sqlglot's qualifier reads."""
+    return t.upper()
 
 
-class _Planner:
+class _Planner(Expressions):
     def __init__(self, tables: dict[str, Schema], views: dict[str, Rel] | None = None):
         self.tables = tables
         self.views = views or {}
@@ -586,11 +581,13 @@ class _Planner:
             if isinstance(conj, exp.EQ):
                 a, b = self.expr(conj.left, scope), self.expr(conj.right, scope)
                 ca, cb = a.columns(), b.columns()
-                if ca and cb and keyable(a.type, b.type) and max(ca) < nl <= min(cb):
+                if ca and cb and not keyable(a.type, b.type):
+                    pass
+                elif ca and cb and max(ca) < nl <= min(cb):
                     lkeys.append(a)
                     rkeys.append(remapped(b, lambda i: i - nl))
                     continue
-                if ca and cb and keyable(a.type, b.type) and max(cb) < nl <= min(ca):
+                if ca and cb and max(cb) < nl <= min(ca):
                     lkeys.append(b)
                     rkeys.append(remapped(a, lambda i: i - nl))
                     continue
@@ -630,134 +627,11 @@ class _Planner:
         if distinct and func not in ("count", "sum", "avg", "min", "max"):
             raise _unsupported(node)
         e = self.expr(arg, scope)
-        if func in ("sum", "avg") and e.type not in _NUMERIC:
+        if func in ("sum", "avg") and not numeric(e.type):
             raise SchemaError(f"SQL: {func.upper()} needs a number, got {e.type} in `{node.sql(dialect='spark')}`")
         return Agg(func, e, distinct)
 
     # -- expressions ------------------------------------------------------------------------------
-    def predicate(self, node: exp.Expression, scope: _Scope, replace: dict | None = None) -> Expr:
-        e = self.expr(node, scope, replace or {})
-        if e.type not in ("boolean", "null"):
-            raise SchemaError(f"SQL: a condition must be boolean, `{node.sql(dialect='spark')}` is {e.type}")
-        return e
-
-    def expr(self, node: exp.Expression, scope: _Scope, replace: dict | None = None) -> Expr:
-        replace = replace or {}
-        if replace:
-            hit = replace.get(node.sql(dialect="spark"))
-            if hit is not None:
-                return hit
-        e = lambda x: self.expr(x, scope, replace)  # noqa: E731
-        if isinstance(node, exp.Paren):
-            return e(node.this)
-        if isinstance(node, exp.Column):
-            if replace and not scope.fields:  # after GROUP BY only group keys and aggregates are visible
-                raise SchemaError(f"SQL: column `{node.sql(dialect='spark')}` must appear in GROUP BY or inside an aggregate")
-            return scope.resolve(node)
-        if isinstance(node, exp.Literal):
-            if node.is_string:
-                return Lit(node.this, "string")
-            text = node.this
-            try:
-                return Lit(int(text), "bigint")
-            except ValueError:
-                return Lit(float(text), "double")
-        if isinstance(node, exp.Null):
-            return Lit(None, "null")
-        if isinstance(node, exp.Boolean):
-            return Lit(bool(node.this), "boolean")
-        if type(node) in _AGGS:
-            raise _unsupported(node, "an aggregate here")
-        if type(node) in _ARITH:
-            a, b = e(node.left), e(node.right)
-            op = _ARITH[type(node)]
-            _need_numbers(node, a, b)
-            typ = "double" if op == "/" or "double" in (a.type, b.type) else "bigint"
-            return Call(op, (a, b), typ)
-        if type(node) in _CMP:
-            a, b = e(node.left), e(node.right)
-            _comparable(node, a, b)
-            return Call(_CMP[type(node)], (a, b), "boolean")
-        if isinstance(node, exp.And):
-            return Call("and", (self._bool(node.left, scope, replace), self._bool(node.right, scope, replace)), "boolean")
-        if isinstance(node, exp.Or):
-            return Call("or", (self._bool(node.left, scope, replace), self._bool(node.right, scope, replace)), "boolean")
-        if isinstance(node, exp.Not):
-            inner = node.this
-            if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
-                return Call("is_not_null", (e(inner.this),), "boolean")
-            return Call("not", (self._bool(inner, scope, replace),), "boolean")
-        if isinstance(node, exp.Is):
-            if not isinstance(node.expression, exp.Null):
-                raise _unsupported(node, "IS other than IS [NOT] NULL")
-            return Call("is_null", (e(node.this),), "boolean")
-        if isinstance(node, exp.Neg):
-            a = e(node.this)
-            _need_numbers(node, a)
-            return Call("neg", (a,), a.type if a.type != "null" else "bigint")
-        if isinstance(node, exp.Abs):
-            a = e(node.this)
-            _need_numbers(node, a)
-            return Call("abs", (a,), a.type if a.type != "null" else "bigint")
-        if isinstance(node, exp.In):
-            if node.args.get("query") is not None:
-                raise _unsupported(node, "IN (subquery)")
-            a = e(node.this)
-            options = [e(x) for x in node.expressions]
-            for o in options:
-                _comparable(node, a, o)
-            out = Call("=", (a, options[0]), "boolean")
-            for o in options[1:]:
-                out = Call("or", (out, Call("=", (a, o), "boolean")), "boolean")
-            return out
-        if isinstance(node, exp.Between):
-            a, lo, hi = e(node.this), e(node.args["low"]), e(node.args["high"])
-            _comparable(node, a, lo)
-            _comparable(node, a, hi)
-            return Call("and", (Call(">=", (a, lo), "boolean"), Call("<=", (a, hi), "boolean")), "boolean")
-        if isinstance(node, exp.Case):
-            if node.this is not None:
-                raise _unsupported(node, "CASE x WHEN (write CASE WHEN x = ...)")
-            args: list[Expr] = []
-            for w in node.args.get("ifs") or ():
-                args += [self._bool(w.this, scope, replace), e(w.args["true"])]
-            default = node.args.get("default")
-            args.append(e(default) if default is not None else Lit(None, "null"))
-            return Call("case", tuple(args), _common_type(node, [a for a in args[1::2]] + [args[-1]]))
-        if isinstance(node, exp.If):
-            cond, yes = self._bool(node.this, scope, replace), e(node.args["true"])
-            no = e(node.args["false"]) if node.args.get("false") is not None else Lit(None, "null")
-            return Call("case", (cond, yes, no), _common_type(node, [yes, no]))
-        if isinstance(node, exp.Coalesce):
-            args = [e(node.this)] + [e(x) for x in node.expressions]
-            return Call("coalesce", tuple(args), _common_type(node, args))
-        if isinstance(node, (exp.Cast, exp.TryCast)):
-            to = node.to.this.value.lower() if hasattr(node.to.this, "value") else str(node.to).lower()
-            return Call("cast", (e(node.this),), sql_type(to, "CAST"))
-        if isinstance(node, exp.Concat):
-            args = [e(x) for x in node.expressions]
-            return Call("concat", tuple(_as_string(a) for a in args), "string")
-        if isinstance(node, exp.DPipe):
-            return Call("concat", (_as_string(e(node.this)), _as_string(e(node.expression))), "string")
-        if isinstance(node, (exp.Lower, exp.Upper, exp.Length)):
-            a = _as_string(e(node.this))
-            op = type(node).__name__.lower()
-            return Call(op, (a,), "bigint" if op == "length" else "string")
-        if isinstance(node, exp.Substring):
-            args = [_as_string(e(node.this)), e(node.args["start"])]
-            if node.args.get("length") is not None:
-                args.append(e(node.args["length"]))
-            return Call("substring", tuple(args), "string")
-        if isinstance(node, exp.Like):
-            return Call("like", (_as_string(e(node.this)), e(node.expression)), "boolean")
-        if isinstance(node, exp.Star):
-            raise _unsupported(node, "* here")
-        if isinstance(node, (exp.Exists, exp.Subquery)):
-            raise _unsupported(node, "a subquery here")
-        raise _unsupported(node)
-
-    def _bool(self, node: exp.Expression, scope: _Scope, replace: dict | None) -> Expr:
-        return self.predicate(node, scope, replace)
 
 
 @dataclass(frozen=True)
@@ -835,31 +709,12 @@ def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
     return [node]
 
 
-def _need_numbers(node: exp.Expression, *args: Expr) -> None:
-    for a in args:
-        if a.type not in _NUMERIC:
-            raise SchemaError(f"SQL: `{node.sql(dialect='spark')}` needs numbers, got {a.type}")
 
 
-def _comparable(node: exp.Expression, a: Expr, b: Expr) -> None:
-    if "null" in (a.type, b.type) or a.type == b.type or {a.type, b.type} <= {"bigint", "double"}:
-        return
-    raise SchemaError(f"SQL: cannot compare {a.type} with {b.type} in `{node.sql(dialect='spark')}`")
 
 
-def _common_type(node: exp.Expression, args: list[Expr]) -> str:
-    types = {a.type for a in args} - {"null"}
-    if not types:
-        return "null"
-    if len(types) == 1:
-        return types.pop()
-    if types <= {"bigint", "double"}:
-        return "double"
-    raise SchemaError(f"SQL: mixed types {sorted(types)} in `{node.sql(dialect='spark')}`")
 
 
-def _as_string(a: Expr) -> Expr:
-    return a if a.type in ("string", "null") else Call("cast", (a,), "string")
 
 
 def _check_union(left: Rel, right: Rel, node: exp.Expression) -> None:
@@ -867,17 +722,19 @@ def _check_union(left: Rel, right: Rel, node: exp.Expression) -> None:
         raise SchemaError(f"SQL: UNION of {len(left.schema)} and {len(right.schema)} columns "
                           f"in `{node.sql(dialect='spark')[:80]}`")
     for a, b in zip(left.schema.types, right.schema.types):
-        if a != b and not {a, b} <= {"bigint", "double"}:
-            raise SchemaError(f"SQL: UNION of {a} and {b} columns in `{node.sql(dialect='spark')[:80]}`")
+        try:
+            common_types([a, b], "a set operation")
+        except TypeMismatch:
+            raise SchemaError(f"SQL: UNION of {a} and {b} columns in `{node.sql(dialect='spark')[:80]}`") from None
 
 
 def _retyped(rel: Rel, like: Schema) -> Rel:
-    """``rel`` with bigint columns cast to double where ``like`` has doubles (a UNION's common types)."""
+    """``rel`` with each column cast to its common type with ``like``'s (a set operation's column types)."""
     s = rel.schema
-    if all(a == b or b != "double" for a, b in zip(s.types, like.types)):
+    want = [common_types([t, u], "a set operation") for t, u in zip(s.types, like.types)]
+    if all(w in (t, "null") for w, t in zip(want, s.types)):
         return rel
-    exprs = tuple(Col(i, t, n) if not (t == "bigint" and like.types[i] == "double") else Call("cast", (Col(i, t, n),), "double")
-                  for i, (n, t) in enumerate(zip(s.names, s.types)))
+    exprs = tuple(retyped_expr(Col(i, t, n), w) for i, (n, t, w) in enumerate(zip(s.names, s.types, want)))
     return Project(rel, exprs, s.names)
 
 
