@@ -43,6 +43,44 @@ class InputHandle:
     def __repr__(self) -> str:
         return f"<InputHandle {self.name}>"
 
+    @property
+    def nonnegative(self) -> str | None:
+        """What happens to an update that would take a record's count below zero (a removal of an absent record).
+
+        ``None``: nothing, the collection is a signed multiset (differential
+        dataflow's default); ``"error"``: the run fails naming the input,
+        record and time, and nothing of that update is applied (a table's
+        default); ``"dead-letter"``: the update is dropped and kept for
+        :meth:`take_rejected` (a streaming input's default).  Checked when
+        the frontier passes the update's time, against the input's own
+        arrangement, vectorized.  Set it before the first ``run``.
+
+        >>> flow = ddflow.Dataflow()
+        >>> edges_in, edges = flow.new_collection("edges", nonnegative="dead-letter")
+        >>> edges_in.update([(1, 2)], times=0, diffs=-1); flow.advance_to(1); flow.run()
+        >>> [(r["record"], r["time"]) for r in edges_in.take_rejected()]
+        [((1, 2), [0])]
+        """
+        return self.node.nonnegative
+
+    @nonnegative.setter
+    def nonnegative(self, policy: str | None) -> None:
+        from ddflow.operators.input import POLICIES
+        if policy not in POLICIES:
+            raise UsageError(f"input {self.name!r}: nonnegative is one of {POLICIES}, not {policy!r}")
+        if self.flow.ctx.ran:
+            raise UsageError(f"input {self.name!r}: set nonnegative before the first run")
+        self.node.nonnegative = policy
+        self.node.on_error = "dead-letter" if policy == "dead-letter" else "fail"
+
+    def take_rejected(self) -> list[dict]:
+        """The updates a ``nonnegative="dead-letter"`` input dropped since the last call: record, time, diff, error.
+
+        Cost: O(rejected).
+        """
+        out, self.node.failed = self.node.failed, []
+        return out
+
     def insert(self, row: tuple, time: int | None = None) -> None:
         """Add one record at ``time`` (default: the frontier), with diff +1.
 
@@ -320,7 +358,8 @@ class Dataflow:
     # -- building ----------------------------------------------------------------
 
     def new_collection(self, name: str | None = None,
-                       schema: Mapping[str, Any] | Sequence[str] | None = None) -> tuple[InputHandle, Collection]:
+                       schema: Mapping[str, Any] | Sequence[str] | None = None,
+                       nonnegative: str | None | bool = True) -> tuple[InputHandle, Collection]:
         """An input: its handle for updates and the collection it feeds.
 
         ``schema``: a dict of column name to SQL type (``bigint``, ``int``,
@@ -330,6 +369,9 @@ class Dataflow:
         :meth:`sql`; or a list of column kinds (``"i"`` int, ``"f"`` float,
         ``"b"`` bool, ``"o"`` any hashable object) for positional records;
         otherwise the kinds are fixed by the first update.
+        ``nonnegative``: what a removal of a record that is not there does
+        (see :attr:`InputHandle.nonnegative`); the default is ``"error"``
+        for a table and ``None`` (a signed multiset) otherwise.
         Cost: O(1); call it before the first ``run``.
 
         >>> flow = ddflow.Dataflow()
@@ -347,7 +389,9 @@ class Dataflow:
             if name.lower() in self.tables:
                 raise UsageError(f"there is already a table {name!r}")
             table, schema = Schema.of(schema, f"table {name!r}"), None
-        node = InputNode(self.top, name or self.ctx.fresh("input"))
+        if nonnegative is True:
+            nonnegative = "error" if table is not None else None
+        node = InputNode(self.top, name or self.ctx.fresh("input"), nonnegative)
         handle = InputHandle(self, node, schema, table)
         self.inputs.append(handle)
         coll = Collection(node)
@@ -397,8 +441,9 @@ class Dataflow:
 
         return frontend(self).explain(query)
 
-    def iterative(self, name: str | None = None, max_iterations: int | None = None) -> IterativeScope:
-        """A top-level loop scope for ``Variable``s (mutual recursion).
+    def iterative(self, name: str | None = None, max_iterations: int | None = None,
+                  max_seconds: float | None = None) -> IterativeScope:
+        """A top-level loop scope for ``Variable``s (mutual recursion); bounds as ``Collection.iterate``.
 
         Cost: O(1); running the loop costs as ``Collection.iterate``.
 
@@ -411,7 +456,7 @@ class Dataflow:
         >>> [r for r, _, _ in out.drain()]
         [(0,), (1,), (2,), (4,), (8,)]
         """
-        return IterativeScope(self.top, name or self.ctx.fresh("iterative"), max_iterations)
+        return IterativeScope(self.top, name or self.ctx.fresh("iterative"), max_iterations, max_seconds)
 
     # -- running ------------------------------------------------------------------
     def advance_to(self, time: int) -> None:

@@ -40,3 +40,74 @@ def test_nan_and_negative_zero_in_object_columns_are_one_value(workers):
         got = cap.contents(1)
         assert got == {("x", 1): 1, (0.0, 2): 1}
         assert all(not isinstance(r[0], float) or np.signbit(r[0]) == 0 for r in got)
+
+
+def _reach(flow, policy, max_seconds=None):
+    roots_in, roots = flow.new_collection("roots")
+    edges_in, edges = flow.new_collection("edges", nonnegative=policy)
+    start = roots.project(0, 0)
+    reach = start.iterate(lambda r: r.join(edges).project(2, 1).concat(start).distinct(), max_seconds=max_seconds)
+    out = reach.capture()
+    roots_in.insert((0,), time=0)
+    edges_in.update([(0, 2), (2, 1)], times=0)
+    flow.advance_to(1)
+    flow.run()
+    return edges_in, out
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_removal_of_an_absent_edge_closing_a_cycle_is_a_dead_letter(workers):
+    """The issue's one valid message that hung the reachability loop forever."""
+    with ddflow.Dataflow(workers=workers) as flow:
+        edges_in, out = _reach(flow, "dead-letter")
+        edges_in.update([(1, 2)], times=2, diffs=-1)  # never inserted; closes the cycle 2 -> 1 -> 2
+        edges_in.update([(2, 3)], times=2)
+        flow.advance_to(3)
+        flow.run()
+        assert out.contents(2) == {(0, 0): 1, (1, 0): 1, (2, 0): 1, (3, 0): 1}
+        rejected = edges_in.take_rejected()
+        assert [(r["record"], r["time"], r["diff"]) for r in rejected] == [((1, 2), [2], -1)]
+        assert "not there" in rejected[0]["error"] and edges_in.take_rejected() == []
+
+
+def test_a_removal_of_an_absent_record_is_an_error_by_policy_and_nothing_is_applied():
+    with ddflow.Dataflow() as flow:
+        edges_in, out = _reach(flow, "error")
+        edges_in.update([(1, 2)], times=2, diffs=-1)
+        flow.advance_to(3)
+        with pytest.raises(ddflow.DataflowError, match=r"input 'edges': the update \(1, 2\) at time 2 with diff -1"):
+            flow.run()
+        assert out.contents(2) == {(0, 0): 1, (1, 0): 1, (2, 0): 1}
+
+
+def test_removals_are_checked_in_time_order_within_one_run():
+    """A removal at t is covered by an insert at an earlier time of the same run, not by a later one."""
+    flow = ddflow.Dataflow()
+    a_in, a = flow.new_collection("a", nonnegative="dead-letter")
+    cap = a.capture()
+    a_in.update([(1,), (2,)], times=[1, 3])
+    a_in.update([(1,), (2,), (1,)], times=[2, 2, 4], diffs=[-1, -1, -1])
+    flow.advance_to(5)
+    flow.run()
+    assert sorted((r["record"], r["time"]) for r in a_in.take_rejected()) == [((1,), [4]), ((2,), [2])]
+    assert cap.contents(4) == {(2,): 1}
+
+
+def test_tables_are_nonnegative_by_default():
+    flow = ddflow.Dataflow()
+    t_in, _ = flow.new_collection("t", schema={"x": "bigint"})
+    assert t_in.nonnegative == "error"
+    t_in.update([(1,)], times=0, diffs=-1)
+    flow.advance_to(1)
+    with pytest.raises(ddflow.DataflowError, match="below zero"):
+        flow.run()
+
+
+def test_a_loop_that_does_not_converge_fails_within_its_bound_naming_loop_and_times():
+    """The safety net: a signed input (policy None) with the diverging removal fails, it never spins."""
+    with ddflow.Dataflow() as flow:
+        edges_in, out = _reach(flow, None, max_seconds=3)  # the first run compiled the loop's kernels
+        edges_in.update([(1, 2)], times=2, diffs=-1)
+        flow.advance_to(3)
+        with pytest.raises(ddflow.NonConvergence, match=r"loop 'iterate.*max_seconds=3.*input times \[2\]"):
+            flow.run()

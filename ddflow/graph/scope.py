@@ -19,6 +19,8 @@ what nodes declare (``needs_complete_input``, ``sends_to_workers``).
 """
 from __future__ import annotations
 
+import time
+
 import heapq
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Union
@@ -148,10 +150,13 @@ class IterativeScope(Scope):
     """A loop: times gain an iteration coordinate; rounds run until no work is left."""
 
     DEFAULT_MAX_ITERATIONS = 100_000
+    #: A safety net: one step of a loop (all its rounds for one frontier) that runs longer fails, never spins.
+    DEFAULT_MAX_SECONDS = 600.0
 
-    def __init__(self, parent: Scope, name: str, max_iterations: int | None = None):
+    def __init__(self, parent: Scope, name: str, max_iterations: int | None = None, max_seconds: float | None = None):
         super().__init__(parent.ctx, parent.depth + 1, parent, name)
         self.max_iterations = max_iterations if max_iterations is not None else self.DEFAULT_MAX_ITERATIONS
+        self.max_seconds = max_seconds if max_seconds is not None else self.DEFAULT_MAX_SECONDS
         self.variables: list = []
         self.rounds_run = 0
         parent.add(self)
@@ -178,6 +183,16 @@ class IterativeScope(Scope):
                 if m >= 0 and (best < 0 or m < best):
                     best = m
         return None if best < 0 else best
+
+    def changing_times(self, outer_bound: np.ndarray, most: int = 5) -> list:
+        """The outer times of the work still in the body (what a NonConvergence names), the first ``most``."""
+        outer = [t[:, : self.depth - 1] for t in self.work_times() if len(t)]
+        if not outer:
+            return []
+        ts = np.unique(np.concatenate(outer), axis=0)
+        ts = ts[np.all(ts < outer_bound, axis=1)]
+        shown = [tuple(t) if len(t) > 1 else int(t[0]) for t in ts[:most].tolist()]
+        return shown + (["..."] if len(ts) > most else [])
 
     def work_times(self) -> Iterable[np.ndarray]:
         """Work of every node in the body: arrays of this scope's depth or deeper.
@@ -249,14 +264,18 @@ class Scheduler:
     def step_loop(self, loop: IterativeScope, outer_bound: np.ndarray) -> None:
         """Run the loop's rounds until no work with a complete outer time is left."""
         loop.check_variables()
+        started = time.monotonic()
         while True:
             r = self.agree_round(loop.next_round(outer_bound))
             if r is None:
                 return
-            if r > loop.max_iterations:
+            over = r > loop.max_iterations
+            if over or time.monotonic() - started > loop.max_seconds:
+                bound = f"max_iterations={loop.max_iterations}" if over else f"max_seconds={loop.max_seconds:g}"
                 raise NonConvergence(
-                    f"loop {loop.name!r} did not converge within max_iterations={loop.max_iterations} "
-                    f"(still changing at iteration {r})")
+                    f"loop {loop.name!r} did not converge within {bound} (still changing at iteration {r}, "
+                    f"input times {loop.changing_times(outer_bound)}); a loop over a collection that goes negative "
+                    "(a removal of an absent record) may never converge: declare the input nonnegative")
             loop.rounds_run = max(loop.rounds_run, r + 1)
             self.step_scope(loop, np.append(outer_bound, r + 1))
 

@@ -27,7 +27,6 @@ from ddflow.base.updates import Updates
 from ddflow.graph.context import Context
 from ddflow.graph.node import Node
 from ddflow.graph.scope import Scope
-from ddflow.operators.stateless import RowNode
 from ddflow.workers.exchange import partition
 from ddflow.workers.transport import Channel, ChannelClosed, Hub, Message
 
@@ -110,7 +109,7 @@ class WorkerPool:
         self.failure: BaseException | None = None
         self._done: Message | None = None
         #: Row-wise functions that drop what raises: each worker reports their dropped rows after every run.
-        self.guarded = any(isinstance(n, RowNode) and n.on_error == "dead-letter" for n in self.nodes)
+        self.guarded = any(getattr(n, "on_error", None) == "dead-letter" for n in self.nodes)
         self._dropped: dict[int, list] = {}  # worker -> [(node id, rows)] of the current run
         self._stats: list[dict] = []
         self._errors: list[dict] = []

@@ -67,7 +67,6 @@ from ddflow.base.updates import Updates
 from ddflow.graph.context import Context
 from ddflow.graph.node import Node
 from ddflow.graph.scope import Plan, Scheduler, Scope, compact, trace_bytes, trace_size
-from ddflow.operators.stateless import RowNode
 from ddflow.workers.collectives import Collectives
 from ddflow.workers.transport import Channel, Hub, Message
 
@@ -105,7 +104,7 @@ class WorkerRuntime(Scheduler):
         self.nid = {id(n): i for i, n in enumerate(self.nodes)}
         self.captures = [n for n in self.nodes if n.is_output]
         #: Row-wise functions that drop what raises (``on_error="dead-letter"``): their rows go to the driver.
-        self.guarded = [i for i, n in enumerate(self.nodes) if isinstance(n, RowNode) and n.on_error == "dead-letter"]
+        self.guarded = [i for i, n in enumerate(self.nodes) if getattr(n, "on_error", None) == "dead-letter"]
         for n in self.nodes:
             n.start_worker(me)
         self.coll = Collectives(me, workers, peers, self._wait)
