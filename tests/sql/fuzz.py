@@ -18,8 +18,8 @@ never fail at run), a mismatch, or rows at a complete time that change later.
 A bug is shrunk (fewer updates, fewer times, one advance) and printed as a
 runnable reproduction.
 
-Run ``python -m tests.sql.fuzz --minutes 2 --seed 1 [--features joins,subqueries]``
-from the repository root.
+Run ``python -m tests.sql.fuzz --minutes 2 --seed 1 [--features joins,subqueries]
+[--workers 2] [--avoid TAG,...] [--known REGEX]`` from the repository root.
 
 Spark 4 (ANSI) and DuckDB differ in places; the generator avoids those
 queries (each is noted where it is avoided) or the comparison normalises:
@@ -771,10 +771,6 @@ def _take(exact: Counter, row) -> bool:
     return True
 
 
-def _exact_keys_check(dd_rows, duck_rows):  # pragma: no cover - kept for debugging
-    return Counter(map(repr, dd_rows)) == Counter(map(repr, duck_rows))
-
-
 def expand(contents: dict) -> list[tuple]:
     return [tuple(_norm_value(v) for v in row) for row, m in contents.items() for _ in range(max(m, 0))]
 
@@ -851,10 +847,22 @@ def _accumulated(steps, raw: bool = False):
     return states
 
 
+#: Workers per dataflow (``--workers``): above 1 the rows are exchanged between forked worker processes.
+WORKERS = 1
+
+
 def execute(tables: list[Table], steps, queries: list[Query], isolate: bool = True) -> list[Outcome]:
     """Run ``queries`` over the stream in one dataflow; compare with DuckDB at every complete time."""
+    flow = ddflow.Dataflow(workers=WORKERS) if WORKERS > 1 else ddflow.Dataflow()
+    try:
+        return _execute(flow, tables, steps, queries, isolate)
+    finally:
+        if WORKERS > 1:
+            flow.shutdown()  # the worker processes
+
+
+def _execute(flow, tables: list[Table], steps, queries: list[Query], isolate: bool) -> list[Outcome]:
     out: list[Outcome | None] = [None] * len(queries)
-    flow = ddflow.Dataflow()
     handles = {t.name: flow.new_collection(t.name, schema=t.schema)[0] for t in tables}
     caps: dict[int, tuple] = {}
     for i, q in enumerate(queries):
@@ -1303,6 +1311,7 @@ def main(argv=None) -> int:
                                                 "never to generate: known open bugs")
     ap.add_argument("--known", action="append", default=[],
                     help="a regular expression of an open bug's error message not to report again (repeatable)")
+    ap.add_argument("--workers", type=int, default=1, help="workers per dataflow (forked processes above 1)")
     ap.add_argument("--no-shrink", action="store_true")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
@@ -1310,6 +1319,8 @@ def main(argv=None) -> int:
     unknown = features - set(FEATURES)
     if unknown:
         ap.error(f"unknown features {sorted(unknown)}; known: {','.join(FEATURES)}")
+    global WORKERS
+    WORKERS = args.workers
     seed = args.seed if args.seed is not None else random.randrange(10 ** 6)
     print(f"fuzz: seed {seed}, features {','.join(sorted(features))}", flush=True)
     if args.cases is not None:
