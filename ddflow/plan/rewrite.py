@@ -7,7 +7,35 @@ preserved left (right) side, since a predicate on the NULL-padded side
 must still see the padding.  Over an inner join, an equality of an
 expression of each side becomes a join key (a comma join's ``WHERE a.k =
 b.k`` is an equi-join, not a cross product filtered); other conjuncts
-that read both sides become its residual.
+that read both sides become its residual.  An inner join's residual is
+treated as a filter above it, and an outer join's ON residual gives keys
+and filters of its NULL-padded side, so pushing works on both.
+
+Disjunctions (TPC-H Q19: ``(p_partkey = l_partkey AND ...) OR
+(p_partkey = l_partkey AND ...)``) would leave every conjunct in one OR
+that reads both sides: a cross product filtered.  Spark's optimizer
+handles them in two steps, done here too:
+
+- :func:`factor_or` (BooleanSimplification's factoring): a conjunct
+  common to every branch of an OR is pulled out of it, ``(A AND B) OR
+  (A AND C)`` to ``A AND (B OR C)``, so ``A`` can become a join key or
+  a pushed filter;
+- :func:`implied` (PushPredicateThroughJoin's extraction from a
+  disjunction): for one side, the OR over the branches of each branch's
+  conjuncts that read only that side is implied by the disjunction, so
+  it filters that side below the join while the disjunction stays above.
+
+Both only take expressions that cannot raise (:func:`cannot_raise`): the
+rewritten predicate evaluates a moved conjunct on rows the original,
+short-circuiting, may never have evaluated it on, and a division by zero
+there must not become an error.
+
+Why on the IR and not (only) in the SQL planner: every front end (SQL,
+Datalog) builds this IR and goes through :func:`push_filters`, so all get
+it.  The SQL planner also calls :func:`factor_or` on the conjuncts it
+pools for its join order, so a key factored out of an OR ties two
+relations when it picks which to join next (a three-way comma join would
+otherwise start with a cross product).
 :func:`prune_columns` cuts each join input to the columns read above it.
 (Sharing arrangements between operators that need the same rows keyed
 the same way, and skipping exchanges that would move nothing, are done
@@ -39,18 +67,25 @@ def push_filters(rel: Rel) -> Rel:
     rel = _map_inputs(rel, push_filters)
     if isinstance(rel, Filter) and isinstance(rel.input, Filter):
         rel = Filter(rel.input.input, Call("and", (rel.input.predicate, rel.predicate), "boolean"))
+    unchanged = rel
+    if isinstance(rel, Join) and rel.residual is not None:
+        if rel.kind != "inner":
+            return _push_on(rel)
+        # an inner join's residual is a filter of its pairs: pushed like one (its equalities become keys)
+        rel = Filter(dataclasses.replace(rel, residual=None), rel.residual)
     if not (isinstance(rel, Filter) and isinstance(rel.input, Join)):
         return rel
     join = rel.input
     nl = len(join.left.schema)
     left, right, stay = [], [], []
-    for c in conjuncts(rel.predicate):
+    parts = [p for c in conjuncts(rel.predicate) for p in conjuncts(factor_or(c))]
+    for c in parts + _implied_sides(parts, nl, len(join.schema)):
         cols = c.columns()
         if cols and max(cols) < nl and join.kind in ("inner", "left"):
             left.append(c)
         elif cols and min(cols) >= nl and join.kind in ("inner", "right"):
             right.append(remapped(c, lambda i: i - nl))
-        else:
+        elif any(c is p for p in parts):
             stay.append(c)
     lkeys, rkeys = list(join.left_keys), list(join.right_keys)
     if join.kind == "inner":
@@ -64,7 +99,7 @@ def push_filters(rel: Rel) -> Rel:
                 rkeys.append(pair[1])
         stay = rest
     if not left and not right and len(lkeys) == len(join.left_keys):
-        return rel
+        return unchanged
     new_left = push_filters(Filter(join.left, conjunction(left))) if left else join.left
     new_right = push_filters(Filter(join.right, conjunction(right))) if right else join.right
     moved = dataclasses.replace(join, left=new_left, right=new_right, left_keys=tuple(lkeys), right_keys=tuple(rkeys))
@@ -72,6 +107,136 @@ def push_filters(rel: Rel) -> Rel:
         residual = conjunction(([join.residual] if join.residual is not None else []) + stay)
         return dataclasses.replace(moved, residual=residual)
     return Filter(moved, conjunction(stay)) if stay else moved
+
+
+def _push_on(join: Join) -> Join:
+    """An outer join with its ON residual factored (:func:`factor_or`): equalities of one expression of each side
+    become keys, conjuncts (and implied ones) reading only the NULL-padded side filter that side first.
+
+    The ON condition only decides which pairs match; a left join's right
+    row that fails a right-only conjunct matches no left row, so dropping
+    it first changes nothing (the left rows it would not match are padded
+    either way).  Conjuncts reading only the preserved side stay.
+    """
+    nl = len(join.left.schema)
+    parts = [p for c in conjuncts(join.residual) for p in conjuncts(factor_or(c))]
+    lkeys, rkeys, left, right, stay = list(join.left_keys), list(join.right_keys), [], [], []
+    for c in parts + _implied_sides(parts, nl, len(join.schema)):
+        cols = c.columns()
+        pair = equi_key(c, nl)
+        if pair is not None:
+            lkeys.append(pair[0])
+            rkeys.append(pair[1])
+        elif cols and max(cols) < nl and join.kind == "right":
+            left.append(c)
+        elif cols and min(cols) >= nl and join.kind == "left":
+            right.append(remapped(c, lambda i: i - nl))
+        elif any(c is p for p in parts):
+            stay.append(c)
+    if not left and not right and len(lkeys) == len(join.left_keys):
+        return join
+    return dataclasses.replace(
+        join, left=push_filters(Filter(join.left, conjunction(left))) if left else join.left,
+        right=push_filters(Filter(join.right, conjunction(right))) if right else join.right,
+        left_keys=tuple(lkeys), right_keys=tuple(rkeys), residual=conjunction(stay))
+
+
+#: Operators that never raise, whatever their (non-raising) arguments: comparisons (decimals compared exactly),
+#: the logical forms, and string functions of no pattern.  Arithmetic (overflow, division by zero), CAST (a bad
+#: string) and LIKE / RLIKE (a bad pattern) can.
+SAFE_OPS = frozenset({"=", "<>", "<", "<=", ">", ">=", "and", "or", "not", "is_null", "is_not_null", "coalesce",
+                      "case", "lower", "upper", "trim", "ltrim", "rtrim", "length", "reverse", "concat",
+                      "contains", "starts_with", "ends_with"})
+
+
+def cannot_raise(e: Expr) -> bool:
+    """``e`` evaluates without an error on any row (so it may be evaluated on rows it was not before)."""
+    if isinstance(e, Call):
+        return e.op in SAFE_OPS and all(cannot_raise(a) for a in e.args)
+    return True
+
+
+def factor_or(e: Expr) -> Expr:
+    """``e`` with the conjuncts common to every branch of each OR pulled out of it: ``(A AND B) OR (A AND C)``
+    is ``A AND (B OR C)``, and ``A OR (A AND C)`` is ``A``.  O(size of e x branch conjuncts).
+
+    Both hold in SQL's three-valued logic.  Only a common conjunct that
+    cannot raise is pulled out (the factored form evaluates it on every
+    row, the original maybe only after another conjunct was TRUE); the
+    rest is evaluated on a subset of the rows the original evaluated it on.
+
+    >>> from ddflow.plan.expr import Lit
+    >>> k, v, w = Col(0, "bigint", "k"), Col(1, "bigint", "v"), Col(2, "bigint", "w")
+    >>> eq = lambda a, b: Call("=", (a, b), "boolean")
+    >>> both = lambda a, b: Call("and", (a, b), "boolean")
+    >>> print(factor_or(Call("or", (both(eq(k, w), eq(v, Lit(1, "bigint"))), both(eq(k, w), eq(w, Lit(2, "bigint")))),
+    ...                      "boolean")))
+    ((k = w) and ((v = 1) or (w = 2)))
+    """
+    if not isinstance(e, Call) or e.op not in ("and", "or"):
+        return e
+    if e.op == "and":
+        return Call("and", (factor_or(e.args[0]), factor_or(e.args[1])), "boolean")
+    branches = [[p for q in conjuncts(b) for p in conjuncts(factor_or(q))] for b in disjuncts(e)]
+    common = [c for c in _distinct(branches[0]) if cannot_raise(c) and all(c in b for b in branches[1:])]
+    if not common:
+        return disjunction([conjunction(b) for b in branches])
+    rest = [[c for c in b if c not in common] for b in branches]
+    if any(not r for r in rest):  # a branch that is all common conjuncts is TRUE once they hold
+        return conjunction(common)
+    return conjunction(common + [disjunction([conjunction(r) for r in rest])])
+
+
+def implied(e: Expr, cols: set[int]) -> Expr | None:
+    """A predicate reading only ``cols`` that ``e`` implies (TRUE wherever ``e`` is), that cannot raise; None if
+    none is found.  An AND gives what either side gives; an OR what every branch gives, OR-ed (Spark's
+    ``extractPredicatesWithinOutputSet``).  O(size of e)."""
+    if isinstance(e, Call) and e.op == "and":
+        got = [x for x in (implied(e.args[0], cols), implied(e.args[1], cols)) if x is not None]
+        return conjunction(got)
+    if isinstance(e, Call) and e.op == "or":
+        a, b = implied(e.args[0], cols), implied(e.args[1], cols)
+        return None if a is None or b is None else Call("or", (a, b), "boolean")
+    used = e.columns()
+    return e if used and used <= cols and cannot_raise(e) else None
+
+
+def _implied_sides(parts: list[Expr], nl: int, n: int) -> list[Expr]:
+    """For each side of a join (columns below ``nl``, and from ``nl`` to ``n``), what each OR among ``parts`` that
+    reads both implies over that side alone: extra filters, the ORs themselves staying."""
+    out = []
+    for c in parts:
+        cols = c.columns()
+        if not (isinstance(c, Call) and c.op == "or" and cols and min(cols) < nl <= max(cols)):
+            continue
+        for side in (set(range(nl)), set(range(nl, n))):
+            got = implied(c, side)
+            if got is not None:
+                out.append(got)
+    return out
+
+
+def disjuncts(e: Expr) -> list[Expr]:
+    """The parts of a chain of ORs."""
+    if isinstance(e, Call) and e.op == "or":
+        return disjuncts(e.args[0]) + disjuncts(e.args[1])
+    return [e]
+
+
+def disjunction(parts: list[Expr]) -> Expr:
+    """The OR of ``parts`` (at least one)."""
+    out = parts[0]
+    for p in parts[1:]:
+        out = Call("or", (out, p), "boolean")
+    return out
+
+
+def _distinct(xs: list) -> list:
+    out: list = []
+    for x in xs:
+        if x not in out:
+            out.append(x)
+    return out
 
 
 def keyable(a: str, b: str) -> bool:

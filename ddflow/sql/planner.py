@@ -34,10 +34,10 @@ from ddflow.base.schema import Schema
 from ddflow.errors import SchemaError
 from ddflow.plan.functions import TypeMismatch, numeric
 from ddflow.plan.functions import common_type as common_types
-from ddflow.plan.expr import Call, Col, Expr, Lit, conjunction, remapped
+from ddflow.plan.expr import Call, Col, Expr, Lit, conjunction, conjuncts, remapped
 from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive, Rel,
                             Scan, SemiJoin, SetOp, TopK, Union)
-from ddflow.plan.rewrite import keyable
+from ddflow.plan.rewrite import factor_or, keyable
 from ddflow.sql.scalars import AGGREGATES as _AGGS
 from ddflow.sql.scalars import Expressions, retyped_expr
 from ddflow.sql.scalars import common_type as _common_type
@@ -324,14 +324,17 @@ class _Planner(Expressions):
         of each (``a.k = b.k``): all such equalities are the join's keys.
         Only when none is tied comes a cross product (a join on no key).
         Every other conjunct is the residual of the first join that sees
-        all it reads.  The scope keeps the written order's names, at the
+        all it reads.  A conjunct common to every branch of an OR is
+        factored out first (:func:`ddflow.plan.rewrite.factor_or`), so
+        ``(a.k = b.k AND ...) OR (a.k = b.k AND ...)`` ties ``a`` and ``b``
+        (TPC-H Q19).  The scope keeps the written order's names, at the
         positions the chosen order gives them.  O(relations² x conjuncts).
         """
         scope = sources[0][1]
         for _, s in sources[1:]:
             scope = scope.then(s)
         starts = list(itertools.accumulate([0] + [len(s.fields) for _, s in sources]))
-        preds = [self.predicate(c, scope) for c in conds]
+        preds = [q for c in conds for q in conjuncts(factor_or(self.predicate(c, scope)))]
 
         def rels_of(e: Expr) -> frozenset[int]:
             return frozenset(bisect.bisect_right(starts, i) - 1 for i in e.columns())
