@@ -278,7 +278,14 @@ def prune_columns(rel: Rel) -> Rel:
 
 
 def _prune(rel: Rel, needed: set[int]) -> tuple[Rel, dict[int, int]]:
-    """``(rel', remap)``: ``rel'`` has every needed column of ``rel``, column ``i`` now at ``remap[i]``."""
+    """``(rel', remap)``: ``rel'`` has every needed column of ``rel``, column ``i`` now at ``remap[i]``.
+
+    A relation nobody reads a column of (``SELECT 1 FROM (SELECT ...)``,
+    ``COUNT(*)``, a cross join's side) keeps its first column: rows of no
+    columns would have no length for the expressions above to evaluate to.
+    """
+    if not needed and len(rel.schema):
+        needed = {0}
     if isinstance(rel, Project):
         keep = sorted(needed)
         below, m = _prune(rel.input, set().union(*(rel.exprs[j].columns() for j in keep)) if keep else set())

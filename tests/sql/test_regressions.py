@@ -83,11 +83,11 @@ def test_in_subquery_compares_decimals_of_different_scales():
     assert _view(schemas, rows, q) == {}
 
 
-@pytest.mark.xfail(strict=True, reason="bug: a SELECT of constants over a derived table fails at run()")
 @pytest.mark.parametrize("query, row", [
     ("SELECT 1 AS o FROM (SELECT x.v FROM t x) y", (1,)),
     ("SELECT 'a' AS o FROM (SELECT x.v FROM t x) y", ("a",)),
     ("SELECT 1 AS o FROM (SELECT x.v FROM t x) y WHERE TRUE", (1,)),
+    ("SELECT 1 AS o FROM t x CROSS JOIN (SELECT z.v FROM t z WHERE z.k = 2) y", (1,)),
 ])
 def test_a_constant_select_over_a_derived_table_runs(query, row):
     """A select list of constants over a derived table reads none of its columns; once pruned to no
