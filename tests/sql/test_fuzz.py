@@ -19,7 +19,6 @@ KNOWN_OPEN: dict[str, str] = {
 }
 #: Error messages of open bugs -> their regression test (counted as known, not failures).
 KNOWN_MESSAGES: dict[str, str] = {
-    r"output column 0 has shape \(0,\)|filter returned shape \(0,\)": "test_a_constant_select_over_a_derived_table_runs",
 }
 
 
