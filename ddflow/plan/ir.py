@@ -17,11 +17,13 @@ Project [b]
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from ddflow.base.schema import MAX_PRECISION, Schema, decimal_ps, decimal_type
 from ddflow.errors import SchemaError
-from ddflow.plan.expr import Col, Expr
+from ddflow.plan.expr import Call, Col, Expr
 
 
 class Rel:
@@ -73,7 +75,7 @@ class Filter(_RowsOf):
     predicate: Expr
 
     def label(self) -> str:
-        return f"Filter {self.predicate}"
+        return f"Filter {_shown([self.predicate], self.input.schema.names)[0]}"
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,8 @@ class Project(_Unary):
         return Schema(self.names, tuple(e.type if e.type != "null" else "bigint" for e in self.exprs))
 
     def label(self) -> str:
-        shown = [n if isinstance(e, Col) and str(e) == n else f"{e} AS {n}" for e, n in zip(self.exprs, self.names)]
+        texts = _shown(self.exprs, self.input.schema.names)
+        shown = [n if isinstance(e, Col) and t == n else f"{t} AS {n}" for e, t, n in zip(self.exprs, texts, self.names)]
         return f"Project [{', '.join(shown)}]"
 
 
@@ -129,9 +132,8 @@ class Join(Rel):
         return (self.left, self.right)
 
     def label(self) -> str:
-        on = " AND ".join(f"{a} = {b}" for a, b in zip(self.left_keys, self.right_keys)) or "TRUE"
-        extra = f" WHERE {self.residual}" if self.residual is not None else ""
-        return f"Join {self.kind} ON {on}{extra}  [arrange both sides by key]"
+        return f"Join {self.kind} ON {_on(self.left, self.right, self.left_keys, self.right_keys, self.residual)}" \
+            "  [arrange both sides by key]"
 
 
 @dataclass(frozen=True)
@@ -180,8 +182,11 @@ class Aggregate(_Unary):
         return Schema(names, types)
 
     def label(self) -> str:
-        return (f"Aggregate group=[{', '.join(map(str, self.group))}] aggs=[{', '.join(map(str, self.aggs))}]"
-                f"  [arrange by group key]")
+        args = [a.arg for a in self.aggs if a.arg is not None]
+        texts = iter(_shown(self.group + tuple(args), self.input.schema.names))
+        group = [next(texts) for _ in self.group]
+        aggs = [str(a) if a.arg is None else str(dataclasses.replace(a, arg=_Text(next(texts)))) for a in self.aggs]
+        return f"Aggregate group=[{', '.join(group)}] aggs=[{', '.join(aggs)}]  [arrange by group key]"
 
 
 @dataclass(frozen=True)
@@ -269,11 +274,9 @@ class SemiJoin(Rel):
         return (self.left, self.right)
 
     def label(self) -> str:
-        on = " AND ".join(f"{a} = {b}" for a, b in zip(self.left_keys, self.right_keys))
         kind = "Anti" if self.anti else "Semi"
-        extra = f" WHERE {self.residual}" if self.residual is not None else ""
-        return (f"{kind}Join ON {on or 'TRUE'}{extra}{' (NOT IN)' if self.null_aware else ''}"
-                f"  [arrange both sides by key]")
+        on = _on(self.left, self.right, self.left_keys, self.right_keys, self.residual)
+        return f"{kind}Join ON {on}{' (NOT IN)' if self.null_aware else ''}  [arrange both sides by key]"
 
 
 @dataclass(frozen=True)
@@ -331,9 +334,12 @@ class TopK(_Unary):
         return Schema(_unique(s.names + (self.rank_name,)), s.types + ("bigint",))
 
     def label(self) -> str:
-        part = f" partition=[{', '.join(map(str, self.partition))}]" if self.partition else ""
+        texts = iter(_shown(self.partition + tuple(o.expr for o in self.order), self.input.schema.names))
+        part = [next(texts) for _ in self.partition]
+        order = [str(dataclasses.replace(o, expr=_Text(next(texts)))) for o in self.order]
+        part = f" partition=[{', '.join(part)}]" if self.partition else ""
         lim = f" limit={self.limit}" if self.limit is not None else ""
-        return f"TopK {self.rank or 'row_number'}{part} order=[{', '.join(map(str, self.order))}]{lim}  [arrange by partition]"
+        return f"TopK {self.rank or 'row_number'}{part} order=[{', '.join(order)}]{lim}  [arrange by partition]"
 
 
 @dataclass(frozen=True)
@@ -386,8 +392,76 @@ def _unique(names: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class _Text(Expr):
+    """An expression already rendered (for labels only)."""
+
+    text: str
+    type: str = ""
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _shown(exprs: Sequence[Expr], names: Sequence[str]) -> list[str]:
+    """``exprs`` (reading columns named ``names``) as text, a column shown by its own name unless another column
+    would read the same: then by the name its position has in ``names`` made unique (a join's second ``k``
+    is ``k_2``), or ``#i`` past them."""
+    unique = _unique(tuple(names))
+    cols: dict[int, str] = {}
+
+    def walk(e: Expr) -> None:
+        if isinstance(e, Col):
+            cols.setdefault(e.index, str(e))
+        for c in e.children():
+            walk(c)
+
+    for e in exprs:
+        walk(e)
+    taken = {n.lower(): i for i, n in enumerate(unique)}
+    owners: dict[str, set[int]] = {}
+    for i, own in cols.items():
+        owners.setdefault(own.lower(), set()).add(i)
+    shown = {}
+    for i, own in cols.items():
+        clash = taken.get(own.lower(), i) != i or len(owners[own.lower()]) > 1
+        shown[i] = (unique[i] if i < len(unique) else f"#{i}") if clash else own
+
+    def rename(e: Expr) -> Expr:
+        if isinstance(e, Col):
+            return Col(e.index, e.type, shown[e.index])
+        if isinstance(e, Call):
+            return Call(e.op, tuple(rename(a) for a in e.args), e.type)
+        return e
+
+    return [str(rename(e)) for e in exprs]
+
+
+def _on(left: Rel, right: Rel, lkeys: tuple[Expr, ...], rkeys: tuple[Expr, ...], residual: Expr | None) -> str:
+    """A join's condition: its key pairs and residual, columns read as the join's output (left's, then right's)."""
+    nl = len(left.schema)
+    moved = tuple(_shifted(k, nl) for k in rkeys)
+    texts = _shown(lkeys + moved + ((residual,) if residual is not None else ()), left.schema.names + right.schema.names)
+    k = len(lkeys)
+    on = " AND ".join(f"{a} = {b}" for a, b in zip(texts[:k], texts[k:2 * k])) or "TRUE"
+    return on + (f" WHERE {texts[-1]}" if residual is not None else "")
+
+
+def _shifted(e: Expr, by: int) -> Expr:
+    if isinstance(e, Col):
+        return Col(e.index + by, e.type, e.name)
+    if isinstance(e, Call):
+        return Call(e.op, tuple(_shifted(a, by) for a in e.args), e.type)
+    return e
+
+
 def explain(rel: Rel, indent: int = 0, note=None) -> str:
-    """The plan as an indented tree, one operator per line, arrangements marked; ``note(rel)`` adds to a line."""
+    """The plan as an indented tree, one operator per line, arrangements marked; ``note(rel)`` adds to a line.
+
+    Expressions read their input's columns by name; where two columns
+    share one (a self-join's keys), the second is shown by the name the
+    input's schema gives it (``k_2``), so ``ON k = k_2`` says which is which.
+    """
     extra = note(rel) if note is not None else ""
     lines = ["  " * indent + rel.label() + (f"  {extra}" if extra else "")]
     for r in rel.inputs():

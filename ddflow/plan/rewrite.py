@@ -49,7 +49,7 @@ without it on random update streams.
 >>> a, b = Scan("a", Schema(("k", "x"), ("bigint", "bigint"))), Scan("b", Schema(("k",), ("bigint",)))
 >>> j = Join(a, b, "inner", (Col(0, "bigint", "k"),), (Col(0, "bigint", "k"),))
 >>> print(explain(push_filters(Filter(j, Call(">", (Col(1, "bigint", "x"), Lit(2, "bigint")), "boolean")))))
-Join inner ON k = k  [arrange both sides by key]
+Join inner ON k = k_2  [arrange both sides by key]
   Filter (x > 2)
     Scan a [k, x]
   Scan b [k]

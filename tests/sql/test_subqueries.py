@@ -162,7 +162,7 @@ def test_comma_joins_are_equi_joins_in_a_connected_order():
     plan = _plan(QUERIES[1])  # customers, items, orders: items is tied to customers only through orders
     assert "ON TRUE" not in plan and "Filter" not in plan.split("Join")[0]
     joins = [line.strip() for line in plan.splitlines() if "Join inner" in line]
-    assert joins == ["Join inner ON o_id = o_id  [arrange both sides by key]",
+    assert joins == ["Join inner ON o_id = o_id_2  [arrange both sides by key]",
                      "Join inner ON id = cust  [arrange both sides by key]"], plan
     assert "Join inner ON TRUE" in _plan(QUERIES[3])  # a true cross product joins on a constant key
 
