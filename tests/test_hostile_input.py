@@ -111,3 +111,25 @@ def test_a_loop_that_does_not_converge_fails_within_its_bound_naming_loop_and_ti
         flow.advance_to(3)
         with pytest.raises(ddflow.NonConvergence, match=r"loop 'iterate.*max_seconds=3.*input times \[2\]"):
             flow.run()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_diffs_adding_up_past_int64_drop_that_records_batch_as_dead_letters(workers):
+    big = (1 << 62) + 1
+    with ddflow.Dataflow(workers=workers) as flow:
+        a_in, a = flow.new_collection("a", nonnegative="dead-letter")
+        cap = a.count().capture()
+        a_in.update([(1,), (2,)], times=0, diffs=[big, 5])
+        flow.advance_to(1)
+        flow.run()
+        a_in.update([(1,), (1,), (2,)], times=[1, 2, 1], diffs=[big, 3, 1])  # (1,) would reach 2**63 + 4
+        flow.advance_to(3)
+        flow.run()
+        rejected = a_in.take_rejected()
+        assert sorted((r["record"], r["time"]) for r in rejected) == [((1,), [1]), ((1,), [2])]
+        assert "past int64" in rejected[0]["error"]
+        assert cap.contents(2) == {(1, big): 1, (2, 6): 1}  # the query goes on with the rest
+        a_in.update([(1,)], times=3, diffs=-big)
+        flow.advance_to(4)
+        flow.run()
+        assert cap.contents(3) == {(2, 6): 1}

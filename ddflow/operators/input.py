@@ -1,5 +1,7 @@
 """Input nodes: updates submitted by the user wait here until the frontier passes their times.
 
+(:class:`ConstantNode` is the other source: fixed rows, no handle, emitted once.)
+
 An input may be declared *nonnegative* (a table of records, a streaming
 input): its accumulated count of every record stays >= 0 at every time.
 A retraction of a record that is not there would make it a signed
@@ -10,7 +12,11 @@ against the input's own arrangement before any operator sees it:
 
     for every record r and complete time t:  sum(d for (r, s, d) applied, s <= t) >= 0
 
-An update that would break it is not applied: with ``nonnegative="error"``
+Likewise a record whose count would leave int64 in a step: all of that
+step's updates of the record are dropped (an exact accounting of which
+one "caused" it does not exist; the batch's contribution does).
+
+An update that would break either is not applied: with ``nonnegative="error"``
 the run fails naming the input, the record and the time (nothing of that
 update reaches any operator); with ``"dead-letter"`` it is dropped and
 recorded in :attr:`InputNode.failed` with the reason, for the caller (the
@@ -23,10 +29,10 @@ import numpy as np
 
 from ddflow.base.columnar import lookup_rows, segmented_cumsum
 from ddflow.base.consolidate import consolidate, group_starts
-from ddflow.base.kernels import row_hashes
+from ddflow.base.kernels import key_matrix, row_hashes
 from ddflow.base.updates import Updates
-from ddflow.errors import DataflowError, UsageError
-from ddflow.graph.node import Node
+from ddflow.errors import DataflowError, SchemaError, UsageError
+from ddflow.graph.node import Node, object_columns, ready_mask
 from ddflow.graph.scope import Scope
 from ddflow.traces import Trace, TraceHandle
 
@@ -63,18 +69,38 @@ class InputNode(Node):
                 self.emit(out)
 
     def _checked(self, u: Updates) -> Updates:
-        """``u`` without the updates that would take a record's count below zero (see the module docstring)."""
-        u = consolidate(u, where=f"input {self.name!r}")  # sorted by (record, time)
+        """``u`` without the updates that would take a record's count below zero or past int64 (module docstring)."""
         if self.accumulated is None:  # keyed by a hash of the whole record: a seek reads only these records
             self.accumulated = Trace(("i", *u.kinds), u.depth, name=f"{self.name}.accumulated")
             self._handle = self.accumulated.reader()
-        starts = group_starts(list(u.cols))
-        before = self._counts_before(u, starts)
-        run = segmented_cumsum(u.diffs, starts) + np.repeat(before, np.diff(np.append(starts, len(u))))
+        try:
+            c = consolidate(u, where=f"input {self.name!r}")  # sorted by (record, time)
+        except SchemaError:  # a record's diffs at one time add up past int64
+            c = None
+        if c is not None:
+            starts = group_starts(list(c.cols))
+            before = self._counts_before(c, starts)
+            sizes = np.diff(np.append(starts, len(c)))
+            reach = segmented_cumsum(np.abs(c.diffs).astype(np.float64), starts) + np.repeat(
+                np.abs(before).astype(np.float64), sizes)
+        if c is None or (reach >= 2.0 ** 62).any():  # a count may leave int64: find the records exactly
+            u = self._without_overflow(u)
+            c = consolidate(u, where=f"input {self.name!r}")
+            starts = group_starts(list(c.cols))
+            before = self._counts_before(c, starts)
+            sizes = np.diff(np.append(starts, len(c)))
+        run = segmented_cumsum(c.diffs, starts) + np.repeat(before, sizes)
         if (run >= 0).all():
-            self._remember(u)
-            return u
-        keep = self._keep(u, starts, before, run)
+            self._remember(c)
+            return u  # as submitted: one update per message, in order (dead letters downstream stay per message)
+        # Some removal cannot be covered: decide update by update, in each record's time order.
+        order = np.lexsort(key_matrix(list(u.cols), u.times).T[::-1])
+        srt = u.take(order)
+        starts = group_starts(list(srt.cols))
+        before = self._counts_before(srt, starts)
+        run = segmented_cumsum(srt.diffs, starts) + np.repeat(before, np.diff(np.append(starts, len(srt))))
+        keep = np.empty(len(u), dtype=bool)
+        keep[order] = self._keep(srt, starts, before, run)
         bad = np.flatnonzero(~keep)
         rows = u.take(bad).to_rows(self.ctx.interner)
         if self.nonnegative == "error":
@@ -88,8 +114,47 @@ class InputNode(Node):
                                 "error": "a retraction of a record that is not there (its count would go below "
                                          "zero)", "traceback": ""})
         kept = u.take(np.flatnonzero(keep))
-        self._remember(kept)
+        self._remember(consolidate(kept))
         return kept
+
+    def _without_overflow(self, u: Updates) -> Updates:
+        """``u`` without every update of a record whose count would leave int64 in this step (Python ints, exact).
+
+        The whole step's contribution of such a record is dropped, so what
+        is applied never depends on which of its updates came first.  Rare:
+        only called when a count may come near 2**62.
+        """
+        rows = u.to_rows(self.ctx.interner)
+        by_record: dict = {}
+        for i, (record, time, diff) in enumerate(rows):
+            by_record.setdefault(record, []).append((time, int(diff), i))
+        recs = list(by_record)
+        reps = u.take(np.array([by_record[r][0][2] for r in recs], dtype=np.int64))
+        before = self._counts_before(reps, np.arange(len(reps))) if len(reps) else np.zeros(0, dtype=np.int64)
+        drop = np.zeros(len(u), dtype=bool)
+        lo, hi = -(1 << 63), (1 << 63) - 1
+        for r, b in zip(recs, before.tolist()):
+            count = b
+            for _, d, _ in sorted(by_record[r], key=lambda x: x[0]):
+                count += d
+                if not lo <= count <= hi:
+                    break
+            else:
+                continue
+            for _, _, i in by_record[r]:
+                drop[i] = True
+        bad = np.flatnonzero(drop)
+        if self.nonnegative == "error" and len(bad):
+            record, time, diff = rows[bad[0]]
+            raise DataflowError(f"input {self.name!r}: the updates of {record!r} in this run add up past int64 "
+                                f"(one: time {time}, diff {diff}); none applied. Declare the input "
+                                "nonnegative='dead-letter' to drop such a record's updates instead.")
+        for i in bad.tolist():
+            record, _, diff = rows[i]
+            self.failed.append({"operator": self.name, "record": record, "time": u.times[i].tolist(), "diff": diff,
+                                "error": "the record's diffs in this batch add up past int64 (all of its updates "
+                                         "in the batch are dropped)", "traceback": ""})
+        return u.take(np.flatnonzero(~drop))
 
     def _remember(self, u: Updates) -> None:
         """Add applied updates to the accumulated counts (records prefixed by their hash)."""
@@ -138,3 +203,37 @@ class InputNode(Node):
         yield from super().held_columns()
         if self.accumulated is not None:
             yield from self.accumulated.object_columns()
+
+
+class ConstantNode(Node):
+    """Fixed rows emitted once at the scope's first time (0, ..., 0); no handle feeds it, no run changes it.
+
+    Every worker holds a copy of the graph, so only worker 0 emits the
+    rows (the driver never steps nodes when there are workers); an
+    operator after it that needs rows by key exchanges them as it does any
+    input's.  With no rows it is an empty collection (a loop variable's
+    start).  Cost: O(rows) once, at the first step whose bound is past 0.
+    """
+
+    def __init__(self, scope: Scope, name: str, rows: Updates | None):
+        super().__init__(scope, name, n_inputs=0)
+        self.pending = rows if rows is not None and len(rows) else None
+
+    def step(self, bound: np.ndarray) -> None:
+        u = self.pending
+        if u is not None and ready_mask(u.times[:1], bound).all():  # every row is at the scope's first time
+            self.pending = None
+            self.emit(u)
+
+    def work_times(self):
+        if self.pending is not None:
+            yield self.pending.times
+
+    def held_columns(self):
+        if self.pending is not None:
+            yield from object_columns(self.pending)
+
+    def start_worker(self, me: int) -> None:
+        super().start_worker(me)
+        if me != 0:
+            self.pending = None

@@ -28,7 +28,7 @@ from ddflow.base.columnar import lookup_rows, pair_order
 from ddflow.base.consolidate import consolidate
 from ddflow.base.kernels import grown, lazy_jit, run_of, sorted_unique
 from ddflow.base.updates import Updates
-from ddflow.errors import DataflowError
+from ddflow.errors import DataflowError, SchemaError
 from ddflow.graph.node import object_columns, ready_mask
 from ddflow.operators.reduce.logic import Logic
 from ddflow.operators.reduce.tactic import ReduceTactic
@@ -134,9 +134,13 @@ def scalar_loop(
     so = pair_order(seed_gid, seed_t)
     io = pair_order(in_gid, in_times[:, 0])
     oo = pair_order(out_gid, out.times[:, 0])
-    c_gid, c_a, acc, out_pos, P = chain_walk(r, seed_gid[so], seed_t[so],
-                                    in_gid[io], in_times[io, 0], in_times[io, 1], in_diffs[io],
-                                    out_gid[oo], out.times[oo, 0], out.times[oo, 1])
+    c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid[so], seed_t[so],
+                                                      in_gid[io], in_times[io, 0], in_times[io, 1], in_diffs[io],
+                                                      out_gid[oo], out.times[oo, 0], out.times[oo, 1])
+    if overflow:
+        raise SchemaError(f"{logic.name}: a record's count in the loop adds up past int64 (multiplicities "
+                          "this large overflow where the loop adds them: make the input's diffs smaller, or "
+                          "distinct it before the loop)")
     val, mult = logic.scalar_rows(acc)
     mult = np.asarray(mult, dtype=np.int64)
     first = np.ones(len(c_gid), dtype=bool)
@@ -240,6 +244,7 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
     s0 = 0
     i0 = 0
     o0 = 0
+    overflow = False
     while s0 < ns:
         g = seed_g[s0]
         s1 = run_of(seed_g, s0, g)[1]
@@ -253,7 +258,11 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
         while c != BIG:
             while p < i1 and in_a[p] <= c:
                 if in_i[p] <= r:
-                    total += in_d[p]
+                    d = in_d[p]
+                    if (d > 0 and total > BIG - d) or (d < 0 and total < -BIG - 1 - d):
+                        overflow = True  # the count leaves int64: reported, never wrapped
+                    else:
+                        total += d
                 p += 1
             while q < o1 and out_a[q] <= c:
                 if out_i[q] <= r:
@@ -279,7 +288,7 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
             c = nxt
         P, npd = later_rounds(P, npd, g, r, ms, ca[c0:nc], nc - c0, in_a, in_i, i0, i1, out_a, out_i, o0, o1)
         s0, i0, o0 = s1, i1, o1
-    return cg[:nc], ca[:nc], acc[:nc], out_pos, P[:npd]
+    return cg[:nc], ca[:nc], acc[:nc], out_pos, P[:npd], overflow
 
 
 def _rows(base, val, sel, times, mult, kinds) -> Updates:
