@@ -83,7 +83,8 @@ class InputSpec:
     name: str
     fields: list[str]
     format: str = "columns"  # "columns": DataFrame columns; "json": fields of a JSON value column
-    # (with "json", a name that is a column of the DataFrame, e.g. "offset" or "timestamp", is that column)
+    # (with "json", a name is a key of the JSON value; "kafka.offset", "kafka.timestamp"... name the DataFrame's
+    # own columns: see InputSpec.source)
     value_column: str = "value"
     time: str = "offset"
     diff: str | None = None
@@ -92,6 +93,42 @@ class InputSpec:
     late: str = "dead-letter"  # or "error"
     nullable: bool = False  # a SQL table's fields: a missing or null field is NULL, not a dead letter
     on_error: str = "fail"  # or "dead-letter": a row-wise function raising on this input's records
+
+    def source(self, name: str) -> tuple[str, str]:
+        """Where a field, time or diff name is read: ``("json", key)`` or ``("column", DataFrame column)``.
+
+        With ``format="json"`` a name is a key of the JSON value, and
+        ``kafka.<column>`` one of the micro-batch's own columns (Kafka's
+        ``key``, ``offset``, ``timestamp``...); ``json.<key>`` says the JSON key
+        explicitly.  With ``format="columns"`` every name is a column.
+        """
+        if self.format != "json":
+            return "column", name[len("kafka."):] if name.startswith("kafka.") else name
+        if name.startswith("kafka."):
+            return "column", name[len("kafka."):]
+        if name.startswith("json."):
+            return "json", name[len("json."):]
+        return "json", name
+
+
+#: The columns of a Kafka micro-batch: a bare name in a JSON input that is one of these could mean either.
+KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
+
+
+def check_names(name: str, fmt: str, names: Sequence[str], table: bool = False) -> None:
+    """Refuse a name that could mean a JSON key or a Kafka column (``format="json"``), saying how to choose.
+
+    A table's columns are its JSON keys, so only its time, diff and op
+    names are checked.
+    """
+    if fmt != "json":
+        return
+    for n in names:
+        if n in KAFKA_COLUMNS:
+            raise ValueError(f"input {name!r}: {n!r} could mean the JSON field or Kafka's {n!r} column; write "
+                             f"'json.{n}' for the field or 'kafka.{n}' for the column")
+        if n.startswith("kafka.") and n[len("kafka."):] not in KAFKA_COLUMNS:
+            raise ValueError(f"input {name!r}: {n!r} names no Kafka column (they are {', '.join(KAFKA_COLUMNS)})")
 
 
 def dead_letters(input_name: str, errors: str | list[str], rows: pa.Table) -> pa.Table:
@@ -130,9 +167,9 @@ def parse_input(spec: InputSpec, table: pa.Table,
         else pa.nulls(n, pa.binary()),
     }
     if spec.format == "json":
-        by_field = dict(zip(spec.fields, kinds)) if kinds and len(kinds) == len(spec.fields) else None
-        src, ok, errors = _parse_json(table.column(spec.value_column), spec, n, by_field,
-                                      exclude=[c for c in names if c != spec.value_column])
+        by_field = ({spec.source(f)[1]: k for f, k in zip(spec.fields, kinds)}
+                    if kinds and len(kinds) == len(spec.fields) else None)
+        src, ok, errors = _parse_json(table.column(spec.value_column), spec, n, by_field)
     else:
         src, ok, errors = table, np.ones(n, dtype=bool), [None] * n
     cols: dict[str, Any] = {}
@@ -202,15 +239,15 @@ def _json_arrow_kind(typ: pa.DataType) -> str | None:
 
 def _wanted_kind(k: str, spec: InputSpec, kinds: Mapping[str, str] | None) -> str | None:
     """The kind field ``k`` must have: times and diffs are integers, a known field keeps its kind."""
-    if k == spec.time or k == spec.diff:
+    if any(name is not None and spec.source(name) == ("json", k) for name in (spec.time, spec.diff)):
         return "i"
     if kinds and kinds.get(k) in KINDS:
         return kinds[k]
     return None
 
 
-def _parse_json(values: pa.ChunkedArray, spec: InputSpec, n: int, kinds: Mapping[str, str] | None = None,
-                exclude: Sequence[str] = ()) -> tuple[pa.Table, np.ndarray, list]:
+def _parse_json(values: pa.ChunkedArray, spec: InputSpec, n: int,
+                kinds: Mapping[str, str] | None = None) -> tuple[pa.Table, np.ndarray, list]:
     """Parse JSON object values; one bad message never spoils the rest.
 
     Each field's values must share one kind: times and diffs are integers;
@@ -220,10 +257,9 @@ def _parse_json(values: pa.ChunkedArray, spec: InputSpec, n: int, kinds: Mapping
     Returns the fields' columns, which rows are fine, and each bad row's reason.
     """
     vals = values.to_pylist()
-    wanted = list(dict.fromkeys([*spec.fields, spec.time, *([spec.diff] if spec.diff else []),
-                                 *([spec.op[0]] if spec.op else [])]))
-    # Names of the message's own columns (Kafka's offset, timestamp, ...) come from those columns.
-    wanted = [k for k in wanted if k not in exclude]
+    named = [*spec.fields, spec.time, *([spec.diff] if spec.diff else []), *([spec.op[0]] if spec.op else [])]
+    # Names of the message's own columns (kafka.offset, kafka.timestamp, ...) come from those columns.
+    wanted = list(dict.fromkeys(key for kind, key in map(spec.source, named) if kind == "json"))
     deep = {i for i, v in enumerate(vals) if v is not None and too_deep(v)}
     fast = _parse_json_arrow(vals, wanted, spec, kinds) if not deep else None
     if fast is not None:
@@ -306,12 +342,14 @@ def _parse_json_arrow(vals: list, wanted: list[str], spec: InputSpec,
 
 
 def _column(src: pa.Table, table: pa.Table, name: str, spec: InputSpec) -> pa.ChunkedArray | pa.Array:
-    """Field ``name`` from the parsed JSON fields, else from the micro-batch's own columns."""
-    if name in src.column_names:
-        return src.column(name)
-    if name in table.column_names:
-        return table.column(name)
-    raise KeyError(f"input {spec.name!r}: no field {name!r} (columns: {table.column_names})")
+    """Field ``name`` from the parsed JSON fields or the micro-batch's own columns, as :meth:`InputSpec.source` says."""
+    kind, key = spec.source(name)
+    if kind == "json" and key in src.column_names:
+        return src.column(key)
+    if kind == "column" and key in table.column_names:
+        return table.column(key)
+    raise KeyError(f"input {spec.name!r}: no {'JSON field' if kind == 'json' else 'column'} {key!r} "
+                   f"(columns: {table.column_names})")
 
 
 def _time_column(src: pa.Table, table: pa.Table, name: str, spec: InputSpec) -> pa.Array:

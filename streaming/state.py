@@ -70,6 +70,8 @@ class Manifest:
     files: list[str] = field(default_factory=list)  # log files in order, snapshot first
     batches_since_snapshot: int = 0
     checks: dict[str, dict] = field(default_factory=dict)
+    #: Whose state this is (:func:`identity`): Spark's query id, the inputs and their schemas, the dataflow's shape.
+    identity: dict = field(default_factory=dict)
 
     def digest(self) -> str:
         """SHA-256 of the fields, in a canonical form (what the manifest's ``checksum`` holds)."""
@@ -79,14 +81,37 @@ class Manifest:
 class StateStore:
     """The input log of one streaming dataflow under ``path``; opening it reads and checks the manifest."""
 
-    def __init__(self, path: str, snapshot_every: int = 50):
+    def __init__(self, path: str, snapshot_every: int = 50, identity: dict | None = None):
         self.path = path
         self.snapshot_every = snapshot_every
         #: Test hook (crash tests only): called as ``fault("in_snapshot", batch_id)`` once the manifest names
         #: a new snapshot and before the files it replaces are deleted.
         self.fault: Callable[[str, int], None] | None = None
-        os.makedirs(path, exist_ok=True)
+        self.identity = identity or {}
+        try:
+            os.makedirs(path, exist_ok=True)
+            fd, probe = tempfile.mkstemp(dir=path, prefix=".writable-")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as e:
+            raise StateError(f"ddflow state {path}: cannot write there ({type(e).__name__}: {e.strerror or e}); "
+                             "give the query a writable stateLocation (or fix the directory's permissions)") from None
         self.manifest = self._load()
+        self._check_identity()
+
+    def _check_identity(self) -> None:
+        """Refuse the state of another query: a different Spark query id, inputs, schemas or dataflow."""
+        held, mine = self.manifest.identity, self.identity
+        if self.manifest.batch_id < 0 or not held or not mine:
+            return
+        for key, what in (("query_id", "Spark query id (the checkpoint's metadata)"),
+                          ("inputs", "inputs and their schemas"), ("dataflow", "dataflow (its operators)")):
+            if key in held and key in mine and held[key] != mine[key]:
+                def show(v):
+                    text = json.dumps(v, sort_keys=True, default=str)
+                    return text if len(text) <= 200 else text[:197] + "..."
+                raise self._refuse(MANIFEST, f"belongs to another query: its {what} is {show(held[key])}, this "
+                                             f"query's is {show(mine[key])}")
 
     def _refuse(self, name: str, problem: str) -> StateError:
         return StateError(f"ddflow state {os.path.join(self.path, name)}: {problem}; {REMEDY}")
@@ -234,7 +259,7 @@ class StateStore:
             new[fn] = self.write_table(os.path.join(self.path, fn), tables)
         files = [f for f in m.files if f not in new] + sorted(new)
         nm = Manifest(batch_id, frontier, files, m.batches_since_snapshot + 1,
-                      {**{f: m.checks[f] for f in files if f in m.checks}, **new})
+                      {**{f: m.checks[f] for f in files if f in m.checks}, **new}, self.identity or m.identity)
         snapshot = nm.batches_since_snapshot >= self.snapshot_every
         if snapshot:
             nm = self._snapshot(nm)
@@ -260,7 +285,7 @@ class StateStore:
                                           promote_options="default")
         fn = f"snapshot-{m.batch_id:012d}.arrow"
         check = self.write_table(os.path.join(self.path, fn), snap)
-        return Manifest(m.batch_id, m.frontier, [fn], 0, {fn: check})
+        return Manifest(m.batch_id, m.frontier, [fn], 0, {fn: check}, m.identity)
 
     def _collect_garbage(self) -> None:
         live = set(self.manifest.files) | {MANIFEST}
@@ -329,3 +354,14 @@ def refuse_negative(tables: dict[str, pa.Table], state: str) -> None:
                              f"{neg.num_rows} records to a negative multiplicity (first: "
                              f"{ {k: row[k] for k in keys} } at {row['diff_sum']}), which a loop cannot take; "
                              f"{REMEDY}")
+
+
+def spark_query_id(checkpoint: str | None) -> str | None:
+    """The id Spark gave the streaming query, from its checkpoint's ``metadata`` file (None if there is none yet)."""
+    if checkpoint is None:
+        return None
+    try:
+        with open(os.path.join(checkpoint, "metadata")) as f:
+            return json.loads(f.readline()).get("id")
+    except (OSError, ValueError, AttributeError):
+        return None
