@@ -16,14 +16,18 @@ it computes, what it costs and shows it in a runnable example (run by
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
 
 from ddflow.base.schema import Schema
+from ddflow.base.updates import from_rows
 from ddflow.errors import DataflowError, UsageError
 from ddflow.graph.node import Node
 from ddflow.graph.scope import IterativeScope, Scope
 from ddflow.operators.arrange import Arrangement, ArrangeNode
 from ddflow.operators.capture import Capture, CaptureNode, Probe
+from ddflow.operators.input import ConstantNode
 from ddflow.operators.iterate import EnterNode, LeaveNode, VariableNode
 from ddflow.operators.join import JoinNode
 from ddflow.operators.reduce import (
@@ -106,6 +110,50 @@ class Collection:
 
     def _name(self, op: str, name: str | None) -> str:
         return name or self.ctx.fresh(f"{op}({self.name})")
+
+    # -- sources without a handle ---------------------------------------------------
+    @staticmethod
+    def constant(scope: Scope, rows: Sequence[tuple], kinds: Sequence[str] | None = None,
+                 name: str | None = None) -> "Collection":
+        """A collection of fixed ``rows`` in ``scope``, there from its first time on (0, or iteration 0).
+
+        No handle feeds it and it is not one of the dataflow's inputs: its
+        rows are emitted once, by one worker, and never change (a SQL
+        global aggregate's default row, Datalog facts).  ``kinds`` as
+        :meth:`ddflow.Dataflow.new_collection`'s (default: inferred from
+        the rows).  Cost: O(rows) to build and once at the first run; nothing
+        after.
+
+        >>> flow = ddflow.Dataflow()
+        >>> nums_in, nums = flow.new_collection("nums")
+        >>> out = nums.concat(ddflow.Collection.constant(nums.scope, [(0,), (1,)])).count().capture()
+        >>> nums_in.insert((1,), time=2); flow.advance_to(3); flow.run()
+        >>> out.drain()
+        [((0, 1), 0, 1), ((1, 1), 0, 1), ((1, 1), 2, -1), ((1, 2), 2, 1)]
+        """
+        name = name or scope.ctx.fresh("constant")
+        rows = list(rows)
+        times = np.zeros((len(rows), scope.depth), dtype=np.int64)
+        u = from_rows(rows, times, 1, scope.ctx.interner, kinds=kinds, depth=scope.depth, where=f"constant {name!r}")
+        return Collection(ConstantNode(scope, name, u))
+
+    @staticmethod
+    def empty(scope: Scope, name: str | None = None) -> "Collection":
+        """A collection in ``scope`` that never holds a record (a loop variable that starts empty).
+
+        Cost: O(1); it is never stepped.
+
+        >>> flow = ddflow.Dataflow()
+        >>> nums_in, nums = flow.new_collection("nums")
+        >>> loop = nums.iterative("up")
+        >>> v = ddflow.Variable(loop, ddflow.Collection.empty(loop))
+        >>> _ = v.set(nums.concat(v.map(lambda r: (r[0] + 1,)).filter(lambda r: r[0] < 3)).distinct())
+        >>> out = v.result.leave().capture()
+        >>> nums_in.insert((0,), time=0); flow.advance_to(1); flow.run()
+        >>> out.drain()
+        [((0,), 0, 1), ((1,), 0, 1), ((2,), 0, 1)]
+        """
+        return Collection(ConstantNode(scope, name or scope.ctx.fresh("empty"), None))
 
     # -- scopes -----------------------------------------------------------------
     def enter(self, scope: IterativeScope) -> "Collection":

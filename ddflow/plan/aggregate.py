@@ -42,12 +42,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ddflow.base.schema import KIND, NULL_VALUE
+from ddflow.collection import Collection
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Expr, evaluate
 from ddflow.plan.ir import Agg, Aggregate
 
 if TYPE_CHECKING:
-    from ddflow.collection import Collection
     from ddflow.plan.lower import Lowering
 
 #: Lower every aggregate through the former per-key reduce (the bench's "before"); tests and bench only.
@@ -356,15 +356,9 @@ class _Plan:
 
     def _with_default(self, acc: "Collection", rows: "Collection", out_types) -> "Collection":
         """A global aggregate's one row over no input: counts 0, the rest NULL, while no group exists."""
-        aggs = self.rel.aggs
-        flow = self.low.flow
         width = len(out_types) + 1
-        default = tuple(0 if a.func in ("count", "count_star") else NULL_VALUE[_kind(a.type)] for a in aggs)
-        mask = sum(1 << j for j, a in enumerate(aggs) if a.func not in ("count", "count_star"))
-        const_in, const = flow.new_collection(flow.ctx.fresh("default"), schema=None)
-        const_in.update([(0, *default, mask)], times=0)
         present = acc.project(0).distinct()
-        return const.antijoin(present).project(*range(1, width + 1)).concat(rows)
+        return _default_row(self.low, self.rel.aggs).antijoin(present).project(*range(1, width + 1)).concat(rows)
 
 
 def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -467,9 +461,12 @@ def _generic(low: "Lowering", rel: Aggregate) -> "Collection":
     if k:
         return reduced
     rows = reduced.project(*range(1, width + 1))
+    present = reduced.project(0).distinct()
+    return _default_row(low, aggs).antijoin(present).project(*range(1, width + 1)).concat(rows)
+
+
+def _default_row(low: "Lowering", aggs: tuple[Agg, ...]) -> Collection:
+    """A global aggregate's row over no input, under key 0: counts 0, the rest NULL (a constant, not an input)."""
     default = tuple(0 if a.func in ("count", "count_star") else NULL_VALUE[_kind(a.type)] for a in aggs)
     mask = sum(1 << j for j, a in enumerate(aggs) if a.func not in ("count", "count_star"))
-    const_in, const = low.flow.new_collection(low.flow.ctx.fresh("default"), schema=None)
-    const_in.update([(0, *default, mask)], times=0)
-    present = reduced.project(0).distinct()
-    return const.antijoin(present).project(*range(1, width + 1)).concat(rows)
+    return Collection.constant(low.scope, [(0, *default, mask)], name=low.scope.ctx.fresh("default"))

@@ -12,29 +12,33 @@ operators:
 - Aggregate: keyed by the first group column, one ``reduce`` whose
   logic computes every aggregate of each group (Python per changed key,
   proportional to its history); a global aggregate adds its one default
-  row while its input is empty.
+  row (a constant collection) while its input is empty.
 - Distinct and Union: ``distinct`` and ``concat``.
 
 A plan node used twice is lowered once (``Lowering.memo``), so a shared
 subquery shares its operators and arrangements.
+
+A :class:`Lowering` holds the tables and the scope to build in, never the
+dataflow: what it adds beside the plan's operators (a fixpoint's loop
+and its empty starts, a global aggregate's default row) are built from
+the scope (:meth:`ddflow.Collection.empty`, :meth:`ddflow.Collection.constant`),
+never extra inputs.  It knows no SQL: any front end's plan lowers here.
 """
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import numpy as np
 
 from ddflow.base.schema import KIND, NULL_VALUE, Schema
+from ddflow.collection import Collection, Variable
 from ddflow.errors import DataflowError, SchemaError
+from ddflow.graph.scope import IterativeScope, Scope
 from ddflow.plan.expr import Call, Col, Column, Expr, as_type, evaluate, filled, null_values
 from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive, Rel,
                             Scan, SemiJoin, SetOp, TopK, Union)
 from ddflow.plan.partition import partitioned_by
-
-if TYPE_CHECKING:
-    from ddflow.collection import Collection
-    from ddflow.dataflow import Dataflow
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -64,27 +68,27 @@ def stored(cols: list[Column], types: tuple[str, ...], n: int | None = None) -> 
 
 
 class Lowering:
-    """Builds the operators of plans over one dataflow's tables."""
+    """Builds the operators of plans over ``tables`` (by lower-case name) in ``scope`` (the tables' scope)."""
 
-    def __init__(self, flow: "Dataflow", tables: dict[str, "Collection"], share: bool = True):
-        self.flow = flow
+    def __init__(self, tables: dict[str, Collection], scope: Scope, share: bool = True):
         self.tables = tables
+        self.scope = scope
         #: Share keyed forms (and so arrangements) between operators, and skip exchanges that would move
         #: nothing (:mod:`ddflow.plan.partition`); off only to test that neither changes a result.
         self.share = share
-        self.memo: dict[Rel, "Collection"] = {}
-        self.variables: dict[RecRef, "Collection"] = {}  # loop variables of the fixpoints being built
-        self.fixpoints: dict[tuple, list["Collection"]] = {}
-        self.shared: dict[tuple, "Collection"] = {}  # keyed forms of relations, so arrangements are shared
+        self.memo: dict[Rel, Collection] = {}
+        self.variables: dict[RecRef, Collection] = {}  # loop variables of the fixpoints being built
+        self.fixpoints: dict[tuple, list[Collection]] = {}
+        self.shared: dict[tuple, Collection] = {}  # keyed forms of relations, so arrangements are shared
 
-    def lower(self, rel: Rel) -> "Collection":
+    def lower(self, rel: Rel) -> Collection:
         """The collection of ``rel``'s rows (stored layout), built once per distinct plan node."""
         c = self.memo.get(rel)
         if c is None:
             c = self.memo[rel] = self._lower(rel)
         return c
 
-    def _lower(self, rel: Rel) -> "Collection":
+    def _lower(self, rel: Rel) -> Collection:
         if isinstance(rel, Scan):
             try:
                 return self.tables[rel.table.lower()]
@@ -129,20 +133,17 @@ class Lowering:
             return self._recursive(rel)
         raise SchemaError(f"cannot lower plan node {type(rel).__name__}")
 
-    def _recursive(self, rel: Recursive) -> "Collection":
+    def _recursive(self, rel: Recursive) -> Collection:
         """One loop per fixpoint: a variable per defined relation, starting empty, set to its body."""
-        from ddflow.collection import Variable
-
         key = (rel.names, rel.bodies)
         outs = self.fixpoints.get(key)
         if outs is None:
-            flow = self.flow
-            loop = flow.iterative(flow.ctx.fresh(f"recursive({','.join(rel.names)})"))
+            ctx = self.scope.ctx
+            loop = IterativeScope(self.scope, ctx.fresh(f"recursive({','.join(rel.names)})"))
             refs = {r.name: r for body in rel.bodies for r in _refs(body)}
             variables = []
-            for name, body in zip(rel.names, rel.bodies):
-                _, empty = flow.new_collection(flow.ctx.fresh(f"{name}.start"), schema=list(body.schema.kinds))
-                v = Variable(loop, empty, name=flow.ctx.fresh(name))
+            for name in rel.names:
+                v = Variable(loop, Collection.empty(loop, ctx.fresh(f"{name}.start")), name=ctx.fresh(name))
                 if name in refs:
                     self.variables[refs[name]] = v
                 variables.append(v)
@@ -153,7 +154,7 @@ class Lowering:
             self.fixpoints[key] = outs
         return outs[rel.index]
 
-    def _topk(self, rel: TopK) -> "Collection":
+    def _topk(self, rel: TopK) -> Collection:
         """Keyed by the first partition column; one reduce ranks each partition (Python per changed key)."""
         src = rel.input.schema
         npart, nrow = len(rel.partition), len(src)
@@ -174,7 +175,7 @@ class Lowering:
         width = len(rel.schema) + 1
         return ranked.project(*range(1, width + 1))
 
-    def _one_row(self, rel: OneRow) -> "Collection":
+    def _one_row(self, rel: OneRow) -> Collection:
         """Every row under one constant key; a reduce passes them on while there is at most one, else raises.
 
         Python per changed time over the rows' history: a scalar subquery's
@@ -194,7 +195,7 @@ class Lowering:
         keyed = self.lower(rel.input).map_columns(lambda *cols: (np.zeros(len(cols[0]), dtype=np.int64), *cols))
         return keyed.reduce(at_most_one).project(*range(1, n + 1))
 
-    def _semijoin(self, rel: SemiJoin) -> "Collection":
+    def _semijoin(self, rel: SemiJoin) -> Collection:
         n = len(rel.left.schema) + 1
         if rel.residual is not None:
             # The pairs the residual keeps, cut to their left rows (distinct), then a whole-row semi/anti join.
@@ -214,26 +215,26 @@ class Lowering:
         missing = self._keyed(rel.left, lk).antijoin(keys).project(*range(1, n + 1))
         null_key = self._null_keyed(rel.left, lk)
 
-        def flag(coll: "Collection") -> "Collection":
+        def flag(coll: Collection) -> Collection:
             return coll.map_columns(lambda *cols: (np.zeros(len(cols[0]), dtype=np.int64),)).distinct()
 
         right_null = flag(self._null_keyed(rel.right, rk))
         right_any = flag(self.lower(rel.right))
 
-        def under_zero(coll: "Collection") -> "Collection":
+        def under_zero(coll: Collection) -> Collection:
             return coll.map_columns(lambda *cols: (np.zeros(len(cols[0]), dtype=np.int64), *cols))
 
         kept = under_zero(missing).antijoin(right_null).project(*range(1, n + 1))
         return kept.concat(under_zero(null_key).antijoin(right_any).project(*range(1, n + 1)))
 
-    def _filter(self, coll: "Collection", schema: Schema, predicate: Expr) -> "Collection":
+    def _filter(self, coll: Collection, schema: Schema, predicate: Expr) -> Collection:
         def keep(*cols):
             vals, null = evaluate(predicate, columns_of(cols, schema))
             return vals.astype(bool) & ~null
 
         return coll.filter_columns(keep)
 
-    def _keyed(self, rel: Rel, keys: tuple[Expr, ...]) -> "Collection":
+    def _keyed(self, rel: Rel, keys: tuple[Expr, ...]) -> Collection:
         """``(key, *stored row)`` for rows whose key has no NULL; a key of several columns is one tuple.
 
         One collection per (relation, keys): every join of the same rows on
@@ -253,7 +254,7 @@ class Lowering:
         """Rows of ``rel`` keyed by ``key`` are already on the key's worker (their exchange would move nothing)."""
         return self.share and isinstance(key, Col) and key.index in partitioned_by(rel)
 
-    def _join(self, rel: Join) -> "Collection":
+    def _join(self, rel: Join) -> Collection:
         ls, rs = rel.left.schema, rel.right.schema
         for a, b in zip(rel.left_keys, rel.right_keys):
             if KIND.get(a.type, "o") != KIND.get(b.type, "o") and not {a.type, b.type} <= {"bigint", "double", "null"}:
@@ -282,7 +283,7 @@ class Lowering:
         return parts[0].concat(*parts[1:])
 
     def _unmatched(self, side: Rel, keys: tuple[Expr, ...], other: Rel, other_keys: tuple[Expr, ...],
-                   inner: "Collection", offset: int, residual: bool) -> "Collection":
+                   inner: Collection, offset: int, residual: bool) -> Collection:
         """Rows of ``side`` (stored layout) that no row of ``other`` matches: an outer join's NULL-padded part.
 
         Without a residual, a row matches iff its key has no NULL and
@@ -298,7 +299,7 @@ class Lowering:
         return whole.antijoin(matched).project(*range(1, n + 2))
 
     def _unmatched_by_key(self, side: Rel, keys: tuple[Expr, ...], other: Rel,
-                          other_keys: tuple[Expr, ...]) -> "Collection":
+                          other_keys: tuple[Expr, ...]) -> Collection:
         """Rows of ``side`` (stored layout) whose key is NULL or absent from ``other``: an antijoin by key.
 
         It reads the same keyed form, and so the same arrangement, as a join
@@ -309,12 +310,12 @@ class Lowering:
         missing = self._keyed(side, keys).antijoin(present).project(*range(1, n + 1))
         return missing.concat(self._null_keyed(side, keys))
 
-    def _null_keyed(self, rel: Rel, keys: tuple[Expr, ...]) -> "Collection":
+    def _null_keyed(self, rel: Rel, keys: tuple[Expr, ...]) -> Collection:
         """Rows of ``rel`` (stored layout) whose key has a NULL: they match nothing."""
         n = len(rel.schema) + 1
         return self._keyed_all(rel, keys).filter_columns(lambda *cols: ~cols[-1]).project(*range(1, n + 1))
 
-    def _keyed_all(self, rel: Rel, keys: tuple[Expr, ...]) -> "Collection":
+    def _keyed_all(self, rel: Rel, keys: tuple[Expr, ...]) -> Collection:
         """``(key, *stored row, key_ok)`` for every row: ``key_ok`` is False where the key has a NULL."""
         memo_key = ("keyed_all", rel, keys)
         if self.share and memo_key in self.shared:
@@ -337,7 +338,7 @@ class Lowering:
         self.shared[memo_key] = got = self.lower(rel).map_columns(keyed)
         return got
 
-    def _aggregate(self, rel: Aggregate) -> "Collection":
+    def _aggregate(self, rel: Aggregate) -> Collection:
         from ddflow.plan.aggregate import lower_aggregate
 
         return lower_aggregate(self, rel)
