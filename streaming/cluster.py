@@ -22,6 +22,7 @@ import threading
 from typing import Any
 
 from ddflow import errors
+from ddflow.workers.remote import register_launcher
 
 
 _WARM = False
@@ -165,3 +166,6 @@ class SparkLauncher:
             return True
         self._thread.join(seconds)
         return not self._thread.is_alive()
+
+
+register_launcher("spark", SparkLauncher)  # Dataflow(spark=...): the engine finds it here, never importing this layer

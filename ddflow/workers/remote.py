@@ -84,6 +84,32 @@ class Launcher(Protocol):
         """Wait for the tasks' job to end; whether it did."""
 
 
+#: Launcher factories by the ``Dataflow`` keyword that asks for them (``spark``): ``factory(session) -> Launcher``.
+#: The packages that provide one fill it (``ddflow.streaming.cluster`` registers ``"spark"`` when imported), so
+#: the engine never imports them; one not imported yet is found through its ``ddflow.launchers`` entry point.
+LAUNCHERS: dict[str, Callable[[Any], Launcher]] = {}
+
+
+def register_launcher(kind: str, factory: Callable[[Any], Launcher]) -> None:
+    """Make ``Dataflow(**{kind: session})`` start its workers with ``factory(session)``."""
+    LAUNCHERS[kind] = factory
+
+
+def find_launcher(kind: str, session: Any) -> Launcher:
+    """The registered launcher for ``kind`` over ``session``, loading an installed package's entry point if needed."""
+    factory = LAUNCHERS.get(kind)
+    if factory is None:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group="ddflow.launchers", name=kind):
+            factory = LAUNCHERS.setdefault(kind, ep.load())
+            break
+    if factory is None:
+        raise errors.UsageError(f"Dataflow({kind}=...) needs the launcher that ddflow.streaming provides: install "
+                                "ddflow with its entry points (pip install -e .), or import ddflow.streaming.cluster")
+    return factory(session)
+
+
 class RemotePlacement:
     """The driver's side of workers started by a :class:`Launcher`: listens, accepts, reads the tasks' reports.
 
