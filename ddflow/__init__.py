@@ -8,8 +8,14 @@ The layers are folders, and imports point only down::
     ddflow.graph       build context, operator nodes, scopes, the one scheduler
     ddflow.operators   stateless, iterate, arrange, join, reduce, capture
     ddflow.workers     exchange, transport, collectives, worker runtime and pool
-    ddflow.collection, ddflow.dataflow    the public API
+    ddflow.collection, ddflow.dataflow    the engine's API: collections, operators, inputs, running
+    ddflow.plan        the relational plan IR, its rewrites, its lowering to operators
+    ddflow.sql         the SQL front end (parse -> plan -> rewrite -> lower, in ddflow.sql.frontend)
+    ddflow.facade      the user's Dataflow: the engine's, plus sql and explain
     ddflow.streaming   Spark Structured Streaming, Kafka, sinks, state
+
+Inside functions too: the engine never imports a front end, and none of
+ddflow imports ddflow.streaming (it registers its Spark launcher itself).
 
 This root loads nothing until a name is used (PEP 562), so
 ``import ddflow.traces`` never loads the engine and ``import ddflow``
@@ -50,7 +56,7 @@ _EXPORTS = {
     "Arrangement": "ddflow.operators.arrange",
     "Capture": "ddflow.operators.capture",
     "Probe": "ddflow.operators.capture",
-    "Dataflow": "ddflow.dataflow",
+    "Dataflow": "ddflow.facade",
     "InputHandle": "ddflow.dataflow",
 }
 
@@ -61,9 +67,10 @@ if TYPE_CHECKING:
     from ddflow.base.lattice import Antichain, MutableAntichain, advance_by
     from ddflow.base.updates import Updates
     from ddflow.collection import Collection, Variable
-    from ddflow.dataflow import Dataflow, InputHandle
+    from ddflow.dataflow import InputHandle
     from ddflow.errors import (DataflowError, DdflowError, FrontierError, NonConvergence, SchemaError, UsageError,
                                WorkerLost)
+    from ddflow.facade import Dataflow
     from ddflow.graph.scope import IterativeScope
     from ddflow.operators.arrange import Arrangement
     from ddflow.operators.capture import Capture, Probe

@@ -1,4 +1,9 @@
-"""The dataflow: inputs, the frontier, and running everything that is complete."""
+"""The engine's dataflow: inputs, the frontier, and running everything that is complete.
+
+Users get it as ``ddflow.Dataflow``, the facade (:mod:`ddflow.facade`) that
+adds the query front ends (``sql``, ``explain``) above this layer; this
+module imports nothing above it, not even inside a function.
+"""
 from __future__ import annotations
 
 import weakref
@@ -53,7 +58,9 @@ class InputHandle:
         default); ``"dead-letter"``: the update is dropped and kept for
         :meth:`take_rejected` (a streaming input's default).  Checked when
         the frontier passes the update's time, against the input's own
-        arrangement, vectorized.  Set it before the first ``run``.
+        arrangement, vectorized.  Set it before the first ``run``.  Cost of
+        the check: one seek of the new records' hashes per run (O(n log n)
+        for n updates); the input keeps a compacted trace of its records.
 
         >>> flow = ddflow.Dataflow()
         >>> edges_in, edges = flow.new_collection("edges", nonnegative="dead-letter")
@@ -77,6 +84,13 @@ class InputHandle:
         """The updates a ``nonnegative="dead-letter"`` input dropped since the last call: record, time, diff, error.
 
         Cost: O(rejected).
+
+        >>> flow = ddflow.Dataflow()
+        >>> a_in, a = flow.new_collection("a", nonnegative="dead-letter")
+        >>> a_in.update([(1,)], times=0); a_in.update([(1,), (2,)], times=1, diffs=-1)
+        >>> flow.advance_to(2); flow.run()
+        >>> [(r["record"], r["time"]) for r in a_in.take_rejected()], a_in.take_rejected()
+        ([((2,), [1])], [])
         """
         out, self.node.failed = self.node.failed, []
         return out
@@ -318,9 +332,8 @@ class Dataflow:
         self.ctx = Context(workers)
         self.top = Scope(self.ctx)
         self.inputs: list[InputHandle] = []
-        #: Tables (inputs with named columns) by lower-case name, for :meth:`sql`.
+        #: Tables (inputs with named columns) by lower-case name, what the query front ends read.
         self.tables: dict[str, Collection] = {}
-        self._lowering = None
         self.frontier = 0
         self.closed = False
         self._scheduler = Scheduler()
@@ -366,7 +379,7 @@ class Dataflow:
         ``double``, ``string``, ``boolean``, ``date``, ``timestamp``, or the
         Python types ``int``, ``float``, ``str``, ``bool``) makes a *table*:
         named, typed columns that may be NULL (``None``), usable in
-        :meth:`sql`; or a list of column kinds (``"i"`` int, ``"f"`` float,
+        ``sql`` (:meth:`ddflow.facade.Dataflow.sql`); or a list of column kinds (``"i"`` int, ``"f"`` float,
         ``"b"`` bool, ``"o"`` any hashable object) for positional records;
         otherwise the kinds are fixed by the first update.
         ``nonnegative``: what a removal of a record that is not there does
@@ -400,46 +413,20 @@ class Dataflow:
             self.tables[name.lower()] = coll
         return handle, coll
 
-    def sql(self, query: str) -> Collection:
-        """A view: the rows of a Spark SQL query over this dataflow's tables, maintained incrementally.
+    def constant(self, rows: Sequence[tuple], kinds: Sequence[str] | None = None,
+                 name: str | None = None) -> Collection:
+        """A collection of fixed rows at time 0: not an input (no handle), emitted once and never changed.
 
-        ``query`` may be a script of ``;``-separated statements, among them
-        ``CREATE [OR REPLACE] [TEMP] VIEW v AS ...``, which keeps ``v`` for
-        later calls; the last statement's collection is returned.  A
-        construct ddflow does not support is refused here, never at run.
-
-        The result is a collection with named columns (``.columns``); its
-        capture reads rows in SELECT-list order with NULL as None, as bags
-        (multiplicities).  Views built over the same tables share
-        operators where their plans share nodes.  Cost: building is O(size
-        of the query); at run time each operator costs as documented on
-        it (see :meth:`explain`).
+        See :meth:`Collection.constant`.  Cost: O(rows) to build and once
+        at the first run past time 0; nothing after.
 
         >>> flow = ddflow.Dataflow()
-        >>> orders_in, orders = flow.new_collection("orders", schema={"cust": "string", "amount": "bigint"})
-        >>> totals = flow.sql("SELECT cust, SUM(amount) AS total FROM orders GROUP BY cust")
-        >>> cap = totals.capture()
-        >>> orders_in.update([("a", 5), ("a", 2), (None, 1)], times=0); flow.advance_to(1); flow.run()
-        >>> cap.contents(0)
-        {('a', 7): 1, (None, 1): 1}
+        >>> out = flow.constant([("a", 1), ("b", 2)]).capture()
+        >>> flow.advance_to(1); flow.run()
+        >>> out.drain(), len(flow.inputs)
+        ([(('a', 1), 0, 1), (('b', 2), 0, 1)], 0)
         """
-        from ddflow.sql.frontend import frontend
-
-        return frontend(self).sql(query)
-
-    def explain(self, query: str) -> str:
-        """The plan of a SQL query as an indented tree, arrangements marked.  Cost: O(size of the query).
-
-        >>> flow = ddflow.Dataflow()
-        >>> _ = flow.new_collection("orders", schema={"cust": "string", "amount": "bigint"})
-        >>> print(flow.explain("SELECT cust FROM orders WHERE amount > 1"))
-        Project [cust]
-          Filter (amount > 1)
-            Scan orders [cust, amount]
-        """
-        from ddflow.sql.frontend import frontend
-
-        return frontend(self).explain(query)
+        return Collection.constant(self.top, rows, kinds, name)
 
     def iterative(self, name: str | None = None, max_iterations: int | None = None,
                   max_seconds: float | None = None) -> IterativeScope:
@@ -515,17 +502,16 @@ class Dataflow:
     def _placement(self):
         """Where the workers run: forked here, or (``spark=``) as barrier tasks on the Spark cluster.
 
-        The Spark launcher lives with the rest of Spark in
-        :mod:`ddflow.streaming.cluster`; this is the API layer's one import
-        of it, made only when ``spark=`` is given.
+        The Spark launcher lives with the rest of Spark in ``ddflow.streaming``,
+        which registers it (:func:`ddflow.workers.remote.find_launcher`): the
+        engine never imports the layers above it.
         """
         if self.placement is not None:
             return self.placement
         if self.spark is not None:
-            from ddflow.streaming.cluster import SparkLauncher
-            from ddflow.workers.remote import RemotePlacement
+            from ddflow.workers.remote import RemotePlacement, find_launcher
 
-            return RemotePlacement(SparkLauncher(self.spark))
+            return RemotePlacement(find_launcher("spark", self.spark))
         from ddflow.workers.forked import ForkedPlacement
 
         return ForkedPlacement(self.transport)

@@ -9,22 +9,30 @@ query.  :meth:`SqlFrontend.sql` returns the last statement's collection
 plan.  Everything is checked before anything is kept: a script that
 fails registers none of its views.
 
+Every user of a plan goes through here: ``ddflow.Dataflow.sql`` and
+``explain`` (:mod:`ddflow.facade`), the streaming driver's views, and the
+tests (``rewrite=False`` and ``share=False`` switch the rewrites and the
+shared arrangements off, to check that neither changes a result).
+:meth:`SqlFrontend.lower` takes a plan with no SQL text, for a front end
+that builds the IR itself (Datalog).
+
 >>> import ddflow
 >>> flow = ddflow.Dataflow()
 >>> _ = flow.new_collection("t", schema={"k": "bigint"})
 >>> view = flow.sql("CREATE VIEW big AS SELECT k FROM t WHERE k > 1; SELECT COUNT(*) AS n FROM big")
 >>> view.columns
 ['n']
+>>> SqlFrontend(flow).explain("SELECT k FROM t WHERE k > 1")
+'Project [k]\\n  Filter (k > 1)\\n    Scan t [k]'
 """
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from ddflow.collection import Collection
+from ddflow.dataflow import Dataflow
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Col
 from ddflow.plan.ir import Project, Rel, explain
@@ -33,43 +41,40 @@ from ddflow.plan.partition import exchange_note
 from ddflow.plan.rewrite import prune_columns, push_filters
 from ddflow.sql.planner import plan_query
 
-if TYPE_CHECKING:
-    from ddflow.dataflow import Dataflow
-
-
-def frontend(flow: "Dataflow") -> "SqlFrontend":
-    """The one front end of ``flow`` (made on first use), which holds its views and its lowering."""
-    fe = getattr(flow, "_sql_frontend", None)
-    if fe is None:
-        fe = SqlFrontend(flow)
-        flow._sql_frontend = fe
-    return fe
-
 
 class SqlFrontend:
-    """Plans, rewrites and lowers SQL over one dataflow's tables and views."""
+    """Plans, rewrites and lowers SQL over one dataflow's tables and views.
 
-    def __init__(self, flow: "Dataflow"):
+    ``rewrite``: push filters down and prune columns (off only to test the
+    rewrites); ``share``: share keyed forms and arrangements and skip
+    exchanges that move nothing (see :class:`~ddflow.plan.lower.Lowering`).
+    """
+
+    def __init__(self, flow: Dataflow, rewrite: bool = True, share: bool = True):
         self.flow = flow
         self.views: dict[str, Rel] = {}
-        self._lowering = None
+        self.rewrite = rewrite
+        self.lowering = Lowering(flow.tables, flow.top, share=share)
 
     def plan(self, text: str, views: dict[str, Rel] | None = None) -> Rel:
         """The rewritten plan of the last statement of ``text``; CREATE VIEWs go into ``views`` (self's if None)."""
-        views = self.views if views is None else views
-        rel = None
-        for stmt in _statements(text):
-            rel = self._statement(stmt, views)
-        return prune_columns(push_filters(rel))
+        return self.rewritten(self._planned(text, self.views if views is None else views))
+
+    def rewritten(self, rel: Rel) -> Rel:
+        """``rel`` after the rewrites that never change a result (none with ``rewrite=False``)."""
+        return prune_columns(push_filters(rel)) if self.rewrite else rel
+
+    def lower(self, rel: Rel) -> Collection:
+        """The collection of a plan from any front end, rewritten, with its named columns.  Cost: O(plan size)."""
+        rel = self.rewritten(rel)
+        view = Collection(self.lowering.lower(rel).node)
+        view.schema = rel.schema
+        return view
 
     def sql(self, text: str) -> Collection:
-        """The collection of the last statement of ``text`` (see :meth:`Dataflow.sql`).  Cost: O(size of the text)."""
+        """The collection of the last statement of ``text`` (see :meth:`ddflow.Dataflow.sql`).  Cost: O(size of the text)."""
         views = dict(self.views)
-        rel = self.plan(text, views)
-        if self._lowering is None:
-            self._lowering = Lowering(self.flow, self.flow.tables)
-        view = Collection(self._lowering.lower(rel).node)
-        view.schema = rel.schema
+        view = self.lower(self._planned(text, views))
         self.views = views  # kept only once every statement planned and lowered
         return view
 
@@ -77,6 +82,13 @@ class SqlFrontend:
         """The plan of the last statement of ``text``; its CREATE VIEWs are seen by it but not kept."""
         rel = self.plan(text, dict(self.views))
         return explain(rel, note=exchange_note if self.flow.workers > 1 else None)
+
+    def _planned(self, text: str, views: dict[str, Rel]) -> Rel:
+        """The plan (before rewrites) of the last statement of ``text``; its CREATE VIEWs go into ``views``."""
+        rel = None
+        for stmt in _statements(text):
+            rel = self._statement(stmt, views)
+        return rel
 
     def _statement(self, stmt: exp.Expression, views: dict[str, Rel]) -> Rel:
         tables = {n: c.schema for n, c in self.flow.tables.items()}

@@ -5,9 +5,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import ddflow
-from ddflow.plan.lower import Lowering
-from ddflow.plan.rewrite import prune_columns, push_filters
-from ddflow.sql.planner import plan_sql
+from ddflow.sql.frontend import SqlFrontend
 
 QUERIES = [
     "SELECT a.x, b.y FROM a JOIN b ON a.k = b.k WHERE a.x > 1 AND b.y < 3 AND a.x <> b.y",
@@ -33,14 +31,8 @@ def test_skipped_exchanges_change_nothing_with_two_workers():
         with ddflow.Dataflow(workers=workers) as flow:
             a_in = flow.new_collection("a", schema={"k": "bigint", "x": "bigint"})[0]
             b_in = flow.new_collection("b", schema={"k": "bigint", "y": "bigint"})[0]
-            low = Lowering(flow, flow.tables, share=share)
-            schemas = {n: c.schema for n, c in flow.tables.items()}
-            caps = []
-            for q in queries:
-                rel = plan_sql(q, schemas)
-                cap = low.lower(rel).capture()
-                cap.schema = rel.schema
-                caps.append(cap)
+            front = SqlFrontend(flow, share=share)
+            caps = [front.sql(q).capture() for q in queries]
             a_in.update([(k, k * 10 + i) for k in range(6) for i in range(3)] + [(None, 1)], times=0)
             b_in.update([(k, k % 2) for k in range(0, 8)] + [(None, 2)], times=0)
             b_in.update([(2, 0)], times=1, diffs=-1)
@@ -57,13 +49,8 @@ def test_filter_pushdown_column_pruning_and_shared_arrangements_change_nothing(u
     flow = ddflow.Dataflow()
     handles = {"a": flow.new_collection("a", schema={"k": "bigint", "x": "bigint"})[0],
                "b": flow.new_collection("b", schema={"k": "bigint", "y": "bigint"})[0]}
-    schemas = {n: c.schema for n, c in flow.tables.items()}
-    plain, rewritten = Lowering(flow, flow.tables, share=False), Lowering(flow, flow.tables, share=True)
-    pairs = []
-    for q in QUERIES:
-        rel = plan_sql(q, schemas)
-        pairs.append((plain.lower(rel).capture(), rewritten.lower(prune_columns(push_filters(rel))).capture()))
-        pairs[-1][0].schema = pairs[-1][1].schema = rel.schema
+    plain, rewritten = SqlFrontend(flow, rewrite=False, share=False), SqlFrontend(flow)
+    pairs = [(plain.sql(q).capture(), rewritten.sql(q).capture()) for q in QUERIES]
     present: dict = {"a": [], "b": []}
     for t, (table, row, insert) in enumerate(updates):
         if insert or row not in present[table]:

@@ -269,13 +269,12 @@ def test_an_exchange_is_skipped_where_rows_already_sit_on_their_keys_worker():
 
     counts = []
     for share in (True, False):
-        from ddflow.plan.lower import Lowering
-        from ddflow.sql.planner import plan_sql
+        from ddflow.sql.frontend import SqlFrontend
 
         with ddflow.Dataflow(workers=2) as flow:
             flow.new_collection("orders", schema=ORDERS)
             flow.new_collection("customers", schema=CUSTOMERS)
-            Lowering(flow, flow.tables, share=share).lower(plan_sql(query, {n: c.schema for n, c in flow.tables.items()}))
+            SqlFrontend(flow, share=share).sql(query)
             counts.append(sum(isinstance(n, ExchangeNode) for n in flow.top.all_nodes()))
             if share:
                 assert "[exchange: none, partitioned by the group key]" in flow.explain(query)
