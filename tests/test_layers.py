@@ -1,8 +1,15 @@
-"""The layers import only downward, and the package root loads nothing it does not need.
+"""The layers import only downward, inside functions too, and the package root loads nothing it does not need.
 
-Each check runs in a fresh interpreter, so what one test imported cannot
-hide what another loads.  Layers, lowest first: base < traces < graph <
-operators < workers < the API (collection, dataflow) < plan < sql < streaming.
+Each loading check runs in a fresh interpreter, so what one test imported
+cannot hide what another loads.  Layers, lowest first: base < traces <
+graph < operators < workers < the engine's API (collection, dataflow) <
+plan < the front ends (sql, datalog) < the facade (the user's Dataflow) <
+streaming.  The import check reads every import a module can make:
+module level, inside functions, ``importlib.import_module("...")`` with a
+literal name, and the package root's lazy names (``import ddflow`` then
+``ddflow.Dataflow``).  ``if TYPE_CHECKING:`` blocks are left out: they
+only name the type of what a lower layer is handed (an ``Arrangement``
+holds its ``Collection``) and never load anything.
 """
 from __future__ import annotations
 
@@ -18,15 +25,15 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 #: Source folder of each ddflow package (traces/ and streaming/ install under ddflow).
 FOLDERS = {"ddflow": ROOT / "ddflow", "ddflow.traces": ROOT / "traces", "ddflow.streaming": ROOT / "streaming"}
 
-LAYERS = ["ddflow.base", "ddflow.traces", "ddflow.graph", "ddflow.operators", "ddflow.workers", "ddflow.api",
-          "ddflow.plan", "ddflow.sql", "ddflow.streaming"]
+#: Lowest first; a module of one layer may import its own layer and those before it.
+LAYERS = [["ddflow.base"], ["ddflow.traces"], ["ddflow.graph"], ["ddflow.operators"], ["ddflow.workers"],
+          ["ddflow.collection", "ddflow.dataflow"], ["ddflow.plan"], ["ddflow.sql", "ddflow.datalog"],
+          ["ddflow.facade"], ["ddflow.streaming"]]
 
 
 def layer_of(module: str) -> int | None:
-    if module in ("ddflow.collection", "ddflow.dataflow"):
-        return LAYERS.index("ddflow.api")
     for i, layer in enumerate(LAYERS):
-        if module == layer or module.startswith(layer + "."):
+        if any(module == p or module.startswith(p + ".") for p in layer):
             return i
     return None  # ddflow, ddflow.errors: below every layer
 
@@ -37,8 +44,7 @@ def loaded_after(statement: str) -> list[str]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("layer", [x for x in LAYERS if x not in ("ddflow.api", "ddflow.streaming")]
-                         + ["ddflow.collection", "ddflow.dataflow"])
+@pytest.mark.parametrize("layer", [p for layer in LAYERS[:-1] for p in layer if p != "ddflow.datalog"])
 def test_a_layer_loads_nothing_above_it(layer):
     mine = layer_of(layer)
     above = [m for m in loaded_after(f"import {layer}") if m.startswith("ddflow.") and (layer_of(m) or 0) > mine]
@@ -74,36 +80,113 @@ def _modules() -> dict[str, pathlib.Path]:
     return mods
 
 
-def _module_level_imports(path: pathlib.Path, module: str) -> set[str]:
-    """ddflow modules imported when ``module`` is imported (not inside functions or TYPE_CHECKING)."""
+def _target(node: ast.ImportFrom, module: str, is_pkg: bool) -> str:
+    """The module a ``from ... import`` names (relative ones resolved against ``module``)."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_pkg else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _literal_name(arg: ast.expr, module: str) -> str | None:
+    """The module name of ``importlib.import_module(arg)`` when it is a literal (``f"{__name__}.x"`` included)."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if isinstance(arg, ast.JoinedStr):
+        parts = []
+        for v in arg.values:
+            if isinstance(v, ast.Constant):
+                parts.append(str(v.value))
+            elif isinstance(v, ast.FormattedValue) and isinstance(v.value, ast.Name) and v.value.id == "__name__":
+                parts.append(module)
+            else:
+                return None
+        return "".join(parts)
+    return None
+
+
+def _root_exports() -> dict[str, str]:
+    """The package root's lazy names: ``ddflow.X`` loads ``_EXPORTS[X]``."""
+    tree = ast.parse((FOLDERS["ddflow"] / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_EXPORTS" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError("ddflow/__init__.py has no _EXPORTS")
+
+
+def _imports(path: pathlib.Path, module: str, everywhere: bool, mods: set[str] | None = None) -> set[str]:
+    """ddflow modules ``module`` imports: at module level only, or (``everywhere``) anywhere at all.
+
+    ``everywhere`` reads function bodies, ``importlib.import_module`` with
+    a literal name, and ``ddflow.X`` for a module that imports the package
+    root (the module ``X`` loads from); never ``TYPE_CHECKING`` blocks.
+    ``from pkg import name`` counts ``pkg.name`` when that is a module.
+    """
     tree = ast.parse(path.read_text())
-    found = set()
     is_pkg = path.name == "__init__.py"
+    nodes = []
     for node in tree.body:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             continue
-        for sub in ([node] if not isinstance(node, (ast.If, ast.Try)) else ast.walk(node)):
-            if isinstance(sub, ast.Import):
-                found |= {a.name for a in sub.names if a.name.startswith("ddflow")}
-            elif isinstance(sub, ast.ImportFrom):
-                if sub.level:
-                    base = module.split(".") if is_pkg else module.split(".")[:-1]
-                    base = base[: len(base) - (sub.level - 1)]
-                    target = ".".join(base + ([sub.module] if sub.module else []))
-                else:
-                    target = sub.module or ""
-                if target.startswith("ddflow"):
-                    found.add(target)
+        if everywhere or isinstance(node, (ast.If, ast.Try)):
+            nodes.extend(ast.walk(node))
+        else:
+            nodes.append(node)
+    found: set[str] = set()
+    imports_root = False
+    for sub in nodes:
+        if isinstance(sub, ast.Import):
+            found |= {a.name for a in sub.names if a.name.startswith("ddflow")}
+            imports_root |= any(a.name == "ddflow" and a.asname is None for a in sub.names)
+        elif isinstance(sub, ast.ImportFrom):
+            target = _target(sub, module, is_pkg)
+            if target.startswith("ddflow"):
+                found.add(target)
+                for a in sub.names:
+                    if mods is not None and f"{target}.{a.name}" in mods:
+                        found.add(f"{target}.{a.name}")
+        elif (isinstance(sub, ast.Call) and sub.args and ast.unparse(sub.func).endswith("import_module")):
+            name = _literal_name(sub.args[0], module)
+            if name is not None and name.startswith("ddflow"):
+                found.add(name)
+    if everywhere and imports_root:
+        exports = _root_exports()
+        for sub in nodes:
+            if (isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == "ddflow"
+                    and sub.attr in exports):
+                found.add(exports[sub.attr])
     return found
 
 
-def test_no_import_points_up_and_no_cycles():
+def test_the_checker_reads_every_kind_of_import(tmp_path):
+    """A planted upward import of each kind is found (so a clean tree means something)."""
+    src = tmp_path / "m.py"
+    src.write_text("import importlib\nfrom typing import TYPE_CHECKING\nimport ddflow\n"
+                   "if TYPE_CHECKING:\n    from ddflow.plan.ir import Rel\n"
+                   "def f():\n    from ddflow.sql.frontend import SqlFrontend\n"
+                   "    importlib.import_module('ddflow.streaming.cluster')\n"
+                   "    importlib.import_module(f'{__name__}.inner')\n"
+                   "    return ddflow.Dataflow\n")
+    got = _imports(src, "ddflow.dataflow", everywhere=True)
+    assert "ddflow.plan.ir" not in got  # a type named for annotations only
+    assert {"ddflow.sql.frontend", "ddflow.streaming.cluster", "ddflow.dataflow.inner",
+            "ddflow.facade"} <= got
+    assert _imports(src, "ddflow.dataflow", everywhere=False) == {"ddflow"}
+
+
+def test_no_import_points_up_even_inside_functions():
     mods = _modules()
-    graph = {m: {t for t in _module_level_imports(p, m) if t in mods} for m, p in mods.items()}
-    upward = [(m, t) for m, ts in graph.items() for t in ts
-              if layer_of(m) is not None and layer_of(t) is not None and layer_of(t) > layer_of(m)]
+    upward = sorted((m, t) for m, p in mods.items() for t in _imports(p, m, everywhere=True, mods=set(mods))
+                    if layer_of(m) is not None and layer_of(t) is not None and layer_of(t) > layer_of(m))
     assert not upward, f"imports pointing up a layer: {upward}"
-    # Cycles: depth-first search over module-level imports (a package importing its own modules is fine).
+
+
+def test_no_module_level_import_cycles():
+    mods = _modules()
+    graph = {m: {t for t in _imports(p, m, everywhere=False) if t in mods} for m, p in mods.items()}
+    # Cycles: depth-first search over module-level imports (a package importing its own modules is fine, and
+    # so is ``from pkg import module`` at the end of a module: plan/expr.py fills its function table so).
     state: dict[str, int] = {}
     cycle: list[str] = []
 
