@@ -6,6 +6,7 @@ module imports nothing above it, not even inside a function.
 """
 from __future__ import annotations
 
+import hashlib
 import weakref
 from typing import Any, Mapping, Sequence
 
@@ -575,6 +576,26 @@ class Dataflow:
         self.closed = True
 
     # -- state ------------------------------------------------------------------
+    def fingerprint(self) -> str:
+        """A digest of the dataflow's shape: every operator (kind and name) and its connections, and the inputs.
+
+        Two dataflows built by the same code over the same inputs have the
+        same fingerprint; state saved by one is refused by another (the
+        streaming driver's state store).  Cost: O(operators).
+
+        >>> a, b = ddflow.Dataflow(), ddflow.Dataflow()
+        >>> for f in (a, b):
+        ...     _ = f.new_collection("edges")[1].count()
+        >>> a.fingerprint() == b.fingerprint()
+        True
+        """
+        nodes = list(self.top.all_nodes())
+        index = {id(n): i for i, n in enumerate(nodes)}
+        shape = [(type(n).__name__, n.name, sorted((index.get(id(t), -1), p) for t, p in n.targets)) for n in nodes]
+        inputs = [(h.name, list(h.table.names) if h.table is not None else None,
+                   list(h.table.types) if h.table is not None else None) for h in self.inputs]
+        return hashlib.sha256(repr((shape, inputs)).encode()).hexdigest()[:32]
+
     def trace_size(self) -> int:
         """Updates held in all traces (arrangements and reduce outputs), over all workers.
 

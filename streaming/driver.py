@@ -41,9 +41,10 @@ from ddflow.graph.scope import IterativeScope
 from ddflow.operators.capture import sql_table
 from ddflow.operators.stateless import RowNode
 from ddflow.streaming.admission import admit
-from ddflow.streaming.parse import DEAD_LETTER_SCHEMA, InputSpec
+from ddflow.streaming.parse import DEAD_LETTER_SCHEMA, InputSpec, check_names
 from ddflow.streaming.sinks import Sink
-from ddflow.streaming.state import StateStore, check_first_batch, check_spark_commits, refuse_negative
+from ddflow.streaming.state import (StateStore, check_first_batch, check_spark_commits, refuse_negative,
+                                     spark_query_id)
 
 __all__ = ["Build", "Metrics", "OutputSpec", "StreamingDataflow"]
 
@@ -85,6 +86,9 @@ class StreamingDataflow:
         self.build = build
         self.name = name
         self.tables: dict[str, Mapping[str, Any]] = {}  # SQL tables: name -> schema
+        self._table_fields: dict[str, bool] = {}  # tables: their columns are JSON keys, never Kafka's columns
+        self._nonnegative: dict[str, str | None] = {}  # input -> what a removal of an absent record does
+        self._rejected: dict[str, list[dict]] = {}  # the last run's updates the inputs dropped
         self.views: dict[str, str] = {}  # SQL views: name -> query
         self.inputs: dict[str, InputSpec] = {}
         self.outputs: dict[str, OutputSpec] = {}
@@ -113,16 +117,19 @@ class StreamingDataflow:
         self._fault: Callable[[str, int], None] | None = None
 
     # -- builder ------------------------------------------------------------------
-    def input(self, name: str, fields: Sequence[str], *, format: str = "columns", time: str = "offset",
+    def input(self, name: str, fields: Sequence[str], *, format: str = "columns", time: str | None = None,
               diff: str | None = None, op: tuple[str, Mapping[Any, int]] | None = None, topic: str | None = None,
-              value_column: str = "value", late: str = "dead-letter",
-              onError: str = "fail") -> "StreamingDataflow":  # noqa: N803 - PySpark's naming style
+              value_column: str = "value", late: str = "dead-letter", onError: str = "fail",  # noqa: N803
+              nonnegative: str | None = "dead-letter") -> "StreamingDataflow":
         """Feed input ``name`` (a handle ``build`` returns) from each micro-batch's rows.
 
         ``fields`` are DataFrame columns (``format="columns"``) or keys of the
-        JSON object in ``value_column`` (``format="json"``); ``time`` names the
-        data-time column or key (Kafka's ``offset`` by default, or
-        ``timestamp``, or an event-time field); the diff comes from ``diff``,
+        JSON object in ``value_column`` (``format="json"``), where Kafka's own
+        columns are named ``kafka.key``, ``kafka.offset``, ``kafka.timestamp``...
+        (a bare ``key``, ``offset``, ``timestamp``... could mean either and is
+        refused: write ``json.key`` or ``kafka.key``); ``time`` names the
+        data-time column or key (Kafka's offset by default, or
+        ``kafka.timestamp``, or an event-time field); the diff comes from ``diff``,
         from ``op=(field, {value: diff})``, or is +1.  ``topic`` keeps only that
         topic's rows; ``late="error"`` fails the query on an update behind the
         frontier instead of dead-lettering it.
@@ -135,7 +142,14 @@ class StreamingDataflow:
         letters, then goes on.  A function fed by several inputs
         dead-letters only if all of them say so.  The function is called
         again on replay after a restart, so it must be deterministic; the
-        updates it dropped are dropped the same way again::
+        updates it dropped are dropped the same way again.
+
+        ``nonnegative`` is what an update that would take a record's count
+        below zero does (a removal of a record that is not there, which
+        could make a loop diverge): ``"dead-letter"`` (default) sends it to
+        the dead letters with that reason before any operator sees it,
+        ``"error"`` fails the batch naming it, ``None`` lets the input be a
+        signed multiset::
 
             .input("edges", ["src", "dst"], format="json", time="t", diff="diff", topic="edges")
             .input("orders", ["id", "qty"], op=("op", {"insert": 1, "delete": -1}))
@@ -146,8 +160,15 @@ class StreamingDataflow:
             raise ValueError(f"input {name!r}: late must be 'dead-letter' or 'error', got {late!r}")
         if onError not in ("fail", "dead-letter"):
             raise ValueError(f"input {name!r}: onError must be 'fail' or 'dead-letter', got {onError!r}")
+        if time is None:
+            time = "kafka.offset" if format == "json" else "offset"
+        names = [time, *([diff] if diff else []), *([op[0]] if op else [])]
+        check_names(name, format, names if self._table_fields.get(name) else [*fields, *names])
+        if nonnegative not in (None, "error", "dead-letter"):
+            raise ValueError(f"input {name!r}: nonnegative must be 'dead-letter', 'error' or None, got {nonnegative!r}")
         self.inputs[name] = InputSpec(name, list(fields), format, value_column, time, diff, op, topic, late,
                                       on_error=onError)
+        self._nonnegative[name] = nonnegative
         return self
 
     def table(self, name: str, schema: Mapping[str, Any], **options: Any) -> "StreamingDataflow":
@@ -162,6 +183,7 @@ class StreamingDataflow:
                    format="json", time="t", diff="diff", topic="orders")
         """
         self.tables[name] = dict(schema)
+        self._table_fields[name] = True  # a table's columns are its JSON keys: only time/diff/op are checked
         self.input(name, list(schema), **options)
         self.inputs[name].nullable = True
         return self
@@ -342,10 +364,12 @@ class StreamingDataflow:
                 raise ValueError(f"{self.name}: output {name!r} is configured but build() did not return it")
         self._captures = {n: outs[n].capture() for n in self.outputs}
         self._out_nodes = {n: outs[n].node for n in self.outputs}
+        for name in self.inputs:
+            handles[name].nonnegative = self._nonnegative.get(name, "dead-letter")
         self._flow, self._handles = flow, handles
         self._guarded = self._guard_functions(flow, handles)
         if self.state_path is not None:
-            self._store = StateStore(self.state_path, self.snapshot_every)
+            self._store = StateStore(self.state_path, self.snapshot_every, self._identity(flow, handles))
             if self._fault is not None:
                 self._store.fault = self._fault
             m = self._store.manifest
@@ -354,7 +378,7 @@ class StreamingDataflow:
             self._first_batch = True
             if m.batch_id >= 0:
                 logged = self._store.verify()
-                if _has_loops(flow):
+                if _has_loops(flow):  # the log holds only applied updates: a negative total is damage
                     refuse_negative(logged, self.state_path)
                 for name, t in logged.items():
                     self._feed(name, t)
@@ -364,6 +388,18 @@ class StreamingDataflow:
                 for cap in self._captures.values():
                     cap.drain_updates()  # delivered before the restart
                 self._failed_rows()  # dead letters delivered before the restart, too
+
+    def _identity(self, flow: ddflow.Dataflow, handles: dict) -> dict:
+        """What ties a state directory to this query: Spark's query id, the inputs as read, the dataflow's shape."""
+        inputs = {name: {"fields": spec.fields, "format": spec.format, "time": spec.time, "diff": spec.diff,
+                         "op": [spec.op[0], sorted(map(str, spec.op[1].items()))] if spec.op else None,
+                         "topic": spec.topic, "schema": dict(self.tables.get(name, {})) or None}
+                  for name, spec in sorted(self.inputs.items())}
+        out = {"inputs": json.loads(json.dumps(inputs, default=str)), "dataflow": flow.fingerprint()}
+        qid = spark_query_id(self.checkpoint_location)
+        if qid is not None:
+            out["query_id"] = qid
+        return out
 
     # -- per micro-batch ---------------------------------------------------------------
     def process_batch(self, df: Any, batch_id: int) -> None:
@@ -471,6 +507,8 @@ class StreamingDataflow:
         failed = self._failed_rows()
         if failed is not None:
             dead.append(failed)
+        if self._rejected and written is None:
+            logged = _without_rejected(logged, self._rejected, self.inputs, self._handles)
         outputs = {}
         for name, spec in self.outputs.items():
             cap = self._captures[name]
@@ -546,6 +584,12 @@ class StreamingDataflow:
     def _failed_rows(self) -> pa.Table | None:
         """Dead letters for the updates row-wise functions dropped since the last call (None if none)."""
         rows = []
+        self._rejected = {}
+        for name in self.inputs:  # removals of absent records (and overflows), dropped by the input itself
+            for f in self._handles[name].take_rejected():
+                self._rejected.setdefault(name, []).append(f)
+                value = json.dumps({"record": f["record"], "time": f["time"], "diff": f["diff"]}, default=repr)
+                rows.append({"input": name, "value": value.encode(), "error": f"input {name!r}: {f['error']}"})
         for node, names in self._guarded.items():
             for f in node.failed:
                 value = json.dumps({"record": f["record"], "time": f["time"], "diff": f["diff"]}, default=repr)
@@ -568,6 +612,39 @@ class StreamingDataflow:
         fields = [c for c in rows.column_names if c not in ("time", "diff")]
         self._handles[name].update(rows.select(fields), times=rows.column("time").to_numpy(),
                                    diffs=rows.column("diff").to_numpy())
+
+
+def _without_rejected(logged: dict[str, pa.Table], rejected: dict[str, list[dict]], specs: dict,
+                      handles: dict) -> dict[str, pa.Table]:
+    """The batch's input log without the updates its inputs rejected, one logged row per rejected update.
+
+    The log must hold only what was applied: a replay (or a snapshot, which
+    adds the log up) of a rejected removal followed by a re-insert would
+    otherwise give another count than the run did.  O(rows) Python, and
+    only for a batch with rejected updates.
+    """
+    out = dict(logged)
+    for name, rej in rejected.items():
+        t = logged.get(name)
+        if t is None:
+            continue
+        fields = specs[name].fields
+        want: dict = {}
+        table = handles[name].table  # a table's records are stored rows: decode them to the SQL values logged
+        for f in rej:
+            record = table.decode_row(tuple(f["record"])) if table is not None else tuple(f["record"])
+            key = (tuple(record), f["time"][0], f["diff"])
+            want[key] = want.get(key, 0) + 1
+        keep = []
+        for r in t.select(fields + ["time", "diff"]).to_pylist():
+            key = (tuple(r[c] for c in fields), r["time"], r["diff"])
+            if want.get(key, 0) > 0:
+                want[key] -= 1
+                keep.append(False)
+            else:
+                keep.append(True)
+        out[name] = t.filter(pa.array(keep))
+    return out
 
 
 def _has_loops(flow: ddflow.Dataflow) -> bool:

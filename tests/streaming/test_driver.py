@@ -28,7 +28,7 @@ import ddflow
 from ddflow.streaming.demo import bfs, reach_dataflow
 from ddflow.streaming.driver import StreamingDataflow
 from ddflow.streaming.sinks import JsonLinesSink, KafkaSink, MemorySink, ParquetSink, accumulate, read_changes
-from ddflow.streaming.state import StateStore
+from ddflow.streaming.state import StateError, StateStore
 
 ROOTS = [0, 1]
 
@@ -299,14 +299,33 @@ def test_late_update_with_late_error_raises():
 
 
 def test_kafka_columns_as_time_with_json_values():
-    """time="offset" (the default) or "timestamp" with JSON values reads the Kafka column."""
-    for time_col in ("offset", "timestamp"):
+    """Kafka's offset (the default) or ``kafka.timestamp`` with JSON values reads the Kafka column."""
+    for time_col in (None, "kafka.offset", "kafka.timestamp"):
         s = (StreamingDataflow(build)
              .input("edges", fields=["src", "dst"], format="json", time=time_col)
              .output("degree", MemorySink(), names=["node", "count"]))
         s.process_arrow(kafka_rows([{"src": 1, "dst": 2}, {"src": 1, "dst": 3}]), 0)
         assert s.metrics.dead_letters == 0, time_col
         assert s.outputs["degree"].sink.contents() == {(1, 2): 1}, time_col
+
+
+def test_a_json_field_named_like_a_kafka_column_is_the_field_or_refused():
+    """``{"key": 7}``: a table column ``key`` is the JSON field; ``.input`` asks which ``key`` is meant."""
+    rows = [{"key": 7, "t": 3}, {"key": 7, "t": 3}, {"key": 8, "t": 4}]
+    s = (StreamingDataflow()
+         .table("ev", {"key": "bigint"}, format="json", time="t")
+         .view("n", "SELECT key, COUNT(*) AS c FROM ev GROUP BY key")
+         .output("n", MemorySink()))
+    s.process_arrow(kafka_rows(rows), 0)
+    assert s.outputs["n"].sink.contents() == {(7, 2): 1, (8, 1): 1}
+    for bad in ({"fields": ["key"]}, {"fields": ["src"], "time": "timestamp"}, {"fields": ["kafka.nope"]}):
+        with pytest.raises(ValueError, match="could mean the JSON field or Kafka|names no Kafka column"):
+            StreamingDataflow(build).input("edges", format="json", **bad)
+    s = (StreamingDataflow(build)
+         .input("edges", fields=["json.key", "kafka.partition"], format="json", time="t")
+         .output("degree", MemorySink(), names=["node", "count"]))
+    s.process_arrow(kafka_rows(rows), 0)
+    assert s.outputs["degree"].sink.contents() == {(7, 2): 1, (8, 1): 1}
 
 
 def test_batches_without_output_changes():
@@ -685,3 +704,142 @@ def test_on_error_dead_letter_drops_what_raises_the_same_way_after_a_restart(tmp
         for b, t in enumerate(batches):
             failing.process_arrow(t, b)
     failing.stop()
+
+
+def test_a_removal_of_an_absent_edge_closing_a_cycle_is_a_dead_letter_and_the_query_goes_on(tmp_path):
+    """The issue's one valid message that hung the loop forever, and every restart with it."""
+    dead = str(tmp_path / "dead")
+    s = fast_stream(state=str(tmp_path / "state"), dead=dead)
+    s.process_arrow(pa.concat_tables([roots_rows([0]), kafka_rows([{"src": 0, "dst": 2, "t": 0, "diff": 1},
+                                                                    {"src": 2, "dst": 1, "t": 0, "diff": 1}])]), 0)
+    s.process_arrow(kafka_rows([{"src": 1, "dst": 2, "t": 2, "diff": -1}, {"src": 1, "dst": 3, "t": 2, "diff": 1}],
+                               start=2), 1)
+    assert s.outputs["reach"].sink.contents() == {(0, 0): 1, (2, 0): 1, (1, 0): 1, (3, 0): 1}
+    rows = JsonLinesSink(dead).rows()
+    assert [(r["input"], json.loads(r["value"])["record"], r["error"]) for r in rows] == [
+        ("edges", [1, 2], "input 'edges': a retraction of a record that is not there (its count would go below zero)")]
+    s.stop()
+    again = fast_stream(state=str(tmp_path / "state"), dead=dead)  # a restart replays the log: no hang either
+    again.process_arrow(kafka_rows([{"src": 3, "dst": 4, "t": 3, "diff": 1}], start=4), 2)
+    assert again.outputs["reach"].sink.contents() == {(4, 0): 1}
+
+
+def test_a_state_directory_of_another_query_is_refused(tmp_path):
+    """Same code, other inputs (or another dataflow, or another Spark query): StateError saying which."""
+    state = str(tmp_path / "state")
+    s = fast_stream(state=state)
+    s.process_arrow(pa.concat_tables([roots_rows([0]), kafka_rows([{"src": 0, "dst": 2, "t": 0, "diff": 1}])]), 0)
+    s.stop()
+    other = (StreamingDataflow(build, name="test")
+             .input("roots", fields=["root"], format="json", time="t", topic="roots")
+             .input("edges", fields=["dst", "src"], format="json", time="t", diff="diff", topic="edges")
+             .output("reach", MemorySink(), names=["node", "root"]).stateLocation(state))
+    with pytest.raises(StateError, match="belongs to another query: its inputs and their schemas"):
+        other.process_arrow(kafka_rows([]), 1)
+
+    def build2(flow):
+        handles, outs = build(flow)
+        return handles, {**outs, "reach": outs["reach"].distinct()}
+    another = (StreamingDataflow(build2, name="test")
+               .input("roots", fields=["root"], format="json", time="t", topic="roots")
+               .input("edges", fields=["src", "dst"], format="json", time="t", diff="diff", topic="edges")
+               .output("reach", MemorySink(), names=["node", "root"]).stateLocation(state))
+    with pytest.raises(StateError, match="its dataflow"):
+        another.process_arrow(kafka_rows([]), 1)
+    s2 = fast_stream(state=state)  # the original query still opens its own state
+    s2.process_arrow(kafka_rows([{"src": 2, "dst": 3, "t": 1, "diff": 1}], start=1), 1)
+    assert s2.outputs["reach"].sink.contents() == {(3, 0): 1}
+    s2.stop()
+
+
+def test_a_state_directory_of_another_spark_query_is_refused(tmp_path):
+    state, ckpt = str(tmp_path / "state"), tmp_path / "ckpt"
+    (ckpt / "commits").mkdir(parents=True)
+    (ckpt / "metadata").write_text('{"id":"query-1"}\n')
+    s = fast_stream(state=state)
+    s.checkpoint_location = str(ckpt)  # what start() sets: Spark's checkpoint, with the query's id
+    s.process_arrow(pa.concat_tables([roots_rows([0]), kafka_rows([{"src": 0, "dst": 2, "t": 0, "diff": 1}])]), 0)
+    s.stop()
+    (ckpt / "commits" / "0").write_text("v1\n{}")
+    (ckpt / "metadata").write_text('{"id":"query-2"}\n')  # another query's checkpoint with the same batch count
+    other = fast_stream(state=state)
+    other.checkpoint_location = str(ckpt)
+    with pytest.raises(StateError, match="its Spark query id .*query-1.*query-2"):
+        other.process_arrow(kafka_rows([]), 1)
+
+
+def test_a_state_directory_that_cannot_be_written_is_named_at_start(tmp_path):
+    """Not a bare PermissionError at the first commit: the path and the remedy, before anything runs."""
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    places = [blocked / "state"]  # under a regular file: nobody, root included, can write there
+    if os.geteuid() != 0:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        places.append(ro)
+    for state in places:
+        with pytest.raises(StateError, match="cannot write there.*writable stateLocation"):
+            fast_stream(state=str(state)).process_arrow(kafka_rows([]), 0)
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_hostile_messages_through_spark_are_dead_letters_and_another_querys_state_is_refused(
+        spark, kafka_bootstrap, new_topic, tmp_path):
+    """Issue 22's cases as they arrive through Kafka and Spark, in one query.
+
+    The absent edge closing a cycle, two messages whose diffs add up past
+    int64, and a JSON field named ``key``: dead letters with the reason (or
+    the JSON field), and the query goes on.  Then a query of another
+    dataflow and another Spark checkpoint over the same state: refused.
+    """
+    from ddflow.streaming.broker import produce
+
+    t_roots, t_edges, t_ev = new_topic(1, "roots"), new_topic(1, "edges"), new_topic(1, "ev")
+    big = (1 << 62) + 1
+    produce(kafka_bootstrap, t_roots, [(None, json.dumps({"root": 0, "t": 0}).encode())])
+    edges = [{"src": 0, "dst": 2, "t": 0, "diff": 1}, {"src": 2, "dst": 1, "t": 0, "diff": 1},
+             {"src": 1, "dst": 2, "t": 2, "diff": -1},                                  # never inserted: a cycle
+             {"src": 5, "dst": 6, "t": 3, "diff": big}, {"src": 5, "dst": 6, "t": 3, "diff": big},  # past int64
+             {"src": 2, "dst": 3, "t": 4, "diff": 1}]
+    produce(kafka_bootstrap, t_edges, [(b"k", json.dumps(m).encode()) for m in edges])
+    produce(kafka_bootstrap, t_ev, [(b"kafka-key", json.dumps({"key": k, "t": 5}).encode()) for k in (7, 7, 8)])
+
+    def stream(build_fn=build):
+        return (StreamingDataflow(build_fn, name="hostile")
+                .input("roots", fields=["root"], format="json", time="t", topic=t_roots)
+                .input("edges", fields=["src", "dst"], format="json", time="t", diff="diff", topic=t_edges)
+                .table("ev", {"key": "bigint"}, format="json", time="t", topic=t_ev)
+                .view("keys", "SELECT key, COUNT(*) AS n FROM ev GROUP BY key")
+                .output("reach", ParquetSink(str(tmp_path / "reach")), names=["node", "root"])
+                .output("keys", ParquetSink(str(tmp_path / "keys")))
+                .deadLetter(JsonLinesSink(str(tmp_path / "dead")))
+                .stateLocation(str(tmp_path / "state")))
+
+    _run(stream(), _ddkafka(spark, kafka_bootstrap, [t_roots, t_edges, t_ev]), str(tmp_path / "ckpt"))
+    assert accumulate(ParquetSink(str(tmp_path / "reach")).table()) == {(0, 0): 1, (2, 0): 1, (1, 0): 1, (3, 0): 1}
+    assert accumulate(ParquetSink(str(tmp_path / "keys")).table()) == {(7, 2): 1, (8, 1): 1}  # the JSON field
+    dead = sorted((json.loads(r["value"])["record"], r["error"]) for r in JsonLinesSink(str(tmp_path / "dead")).rows())
+    assert [r for r, _ in dead] == [[1, 2], [5, 6], [5, 6]]
+    assert "not there" in dead[0][1] and all("past int64" in e for _, e in dead[1:])
+
+    def other_build(flow):
+        handles, outs = build(flow)
+        return handles, {**outs, "reach": outs["reach"].distinct()}
+    produce(kafka_bootstrap, t_edges, [(None, json.dumps({"src": 3, "dst": 4, "t": 6, "diff": 1}).encode())])
+    with pytest.raises(Exception, match="belongs to another query"):
+        _run(stream(other_build), _ddkafka(spark, kafka_bootstrap, [t_roots, t_edges, t_ev]), str(tmp_path / "ckpt"))
+
+
+def test_the_input_log_holds_only_applied_updates_so_snapshots_restore_the_same_counts(tmp_path):
+    """A rejected removal, then an insert of the same record: the count is 1, after any restart too."""
+    state = str(tmp_path / "state")
+    s = fast_stream(state=state, snapshot_every=1)
+    s.process_arrow(pa.concat_tables([roots_rows([0]), kafka_rows([{"src": 0, "dst": 2, "t": 1, "diff": -1}])]), 0)
+    s.process_arrow(kafka_rows([{"src": 0, "dst": 2, "t": 2, "diff": 1}], start=1), 1)
+    assert s.outputs["degree"].sink.contents() == {(0, 1): 1}
+    s.stop()
+    again = fast_stream(state=state, snapshot_every=1)
+    again.process_arrow(kafka_rows([{"src": 0, "dst": 3, "t": 3, "diff": 1}], start=2), 2)
+    assert again.outputs["degree"].sink.contents() == {(0, 1): -1, (0, 2): 1}
