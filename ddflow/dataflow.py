@@ -3,6 +3,11 @@
 Users get it as ``ddflow.Dataflow``, the facade (:mod:`ddflow.facade`) that
 adds the query front ends (``sql``, ``explain``) above this layer; this
 module imports nothing above it, not even inside a function.
+
+Why this module is long: it is the engine's whole user-facing surface in
+one place, each method with its contract, cost and example: inputs and
+their policies (``InputHandle``), building, the frontier, running (in
+process, forked or on Spark), the lifecycle and the state reports.
 """
 from __future__ import annotations
 

@@ -24,6 +24,11 @@ commit.  A replayed batch id that the log already holds is skipped.
 Messages that do not parse (see :mod:`ddflow.streaming.parse`), and
 updates behind the frontier, go to the dead-letter sink with the reason;
 they never stop the query.
+
+Why this module is long: it is one micro-batch's life, in order (the
+builder, opening and restoring, admission, running, writing outputs, dead
+letters and the input log), and every step's exactly-once argument
+depends on the ones around it.
 """
 from __future__ import annotations
 

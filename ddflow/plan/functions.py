@@ -35,6 +35,14 @@ Python integers, for the rows that need them.
 >>> vals, null = evaluate(e, [(np.array([7, 250]), np.array([False, False]))])
 >>> vals.tolist()
 [107, 350]
+
+Why this module is long: it is *the* table, by design (issue: one table
+shared by the planner and the evaluator).  Each of its sixty-odd entries
+is a typer and a kernel side by side, grouped by theme under ``# --``
+headers (types, decimals, arithmetic, comparisons, strings, dates, CAST,
+intervals); splitting it by theme would put the two halves of the rules
+that must agree (Spark's decimal typing and its arithmetic) in different
+files.
 """
 from __future__ import annotations
 
