@@ -159,6 +159,7 @@ def cannot_raise(e: Expr) -> bool:
 def factor_or(e: Expr) -> Expr:
     """``e`` with the conjuncts common to every branch of each OR pulled out of it: ``(A AND B) OR (A AND C)``
     is ``A AND (B OR C)``, and ``A OR (A AND C)`` is ``A``.  O(size of e x branch conjuncts).
+    Conjuncts are compared in :func:`canonical` form (``a.k = b.k`` is ``b.k = a.k``).
 
     Both hold in SQL's three-valued logic.  Only a common conjunct that
     cannot raise is pulled out (the factored form evaluates it on every
@@ -178,13 +179,31 @@ def factor_or(e: Expr) -> Expr:
     if e.op == "and":
         return Call("and", (factor_or(e.args[0]), factor_or(e.args[1])), "boolean")
     branches = [[p for q in conjuncts(b) for p in conjuncts(factor_or(q))] for b in disjuncts(e)]
-    common = [c for c in _distinct(branches[0]) if cannot_raise(c) and all(c in b for b in branches[1:])]
+    keys = [{canonical(c) for c in b} for b in branches]
+    common = [c for c in _distinct(branches[0]) if cannot_raise(c) and all(canonical(c) in k for k in keys[1:])]
     if not common:
         return disjunction([conjunction(b) for b in branches])
-    rest = [[c for c in b if c not in common] for b in branches]
+    gone = {canonical(c) for c in common}
+    rest = [[c for c in b if canonical(c) not in gone] for b in branches]
     if any(not r for r in rest):  # a branch that is all common conjuncts is TRUE once they hold
         return conjunction(common)
     return conjunction(common + [disjunction([conjunction(r) for r in rest])])
+
+
+_FLIPPED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def canonical(e: Expr) -> Expr:
+    """``e`` in a form equal for expressions that are equal by the symmetry of comparisons (``a.k = b.k`` and
+    ``b.k = a.k``, ``x < y`` and ``y > x``), column names dropped: what tells conjuncts apart when factoring."""
+    if isinstance(e, Col):
+        return Col(e.index, e.type)
+    if not isinstance(e, Call):
+        return e
+    args = tuple(canonical(a) for a in e.args)
+    if e.op in _FLIPPED and len(args) == 2 and repr(args[1]) < repr(args[0]):
+        return Call(_FLIPPED[e.op], (args[1], args[0]), e.type)
+    return Call(e.op, args, e.type)
 
 
 def implied(e: Expr, cols: set[int]) -> Expr | None:
@@ -231,10 +250,11 @@ def disjunction(parts: list[Expr]) -> Expr:
     return out
 
 
-def _distinct(xs: list) -> list:
-    out: list = []
+def _distinct(xs: list[Expr]) -> list[Expr]:
+    out, seen = [], set()
     for x in xs:
-        if x not in out:
+        if canonical(x) not in seen:
+            seen.add(canonical(x))
             out.append(x)
     return out
 
