@@ -15,8 +15,9 @@ of two) and requires the same consolidated output changes from each.  ``schedule
 """
 from __future__ import annotations
 
+import math
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any, Callable, Iterable, Sequence
 
 from hypothesis import strategies as st
@@ -380,3 +381,35 @@ def nonneg_schedules(draw, inputs: dict[str, st.SearchStrategy], max_updates: in
             ups.append((name, draw(inputs[name]), draw(st.integers(0, max_time)), 1))
             live.append(len(ups) - 1)
     return _assign_steps(draw, _frontiers(draw, max_time, max_steps), ups)
+
+
+# -- SQL views: the accumulated tables at every complete time, and rows as bags -----------------------
+
+
+def replay(flow, handles: dict, steps) -> Iterable[tuple[int, dict[str, Counter]]]:
+    """Feed each step's ``(table, row, time, diff)`` batch, advance to its frontier and run, then yield at every
+    data time of the step, in order, ``(time, {table: Counter of its live rows})`` (copies, positive counts only).
+    """
+    acc = {name: Counter() for name in handles}
+    for batch, frontier in steps:
+        for table, row, t, d in batch:
+            handles[table].update([row], t, d)
+        flow.advance_to(frontier)
+        flow.run()
+        for t in sorted({t for _, _, t, _ in batch}):
+            for table, row, tt, d in batch:
+                if tt == t:
+                    acc[table][row] += d
+            yield t, {name: +rows for name, rows in acc.items()}
+
+
+def sql_norm(v: Any) -> Any:
+    """A value as both ddflow and DuckDB give it: finite floats rounded to 9 places."""
+    if isinstance(v, float):
+        return round(v, 9) if math.isfinite(v) else v
+    return v
+
+
+def sql_bag(rows: Iterable[tuple]) -> Counter:
+    """Rows as a bag of normalized tuples."""
+    return Counter(tuple(sql_norm(v) for v in r) for r in rows)

@@ -6,13 +6,13 @@ zero, one and two columns (NULLs grouping together), with HAVING.
 """
 from __future__ import annotations
 
-import math
 from collections import Counter
 
 import duckdb
 import numpy as np
 import pytest
 import sqlglot
+from oracle import sql_bag
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -40,14 +40,7 @@ rows = st.tuples(st.one_of(st.none(), st.integers(0, 2)), st.sampled_from(["a", 
                  st.sampled_from(["p", "q", "r", None]))
 
 
-def _norm(v):
-    if isinstance(v, float):
-        return round(v, 9) if math.isfinite(v) else v
-    return v
-
-
-def bag(rs) -> Counter:
-    return Counter(tuple(_norm(v) for v in r) for r in rs)
+bag = sql_bag
 
 
 @st.composite

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ddflow
+from oracle import replay
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Call, Col, Expr, Lit, evaluate
 from ddflow.plan.functions import typed
@@ -178,21 +179,12 @@ def test_disjunctive_joins_equal_duckdb_with_and_without_the_rewrites(pred, step
     for n, s in SCHEMAS.items():
         con.execute(f"CREATE TABLE {n} ({', '.join(f'{c} BIGINT' for c in s)})")
     duck = [sqlglot.transpile(q, read="spark", write="duckdb")[0] for q in queries]
-    acc = {"a": Counter(), "b": Counter()}
-    for batch, frontier in steps:
-        for table, row, t, d in batch:
-            handles[table].update([row], t, d)
-        flow.advance_to(frontier)
-        flow.run()
-        for t in sorted({t for _, _, t, _ in batch}):
-            for table, row, tt, d in batch:
-                if tt == t:
-                    acc[table][row] += d
-            for n, rows in acc.items():
-                con.execute(f"DELETE FROM {n}")
-                if +rows:
-                    con.executemany(f"INSERT INTO {n} VALUES (?, ?)", list((+rows).elements()))
-            for q, d, (rewritten, plain) in zip(queries, duck, caps):
-                want = Counter(con.execute(d).fetchall())
-                assert Counter(rewritten.contents(t)) == want, f"time {t}, rewritten: {q}"
-                assert Counter(plain.contents(t)) == want, f"time {t}, plain: {q}"
+    for t, acc in replay(flow, handles, steps):
+        for n, rows in acc.items():
+            con.execute(f"DELETE FROM {n}")
+            if +rows:
+                con.executemany(f"INSERT INTO {n} VALUES (?, ?)", list((+rows).elements()))
+        for q, d, (rewritten, plain) in zip(queries, duck, caps):
+            want = Counter(con.execute(d).fetchall())
+            assert Counter(rewritten.contents(t)) == want, f"time {t}, rewritten: {q}"
+            assert Counter(plain.contents(t)) == want, f"time {t}, plain: {q}"

@@ -16,6 +16,7 @@ import pytest
 import sqlglot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracle import replay
 from test_views import _change, bag
 
 import ddflow
@@ -131,18 +132,7 @@ def test_joins_and_subqueries_equal_duckdb_at_every_complete_time(steps):
     flow = ddflow.Dataflow()
     handles = _tables(flow)
     caps = [flow.sql(q).capture() for q in QUERIES]
-    acc = {name: Counter() for name in TABLES}
-    history = []
-    for batch, frontier in steps:
-        for table, row, t, d in batch:
-            handles[table].update([row], t, d)
-        flow.advance_to(frontier)
-        flow.run()
-        for t in sorted({t for _, _, t, _ in batch}):
-            for table, row, tt, d in batch:
-                if tt == t:
-                    acc[table][row] += d
-            history.append((t, {name: +Counter(rows) for name, rows in acc.items()}))
+    history = list(replay(flow, handles, steps))
     duck = Duck(QUERIES)
     for t, tables in history:
         duck.load(tables)
