@@ -269,6 +269,30 @@ def keyable(a: str, b: str) -> bool:
     return scale(a) is not None and scale(a) == scale(b)
 
 
+def key_pair(a: Expr, b: Expr) -> tuple[Expr, Expr] | None:
+    """``a`` and ``b`` as join keys: as they are when keyable, else both cast to their common numeric type
+    (decimals of two scales, a decimal and a bigint or a double: equal exactly when the casts are); None for
+    types that do not meet.
+
+    >>> from ddflow.plan.expr import Col
+    >>> a, b = key_pair(Col(0, "decimal(6,0)", "y"), Col(0, "decimal(4,3)", "x"))
+    >>> a.type, b.type
+    ('decimal(9,3)', 'decimal(9,3)')
+    """
+    if keyable(a.type, b.type):
+        return a, b
+    from ddflow.plan.functions import TypeMismatch, cast, common_type, numeric
+    if not (numeric(a.type) and numeric(b.type)) or "null" in (a.type, b.type):
+        return None
+    try:
+        typ = common_type([a.type, b.type], "a join key")
+    except TypeMismatch:
+        return None
+    a2 = a if a.type == typ else cast(a, typ)
+    b2 = b if b.type == typ else cast(b, typ)
+    return (a2, b2) if keyable(a2.type, b2.type) else None
+
+
 def equi_key(c: Expr, nl: int) -> tuple[Expr, Expr] | None:
     """``(left key, right key)`` when ``c`` is ``l = r`` with ``l`` reading only columns below ``nl`` and ``r`` only
     columns from ``nl`` on (or the other way round), keys of types that compare as stored; else None."""
@@ -276,8 +300,10 @@ def equi_key(c: Expr, nl: int) -> tuple[Expr, Expr] | None:
         return None
     a, b = c.args
     ca, cb = a.columns(), b.columns()
-    if not ca or not cb or not keyable(a.type, b.type):
+    pair = key_pair(a, b) if ca and cb else None
+    if pair is None:
         return None
+    a, b = pair
     if max(ca) < nl <= min(cb):
         return a, remapped(b, lambda i: i - nl)
     if max(cb) < nl <= min(ca):

@@ -37,7 +37,7 @@ from ddflow.plan.functions import common_type as common_types
 from ddflow.plan.expr import Call, Col, Expr, Lit, conjunction, conjuncts, remapped
 from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive, Rel,
                             Scan, SemiJoin, SetOp, TopK, Union)
-from ddflow.plan.rewrite import factor_or, keyable
+from ddflow.plan.rewrite import factor_or, key_pair, keyable
 from ddflow.sql.scalars import AGGREGATES as _AGGS
 from ddflow.sql.scalars import Expressions, retyped_expr
 from ddflow.sql.scalars import common_type as _common_type
@@ -364,8 +364,10 @@ class _Planner(Expressions):
                 return None
             a, b = p.args
             ra, rb = rels_of(a), rels_of(b)
-            if not ra or not rb or not keyable(a.type, b.type):
+            pair = key_pair(a, b) if ra and rb else None
+            if pair is None:
                 return None
+            a, b = pair
             if ra <= done and rb == {i}:
                 return a, b
             if rb <= done and ra == {i}:
@@ -480,8 +482,9 @@ class _Planner(Expressions):
                 continue
             ia, ob = self.expr(a, inner), self.expr(b, outer)
             _comparable(conj, ia, ob)
-            if keyable(ia.type, ob.type):
-                return ia, ob
+            pair = key_pair(ia, ob)  # decimals of two scales meet at their common type
+            if pair is not None:
+                return pair
         return None
 
     def scalars(self, rel: Rel, scope: _Scope, nodes: list[exp.Subquery], ctes: dict[str, Rel],
@@ -544,7 +547,7 @@ class _Planner(Expressions):
         conds = _conjuncts(where.this) if where is not None else []
         own = [c for c in conds if not _outer_refs(c, q)]
         rel, scope = self.body(q, ctes, own)
-        inner_nodes, outer_keys = [], []
+        inner_nodes, outer_keys, key_types = [], [], []
         for conj in conds:
             if any(conj is c for c in own):
                 continue
@@ -554,12 +557,14 @@ class _Planner(Expressions):
             side = conj.left if not _outer_refs(conj.left, q) else conj.right
             inner_nodes.append(side)
             outer_keys.append(pair[1])
+            key_types.append(pair[0].type)  # both sides at their common type (decimals of two scales)
         grouped, gscope, rep = self.aggregate(rel, scope, inner_nodes, aggs)
         value = self.expr(item, gscope, rep)
         k = len(inner_nodes)
         types = grouped.schema.types
-        sub = Project(grouped, tuple(Col(i, types[i], f"_k{i}") for i in range(k)) + (value,),
-                      tuple(f"_k{i}" for i in range(k)) + ("value",))
+        sub = Project(grouped, tuple(retyped_expr(Col(i, types[i], f"_k{i}"), key_types[i]) for i in range(k))
+                      + (value,), tuple(f"_k{i}" for i in range(k)) + ("value",))
+        types = sub.schema.types
         empty = {g.sql(dialect="spark"): Lit(None, types[i]) for i, g in enumerate(inner_nodes)}
         for a in aggs:
             typ = rep[a.sql(dialect="spark")].type
@@ -584,16 +589,17 @@ class _Planner(Expressions):
             if isinstance(conj, exp.EQ):
                 a, b = self.expr(conj.left, scope), self.expr(conj.right, scope)
                 ca, cb = a.columns(), b.columns()
-                if ca and cb and not keyable(a.type, b.type):
-                    pass
-                elif ca and cb and max(ca) < nl <= min(cb):
-                    lkeys.append(a)
-                    rkeys.append(remapped(b, lambda i: i - nl))
-                    continue
-                if ca and cb and max(cb) < nl <= min(ca):
-                    lkeys.append(b)
-                    rkeys.append(remapped(a, lambda i: i - nl))
-                    continue
+                pair = key_pair(a, b) if ca and cb else None
+                if pair is not None:
+                    a, b = pair
+                    if max(ca) < nl <= min(cb):
+                        lkeys.append(a)
+                        rkeys.append(remapped(b, lambda i: i - nl))
+                        continue
+                    if max(cb) < nl <= min(ca):
+                        lkeys.append(b)
+                        rkeys.append(remapped(a, lambda i: i - nl))
+                        continue
             rest.append(self.predicate(conj, scope))
         residual = conjunction(rest)
         return Join(left, right, side.lower() or "inner", tuple(lkeys), tuple(rkeys), residual), scope

@@ -109,3 +109,21 @@ def test_a_three_way_self_join_with_a_scalar_subquery_is_planned():
          "WHERE x2.v >= (SELECT MIN(k) FROM t)")
     assert _duck(TV, rows, q) == {(1,): 4, (2,): 4}
     assert _view(TV, rows, q) == {(1,): 4, (2,): 4}
+
+
+def test_a_correlated_scalar_subquery_on_decimals_of_two_scales_is_planned():
+    """Refused as "a correlated condition other than inner = outer" (458 of the 30-minute run's refusals were
+    this or its like): an equality of decimal(6,0) and decimal(4,3) is a key at their common type."""
+    from decimal import Decimal
+    flow = ddflow.Dataflow()
+    a, _ = flow.new_collection("a", schema={"k": "decimal(6,0)", "v": "bigint"})
+    b, _ = flow.new_collection("b", schema={"k": "decimal(4,3)", "w": "bigint"})
+    sub = flow.sql("SELECT a.v, (SELECT COUNT(*) FROM b WHERE b.k = a.k) AS n, "
+                   "(SELECT SUM(w) FROM b WHERE a.k = b.k) AS s FROM a").capture()
+    joined = flow.sql("SELECT a.v, b.w FROM a, b WHERE a.k = b.k").capture()
+    a.update([(Decimal(1), 1), (Decimal(2), 2)], times=0)
+    b.update([(Decimal("1.000"), 10), (Decimal("1.5"), 11)], times=0)
+    flow.advance_to(1)
+    flow.run()
+    assert sub.contents(0) == {(1, 1, 10): 1, (2, 0, None): 1}
+    assert joined.contents(0) == {(1, 10): 1}
