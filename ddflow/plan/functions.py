@@ -57,7 +57,7 @@ import pyarrow.compute as pc
 
 from ddflow.base.columnar import wrapping_products
 from ddflow.base.schema import (EPOCH, KIND, MAX_PRECISION, NULL_VALUE, decimal_ps, decimal_type, from_days,
-                                from_micros, is_decimal)
+                                from_micros, from_unscaled, is_decimal)
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import KERNELS, Call, Column, Expr, Lit, as_type, filled, null_values
 
@@ -477,6 +477,35 @@ def _abs(args, e, n):
     return filled(np.where(v < 0, _negate(v, an, e.type, "abs"), v), an, e.type), an
 
 
+def _div_typer(args):
+    a, b = args
+    if not all(numeric(x.type) and x.type != "double" for x in (a, b)):
+        raise TypeMismatch(f"DIV needs integers or decimals, got {a.type} and {b.type}")
+    return "bigint"
+
+
+@function("div", _div_typer)
+def _div(args, e, n):
+    """``a DIV b``: the quotient truncated toward zero (decimals at their common scale); by zero raises (ANSI)."""
+    (a, an), (b, bn) = args
+    null = an | bn
+    ok = ~null
+    x, y = e.args
+    sc = max(precision_scale(x)[1], precision_scale(y)[1])
+    xa = as_decimal(np.where(ok, np.asarray(a, dtype=np.int64), 0), x.type, sc)
+    xb = as_decimal(np.where(ok, np.asarray(b, dtype=np.int64), 1), y.type, sc)
+    _no_zero(np.asarray(xb), ok, "div")
+    if xa.dtype == object or xb.dtype == object:
+        q = np.array([(abs(u) // abs(v)) * (1 if (u >= 0) == (v >= 0) else -1) for u, v in zip(xa.tolist(), xb.tolist())],
+                     dtype=object)
+        return fitted(q, ok, "decimal(18,0)", "div"), null
+    q = np.abs(xa) // np.abs(xb)
+    q = np.where((xa >= 0) == (xb >= 0), q, -q)
+    if (ok & (xa == _I64.min) & (xb == -1)).any():
+        raise SchemaError("integer overflow in div: a result does not fit in bigint")
+    return filled(q.astype(np.int64), null, "bigint"), null
+
+
 @function("try_divide", lambda args: arithmetic_type("/", *args))
 def _try_divide(args, e, n):
     (a, an), (b, bn) = args
@@ -828,13 +857,11 @@ def _field_kernel(field: str) -> Kernel:
         elif field == "dayofyear":
             y = days.astype("datetime64[D]").astype("datetime64[Y]").astype("datetime64[D]").astype(np.int64)
             out = days - y + 1
-        elif field == "week":  # ISO week number
-            d = days.astype("datetime64[D]")
+        elif field == "week":  # ISO week number: the week of that week's Thursday, counted in its year
             wd = (days + 3) % 7  # Monday = 0
             thursday = (days - wd + 3)
             ty = thursday.astype("datetime64[D]").astype("datetime64[Y]").astype("datetime64[D]").astype(np.int64)
             out = (thursday - ty) // 7 + 1
-            del d
         else:
             y, m, dd = civil(days)
             out = {"year": y, "quarter": (m - 1) // 3 + 1, "month": m, "day": dd}[field]
@@ -1116,7 +1143,7 @@ def _to_string(a: np.ndarray, an: np.ndarray, src: str) -> np.ndarray:
         vals = np.where(np.asarray(a, dtype=bool), "true", "false").astype(object)
     elif is_decimal(src):
         s = _scale_of(src)
-        vals = np.array([format(decimal_value(int(v), s), "f") for v in a.tolist()], dtype=object)
+        vals = np.array([format(from_unscaled(int(v), s), "f") for v in a.tolist()], dtype=object)
     elif src == "date":
         vals = np.array([from_days(v).isoformat() for v in a.tolist()], dtype=object)
     elif src == "timestamp":
@@ -1126,11 +1153,6 @@ def _to_string(a: np.ndarray, an: np.ndarray, src: str) -> np.ndarray:
     else:
         vals = np.array([str(int(v)) for v in a.tolist()], dtype=object)
     return filled(vals, an, "string")
-
-
-def decimal_value(q: int, s: int):
-    from ddflow.base.schema import from_unscaled
-    return from_unscaled(q, s)
 
 
 def _ts_text(us: int) -> str:
@@ -1150,7 +1172,6 @@ def _double_text(v: float) -> str:
     if v == 0 or 1e-3 <= abs(v) < 1e7:
         r = repr(float(v))
         return r if "e" not in r else format(v, "f")
-    m, e = f"{v:.17g}".split("e") if "e" in f"{v:.17g}" else (repr(v), "0")
     r = repr(float(v))
     if "e" in r:
         m, e = r.split("e")

@@ -150,10 +150,8 @@ class Expressions:
             return self._call(_ARITH[type(node)], (e(node.left), e(node.right)), node)
         if isinstance(node, exp.SafeDivide):
             return self._call("try_divide", (e(node.this), e(node.expression)), node)
-        if isinstance(node, exp.IntDiv):
-            a, c = e(node.this), e(node.expression)
-            return F.cast(self._call("/", (a, c), node), "bigint") if a.type == "bigint" == c.type else \
-                F.cast(self._call("/", (a, c), node), "bigint")
+        if isinstance(node, exp.IntDiv):  # a DIV b: the quotient truncated toward zero, a bigint
+            return self._call("div", (e(node.this), e(node.expression)), node)
         if type(node) in _CMP:
             return self._call(_CMP[type(node)], (e(node.left), e(node.right)), node)
         if isinstance(node, exp.And):
@@ -388,4 +386,4 @@ def retyped_expr(e: Expr, typ: str) -> Expr:
 
 
 __all__ = ["Expressions", "AGGREGATES", "unsupported", "literal", "fold", "need_numbers", "comparable",
-           "common_type", "retyped_expr", "Col"]
+           "common_type", "retyped_expr"]

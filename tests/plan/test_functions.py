@@ -182,3 +182,20 @@ def test_casts_follow_spark_ansi():
     assert vals.tolist() == ["1995-03-15"]
     vals, _ = evaluate(F.cast(Col(0, "decimal(5,2)"), "bigint"), [col([-199, 199])])
     assert vals.tolist() == [-1, 1]  # truncates toward zero
+
+
+@settings(max_examples=100, deadline=None)
+@given(a=st.lists(st.integers(-10 ** 6, 10 ** 6), min_size=1, max_size=8), b=st.integers(-50, 50), s=st.integers(0, 3))
+def test_div_truncates_toward_zero_and_refuses_zero(a, b, s):
+    """``a DIV b`` (Spark's integral division), on bigints and on decimals of scale ``s``."""
+    x, y = Col(0, decimal_type(9, s)), Col(1, "bigint")
+    e = F.typed("div", (x, y))
+    assert e.type == "bigint"
+    if b == 0:
+        with pytest.raises(SchemaError, match="division by zero"):
+            evaluate(e, [col(a), col([b] * len(a))])
+        return
+    vals, _ = evaluate(e, [col(a), col([b] * len(a))])
+    want = [int(CTX.divide(Decimal(u).scaleb(-s), Decimal(b)).to_integral_value(rounding=decimal.ROUND_DOWN))
+            for u in a]
+    assert vals.tolist() == want
