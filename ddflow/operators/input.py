@@ -78,29 +78,21 @@ class InputNode(Node):
         except SchemaError:  # a record's diffs at one time add up past int64
             c = None
         if c is not None:
-            starts = group_starts(list(c.cols))
-            before = self._counts_before(c, starts)
-            sizes = np.diff(np.append(starts, len(c)))
-            reach = segmented_cumsum(np.abs(c.diffs).astype(np.float64), starts) + np.repeat(
-                np.abs(before).astype(np.float64), sizes)
+            h, starts, before = self._running(c)
+            reach = segmented_cumsum(np.abs(c.diffs).astype(np.float64), starts) + np.abs(before).astype(np.float64)
         if c is None or (reach >= 2.0 ** 62).any():  # a count may leave int64: find the records exactly
             u = self._without_overflow(u)
             c = consolidate(u, where=f"input {self.name!r}")
-            starts = group_starts(list(c.cols))
-            before = self._counts_before(c, starts)
-            sizes = np.diff(np.append(starts, len(c)))
-        run = segmented_cumsum(c.diffs, starts) + np.repeat(before, sizes)
-        if (run >= 0).all():
-            self._remember(c)
+            h, starts, before = self._running(c)
+        if (segmented_cumsum(c.diffs, starts) + before >= 0).all():
+            self._remember(c, h)
             return u  # as submitted: one update per message, in order (dead letters downstream stay per message)
         # Some removal cannot be covered: decide update by update, in each record's time order.
         order = np.lexsort(key_matrix(list(u.cols), u.times).T[::-1])
         srt = u.take(order)
-        starts = group_starts(list(srt.cols))
-        before = self._counts_before(srt, starts)
-        run = segmented_cumsum(srt.diffs, starts) + np.repeat(before, np.diff(np.append(starts, len(srt))))
+        _, starts, before = self._running(srt)
         keep = np.empty(len(u), dtype=bool)
-        keep[order] = self._keep(srt, starts, before, run)
+        keep[order] = self._keep(srt, starts, before[starts], segmented_cumsum(srt.diffs, starts) + before)
         bad = np.flatnonzero(~keep)
         rows = u.take(bad).to_rows(self.ctx.interner)
         if self.nonnegative == "error":
@@ -114,7 +106,7 @@ class InputNode(Node):
                                 "error": "a retraction of a record that is not there (its count would go below "
                                          "zero)", "traceback": ""})
         kept = u.take(np.flatnonzero(keep))
-        self._remember(consolidate(kept))
+        self._remember(kept)
         return kept
 
     def _without_overflow(self, u: Updates) -> Updates:
@@ -129,8 +121,8 @@ class InputNode(Node):
         for i, (record, time, diff) in enumerate(rows):
             by_record.setdefault(record, []).append((time, int(diff), i))
         recs = list(by_record)
-        reps = u.take(np.array([by_record[r][0][2] for r in recs], dtype=np.int64))
-        before = self._counts_before(reps, np.arange(len(reps))) if len(reps) else np.zeros(0, dtype=np.int64)
+        reps = [c[[by_record[r][0][2] for r in recs]] for c in u.cols]
+        before = self._counts_of(reps, row_hashes(reps)) if recs else np.zeros(0, dtype=np.int64)
         drop = np.zeros(len(u), dtype=bool)
         lo, hi = -(1 << 63), (1 << 63) - 1
         for r, b in zip(recs, before.tolist()):
@@ -156,23 +148,33 @@ class InputNode(Node):
                                          "in the batch are dropped)", "traceback": ""})
         return u.take(np.flatnonzero(~drop))
 
-    def _remember(self, u: Updates) -> None:
-        """Add applied updates to the accumulated counts (records prefixed by their hash)."""
-        if len(u):
-            keyed = Updates((row_hashes(list(u.cols)), *u.cols), u.times, u.diffs, ("i", *u.kinds))
-            self.accumulated.insert_updates(consolidate(keyed))
+    def _running(self, u: Updates) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For updates sorted by record: each row's record hash, the record groups' starts, and each row's
+        record count before this step (what the running sums start from)."""
+        cols = list(u.cols)
+        h = row_hashes(cols)
+        starts = group_starts(cols)
+        before = self._counts_of([c[starts] for c in cols], h[starts])
+        return h, starts, np.repeat(before, np.diff(np.append(starts, len(u))))
 
-    def _counts_before(self, u: Updates, starts: np.ndarray) -> np.ndarray:
-        """Each record group's accumulated count over everything applied before this step."""
-        if not len(self.accumulated):
-            return np.zeros(len(starts), dtype=np.int64)
-        first = [c[starts] for c in u.cols]
-        hashes = row_hashes(first)
+    def _remember(self, u: Updates, hashes: np.ndarray | None = None) -> None:
+        """Add applied updates to the accumulated counts (records prefixed by their ``hashes``, computed if None)."""
+        if len(u):
+            h = row_hashes(list(u.cols)) if hashes is None else hashes
+            keyed = Updates((h, *u.cols), u.times, u.diffs, ("i", *u.kinds))
+            self.accumulated.insert_updates(consolidate(keyed), consolidated=True)
+
+    def _counts_of(self, records: list[np.ndarray], hashes: np.ndarray) -> np.ndarray:
+        """The accumulated count of each of ``records`` (distinct rows, as columns) over everything applied so far."""
+        n = len(hashes)
+        if not len(self.accumulated) or not n:
+            return np.zeros(n, dtype=np.int64)
         _, hist = self.accumulated.seek(np.unique(hashes))
         if not len(hist):
-            return np.zeros(len(starts), dtype=np.int64)
-        tot = consolidate(Updates(hist.cols, np.zeros((len(hist), u.depth), dtype=np.int64), hist.diffs, hist.kinds))
-        idx = lookup_rows(list(tot.cols), [hashes, *first])
+            return np.zeros(n, dtype=np.int64)
+        depth = hist.times.shape[1]
+        tot = consolidate(Updates(hist.cols, np.zeros((len(hist), depth), dtype=np.int64), hist.diffs, hist.kinds))
+        idx = lookup_rows(list(tot.cols), [hashes, *records])
         return np.where(idx >= 0, tot.diffs[np.maximum(idx, 0)] if len(tot) else 0, 0)
 
     @staticmethod
