@@ -46,6 +46,12 @@ def build(flow: ddflow.Dataflow):
                                                     "reach_pq": reach, "degree_pq": degree}
 
 
+def distinct_reach_build(flow: ddflow.Dataflow):
+    """``build`` with one more operator: another dataflow over the same inputs (a foreign state's maker)."""
+    handles, outs = build(flow)
+    return handles, {**outs, "reach": outs["reach"].distinct()}
+
+
 def expected(edges: list[tuple[int, int]], roots: list[int]) -> tuple[dict, dict]:
     """From-scratch answers as accumulated outputs: record -> multiplicity."""
     reach = {pair: 1 for pair in bfs(edges, roots)}
@@ -730,22 +736,16 @@ def test_a_state_directory_of_another_query_is_refused(tmp_path):
     s = fast_stream(state=state)
     s.process_arrow(pa.concat_tables([roots_rows([0]), kafka_rows([{"src": 0, "dst": 2, "t": 0, "diff": 1}])]), 0)
     s.stop()
-    other = (StreamingDataflow(build, name="test")
-             .input("roots", fields=["root"], format="json", time="t", topic="roots")
-             .input("edges", fields=["dst", "src"], format="json", time="t", diff="diff", topic="edges")
-             .output("reach", MemorySink(), names=["node", "root"]).stateLocation(state))
-    with pytest.raises(StateError, match="belongs to another query: its inputs and their schemas"):
-        other.process_arrow(kafka_rows([]), 1)
+    def stream(build_fn, edge_fields):
+        return (StreamingDataflow(build_fn, name="test")
+                .input("roots", fields=["root"], format="json", time="t", topic="roots")
+                .input("edges", fields=edge_fields, format="json", time="t", diff="diff", topic="edges")
+                .output("reach", MemorySink(), names=["node", "root"]).stateLocation(state))
 
-    def build2(flow):
-        handles, outs = build(flow)
-        return handles, {**outs, "reach": outs["reach"].distinct()}
-    another = (StreamingDataflow(build2, name="test")
-               .input("roots", fields=["root"], format="json", time="t", topic="roots")
-               .input("edges", fields=["src", "dst"], format="json", time="t", diff="diff", topic="edges")
-               .output("reach", MemorySink(), names=["node", "root"]).stateLocation(state))
+    with pytest.raises(StateError, match="belongs to another query: its inputs and their schemas"):
+        stream(build, ["dst", "src"]).process_arrow(kafka_rows([]), 1)
     with pytest.raises(StateError, match="its dataflow"):
-        another.process_arrow(kafka_rows([]), 1)
+        stream(distinct_reach_build, ["src", "dst"]).process_arrow(kafka_rows([]), 1)
     s2 = fast_stream(state=state)  # the original query still opens its own state
     s2.process_arrow(kafka_rows([{"src": 2, "dst": 3, "t": 1, "diff": 1}], start=1), 1)
     assert s2.outputs["reach"].sink.contents() == {(3, 0): 1}
@@ -824,12 +824,9 @@ def test_hostile_messages_through_spark_are_dead_letters_and_another_querys_stat
     assert [r for r, _ in dead] == [[1, 2], [5, 6], [5, 6]]
     assert "not there" in dead[0][1] and all("past int64" in e for _, e in dead[1:])
 
-    def other_build(flow):
-        handles, outs = build(flow)
-        return handles, {**outs, "reach": outs["reach"].distinct()}
     produce(kafka_bootstrap, t_edges, [(None, json.dumps({"src": 3, "dst": 4, "t": 6, "diff": 1}).encode())])
     with pytest.raises(Exception, match="belongs to another query"):
-        _run(stream(other_build), _ddkafka(spark, kafka_bootstrap, [t_roots, t_edges, t_ev]), str(tmp_path / "ckpt"))
+        _run(stream(distinct_reach_build), _ddkafka(spark, kafka_bootstrap, [t_roots, t_edges, t_ev]), str(tmp_path / "ckpt"))
 
 
 def test_the_input_log_holds_only_applied_updates_so_snapshots_restore_the_same_counts(tmp_path):
