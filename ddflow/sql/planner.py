@@ -447,15 +447,9 @@ class _Planner(Expressions):
         if not isinstance(node, exp.Select) or node.args.get("group") or node.args.get("having") \
                 or node.args.get("limit") or any(_aggregates(x) for x in node.expressions):
             raise _unsupported(node, "EXISTS over anything but a plain SELECT ... FROM ... WHERE")
-        where = node.args.get("where")
-        conds = _conjuncts(where.this) if where is not None else []
-        own = [c for c in conds if not _outer_refs(c, node)]
-        rel, scope = self.body(node, ctes, own)
+        rel, scope, correlated = self._correlated_body(node, ctes, outer)
         inner_keys, outer_keys, rest = [], [], []
-        for conj in conds:
-            if any(conj is c for c in own):
-                continue
-            pair = self._correlation(conj, node, scope, outer)
+        for conj, pair in correlated:
             if pair is None:
                 if _has_subquery(conj):
                     raise _unsupported(conj, "a correlated condition with a subquery")
@@ -468,6 +462,16 @@ class _Planner(Expressions):
             both = outer.then(scope)
             residual = conjunction([self.predicate(c, both) for c in rest])
         return rel, tuple(inner_keys), tuple(outer_keys), residual
+
+    def _correlated_body(self, q: exp.Select, ctes: dict[str, Rel], outer: _Scope):
+        """A correlated subquery's FROM planned with its own WHERE conditions, and each condition that reads
+        the outer row with its ``(inner key, outer key)`` pair (None: not an equality of the two)."""
+        where = q.args.get("where")
+        conds = _conjuncts(where.this) if where is not None else []
+        own = [c for c in conds if not _outer_refs(c, q)]
+        rel, scope = self.body(q, ctes, own)
+        correlated = [(c, self._correlation(c, q, scope, outer)) for c in conds if not any(c is o for o in own)]
+        return rel, scope, correlated
 
     def _correlation(self, conj: exp.Expression, top: exp.Select, inner: _Scope,
                      outer: _Scope) -> tuple[Expr, Expr] | None:
@@ -543,15 +547,9 @@ class _Planner(Expressions):
             raise _unsupported(q, "a correlated scalar subquery without an aggregate")
         if _outer_refs(item, q) or _has_subquery(item):
             raise _unsupported(q, "a correlated scalar subquery whose SELECT reads the outer row or a subquery")
-        where = q.args.get("where")
-        conds = _conjuncts(where.this) if where is not None else []
-        own = [c for c in conds if not _outer_refs(c, q)]
-        rel, scope = self.body(q, ctes, own)
+        rel, scope, correlated = self._correlated_body(q, ctes, outer)
         inner_nodes, outer_keys, key_types = [], [], []
-        for conj in conds:
-            if any(conj is c for c in own):
-                continue
-            pair = self._correlation(conj, q, scope, outer)
+        for conj, pair in correlated:
             if pair is None:
                 raise _unsupported(conj, "a correlated condition other than inner = outer in a scalar subquery")
             side = conj.left if not _outer_refs(conj.left, q) else conj.right
