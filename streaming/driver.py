@@ -587,19 +587,21 @@ class StreamingDataflow:
         return guarded
 
     def _failed_rows(self) -> pa.Table | None:
-        """Dead letters for the updates row-wise functions dropped since the last call (None if none)."""
+        """Dead letters for the updates inputs and row-wise functions dropped since the last call (None if none)."""
         rows = []
+
+        def dead(input_name: str, f: dict, error: str) -> None:
+            value = json.dumps({"record": f["record"], "time": f["time"], "diff": f["diff"]}, default=repr)
+            rows.append({"input": input_name, "value": value.encode(), "error": error})
+
         self._rejected = {}
         for name in self.inputs:  # removals of absent records (and overflows), dropped by the input itself
             for f in self._handles[name].take_rejected():
                 self._rejected.setdefault(name, []).append(f)
-                value = json.dumps({"record": f["record"], "time": f["time"], "diff": f["diff"]}, default=repr)
-                rows.append({"input": name, "value": value.encode(), "error": f"input {name!r}: {f['error']}"})
+                dead(name, f, f"input {name!r}: {f['error']}")
         for node, names in self._guarded.items():
             for f in node.failed:
-                value = json.dumps({"record": f["record"], "time": f["time"], "diff": f["diff"]}, default=repr)
-                rows.append({"input": ",".join(names), "value": value.encode(),
-                             "error": f"operator {f['operator']!r} raised {f['error']}\n{f['traceback']}"})
+                dead(",".join(names), f, f"operator {f['operator']!r} raised {f['error']}\n{f['traceback']}")
             node.failed = []
         if not rows:
             return None
