@@ -67,6 +67,8 @@ class Collection:
         #: Named, typed columns for a table or SQL view (rows stored as :mod:`ddflow.base.schema`
         #: lays them out); None for a positional collection.
         self.schema: Schema | None = None
+        #: A table's event-time column (its values are the rows' data times), if any: what windows may expire on.
+        self.event_time: str | None = None
         #: With several workers, every update already sits on the worker that owns its first field
         #: (a planner that can prove it sets this; ``arrange`` then needs no exchange).
         self.partitioned = False
@@ -305,6 +307,104 @@ class Collection:
         [((1, 2), 0, 1)]
         """
         return self._derive(ColumnsNode(self.scope, self._name("filter_columns", name), "filter", fn=fn))
+
+    def temporal_filter(self, fn: Callable[..., Any], name: str | None = None) -> "Collection":
+        """``fn(*columns) -> (lower, upper)``: each record is present while ``lower <= time < upper``.
+
+        Materialize's temporal filter (``mz_now()``), differential
+        dataflow's idiom of a +1 when a record becomes valid and a -1 when
+        it stops: ``WHERE ts > now() - INTERVAL 1 MINUTE`` is
+        ``lower = ts, upper = ts + 60 s``.  Bounds are int64 arrays on the
+        data-time clock; ``NO_LOWER`` / ``NO_UPPER``
+        (:mod:`ddflow.operators.temporal`) leave a side open.  A record
+        whose upper bound the frontier passes leaves every trace downstream
+        once compacted.  Top-level collections only.  Cost: stateless, one
+        call of ``fn`` per batch and O(n) vectorized.
+
+        >>> flow = ddflow.Dataflow()
+        >>> ev_in, ev = flow.new_collection("events")
+        >>> out = ev.temporal_filter(lambda ts: (ts, ts + 10)).capture()
+        >>> ev_in.update([(5,)], times=5); flow.advance_to(100); flow.run()
+        >>> out.drain()
+        [((5,), 5, 1), ((5,), 15, -1)]
+        """
+        from ddflow.operators.temporal import TemporalFilterNode
+
+        return self._derive(TemporalFilterNode(self.scope, self._name("temporal_filter", name), fn))
+
+    def window(self, fn: Callable[..., Any], width: int, slide: int | None = None, offset: int = 0,
+               expire: bool = False, name: str | None = None) -> "Collection":
+        """``(*record, start, end)`` once per window ``[start, start + width)`` holding the record's time (Spark's ``window``).
+
+        ``fn(*columns) -> (ts, valid)``: each record's time (int64) and
+        whether it has one.  Windows start every ``slide`` (default
+        ``width``: tumbling) at ``offset`` modulo ``slide``.  ``expire``
+        (only when each record's data time is its ``ts``: an event-time
+        input): each copy leaves at its window's end, so what is computed
+        per window leaves every trace once the frontier passes it; follow
+        the per-window result with ``close_at`` to keep its final value.
+        Stateless.  Cost: O(n * width / slide) vectorized.
+
+        >>> flow = ddflow.Dataflow()
+        >>> ev_in, ev = flow.new_collection("events")
+        >>> out = ev.window(lambda ts: (ts, ts >= 0), width=10, slide=5).capture()
+        >>> ev_in.update([(12,)], times=12); flow.advance_to(13); flow.run()
+        >>> out.drain()
+        [((12, 5, 15), 12, 1), ((12, 10, 20), 12, 1)]
+        """
+        from ddflow.operators.temporal import WindowNode
+
+        node = WindowNode(self.scope, self._name("window", name), fn, width, slide or width, offset, expire)
+        return self._derive(node)
+
+    def close_at(self, fn: Callable[..., Any], name: str | None = None) -> "Collection":
+        """``fn(*columns) -> end``: every change to a record at or after its ``end`` is dropped; it keeps its value at close.
+
+        What turns a window's live result (retracted when the window
+        ends, so that no trace keeps it) into the permanent result a query
+        shows.  Cost: stateless, one call of ``fn`` per batch and O(n)
+        vectorized.
+
+        >>> flow = ddflow.Dataflow()
+        >>> ev_in, ev = flow.new_collection("events")
+        >>> out = ev.temporal_filter(lambda w: (w * 0, w)).close_at(lambda w: w).capture()
+        >>> ev_in.update([(10,)], times=0); flow.advance_to(100); flow.run()
+        >>> out.drain()
+        [((10,), 0, 1)]
+        """
+        from ddflow.operators.temporal import CloseAtNode
+
+        return self._derive(CloseAtNode(self.scope, self._name("close_at", name), fn))
+
+    def sessionize(self, ts_field: int, gap: int, expire: bool = False, name: str | None = None) -> "Collection":
+        """``(key, *vals, start, end)``: each record tagged with its key's session (Spark's ``session_window``).
+
+        A session is a run of records of one key each at most ``gap``
+        after the previous (field ``ts_field``, counted in the record,
+        key included); ``start`` is its first ``ts`` and ``end`` its last
+        plus ``gap``.  Removals re-split sessions exactly.  ``expire``
+        (only when each record's data time is its ``ts``: an event-time
+        input) drops a session at time ``end + 1``, from the output and
+        from the state.  Cost: per changed key and time, O(r log r)
+        Python for its r records in open sessions (see
+        :mod:`ddflow.operators.session`).
+
+        >>> flow = ddflow.Dataflow()
+        >>> ev_in, ev = flow.new_collection("events")
+        >>> out = ev.sessionize(1, gap=5).capture()
+        >>> ev_in.update([("a", 1), ("a", 4), ("a", 20)], times=0); flow.advance_to(1); flow.run()
+        >>> sorted(r for r, _, _ in out.drain())
+        [('a', 1, 1, 9), ('a', 4, 1, 9), ('a', 20, 20, 25)]
+        """
+        from ddflow.operators.session import SessionNode
+
+        name = self._name("sessionize", name)
+        src = self
+        if self.ctx.workers > 1 and not self.partitioned:
+            src = self._derive(ExchangeNode(self.scope, f"{name}.exchange", self.ctx.workers))
+        out = src._derive(SessionNode(self.scope, name, ts_field, gap, expire))
+        out.partitioned = True
+        return out
 
     def negate(self, name: str | None = None) -> "Collection":
         """The same updates with every diff negated: ``concat`` with it subtracts.

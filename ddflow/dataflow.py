@@ -11,6 +11,7 @@ process, forked or on Spark), the lifecycle and the state reports.
 """
 from __future__ import annotations
 
+import datetime
 import hashlib
 import weakref
 from typing import Any, Mapping, Sequence
@@ -20,12 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ddflow.base.interner import Interner
-from ddflow.base.schema import ARROW, KIND, NULL_VALUE, Schema, is_decimal, stored_ints
+from ddflow.base.schema import ARROW, KIND, NULL_VALUE, Schema, is_decimal, stored_ints, timestamp_micros
 from ddflow.base.updates import check_diffs, from_arrow, from_rows
 from ddflow.collection import Collection
 from ddflow.errors import DataflowError, FrontierError, SchemaError, UsageError
 from ddflow.graph.context import Context
-from ddflow.graph.scope import IterativeScope, Scheduler, Scope, compact, trace_bytes, trace_size
+from ddflow.graph.scope import IterativeScope, Scheduler, Scope, compact, operator_stats, trace_bytes, trace_size
 from ddflow.operators.input import InputNode
 
 INT64_MAX = np.iinfo(np.int64).max
@@ -40,12 +41,16 @@ class InputHandle:
     Times before the dataflow's frontier are final and refused.
     """
 
-    def __init__(self, flow: "Dataflow", node: InputNode, kinds: Sequence[str] | None, table: Schema | None = None):
+    def __init__(self, flow: "Dataflow", node: InputNode, kinds: Sequence[str] | None, table: Schema | None = None,
+                 event_time: str | None = None):
         self.flow = flow
         self.node = node
         self.name = node.name
         #: A table's named, typed columns: rows are SQL rows (None is NULL), stored with a null mask.
         self.table = table
+        #: The timestamp column whose value (microseconds since the epoch) is each row's data time, if any.
+        self.event_time = event_time
+        self._event_index = table.index(event_time) if event_time is not None else None
         if table is not None:
             kinds = table.kinds
         self.kinds: tuple[str, ...] | None = tuple(kinds) if kinds is not None else None
@@ -178,12 +183,17 @@ class InputHandle:
         where = f"collection {self.name!r}"
         if flow.closed:
             raise DataflowError(f"{where}: the dataflow is closed; no more updates")
-        if times is None:
+        if self.event_time is not None and times is not None:
+            raise UsageError(f"{where}: each row's data time is its {self.event_time!r} (event time); "
+                             "update takes no times=")
+        if times is None and self.event_time is None:
             times = flow.frontier
         if isinstance(rows, dict):
             rows = pa.table({str(k): v for k, v in rows.items()})
         if self.table is not None:
             rows = self._stored(rows, times, diffs, where)
+            if self.event_time is not None:
+                times = self._event_times(rows, where)
         if isinstance(rows, (pa.Table, pa.RecordBatch)):
             tcol = times if isinstance(times, str) else None
             dcol = diffs if isinstance(diffs, str) else None
@@ -209,6 +219,22 @@ class InputHandle:
         if self.kinds is None and len(u):  # an empty first batch of tuples says nothing about the arity
             self.kinds = u.kinds
         self.node.push(0, u)
+
+    def _event_times(self, stored: Any, where: str) -> np.ndarray:
+        """Each stored row's event time (its timestamp column, microseconds): its data time.  O(n), vectorized for Arrow."""
+        j = self._event_index
+        if isinstance(stored, (pa.Table, pa.RecordBatch)):
+            ts = stored.column(self.table.names[j]).to_numpy(zero_copy_only=False).astype(np.int64)
+            null = (stored.column("__null_mask").to_numpy(zero_copy_only=False) >> j) & 1
+        else:
+            ts = np.fromiter((r[j] for r in stored), dtype=np.int64, count=len(stored))
+            null = np.fromiter((r[-1] >> j & 1 for r in stored), dtype=np.int64, count=len(stored))
+        if null.any():
+            i = int(np.flatnonzero(null)[0])
+            raise SchemaError(f"{where}: row {i} has no event time (its {self.event_time!r} is NULL)")
+        if len(ts) and int(ts.min()) < 0:
+            raise FrontierError(f"{where}: event time {int(ts.min())} is before 1970, outside the data times 0..{MAX_TIME}")
+        return ts
 
     def _stored(self, rows: Any, times: Any, diffs: Any, where: str) -> Any:
         """A table's rows in their stored layout (values, then the null mask); types checked per column."""
@@ -378,7 +404,8 @@ class Dataflow:
 
     def new_collection(self, name: str | None = None,
                        schema: Mapping[str, Any] | Sequence[str] | None = None,
-                       nonnegative: str | None | bool = True) -> tuple[InputHandle, Collection]:
+                       nonnegative: str | None | bool = True,
+                       event_time: str | None = None) -> tuple[InputHandle, Collection]:
         """An input: its handle for updates and the collection it feeds.
 
         ``schema``: a dict of column name to SQL type (``bigint``, ``int``,
@@ -391,6 +418,12 @@ class Dataflow:
         ``nonnegative``: what a removal of a record that is not there does
         (see :attr:`InputHandle.nonnegative`); the default is ``"error"``
         for a table and ``None`` (a signed multiset) otherwise.
+        ``event_time``: a table's ``timestamp`` column whose value (in
+        microseconds since the epoch) is each row's data time, so
+        ``update`` takes no ``times=``, and the frontier
+        (``advance_to``, a datetime or microseconds) is event time: the
+        clock that windows (``window``, ``session_window``) and temporal
+        filters (``now()``) in ``sql`` run on.  All inputs share one clock.
         Cost: O(1); call it before the first ``run``.
 
         >>> flow = ddflow.Dataflow()
@@ -400,6 +433,9 @@ class Dataflow:
         >>> orders_in, orders = flow.new_collection("orders", schema={"o_id": "bigint", "cust": str})
         >>> orders.columns
         ['o_id', 'cust']
+        >>> bids_in, bids = flow.new_collection("bids", schema={"auction": "bigint", "ts": "timestamp"}, event_time="ts")
+        >>> bids_in.event_time
+        'ts'
         """
         table = None
         if isinstance(schema, Mapping):
@@ -410,12 +446,22 @@ class Dataflow:
             table, schema = Schema.of(schema, f"table {name!r}"), None
         if nonnegative is True:
             nonnegative = "error" if table is not None else None
+        if event_time is not None:
+            if table is None:
+                raise UsageError(f"new_collection({name!r}, event_time={event_time!r}) needs a table: a schema dict")
+            if table.types[table.index(event_time)] != "timestamp":
+                raise UsageError(f"table {name!r}: the event time column {event_time!r} must be a timestamp, "
+                                 f"not {table.types[table.index(event_time)]}")
+            event_time = table.names[table.index(event_time)]
+            table = Schema(table.names, table.types, event_time)
         node = InputNode(self.top, name or self.ctx.fresh("input"), nonnegative)
-        handle = InputHandle(self, node, schema, table)
+        node.one_time_per_record = event_time is not None
+        handle = InputHandle(self, node, schema, table, event_time)
         self.inputs.append(handle)
         coll = Collection(node)
         if table is not None:
             coll.schema = table
+            coll.event_time = event_time
             self.tables[name.lower()] = coll
         return handle, coll
 
@@ -452,15 +498,24 @@ class Dataflow:
         return IterativeScope(self.top, name or self.ctx.fresh("iterative"), max_iterations, max_seconds)
 
     # -- running ------------------------------------------------------------------
-    def advance_to(self, time: int) -> None:
+    def advance_to(self, time: "int | datetime.datetime") -> None:
         """No further updates at times before ``time`` on any input.
 
-        The frontier never moves back.  Nothing runs until ``run``.  Cost: O(1).
+        ``time``: an integer, or a ``datetime`` (event time: microseconds
+        since the epoch; a naive datetime is UTC, as Spark's
+        ``TIMESTAMP_NTZ``).  The frontier never moves back.  Nothing runs
+        until ``run``.  Cost: O(1).
 
         >>> flow = ddflow.Dataflow()
         >>> flow.advance_to(3); flow.frontier
         3
+        >>> flow.advance_to(datetime.datetime(1970, 1, 1, 0, 0, 1)); flow.frontier
+        1000000
         """
+        if isinstance(time, datetime.datetime):
+            time = timestamp_micros(time)
+        elif isinstance(time, datetime.date):
+            raise UsageError(f"advance_to needs an integer time or a datetime, got the date {time!r}")
         time = int(time)
         if time > INT64_MAX:
             raise FrontierError(f"advance_to({time}): a frontier is an int64, at most {INT64_MAX}")
@@ -617,6 +672,31 @@ class Dataflow:
         if self.workers > 1:
             return sum(s["trace_size"] for s in self.worker_stats())
         return trace_size(self.top)
+
+    def stats(self) -> list[dict]:
+        """Per operator: ``operator`` (name), ``kind``, ``records`` and ``bytes`` held as state, ``queued``
+        updates, ``updates_in`` and ``updates_out`` so far; summed over the workers.
+
+        What makes bounded state visible: a windowed query's operators hold
+        only the windows still open.  Cost: O(operators + trace batches);
+        with ``workers > 1`` a ``worker_stats`` round.
+
+        >>> flow = ddflow.Dataflow()
+        >>> edges_in, edges = flow.new_collection("edges")
+        >>> counts = edges.count(name="per_edge")
+        >>> edges_in.update([(1, 2), (1, 2)], times=0); flow.advance_to(1); flow.run()
+        >>> [(s["kind"], s["records"], s["updates_in"]) for s in flow.stats() if s["records"]]
+        [('ArrangeNode', 1, 2)]
+        """
+        if self.workers == 1 or self._pool is None:
+            return operator_stats(self.top)
+        merged: dict[str, dict] = {}
+        for w in self.worker_stats():
+            for s in w["operators"]:
+                m = merged.setdefault(s["operator"], dict(s, records=0, bytes=0, queued=0, updates_in=0, updates_out=0))
+                for k in ("records", "bytes", "queued", "updates_in", "updates_out"):
+                    m[k] += s[k]
+        return list(merged.values())
 
     def trace_bytes(self) -> int:
         """Bytes of numpy arrays held in all traces, over all workers.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
@@ -200,6 +200,8 @@ class Schema:
 
     names: tuple[str, ...]
     types: tuple[str, ...]
+    #: A table's event-time column, whose values are its rows' data times (see ``new_collection``); not part of equality.
+    event_time: str | None = field(default=None, compare=False)
 
     def __post_init__(self):
         if len(self.names) != len(self.types):

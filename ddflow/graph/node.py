@@ -44,6 +44,9 @@ class Node(ABC):
     sends_to_workers: bool = False
     #: An output (capture, subscription): with several workers, its batches are merged and sent to the driver.
     is_output: bool = False
+    #: Updates received and emitted so far (``Dataflow.stats``).
+    updates_in: int = 0
+    updates_out: int = 0
 
     def __init__(self, scope: "Scope", name: str, n_inputs: int = 1):
         self.scope = scope
@@ -71,12 +74,14 @@ class Node(ABC):
     def push(self, port: int, u: Updates) -> None:
         """Queue a batch on input ``port`` (empty batches are dropped)."""
         if len(u):
+            self.updates_in += len(u)
             self.queues[port].append(u)
 
     def emit(self, u: Updates) -> None:
         """Send updates downstream, fixing this node's column kinds on first use."""
         if not len(u):
             return
+        self.updates_out += len(u)
         if self.kinds is None:
             self.kinds = u.kinds
         elif u.kinds != self.kinds:
@@ -145,6 +150,18 @@ class Node(ABC):
     def trace_handles(self) -> list:
         """Reader handles of the traces this node owns, advanced as the dataflow's frontier moves."""
         return []
+
+    def records_held(self) -> int:
+        """Updates this node keeps as state: its traces (a node with state of its own adds it).  O(batches)."""
+        return sum(len(h.trace) for h in self.trace_handles())
+
+    def bytes_held(self) -> int:
+        """Bytes of numpy arrays in this node's traces.  O(batches)."""
+        return sum(h.trace.nbytes for h in self.trace_handles())
+
+    def queued(self) -> int:
+        """Updates waiting in this node's input queues (not yet complete, or not yet stepped).  O(batches)."""
+        return sum(len(u) for q in self.queues for u in q)
 
     def start_worker(self, me: int) -> None:
         """Called in worker ``me`` just after the fork.

@@ -344,10 +344,17 @@ def collect_codes(scope: Scope, force: bool = False) -> int:
 
 
 def trace_size(scope: Scope) -> int:
-    """Updates held in the traces of ``scope`` (arrangements and reduce outputs)."""
-    return sum(len(h.trace) for n in scope.all_nodes() for h in n.trace_handles())
+    """Updates held as state in ``scope``: traces (arrangements, reduce outputs) and operators' own state."""
+    return sum(n.records_held() for n in scope.all_nodes())
 
 
 def trace_bytes(scope: Scope) -> int:
     """Bytes held in the traces of ``scope``."""
-    return sum(h.trace.nbytes for n in scope.all_nodes() for h in n.trace_handles())
+    return sum(n.bytes_held() for n in scope.all_nodes())
+
+
+def operator_stats(scope: Scope) -> list[dict]:
+    """Per operator of ``scope``: its name and kind, the records and bytes it holds, updates queued, in and out."""
+    return [{"operator": n.name, "kind": type(n).__name__, "records": n.records_held(), "bytes": n.bytes_held(),
+             "queued": n.queued(), "updates_in": n.updates_in, "updates_out": n.updates_out}
+            for n in scope.all_nodes()]

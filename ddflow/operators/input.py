@@ -52,6 +52,9 @@ class InputNode(Node):
         self.failed: list[dict] = []
         self.accumulated: Trace | None = None  # every applied update, compacted: the counts to check against
         self._handle: TraceHandle | None = None
+        #: Every update of a record is at one time (its event time is a field of it): a record from a finished
+        #: step can never change again, so the check keeps nothing between steps (bounded state).
+        self.one_time_per_record = False
 
     def step(self, bound: np.ndarray) -> None:
         """Emit the queued updates at times before ``bound``; keep the rest.  O(n) vectorized (+ a seek if checked)."""
@@ -65,6 +68,8 @@ class InputNode(Node):
             out = u.take(np.flatnonzero(ready))
             if self.nonnegative is not None and len(out):
                 out = self._checked(out)
+                if self.one_time_per_record:
+                    self.accumulated = self._handle = None
             if len(out):
                 self.emit(out)
 

@@ -190,6 +190,99 @@ class Aggregate(_Unary):
 
 
 @dataclass(frozen=True)
+class Windowed(_Unary):
+    """Each row once per window of ``width`` every ``slide`` from ``offset`` that holds ``time``, with its bounds.
+
+    Spark's ``window(time, width, slide, offset)``: half-open windows
+    ``[start, start + width)`` with ``start = offset (mod slide)``; the
+    output is the input's columns then ``window.start`` and ``window.end``
+    (rows whose ``time`` is NULL belong to no window).  ``expire`` (set
+    when ``time`` is the input's event time, so each row's data time is
+    ``time``): a row leaves its window's copy at ``window.end``, so
+    everything computed per window is retracted when the window closes and
+    no trace keeps it; :class:`CloseAt` above the per-window result keeps
+    the value it had.  Lengths in microseconds.
+    """
+
+    time: Expr
+    width: int
+    slide: int
+    offset: int = 0
+    expire: bool = False
+    prefix: str = "window"
+
+    @property
+    def schema(self) -> Schema:
+        s = self.input.schema
+        return Schema(s.names + (f"{self.prefix}.start", f"{self.prefix}.end"), s.types + ("timestamp", "timestamp"))
+
+    def label(self) -> str:
+        (t,) = _shown([self.time], self.input.schema.names)
+        return (f"Windowed {t} width={self.width}us slide={self.slide}us offset={self.offset}us"
+                + ("  [expires at window.end]" if self.expire else ""))
+
+
+@dataclass(frozen=True)
+class Sessionized(_Unary):
+    """Each row with the bounds of its session: per ``keys``, runs of ``time`` at most ``gap`` apart.
+
+    Spark's ``session_window(time, gap)`` (a row exactly ``gap`` after
+    the previous extends the session; ``end`` = last ``time`` + ``gap``).
+    Output: the input's columns, then ``session_window.start`` and
+    ``session_window.end``.  ``expire``: as :class:`Windowed`, a session
+    leaves at ``end + 1``, when it can no longer change.
+    """
+
+    keys: tuple[Expr, ...]
+    time: Expr
+    gap: int
+    expire: bool = False
+
+    @property
+    def schema(self) -> Schema:
+        s = self.input.schema
+        return Schema(s.names + ("session_window.start", "session_window.end"), s.types + ("timestamp", "timestamp"))
+
+    def label(self) -> str:
+        texts = _shown(self.keys + (self.time,), self.input.schema.names)
+        return (f"Sessionized keys=[{', '.join(texts[:-1])}] {texts[-1]} gap={self.gap}us  [by key]"
+                + ("  [expires at end + 1]" if self.expire else ""))
+
+
+@dataclass(frozen=True)
+class TemporalFilter(_RowsOf):
+    """Rows present while ``lower <= now < upper`` (either bound may be absent): a predicate on ``now()``.
+
+    ``now()`` is the logical time at which the view is evaluated, as
+    Materialize's ``mz_now()``: a row enters at ``max(its time, lower)``
+    and leaves at ``upper``.  A NULL bound keeps the row out.
+    """
+
+    lower: Expr | None
+    upper: Expr | None
+    lower_plus: int = 0  # microseconds added to ``lower`` (``ts < now()`` is ``ts + 1us <= now()``)
+    upper_plus: int = 0
+
+    def label(self) -> str:
+        bounds = [e for e in (self.lower, self.upper) if e is not None]
+        texts = iter(_shown(bounds, self.input.schema.names))
+        lo = f"{next(texts)}{f' + {self.lower_plus}us' if self.lower_plus else ''} <= " if self.lower is not None else ""
+        hi = f" < {next(texts)}{f' + {self.upper_plus}us' if self.upper_plus else ''}" if self.upper is not None else ""
+        return f"TemporalFilter {lo}now(){hi}"
+
+
+@dataclass(frozen=True)
+class CloseAt(_RowsOf):
+    """The rows of a per-window result, each kept as it was when its window closed at ``end + after`` (later changes dropped)."""
+
+    end: Expr
+    after: int = 0
+
+    def label(self) -> str:
+        return f"CloseAt {_shown([self.end], self.input.schema.names)[0]}" + (f" + {self.after}us" if self.after else "")
+
+
+@dataclass(frozen=True)
 class Distinct(_RowsOf):
     """Each distinct row once."""
 

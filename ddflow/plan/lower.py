@@ -36,8 +36,8 @@ from ddflow.collection import Collection, Variable
 from ddflow.errors import DataflowError, SchemaError
 from ddflow.graph.scope import IterativeScope, Scope
 from ddflow.plan.expr import Call, Col, Column, Expr, as_type, evaluate, filled, null_values
-from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive, Rel,
-                            Scan, SemiJoin, SetOp, TopK, Union)
+from ddflow.plan.ir import (Agg, Aggregate, CloseAt, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive,
+                            Rel, Scan, Sessionized, SemiJoin, SetOp, TemporalFilter, TopK, Union, Windowed)
 from ddflow.plan.partition import partitioned_by
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
@@ -131,6 +131,12 @@ class Lowering:
             return self.variables[rel]
         if isinstance(rel, Recursive):
             return self._recursive(rel)
+        if isinstance(rel, (Windowed, Sessionized, TemporalFilter, CloseAt)):
+            from ddflow.plan import eventtime
+
+            lower = {Windowed: eventtime.lower_windowed, Sessionized: eventtime.lower_sessionized,
+                     TemporalFilter: eventtime.lower_temporal_filter, CloseAt: eventtime.lower_close_at}[type(rel)]
+            return lower(self, rel)
         raise SchemaError(f"cannot lower plan node {type(rel).__name__}")
 
     def _recursive(self, rel: Recursive) -> Collection:

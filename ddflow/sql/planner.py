@@ -38,6 +38,7 @@ from ddflow.plan.expr import Call, Col, Expr, Lit, conjunction, conjuncts, remap
 from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive, Rel,
                             Scan, SemiJoin, SetOp, TopK, Union)
 from ddflow.plan.rewrite import factor_or, key_pair, keyable
+from ddflow.sql import eventtime
 from ddflow.sql.scalars import AGGREGATES as _AGGS
 from ddflow.sql.scalars import Expressions, retyped_expr
 from ddflow.sql.scalars import common_type as _common_type
@@ -98,6 +99,7 @@ def plan_query(tree: exp.Expression, tables: Mapping[str, Schema], views: Mappin
     views = {k.lower(): v for k, v in (views or {}).items()}
     every = {**{k.lower(): v for k, v in tables.items()}, **{k: v.schema for k, v in views.items()}}
     schema = {name: {c: _glot_type(t) for c, t in zip(s.names, s.types)} for name, s in every.items()}
+    tree = eventtime.prepare(tree)
     try:
         tree = qualify(tree, schema=schema, dialect="spark", quote_identifiers=False, validate_qualify_columns=True)
     except SqlglotError as err:
@@ -110,7 +112,7 @@ def _glot_type(t: str) -> str:
     return t.upper()
 
 
-class _Planner(Expressions):
+class _Planner(Expressions, eventtime.EventTime):
     def __init__(self, tables: dict[str, Schema], views: dict[str, Rel] | None = None):
         self.tables = tables
         self.views = views or {}
@@ -216,9 +218,15 @@ class _Planner(Expressions):
                 raise _unsupported(node.args[key] if isinstance(node.args[key], exp.Expression) else node,
                                    key.upper())
         where = node.args.get("where")
-        rel, scope = self.body(node, ctes, _conjuncts(where.this) if where is not None else [])
+        conds = _conjuncts(where.this) if where is not None else []
+        timed = [c for c in conds if eventtime.mentions_now(c)]
         group = node.args.get("group")
         having = node.args.get("having")
+        having_conds = _conjuncts(having.this) if having is not None else []
+        having_timed = [c for c in having_conds if eventtime.mentions_now(c)]
+        eventtime.refuse_other_nows(node, timed + having_timed)
+        rel, scope = self.body(node, ctes, [c for c in conds if not any(c is t for t in timed)])
+        rel = self.temporal_filters(rel, scope, timed)
         items = node.expressions
         aggs = [a for item in items for a in _aggregates(item)]
         if having is not None:
@@ -226,8 +234,12 @@ class _Planner(Expressions):
         if group is not None or aggs:
             rel, scope, replace = self.aggregate(rel, scope, group.expressions if group else [], aggs)
             if having is not None:
-                rel, scope, replace = self.scalars(rel, scope, _scalar_subqueries(having.this), ctes, replace)
-                rel = Filter(rel, self.predicate(having.this, scope, replace))
+                plain = [c for c in having_conds if not any(c is t for t in having_timed)]
+                rel, scope, replace = self.scalars(rel, scope, [s for c in plain for s in _scalar_subqueries(c)],
+                                                   ctes, replace)
+                if plain:
+                    rel = Filter(rel, conjunction([self.predicate(c, scope, replace) for c in plain]))
+                rel = self.temporal_filters(rel, scope, having_timed, replace)
         else:
             replace = {}
         rel, scope, replace = self.scalars(rel, scope, [s for item in items for s in _scalar_subqueries(item)],
@@ -238,7 +250,7 @@ class _Planner(Expressions):
                 raise _unsupported(windows[-1], "more than one window function, or one beside GROUP BY")
             rel, scope, replace = self.window(rel, scope, windows[0], replace)
         exprs = tuple(self.expr(item.this if isinstance(item, exp.Alias) else item, scope, replace) for item in items)
-        names = tuple(item.alias_or_name for item in items)
+        names = tuple(eventtime.output_name(item) for item in items)
         rel = Project(rel, exprs, names)
         if node.args.get("distinct"):
             rel = Distinct(rel)
@@ -603,7 +615,8 @@ class _Planner(Expressions):
         return Join(left, right, side.lower() or "inner", tuple(lkeys), tuple(rkeys), residual), scope
 
     def aggregate(self, rel: Rel, scope: _Scope, group: list[exp.Expression], aggs: list[exp.Expression]):
-        gexprs = tuple(self.expr(g, scope) for g in group)
+        rel, keys, close = self.windowed_group(rel, scope, group)
+        gexprs = tuple(e for _, e in keys)
         seen: dict[str, int] = {}
         plan_aggs: list[Agg] = []
         for a in aggs:
@@ -616,7 +629,8 @@ class _Planner(Expressions):
         names = tuple(f"_g{i}" for i in range(k)) + tuple(f"_a{i}" for i in range(len(plan_aggs)))
         out = Aggregate(rel, gexprs, tuple(plan_aggs), names)
         types = out.schema.types
-        replace = {g.sql(dialect="spark"): Col(i, types[i], str(gexprs[i])) for i, g in enumerate(group)}
+        replace = {text: Col(i, types[i], str(gexprs[i])) for i, (text, _) in enumerate(keys)}
+        out = close(out)
         for key, i in seen.items():
             replace[key] = Col(k + i, types[k + i], key)
         return out, _Scope([]), replace

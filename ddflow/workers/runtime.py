@@ -66,7 +66,7 @@ from ddflow.base.consolidate import consolidate
 from ddflow.base.updates import Updates
 from ddflow.graph.context import Context
 from ddflow.graph.node import Node
-from ddflow.graph.scope import Plan, Scheduler, Scope, compact, trace_bytes, trace_size
+from ddflow.graph.scope import Plan, Scheduler, Scope, compact, operator_stats, trace_bytes, trace_size
 from ddflow.workers.collectives import Collectives
 from ddflow.workers.transport import Channel, Hub, Message
 
@@ -285,4 +285,5 @@ class WorkerRuntime(Scheduler):
                 "messages_received": self.stats["messages"],
                 "messages_sent": sum(c.messages_sent for c in self.peers.values()),
                 "data_messages_sent": self.stats["data_messages"],  # the rest are collectives
-                "bytes_sent": sum(c.bytes_sent for c in self.peers.values())}
+                "bytes_sent": sum(c.bytes_sent for c in self.peers.values()),
+                "operators": operator_stats(self.top)}

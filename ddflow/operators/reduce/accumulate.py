@@ -46,7 +46,7 @@ from ddflow.base.consolidate import consolidate, group_starts
 from ddflow.base.kernels import lazy_jit
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
-from ddflow.graph.node import Node
+from ddflow.graph.node import Node, ready_mask
 from ddflow.graph.scope import Scope
 from ddflow.operators.reduce.logic import Logic
 from ddflow.operators.reduce.tactic import ReduceTactic
@@ -134,9 +134,9 @@ class AccumulateTactic(ReduceTactic):
 
     def step(self, new: Updates | None, bound: np.ndarray) -> None:
         if new is not None:
-            self.node.emit(self._changes(new))
+            self.node.emit(self._changes(new, bound))
 
-    def _changes(self, new: Updates) -> Updates:
+    def _changes(self, new: Updates, bound: np.ndarray) -> Updates:
         logic = self.node.logic
         k, m1 = logic.groups, logic.weights + 1
         new = consolidate(new)  # sorted by (g.., j, time)
@@ -149,7 +149,9 @@ class AccumulateTactic(ReduceTactic):
         gid = np.cumsum(mark) - 1
         groups = [c[starts] for c in gcols]
         # Totals after this step (the trace already holds the new updates): one compacted row per (g, j).
+        # Updates at times not yet complete (a window's future retraction) wait in the trace: left out.
         _, hist = self.node.source.trace.seek(np.unique(new.cols[0]))
+        hist = hist.take(np.flatnonzero(ready_mask(hist.times, bound)))
         tot = consolidate(Updates(hist.cols, np.zeros((len(hist), 1), dtype=np.int64), hist.diffs, hist.kinds),
                           where=f"accumulate {self.node.name!r}")
         after = np.zeros((len(starts), m1), dtype=np.int64)

@@ -17,6 +17,7 @@ import numpy as np
 from ddflow.base.columnar import lookup_rows, segmented_cumsum
 from ddflow.base.consolidate import consolidate, group_starts
 from ddflow.base.updates import Updates
+from ddflow.graph.node import ready_mask
 from ddflow.operators.reduce.logic import Logic
 from ddflow.operators.reduce.tactic import ReduceTactic
 
@@ -30,16 +31,18 @@ class TotalTactic(ReduceTactic):
 
     def step(self, new: Updates | None, bound: np.ndarray) -> None:
         if new is not None:
-            self.node.emit(self._changes(new))
+            self.node.emit(self._changes(new, bound))
 
-    def _changes(self, new: Updates) -> Updates:
+    def _changes(self, new: Updates, bound: np.ndarray) -> Updates:
         trace = self.node.source.trace
         logic = self.node.logic
         new = consolidate(new)  # sorted by (record, time): each group's times in order
         gcols = list(new.cols)
         starts = group_starts(gcols)
-        # State before this step: the trace already holds the new updates, so subtract them.
+        # State before this step: the trace already holds the new updates, so subtract them.  Updates at
+        # times not yet complete (a window's future retraction) wait in the trace too: left out.
         _, hist = trace.seek(np.unique(new.cols[0]))
+        hist = hist.take(np.flatnonzero(ready_mask(hist.times, bound)))
         tot = consolidate(Updates(hist.cols, np.zeros((len(hist), 1), dtype=np.int64), hist.diffs, hist.kinds))
         gkeys = [c[starts] for c in gcols]
         idx = lookup_rows(list(tot.cols), gkeys)

@@ -1,0 +1,111 @@
+"""Lowering the event-time plan nodes: windows, sessions, temporal filters and the close of per-window results.
+
+Each is a stateless operator of :mod:`ddflow.operators.temporal` (or the
+session operator of :mod:`ddflow.operators.session`) around column
+evaluation; rows keep the stored layout (values, then the null mask), the
+two window bounds inserted before the mask.
+
+Why state stays bounded.  With an event-time input, a row's data time is
+its timestamp, and nothing behind the frontier ever arrives.  A window's
+copy of a row is a +1 at the row's time and (``expire``) a -1 at the
+window's end, so every operator between :class:`~ddflow.plan.ir.Windowed`
+and :class:`~ddflow.plan.ir.CloseAt` (the aggregate, its arrangement, a
+join on the window's bounds) sees the window's rows vanish at its end and
+retracts what it computed from them at that same time.  Once the frontier
+``F`` passes the end, compaction advances every time ``t <= F`` of those
+records to ``F``: the +1s and -1s meet at one time and add up to zero,
+and a record whose accumulation is zero is not kept (see
+:mod:`traces.spine`).  ``CloseAt`` drops each per-window row's changes at
+and after its end, so the query's output keeps the value the window had
+when it closed, and keeps it without any trace holding it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ddflow.collection import Collection
+from ddflow.operators.temporal import NO_LOWER, NO_UPPER
+from ddflow.plan.expr import evaluate
+from ddflow.plan.ir import CloseAt, Sessionized, TemporalFilter, Windowed
+
+
+def _ints(e, cols, schema, columns_of) -> tuple[np.ndarray, np.ndarray]:
+    vals, null = evaluate(e, columns_of(cols, schema))
+    null = np.asarray(null, dtype=bool)
+    out = np.where(null, 0, vals).astype(np.int64) if len(null) else np.zeros(0, dtype=np.int64)
+    return out, null
+
+
+def _bounds_inserted(coll: Collection, n: int, extra: int) -> Collection:
+    """``(*values, mask, *bounds)`` laid out as stored rows: ``(*values, *bounds, mask)``."""
+    return coll.project(*range(n), *range(n + 1, n + 1 + extra), n)
+
+
+def lower_windowed(lowering, rel: Windowed) -> Collection:
+    from ddflow.plan.lower import columns_of
+
+    schema, n = rel.input.schema, len(rel.input.schema)
+
+    def time_of(*cols):
+        ts, null = _ints(rel.time, cols, schema, columns_of)
+        return ts, ~null
+
+    out = lowering.lower(rel.input).window(time_of, rel.width, rel.slide, rel.offset, rel.expire)
+    return _bounds_inserted(out, n, 2)
+
+
+def lower_sessionized(lowering, rel: Sessionized) -> Collection:
+    from ddflow.plan.lower import columns_of
+
+    schema, n = rel.input.schema, len(rel.input.schema)
+
+    def keyed(*cols):
+        ins = columns_of(cols, schema)
+        ts, null = _ints(rel.time, cols, schema, columns_of)
+        parts = [evaluate(k, ins) for k in rel.keys]
+        keys = np.empty(len(ts), dtype=object)
+        keys[:] = list(zip(*[[None if z else v for v, z in zip(vals.tolist(), np.asarray(nul).tolist())]
+                             for vals, nul in parts])) if parts else [()] * len(ts)
+        return (keys, ts, *cols)
+
+    def has_time(*cols):
+        return ~_ints(rel.time, cols, schema, columns_of)[1]
+
+    rows = lowering.lower(rel.input).filter_columns(has_time).map_columns(keyed)
+    tagged = rows.sessionize(1, rel.gap, rel.expire).project(*range(2, n + 5))
+    return _bounds_inserted(tagged, n, 2)
+
+
+def lower_temporal_filter(lowering, rel: TemporalFilter) -> Collection:
+    from ddflow.plan.lower import columns_of
+
+    schema = rel.input.schema
+
+    def bounds(*cols):
+        n = len(cols[0])
+        never = np.zeros(n, dtype=bool)
+        lower = np.full(n, NO_LOWER, dtype=np.int64)
+        upper = np.full(n, NO_UPPER, dtype=np.int64)
+        if rel.lower is not None:
+            lower, null = _ints(rel.lower, cols, schema, columns_of)
+            lower = lower + rel.lower_plus
+            never |= null
+        if rel.upper is not None:
+            upper, null = _ints(rel.upper, cols, schema, columns_of)
+            upper = upper + rel.upper_plus
+            never |= null
+        return np.where(never, NO_UPPER, lower), np.where(never, NO_LOWER, upper)
+
+    return lowering.lower(rel.input).temporal_filter(bounds)
+
+
+def lower_close_at(lowering, rel: CloseAt) -> Collection:
+    from ddflow.plan.lower import columns_of
+
+    schema = rel.input.schema
+
+    def end_of(*cols):
+        end, null = _ints(rel.end, cols, schema, columns_of)
+        return np.where(null, NO_UPPER, end + rel.after)
+
+    return lowering.lower(rel.input).close_at(end_of)
