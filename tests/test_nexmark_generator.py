@@ -17,7 +17,7 @@ from bench.nexmark import generator as gen
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
-@pytest.mark.parametrize("module", ["bench.nexmark.generator"])
+@pytest.mark.parametrize("module", ["bench.nexmark.generator", "bench.nexmark.queries", "bench.nexmark.oracle"])
 def test_doc_examples(module):
     import importlib
 
@@ -96,3 +96,128 @@ def test_disorder_is_bounded(disorder):
         if seen is not None:
             assert ts.min() >= seen - disorder
         seen = max(seen or ts.max(), ts.max())
+
+
+# -- the oracle's windows against plain Python -------------------------------------------------------
+
+from collections import Counter  # noqa: E402
+
+from bench.nexmark import oracle  # noqa: E402
+from bench.nexmark.queries import LEFT_OUT, NOTES, QUERIES  # noqa: E402
+
+
+def _bids(rows):
+    """A bid table of (bidder, price, ts_us) rows (other columns absent: the oracle reads only what a query names)."""
+    b, p, t = zip(*rows) if rows else ((), (), ())
+    return {"bid": pa.table({"bidder": pa.array(b, pa.int64()), "price": pa.array(p, pa.int64()),
+                             "date_time": pa.array(t, pa.int64()).cast(pa.timestamp("us"))})}
+
+
+def _hand_made(seed: int, n: int = 60) -> list[tuple[int, int, int]]:
+    """Few bidders, times on a coarse grid (ties, rows exactly on window and gap boundaries)."""
+    rng = np.random.default_rng(seed)
+    return [(int(rng.integers(1, 4)), int(rng.integers(0, 20)), int(rng.integers(0, 40)) * 5) for _ in range(n)]
+
+
+def _py_windows(rows, size, slide, offset, keep=lambda price: True):
+    """Spark's windows by brute force: every start s = offset (mod slide) with s <= ts < s + size."""
+    out = Counter()
+    for bidder, price, ts in rows:
+        if not keep(price):
+            continue
+        for s in range(-3 * size - abs(offset), ts + 1):
+            if (s - offset) % slide == 0 and s <= ts < s + size:
+                out[(bidder, s, s + size)] += 1
+    return sorted((b, n, s, e) for (b, s, e), n in out.items())
+
+
+def _py_sessions(rows, gap, keep=lambda price: True, by_bidder=True):
+    """Spark's sessions: per key, [ts, ts + gap) intervals sorted by start, merged while start <= current end."""
+    groups: dict = {}
+    for bidder, price, ts in rows:
+        if keep(price):
+            groups.setdefault(bidder if by_bidder else None, []).append(ts)
+    out = []
+    for key, times in groups.items():
+        times.sort()
+        start, end, n = times[0], times[0] + gap, 1
+        for t in times[1:]:
+            if t <= end:
+                end, n = max(end, t + gap), n + 1
+            else:
+                out.append((key, n, start, end))
+                start, end, n = t, t + gap, 1
+        out.append((key, n, start, end))
+    return sorted(out, key=lambda r: (r[0] is None, r[0] or 0, r[1:]))
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("size,slide,offset", [(10, 10, 0), (10, 5, 0), (10, 3, 0), (10, 2, 1), (7, 7, -3),
+                                               (20, 15, 4)])
+def test_oracle_windows_match_python(seed, size, slide, offset):
+    rows = _hand_made(seed)
+    args = f"'{size} microseconds', '{slide} microseconds', '{offset} microseconds'"
+    q = (f"SELECT B.bidder, count(*) AS n, window.start AS s, window.end AS e FROM bid B WHERE B.price < 12 "
+         f"GROUP BY B.bidder, window(B.date_time, {args})")
+    assert oracle.evaluate(q, _bids(rows)) == oracle.bag(_py_windows(rows, size, slide, offset, lambda p: p < 12))
+    # The window first in GROUP BY (sqlglot reads `GROUP BY window(` as a WINDOW clause unless told otherwise).
+    q2 = (f"SELECT bidder, count(*) AS n, window.start, window.end FROM bid "
+          f"GROUP BY window(date_time, {args}), bidder")
+    assert oracle.evaluate(q2, _bids(rows)) == oracle.bag(_py_windows(rows, size, slide, offset))
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("gap", [1, 5, 10, 25])
+def test_oracle_sessions_match_python(seed, gap):
+    rows = _hand_made(seed, 40)
+    q = (f"SELECT bidder, count(*) AS n, session_window.start, session_window.end FROM bid WHERE price >= 5 "
+         f"GROUP BY bidder, session_window(date_time, '{gap} microseconds')")
+    assert oracle.evaluate(q, _bids(rows)) == oracle.bag(_py_sessions(rows, gap, lambda p: p >= 5))
+    q_all = (f"SELECT NULL AS k, count(*) AS n, session_window.start, session_window.end FROM bid "
+             f"GROUP BY session_window(date_time, '{gap} microseconds')")
+    assert oracle.evaluate(q_all, _bids(rows)) == oracle.bag(_py_sessions(rows, gap, by_bidder=False))
+
+
+def test_oracle_session_edges():
+    """Exactly gap apart extends the session; a filtered-out row does not bridge two sessions; ties are one session."""
+    rows = [(1, 0, 0), (1, 0, 10), (1, 0, 20), (1, 99, 28), (1, 0, 35), (1, 0, 35), (2, 0, 10)]
+    q = ("SELECT bidder, count(*) AS n, session_window.start, session_window.end FROM bid WHERE price < 50 "
+         "GROUP BY bidder, session_window(date_time, '10 microseconds')")
+    assert oracle.evaluate(q, _bids(rows)) == [(1, 2, 35, 45), (1, 3, 0, 30), (2, 1, 10, 20)]
+
+
+def test_oracle_cutoff_and_units():
+    rows = [(1, 0, 0), (1, 0, 1_500_000), (1, 0, 2_000_000)]
+    q = "SELECT count(*) AS n, window.start FROM bid GROUP BY window(date_time, '1 second')"
+    assert oracle.evaluate(q, _bids(rows)) == [(1, 0), (1, 1_000_000), (1, 2_000_000)]
+    assert oracle.evaluate(q, _bids(rows), before_us=2_000_000) == [(1, 0), (1, 1_000_000)]
+    assert oracle.duration_us(oracle.sqlglot.parse_one("INTERVAL '10' SECOND")) == 10_000_000
+    with pytest.raises(ValueError):
+        oracle.duration_us(oracle.exp.Literal.string("10 parsecs"))
+
+
+def test_every_query_runs_on_the_oracle():
+    """All queries translate and run on generated events; the Duck's cutoff equals evaluating the cut tables."""
+    assert set(QUERIES) == set(NOTES) and not set(QUERIES) & set(LEFT_OUT)
+    t = gen.generate(20_000, seed=5, disorder_us=200_000)
+    duck = oracle.Duck()
+    for part in gen.batches(20_000, 7_000, seed=5, disorder_us=200_000):
+        duck.append(part)
+    cut = gen.BASE_TIME_US + 1_234_567
+    duck.cutoff(cut)
+    sizes = {}
+    for name, q in QUERIES.items():
+        rows = duck.query(q)
+        sizes[name] = len(rows)
+        if name in ("q5", "q11", "q12", "q22"):
+            assert rows == oracle.evaluate(q, t, before_us=cut), name
+    assert all(sizes[q] > 0 for q in QUERIES if q not in ("q2",)), sizes
+
+
+def test_generated_windows_match_python():
+    """q12 (bids per bidder per 10 s window) on generated bids, against plain Python."""
+    t = gen.generate(30_000, seed=1, disorder_us=500_000)["bid"]
+    ts = t.column("date_time").cast(pa.int64()).to_pylist()
+    want = Counter((b, x - x % 10_000_000) for b, x in zip(t.column("bidder").to_pylist(), ts))
+    expect = oracle.bag((b, n, s, s + 10_000_000) for (b, s), n in want.items())
+    assert oracle.evaluate(QUERIES["q12"], {"bid": t}) == expect
