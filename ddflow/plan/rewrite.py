@@ -59,7 +59,7 @@ from __future__ import annotations
 import dataclasses
 
 from ddflow.plan.expr import Call, Col, Expr, conjunction, conjuncts, remapped
-from ddflow.plan.ir import Aggregate, Filter, Join, Project, Recursive, Rel, Union
+from ddflow.plan.ir import Aggregate, CloseAt, Filter, Join, Project, Recursive, Rel, Union
 
 
 def push_filters(rel: Rel) -> Rel:
@@ -387,3 +387,32 @@ def _map_inputs(rel: Rel, fn) -> Rel:
         elif f.name in ("parts", "bodies") and isinstance(rel, (Union, Recursive)):
             changes[f.name] = tuple(fn(x) for x in v)
     return dataclasses.replace(rel, **changes) if changes else rel
+
+
+def lift_closes(rel: Rel) -> Rel:
+    """``rel`` with each window's :class:`CloseAt` moved up through filters, projections that keep the window's
+    end, and inner joins keyed on both sides' window ends, so that everything below stays live and no
+    arrangement keeps a closed window.  O(plan size).
+
+    Sound because a live per-window row changes only before its window's
+    end and leaves at exactly the end (``after`` included): a filter or a
+    projection keeps that, and so does an inner join whose keys equate the
+    two sides' ends, since a pair lives exactly while both of its rows do.
+    Closing the result then drops the same changes as closing the inputs.
+    """
+    rel = _map_inputs(rel, lift_closes)
+    if isinstance(rel, Filter) and isinstance(rel.input, CloseAt):
+        c = rel.input
+        return CloseAt(Filter(c.input, rel.predicate), c.end, c.after)
+    if isinstance(rel, Project) and isinstance(rel.input, CloseAt):
+        c = rel.input
+        kept = [j for j, e in enumerate(rel.exprs) if e == c.end]
+        if kept:
+            e = c.end
+            return CloseAt(Project(c.input, rel.exprs, rel.names), Col(kept[0], e.type, rel.names[kept[0]]), c.after)
+    if isinstance(rel, Join) and rel.kind == "inner" and isinstance(rel.left, CloseAt) \
+            and isinstance(rel.right, CloseAt) and rel.left.after == rel.right.after:
+        a, b = rel.left, rel.right
+        if any(k == a.end and r == b.end for k, r in zip(rel.left_keys, rel.right_keys)):
+            return CloseAt(dataclasses.replace(rel, left=a.input, right=b.input), a.end, a.after)
+    return rel

@@ -38,7 +38,8 @@ from ddflow.plan.expr import Col
 from ddflow.plan.ir import Project, Rel, explain
 from ddflow.plan.lower import Lowering
 from ddflow.plan.partition import exchange_note
-from ddflow.plan.rewrite import prune_columns, push_filters
+from ddflow.plan.rewrite import lift_closes, prune_columns, push_filters
+from ddflow.sql import eventtime
 from ddflow.sql.planner import plan_query
 
 
@@ -62,7 +63,7 @@ class SqlFrontend:
 
     def rewritten(self, rel: Rel) -> Rel:
         """``rel`` after the rewrites that never change a result (none with ``rewrite=False``)."""
-        return prune_columns(push_filters(rel)) if self.rewrite else rel
+        return prune_columns(push_filters(lift_closes(rel))) if self.rewrite else rel
 
     def lower(self, rel: Rel) -> Collection:
         """The collection of a plan from any front end, rewritten, with its named columns.  Cost: O(plan size)."""
@@ -130,7 +131,7 @@ class SqlFrontend:
 
 def _statements(text: str) -> list[exp.Expression]:
     try:
-        stmts = [s for s in sqlglot.parse(text, read="spark") if s is not None]
+        stmts = [s for s in sqlglot.parse(eventtime.parseable(text), read="spark") if s is not None]
     except SqlglotError as err:
         raise SchemaError(f"SQL: cannot parse the query: {err}") from None
     if not stmts:

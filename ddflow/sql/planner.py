@@ -86,7 +86,7 @@ class _Scope:
 def plan_sql(sql: str, tables: Mapping[str, Schema]) -> Rel:
     """The plan of one SQL query over ``tables`` (name -> schema)."""
     try:
-        tree = sqlglot.parse_one(sql, read="spark")
+        tree = sqlglot.parse_one(eventtime.parseable(sql), read="spark")
     except SqlglotError as err:
         raise SchemaError(f"SQL: cannot parse the query: {err}") from None
     return plan_query(tree, tables)
