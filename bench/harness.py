@@ -108,7 +108,7 @@ class DdflowSystem:
         }
 
     def close(self) -> None:
-        self.flow.shutdown()
+        self.flow.close()
 
 
 class RecomputeSystem:

@@ -58,6 +58,8 @@ _EXPORTS = {
     "Probe": "ddflow.operators.capture",
     "Dataflow": "ddflow.facade",
     "InputHandle": "ddflow.dataflow",
+    "Ingest": "ddflow.workers.ingest",
+    "RowFunction": "ddflow.dataflow",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -67,13 +69,14 @@ if TYPE_CHECKING:
     from ddflow.base.lattice import Antichain, MutableAntichain, advance_by
     from ddflow.base.updates import Updates
     from ddflow.collection import Collection, Variable
-    from ddflow.dataflow import InputHandle
+    from ddflow.dataflow import InputHandle, RowFunction
     from ddflow.errors import (DataflowError, DdflowError, FrontierError, NonConvergence, SchemaError, UsageError,
                                WorkerLost)
     from ddflow.facade import Dataflow
     from ddflow.graph.scope import IterativeScope
     from ddflow.operators.arrange import Arrangement
     from ddflow.operators.capture import Capture, Probe
+    from ddflow.workers.ingest import Ingest
 
 
 def __getattr__(name: str) -> Any:

@@ -6,15 +6,18 @@ module imports nothing above it, not even inside a function.
 
 Why this module is long: it is the engine's whole user-facing surface in
 one place, each method with its contract, cost and example: inputs and
-their policies (``InputHandle``), building, the frontier, running (in
-process, forked or on Spark), the lifecycle and the state reports.
+their policies (``InputHandle``), row-wise functions' error policy
+(``RowFunction``), building, the frontier, running (in process, forked or
+on Spark), the lifecycle (``finish``, ``close``) and the state reports.
 """
 from __future__ import annotations
 
 import datetime
 import hashlib
+import os
+import sys
 import weakref
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -22,28 +25,37 @@ import pyarrow.compute as pc
 
 from ddflow.base.interner import Interner
 from ddflow.base.schema import ARROW, KIND, NULL_VALUE, Schema, is_decimal, stored_ints, timestamp_micros
-from ddflow.base.updates import check_diffs, from_arrow, from_rows
+from ddflow.base.updates import Updates, check_diffs, from_arrow, from_rows
 from ddflow.collection import Collection
 from ddflow.errors import DataflowError, FrontierError, SchemaError, UsageError
 from ddflow.graph.context import Context
 from ddflow.graph.scope import IterativeScope, Scheduler, Scope, compact, operator_stats, trace_bytes, trace_size
 from ddflow.operators.input import InputNode
 
+if TYPE_CHECKING:
+    from ddflow.workers.ingest import Ingest
+
 INT64_MAX = np.iinfo(np.int64).max
 #: The latest data time an input takes: the frontier past it (time + 1) must still be an int64.
 MAX_TIME = INT64_MAX - 1
+#: What a closed dataflow says to a run.
+_CLOSED = "the dataflow is closed: its workers and task slots are released"
 
 
 class InputHandle:
     """Feeds updates into one input collection, each at its own data time.
 
     What :meth:`Dataflow.new_collection` returns beside the collection.
-    Times before the dataflow's frontier are final and refused.
+    Times before the dataflow's frontier are final and refused.  The
+    dataflow keeps its handles; a handle does not keep its dataflow alive
+    (a dataflow nobody references is released at once, see
+    :meth:`Dataflow.close`).  A handle pickles without its dataflow: the
+    copy only encodes rows (:meth:`encode`, on a Spark executor).
     """
 
     def __init__(self, flow: "Dataflow", node: InputNode, kinds: Sequence[str] | None, table: Schema | None = None,
                  event_time: str | None = None):
-        self.flow = flow
+        self._flow: "weakref.ref[Dataflow] | None" = weakref.ref(flow)
         self.node = node
         self.name = node.name
         #: A table's named, typed columns: rows are SQL rows (None is NULL), stored with a null mask.
@@ -53,11 +65,58 @@ class InputHandle:
         self._event_index = table.index(event_time) if event_time is not None else None
         if table is not None:
             kinds = table.kinds
-        self.kinds: tuple[str, ...] | None = tuple(kinds) if kinds is not None else None
+        self._kinds: tuple[str, ...] | None = tuple(kinds) if kinds is not None else None
         self._upsert: dict[Any, tuple[tuple, int]] = {}
 
     def __repr__(self) -> str:
         return f"<InputHandle {self.name}>"
+
+    def __getstate__(self) -> dict:
+        """Pickled without the dataflow, its node and the upsert memory: what encoding rows elsewhere needs."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_flow", "node", "_upsert")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _flow=None, node=None, _upsert={})
+
+    @property
+    def flow(self) -> "Dataflow":
+        """The dataflow this input feeds.
+
+        Raises :class:`~ddflow.errors.DataflowError` when it is gone (nothing
+        referenced it, so it was released) or for a pickled copy.  Cost: O(1).
+
+        >>> flow = ddflow.Dataflow()
+        >>> edges_in, edges = flow.new_collection("edges")
+        >>> edges_in.flow is flow
+        True
+        """
+        flow = self._flow() if self._flow is not None else None
+        if flow is None:
+            why = "a pickled copy has none" if self._flow is None else "nothing referenced it, so it was released"
+            raise DataflowError(f"input {self.name!r}: its dataflow is gone ({why})")
+        return flow
+
+    @property
+    def kinds(self) -> tuple[str, ...] | None:
+        """The column kinds of the records (``"i"``, ``"f"``, ``"b"``, ``"o"``), or None until the first update fixes them.
+
+        Settable while unknown, to what an update elsewhere fixed (the
+        streaming driver: rows encoded on executors); a different value once
+        known is a :class:`~ddflow.errors.SchemaError`.  Cost: O(1).
+
+        >>> flow = ddflow.Dataflow()
+        >>> edges_in, edges = flow.new_collection("edges")
+        >>> before = edges_in.kinds; edges_in.insert((1, "a")); before, edges_in.kinds
+        (None, ('i', 'o'))
+        """
+        return self._kinds
+
+    @kinds.setter
+    def kinds(self, kinds: Sequence[str]) -> None:
+        kinds = tuple(kinds)
+        if self._kinds is not None and kinds != self._kinds:
+            raise SchemaError(f"input {self.name!r}: its column kinds are {self._kinds}, not {kinds}")
+        self._kinds = kinds
 
     @property
     def nonnegative(self) -> str | None:
@@ -180,14 +239,33 @@ class InputHandle:
         [((1, 2), 0, 1), ((1, 3), 0, 1), ((1, 2), 1, -1)]
         """
         flow = self.flow
+        if flow.closed or flow.finished:
+            raise DataflowError(f"collection {self.name!r}: the dataflow is {'closed' if flow.closed else 'finished'}; "
+                                "no more updates")
+        u = self.encode(rows, times, diffs, flow.interner, flow.frontier)
+        if self.kinds is None and len(u):  # an empty first batch of tuples says nothing about the arity
+            self.kinds = u.kinds
+        self.node.push(0, u)
+
+    def encode(self, rows: Any, times: Any, diffs: Any, interner: Interner, frontier: int) -> Updates:
+        """The updates ``update`` would push, validated in full, pushed nowhere: of the dataflow, only
+        ``interner`` (for object fields) and ``frontier`` (the earliest time allowed) are used.
+
+        So a pickled copy of this handle encodes rows in another process
+        (:class:`ddflow.workers.ingest.Ingest`, on a Spark executor).  Cost:
+        as ``update``.
+
+        >>> flow = ddflow.Dataflow()
+        >>> edges_in, edges = flow.new_collection("edges")
+        >>> u = edges_in.encode([(1, 2)], 3, 1, flow.interner, flow.frontier); u.cols[1], u.times[:, 0]
+        (array([2]), array([3]))
+        """
         where = f"collection {self.name!r}"
-        if flow.closed:
-            raise DataflowError(f"{where}: the dataflow is closed; no more updates")
         if self.event_time is not None and times is not None:
             raise UsageError(f"{where}: each row's data time is its {self.event_time!r} (event time); "
                              "update takes no times=")
         if times is None and self.event_time is None:
-            times = flow.frontier
+            times = frontier
         if isinstance(rows, dict):
             rows = pa.table({str(k): v for k, v in rows.items()})
         if self.table is not None:
@@ -201,10 +279,10 @@ class InputHandle:
             n = rows.num_rows
             t = times if isinstance(times, str) else _times_for(times, n, where)
             d = diffs if isinstance(diffs, str) else check_diffs(diffs, n, where)
-            u = from_arrow(rows, flow.interner, cols, t, d, kinds=self.kinds, where=where)
+            u = from_arrow(rows, interner, cols, t, d, kinds=self.kinds, where=where)
         else:
             rows = list(rows)
-            u = from_rows(rows, _times_for(times, len(rows), where), diffs, flow.interner, kinds=self.kinds, where=where)
+            u = from_rows(rows, _times_for(times, len(rows), where), diffs, interner, kinds=self.kinds, where=where)
         if u.depth != 1:
             raise SchemaError(f"{where}: input times are integers (depth 1), got depth {u.depth}")
         if len(u) and int(u.times.max()) > MAX_TIME:
@@ -212,13 +290,11 @@ class InputHandle:
                                 "(the frontier after it must fit in int64)")
         if len(u) and u.arity == 0:
             raise SchemaError(f"{where}: a record needs at least one field, got the empty tuple")
-        if len(u) and int(u.times.min()) < flow.frontier:
+        if len(u) and int(u.times.min()) < frontier:
             bad = int(u.times.min())
-            raise FrontierError(f"{where}: update at time {bad} is before the frontier {flow.frontier}; "
+            raise FrontierError(f"{where}: update at time {bad} is before the frontier {frontier}; "
                                 "times before the frontier are final")
-        if self.kinds is None and len(u):  # an empty first batch of tuples says nothing about the arity
-            self.kinds = u.kinds
-        self.node.push(0, u)
+        return u
 
     def _event_times(self, stored: Any, where: str) -> np.ndarray:
         """Each stored row's event time (its timestamp column, microseconds): its data time.  O(n), vectorized for Arrow."""
@@ -287,6 +363,69 @@ class InputHandle:
         return self.flow.frontier
 
 
+class RowFunction:
+    """A row-wise function of a dataflow (``map``, ``filter``, ``flat_map``): what it does when it raises,
+    and the updates it dropped.
+
+    What :meth:`Dataflow.row_functions` returns; it holds the operator,
+    not the dataflow.
+    """
+
+    def __init__(self, node: Any, inputs: list[InputHandle]):
+        self._node = node
+        #: The operator's name (as errors and dead letters name it).
+        self.name: str = node.name
+        #: The inputs upstream of it, among those :meth:`Dataflow.row_functions` was asked about.
+        self.inputs = inputs
+
+    def __repr__(self) -> str:
+        return f"<RowFunction {self.name}>"
+
+    @property
+    def on_error(self) -> str:
+        """What the function does when it raises on a row: ``"fail"`` (the default) or ``"dead-letter"``.
+
+        ``"fail"``: the run fails with the error, naming the operator.
+        ``"dead-letter"``: the update whose row made it raise is dropped and
+        kept for :meth:`take_failed` (record, time, diff, operator, error,
+        traceback); a deterministic function drops the same updates on every
+        replay.  Set it before the first ``run``.  Cost: O(1); a guarded
+        function calls itself row by row, as an unguarded one does.
+
+        >>> flow = ddflow.Dataflow()
+        >>> nums_in, nums = flow.new_collection("nums")
+        >>> _ = nums.map(lambda r: (1 // r[0],), name="inverse").capture()
+        >>> f, = flow.row_functions(); f.on_error = "dead-letter"; f.on_error
+        'dead-letter'
+        """
+        return self._node.on_error
+
+    @on_error.setter
+    def on_error(self, policy: str) -> None:
+        if policy not in ("fail", "dead-letter"):
+            raise UsageError(f"operator {self.name!r}: on_error is 'fail' or 'dead-letter', not {policy!r}")
+        if self._node.ctx.ran:
+            raise UsageError(f"operator {self.name!r}: set on_error before the first run")
+        self._node.on_error = policy
+
+    def take_failed(self) -> list[dict]:
+        """The updates this function dropped (``on_error="dead-letter"``) since the last call.
+
+        Each: ``record``, ``time``, ``diff``, ``operator``, ``error``,
+        ``traceback``; in worker order with several workers.  Cost: O(dropped).
+
+        >>> flow = ddflow.Dataflow()
+        >>> nums_in, nums = flow.new_collection("nums")
+        >>> out = nums.map(lambda r: (1 // r[0],), name="inverse").capture()
+        >>> f, = flow.row_functions(); f.on_error = "dead-letter"
+        >>> nums_in.update([(0,), (1,)], times=0); flow.advance_to(1); flow.run()
+        >>> [(d["record"], d["error"]) for d in f.take_failed()], out.drain(), f.take_failed()
+        ([((0,), 'ZeroDivisionError: integer division or modulo by zero')], [((1,), 0, 1)], [])
+        """
+        out, self._node.failed = self._node.failed, []
+        return out
+
+
 def _times_for(times: Any, n: int, where: str = "collection") -> np.ndarray:
     """Times as int64; integers past int64 (or below 0) are a FrontierError, never wrapped."""
     t = np.asarray(times)
@@ -303,15 +442,29 @@ def _times_for(times: Any, n: int, where: str = "collection") -> np.ndarray:
     return np.full(n, int(t), dtype=np.int64) if t.ndim == 0 else t.astype(np.int64)
 
 
+def _creation_site() -> str:
+    """``file.py:line`` of the first caller outside ddflow: where the user created the dataflow."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "ddflow":
+        frame = frame.f_back
+    if frame is None:
+        return "an unknown place"
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
 class Dataflow:
     """A dataflow: build it with collections, then feed, advance and run.
 
     ``workers=W`` runs it in W worker processes, forked at the first
     ``run()`` (see :mod:`ddflow.workers`): the code that builds and feeds the
     dataflow is the same for every W, and so are the outputs.  ``W=1`` runs
-    in this process with no exchange machinery at all.  Call
-    :meth:`shutdown` (or use the dataflow as a context manager) to stop
-    the workers before the dataflow is garbage collected.
+    in this process with no exchange machinery at all.
+
+    Lifecycle, as Python's files and sockets: :meth:`close` (or leaving a
+    ``with`` block) releases everything the dataflow holds outside this
+    process's memory (worker processes, sockets, Spark task slots); a
+    dataflow nobody references is closed at once.  :meth:`finish` is the
+    other end, "no more input": it runs to the end of time.
 
     ``heartbeat_timeout`` (seconds, default 30; ``None`` turns it off):
     with ``workers > 1`` each worker stamps a heartbeat twice a second from
@@ -336,6 +489,8 @@ class Dataflow:
     same outputs; with ``workers=1`` it runs here, as without Spark.
     ``placement``: where the workers run, for what ``transport`` and
     ``spark`` do not say (a :class:`ddflow.workers.pool.Placement`).
+    ``name``: what Spark's UI and the errors call this dataflow (default:
+    where it was created, ``file.py:line``).
 
     >>> with ddflow.Dataflow() as flow:
     ...     edges_in, edges = flow.new_collection("edges")
@@ -346,7 +501,7 @@ class Dataflow:
     """
 
     def __init__(self, workers: int = 1, heartbeat_timeout: float | None = 30.0, transport: str = "socketpair",
-                 spark: Any = None, placement: Any = None):
+                 spark: Any = None, placement: Any = None, name: str | None = None):
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise UsageError(f"Dataflow(workers=W) needs an integer W >= 1, got {workers!r}")
         if heartbeat_timeout is not None and (not isinstance(heartbeat_timeout, (int, float))
@@ -367,9 +522,16 @@ class Dataflow:
         #: Tables (inputs with named columns) by lower-case name, what the query front ends read.
         self.tables: dict[str, Collection] = {}
         self.frontier = 0
+        #: ``close`` was called: the workers are released; no more runs or updates.
         self.closed = False
+        #: ``finish`` was called: everything ran to the end of time; no more updates.
+        self.finished = False
+        #: What Spark's UI and the errors call this dataflow, beside where it was created.
+        self.name = name
+        self._site = _creation_site()
         self._scheduler = Scheduler()
         self._pool = None
+        self._release: weakref.finalize | None = None
 
     @property
     def interner(self) -> Interner:
@@ -541,6 +703,8 @@ class Dataflow:
         [((1, 2), 0, 1), ((1, 1), 1, 1), ((1, 2), 1, -1)]
         """
         ctx = self.ctx
+        if self.closed:
+            raise DataflowError(_CLOSED)
         if ctx.failed is not None:
             raise DataflowError(f"the dataflow failed earlier: {ctx.failed}")
         ctx.ran = True
@@ -578,33 +742,126 @@ class Dataflow:
         return ForkedPlacement(self.transport)
 
     def _workers(self):
+        """The worker pool (W > 1), started on first use; ``close`` (or the collector) releases it."""
+        if self.closed:
+            raise DataflowError(_CLOSED)
         if self._pool is None:
             from ddflow.workers.pool import WorkerPool
 
-            self._pool = WorkerPool(self.top, self.ctx, self.heartbeat_timeout, self._placement())
-            weakref.finalize(self, self._pool.shutdown)
+            placement = self._placement()
+            placement.label = (f"ddflow dataflow {self.name!r} (created at {self._site})" if self.name
+                               else f"ddflow dataflow created at {self._site}")
+            pool = self._pool = WorkerPool(self.top, self.ctx, self.heartbeat_timeout, placement)
+            # The finalizer holds the pool, never the dataflow, and nothing of ddflow's making refers back to
+            # the dataflow (handles and the SQL front end hold it weakly): the last reference dropped releases
+            # the workers at once, without waiting for the cyclic collector.
+            self._release = weakref.finalize(self, pool.shutdown)
         return self._pool
 
-    def shutdown(self) -> None:
-        """Stop the worker processes (W > 1); the dataflow accepts no more runs.
+    def check_workers(self) -> None:
+        """Raise now if a worker is lost: ended, raised, or stopped beating (a :class:`~ddflow.errors.WorkerLost`
+        naming it), or if the dataflow failed earlier or is closed.
 
-        With one worker, or before the first run, there is nothing to stop
-        and it does nothing.  Cost: one message to each worker and waiting
-        for it to exit.
+        For a caller about to depend on the workers between runs (executors
+        sending them input, :meth:`ingest`).  With one worker, or before the
+        workers started, only the dataflow's own state is checked.  Cost:
+        one poll of the workers' sockets, no wait.
 
         >>> flow = ddflow.Dataflow()
-        >>> flow.shutdown(); flow.closed
-        False
+        >>> flow.check_workers(); flow.close(); flow.check_workers()
+        Traceback (most recent call last):
+        ...
+        ddflow.errors.DataflowError: the dataflow is closed: its workers and task slots are released
         """
+        if self.closed:
+            raise DataflowError(_CLOSED)
+        if self.ctx.failed is not None:
+            raise DataflowError(f"the dataflow failed earlier: {self.ctx.failed}") from self.ctx.failed
         if self._pool is not None:
-            self._pool.shutdown()
-            self.closed = True
+            self._pool.check_alive()
+
+    def ingest(self, inputs: "Mapping[str, InputHandle] | None" = None) -> "Ingest":
+        """What executors need to send input straight to this dataflow's workers, as its handles would: an
+        :class:`~ddflow.workers.ingest.Ingest`.
+
+        Only with workers on executors (``workers > 1`` and ``spark=``).
+        ``inputs`` names the handles (default: each by its own name).
+        Starts the workers if they have not started, and checks them
+        (:meth:`check_workers`).  What is sent through it for micro-batch
+        ``b`` from ``p`` partitions runs in ``run(routed=(b, p))``.  Cost:
+        the workers' start the first time, then O(inputs).
+
+        >>> flow = ddflow.Dataflow()
+        >>> flow.ingest()
+        Traceback (most recent call last):
+        ...
+        ddflow.errors.UsageError: ingest needs workers on executors (workers > 1 and spark=...)
+        """
+        refusal = "ingest needs workers on executors (workers > 1 and spark=...)"
+        if self.workers == 1 or (self.spark is None and self.placement is None):
+            raise UsageError(refusal)
+        pool = self._workers()
+        self.check_workers()
+        if getattr(pool.placement, "ingest", None) is None:
+            raise UsageError(refusal)
+        handles = {h.name: h for h in self.inputs} if inputs is None else dict(inputs)
+        from ddflow.workers.ingest import Ingest
+
+        index = {id(n): i for i, n in enumerate(pool.nodes)}
+        return Ingest({name: (index[id(h.node)], h) for name, h in handles.items()}, self.frontier,
+                      pool.placement.ingest)
+
+    def row_functions(self, inputs: "Sequence[InputHandle] | None" = None) -> "list[RowFunction]":
+        """The row-wise functions (``map``, ``filter``, ``flat_map``) downstream of ``inputs`` (default: every
+        input), each with the inputs upstream of it; in the order a walk from the inputs meets them.
+
+        Each one's :attr:`RowFunction.on_error` says what it does when it
+        raises, and :meth:`RowFunction.take_failed` takes what it dropped.
+        Cost: O(inputs x operators).
+
+        >>> flow = ddflow.Dataflow()
+        >>> nums_in, nums = flow.new_collection("nums")
+        >>> _ = nums.map(lambda r: (1 // r[0],), name="inverse").capture()
+        >>> [(f.name, [h.name for h in f.inputs]) for f in flow.row_functions()]
+        [('inverse', ['nums'])]
+        """
+        from ddflow.operators.stateless import RowNode
+
+        upstream: dict[int, tuple[RowNode, list[InputHandle]]] = {}
+        handles: list[InputHandle] = []
+        for h in self.inputs if inputs is None else inputs:
+            if not any(h is g for g in handles):
+                handles.append(h)
+        for h in handles:
+            seen, todo = set(), [h.node]
+            while todo:
+                n = todo.pop()
+                if id(n) in seen:
+                    continue
+                seen.add(id(n))
+                if isinstance(n, RowNode):
+                    upstream.setdefault(id(n), (n, []))[1].append(h)
+                todo.extend(t for t, _ in n.targets)
+        return [RowFunction(n, hs) for n, hs in upstream.values()]
+
+    @property
+    def iterates(self) -> bool:
+        """Whether the dataflow has a loop (``iterate``, ``iterative``); one fed negative counts may never converge.
+
+        Cost: O(top-level operators).
+
+        >>> flow = ddflow.Dataflow()
+        >>> nums_in, nums = flow.new_collection("nums")
+        >>> before = flow.iterates; _ = nums.iterate(lambda x: x.distinct()); before, flow.iterates
+        (False, True)
+        """
+        return any(isinstance(m, IterativeScope) for m in self.top.nodes)
 
     def __enter__(self) -> "Dataflow":
         return self
 
     def __exit__(self, *exc) -> None:
-        self.shutdown()
+        self.close()
 
     def worker_stats(self) -> list[dict]:
         """Per worker: trace sizes, rounds run, time busy and waiting, coordination time per round, messages.
@@ -619,21 +876,54 @@ class Dataflow:
             return []
         return self._pool.stats()
 
-    def close(self) -> None:
-        """No more input: retire everything and refuse further updates.
+    def finish(self) -> None:
+        """No more input: run everything to the end of time, so every output is final, and refuse further updates.
 
-        Cost: one ``run`` to the end of time.
+        The workers stay, so outputs and statistics stay readable;
+        :meth:`close` releases them.  Idempotent.  Cost: one ``run`` to the
+        end of time.
 
         >>> flow = ddflow.Dataflow()
         >>> edges_in, edges = flow.new_collection("edges")
         >>> out = edges.capture()
-        >>> edges_in.insert((1, 2), time=7); flow.close()
-        >>> out.drain(), flow.closed
-        ([((1, 2), 7, 1)], True)
+        >>> edges_in.insert((1, 2), time=7); flow.finish()
+        >>> out.drain(), flow.finished, flow.closed
+        ([((1, 2), 7, 1)], True, False)
         """
+        if self.finished:
+            return
         self.advance_to(INT64_MAX)
         self.run()
+        self.finished = True
+
+    def close(self) -> None:
+        """Release everything the dataflow holds outside this process's memory; no more runs or updates after it.
+
+        That is the worker processes and their sockets, and with ``spark=``
+        the barrier tasks: when ``close`` returns, their task slots are
+        free for the next ``Dataflow(workers=W, spark=spark)``.  Idempotent;
+        leaving a ``with`` block calls it, and so does dropping the last
+        reference to the dataflow (at once, not at the next cyclic garbage
+        collection).  Outputs already captured stay readable.  Input not yet
+        run is dropped: :meth:`finish` first runs everything to the end of
+        time.  Cost: with workers, a message to each and waiting for it to
+        exit (a second at most for all of them; on Spark, until the job has
+        ended); O(1) otherwise.
+
+        >>> flow = ddflow.Dataflow()
+        >>> edges_in, edges = flow.new_collection("edges")
+        >>> out = edges.capture()
+        >>> edges_in.insert((1, 2), time=0); flow.advance_to(1); flow.run()
+        >>> flow.close(); flow.close(); out.drain(), flow.closed
+        ([((1, 2), 0, 1)], True)
+        >>> flow.run()
+        Traceback (most recent call last):
+        ...
+        ddflow.errors.DataflowError: the dataflow is closed: its workers and task slots are released
+        """
         self.closed = True
+        if self._release is not None:
+            self._release()  # runs the pool's shutdown at most once
 
     # -- state ------------------------------------------------------------------
     def fingerprint(self) -> str:

@@ -10,6 +10,7 @@ keeps its views.  Everything else (building, feeding, running, workers,
 """
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 from ddflow.collection import Collection
@@ -37,7 +38,9 @@ class Dataflow(EngineDataflow):
         if fe is None:
             from ddflow.sql.frontend import SqlFrontend
 
-            fe = self._sql_frontend = SqlFrontend(self)
+            # A proxy: the front end must not refer back to the dataflow, or dropping the dataflow would wait
+            # for the cyclic collector to release its workers (see ``close``).
+            fe = self._sql_frontend = SqlFrontend(weakref.proxy(self))
         return fe
 
     def sql(self, query: str) -> Collection:

@@ -291,7 +291,7 @@ class StreamingDataflow:
     def stop(self) -> None:
         """Stop the dataflow's worker processes (after the Spark query has stopped)."""
         if self._flow is not None:
-            self._flow.shutdown()
+            self._flow.close()
 
     def stateLocation(self, path: str, snapshot_every: int = 50) -> "StreamingDataflow":  # noqa: N802
         """Keep the input log (exactly-once state, see ``state``) under ``path``; compact every ``snapshot_every`` batches.
@@ -344,7 +344,7 @@ class StreamingDataflow:
     def open(self) -> None:
         """Build the dataflow and restore its state from the input log, if any."""
         if self._flow is not None:
-            self._flow.shutdown()
+            self._flow.close()
         if self.spark is not None and self.n_workers > 1:
             from ddflow.streaming.cluster import SparkLauncher
             from ddflow.workers.remote import RemotePlacement

@@ -253,7 +253,7 @@ def run_scenario(
                     f"{w} workers produced other output changes than {first[0].workers}\n"
                     f"  {w}: {cap.changes()}\n  {first[0].workers}: {first[2]}")
             finally:
-                flow.shutdown()
+                flow.close()
     return first[0], first[1]
 
 
@@ -262,7 +262,7 @@ def _run_once(workers, inputs, build, query, schedule, per_row, check, feed, exp
     try:
         return _drive(flow, inputs, build, query, schedule, per_row, check, feed, expected)
     except BaseException:
-        flow.shutdown()
+        flow.close()
         raise
 
 

@@ -320,7 +320,7 @@ def test_loop_variable_is_replaced_each_round(schedule):
                  lambda a: O.fixpoint(a, lambda x: O.distinct(O.fmap(x, lambda r: (r[0] // 2, r[1])))), schedule)
 
 
-def test_huge_data_times_and_close():
+def test_huge_data_times_and_finish():
     """Data times near the int64 limit (e.g. nanoseconds) keep full resolution through a loop."""
     flow = ddflow.Dataflow()
     hr, roots = flow.new_collection("roots")
@@ -335,7 +335,7 @@ def test_huge_data_times_and_close():
     flow.run()
     assert cap.contents(base + 1) == {(0,): 1, (1,): 1}
     assert cap.contents(base - 1) == {}
-    flow.close()
+    flow.finish()
     assert cap.contents(base + 2) == {(0,): 1, (1,): 1, (2,): 1}
     assert cap.contents(2 ** 63 - 2) == {(0,): 1}
     assert [t for _, t, _ in cap.changes()] == [base, base + 1, base + 2, 2 ** 63 - 2, 2 ** 63 - 2]

@@ -28,6 +28,7 @@ WITH_EXAMPLES = [
     "ddflow.dataflow",
     "ddflow.facade",
     "ddflow.operators.capture",
+    "ddflow.workers.ingest",
     "ddflow.operators.arrange",
     "ddflow.base.lattice",
     "ddflow.base.updates",
@@ -75,7 +76,7 @@ def test_modules_without_examples_pass(name):
 
 #: ``ddflow.Dataflow`` is the facade (``sql``, ``explain``) over the engine's Dataflow (everything else).
 API_CLASSES = [ddflow.Collection, ddflow.Variable, ddflow.Dataflow, importlib.import_module("ddflow.dataflow").Dataflow,
-               ddflow.InputHandle, ddflow.Capture, ddflow.Probe, ddflow.Arrangement]
+               ddflow.InputHandle, ddflow.Capture, ddflow.Probe, ddflow.Arrangement, ddflow.RowFunction, ddflow.Ingest]
 
 #: (class name, member) pairs that need no cost line or example, with the reason.  Dunders
 #: (``__enter__``, ``__repr__``, ...) are never checked.  Keep this empty unless a member

@@ -190,10 +190,10 @@ def test_numpy_integer_diffs_accepted():
 # -- lifecycle ---------------------------------------------------------------------------------
 
 
-def test_update_after_close():
+def test_update_after_finish():
     flow, h, cap, before = started()
     h.insert((3, 4), time=10)
-    flow.close()
+    flow.finish()
     assert cap.contents(10) == {**before, (3, 4, 1): 1}
     for call in (lambda: h.insert((5, 5), time=20), lambda: h.remove((1, 2)), lambda: h.update([(5, 5)], 30),
                  lambda: h.update(pa.table({"a": [5], "b": [5]}), times=30)):

@@ -132,7 +132,7 @@ class Views:
         self.flow.run()
 
     def close(self) -> None:
-        self.flow.shutdown()
+        self.flow.close()
 
 
 # -- comparing answers ----------------------------------------------------------------------

@@ -89,6 +89,30 @@ class Capture:
         """
         return self._node.ctx.completed
 
+    @property
+    def kinds(self) -> tuple[str, ...] | None:
+        """The column kinds of the captured records (``"i"``, ``"f"``, ``"b"``, ``"o"``), or None while unknown.
+
+        Known once output arrived, or when the captured collection's kinds
+        are fixed before any (a typed input, a SQL view); with several
+        workers the driver learns them from the first output.  Cost: O(1)
+        once output arrived, otherwise O(operators in the scope) to find the
+        captured one.
+
+        >>> flow = ddflow.Dataflow()
+        >>> edges_in, edges = flow.new_collection("edges")
+        >>> out = edges.capture()
+        >>> before = out.kinds; edges_in.insert((1, "a")); flow.advance_to(1); flow.run(); before, out.kinds
+        (None, ('i', 'o'))
+        """
+        node = self._node
+        if node.kinds is not None:
+            return node.kinds
+        for n in node.scope.nodes:  # the captured collection's operator: the one that feeds this capture
+            if any(t is node for t, _ in n.targets):
+                return n.kinds
+        return None
+
     def updates(self) -> Updates:
         """All output updates kept so far, consolidated, as columnar :class:`ddflow.Updates`.
 

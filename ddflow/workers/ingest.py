@@ -14,6 +14,11 @@ A frame names its batch and partition; a worker keeps the first frame
 for each and ignores the rest, so a retried or speculative task (whose
 rows are the same: a micro-batch's input is fixed by its offsets) adds
 nothing.  Frames of batches already taken are dropped.
+
+On the executor, :class:`Ingest` (``Dataflow.ingest()``, pickled) encodes
+each partition's rows as the driver's input handles would and sends the
+shares (:func:`send_shares`); on the worker, :class:`IngestListener`
+keeps the frames until the driver's run asks for them.
 """
 from __future__ import annotations
 
@@ -21,12 +26,16 @@ import pickle
 import select
 import socket
 import threading
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ddflow import errors
 from ddflow.base.interner import Interner
 from ddflow.base.updates import Updates
+from ddflow.workers.exchange import partition
 from ddflow.workers.transport import _PREFIX, Channel, Message, decode_frame, recv_exact
+
+if TYPE_CHECKING:
+    from ddflow.dataflow import InputHandle
 
 
 class IngestListener:
@@ -123,3 +132,67 @@ def send_shares(addresses: Sequence[tuple[str, int]], interner: Interner, batch:
             s.shutdown(socket.SHUT_WR)
     return sent
 
+
+class Ingest:
+    """Sends input straight to a dataflow's workers from another process (a Spark executor), as its handles would.
+
+    What :meth:`ddflow.Dataflow.ingest` returns: picklable and small (each
+    input's handle, pickled without its dataflow, the number of its
+    operator, the frontier and the workers' addresses); it refers to no
+    dataflow.  On the executor, :meth:`send` encodes rows exactly as
+    :meth:`ddflow.InputHandle.update` would (the same validation), splits them by
+    key as the driver would, and sends each worker its share of one
+    (batch, partition) (:func:`send_shares`); the driver then runs
+    ``run(routed=(batch, partitions))``.
+    """
+
+    def __init__(self, inputs: Mapping[str, tuple[int, "InputHandle"]], frontier: int,
+                 addresses: Sequence[tuple[str, int]]):
+        self._inputs = dict(inputs)
+        #: The dataflow's frontier when this was made: every update must be at this time or later.
+        self.frontier = frontier
+        #: Each worker's listener for input sent this way, in worker order.
+        self.addresses = [tuple(a) for a in addresses]
+
+    def __repr__(self) -> str:
+        return f"<Ingest {sorted(self._inputs)} to {len(self.addresses)} workers>"
+
+    def input(self, name: str) -> "InputHandle":
+        """Input ``name``'s handle as the executors see it: its ``kinds``, ``table`` and ``event_time``, no dataflow.
+
+        Cost: O(1).
+
+        >>> flow = ddflow.Dataflow()
+        >>> edges_in, edges = flow.new_collection("edges", schema=["i", "i"])
+        >>> Ingest({"edges": (0, edges_in)}, 0, []).input("edges").kinds
+        ('i', 'i')
+        """
+        return self._inputs[name][1]
+
+    def send(self, batch: int, part: int, rows: Mapping[str, tuple[Any, Any, Any]]) -> dict:
+        """Send every worker its share of ``rows`` (input name -> ``(rows, times, diffs)``, as ``update`` takes them)
+        for micro-batch ``batch`` from partition ``part``: one frame per worker, empty ones included.
+
+        Returns ``{"bytes": sent, "kinds": {name: column kinds}}`` (the kinds
+        each input's rows fixed, for its handle in the driver).  Cost: as
+        ``update`` for the rows, a hash of every record to split them, one
+        connection per worker.
+
+        >>> flow = ddflow.Dataflow()
+        >>> edges_in, edges = flow.new_collection("edges")
+        >>> Ingest({"edges": (0, edges_in)}, 0, []).send(0, 0, {})
+        {'bytes': 0, 'kinds': {}}
+        """
+        W = len(self.addresses)
+        interner = Interner(hashed=True)  # codes are content hashes: the workers decode them to the same values
+        shares: list[tuple[list[int], list[Updates]]] = [([], []) for _ in range(W)]
+        kinds: dict[str, list[str]] = {}
+        for name, (r, t, d) in rows.items():
+            index, handle = self._inputs[name]
+            u = handle.encode(r, t, d, interner, self.frontier)
+            for w, share in enumerate(partition(u, W)):
+                if len(share):
+                    shares[w][0].append(index)
+                    shares[w][1].append(share)
+            kinds[name] = list(handle.kinds or (u.kinds if len(u) else ()))
+        return {"bytes": send_shares(self.addresses, interner, batch, part, shares) if W else 0, "kinds": kinds}

@@ -191,7 +191,7 @@ class WorkerPool:
         if self.failure is not None:
             raise errors.DataflowError(f"the dataflow failed earlier: {self.failure}") from self.failure
         if self.closed:
-            raise errors.DataflowError("the dataflow's workers were shut down")
+            raise errors.DataflowError("the dataflow is closed: its workers and task slots are released")
 
     def _send(self, msgs: list[Message]) -> None:
         """Send worker w ``msgs[w]``; a worker already gone fails the pool (named by :meth:`_fail`)."""

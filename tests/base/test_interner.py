@@ -175,7 +175,7 @@ def test_string_keyed_sliding_window_holds_a_bounded_interner(period, workers):
                 assert st["interner_values"] <= 12 * K * W and st["interner_collections"] >= 1, (t, st)
     flow.interner._check()
     assert flow.interner.collections >= 3
-    flow.shutdown()
+    flow.close()
     if period is not None:
         assert came_back > K  # freed values were interned again, and decoded right above
 

@@ -865,7 +865,7 @@ def execute(tables: list[Table], steps, queries: list[Query], isolate: bool = Tr
         return _execute(flow, tables, steps, queries, isolate)
     finally:
         if WORKERS > 1:
-            flow.shutdown()  # the worker processes
+            flow.close()  # the worker processes
 
 
 def _execute(flow, tables: list[Table], steps, queries: list[Query], isolate: bool) -> list[Outcome]:

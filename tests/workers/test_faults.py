@@ -53,7 +53,7 @@ def flows():
                 os.kill(pid, signal.SIGCONT)
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
-        flow.shutdown()
+        flow.close()
 
 
 def _alive(pid: int) -> bool:
@@ -83,7 +83,7 @@ def test_a_stopped_worker_fails_run_within_the_heartbeat_timeout(flows, victim):
     with pytest.raises(ddflow.DataflowError, match=rf"worker {victim} \(pid {pids[victim]}\)"):
         flow.trace_size()
     t0 = time.monotonic()
-    flow.shutdown()
+    flow.close()
     assert time.monotonic() - t0 < 0.5
 
 
@@ -126,7 +126,7 @@ def test_a_worker_killed_while_idle_is_named_by_the_next_run_and_every_call_afte
             call()
         assert str(first.value) in str(later.value)
     t0 = time.monotonic()
-    flow.shutdown()
+    flow.close()
     assert time.monotonic() - t0 < 0.5
 
 

@@ -304,7 +304,7 @@ def test_non_convergence_on_workers_names_the_loop():
             flow.run()
 
 
-def test_workers_exit_when_the_dataflow_shuts_down():
+def test_workers_exit_when_the_dataflow_closes():
     flow = ddflow.Dataflow(workers=2)
     h, a = flow.new_collection("a")
     a.count().capture()
@@ -312,7 +312,7 @@ def test_workers_exit_when_the_dataflow_shuts_down():
     flow.advance_to(1)
     flow.run()
     pids = list(flow._pool.pids)
-    flow.shutdown()
+    flow.close()
     for pid in pids:
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)  # reaped already
