@@ -221,3 +221,39 @@ def test_generated_windows_match_python():
     want = Counter((b, x - x % 10_000_000) for b, x in zip(t.column("bidder").to_pylist(), ts))
     expect = oracle.bag((b, n, s, s + 10_000_000) for (b, s), n in want.items())
     assert oracle.evaluate(QUERIES["q12"], {"bid": t}) == expect
+
+
+# -- the runner (tiny sizes; it measures nothing here) -----------------------------------------------
+
+import json  # noqa: E402
+
+from bench.nexmark import __main__ as runner  # noqa: E402
+
+
+def test_runner_checks_and_reports(tmp_path, capsys):
+    """q0 and q12 match DuckDB at every checkpoint; a query ddflow refuses is reported and the others go on."""
+    out = tmp_path / "n.jsonl"
+    rc = runner.main(["--events", "3000", "--batch", "400", "--disorder-us", "50000", "--checkpoints", "2",
+                      "--queries", "q0,q15,q12", "--json", str(out)])
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert rc == 0
+    assert [r["query"] for r in lines if "refused" in r] == ["q15"]
+    for q in ("q0", "q12"):
+        cps = [r for r in lines if r["query"] == q and r.get("phase") == "checkpoint"]
+        assert len(cps) == 2 and all(r["correct"] for r in cps) and cps[-1]["events_done"] == 3000
+        assert cps[-1]["rows"] > 0 and cps[-1]["frontier_us"] > cps[0]["frontier_us"]
+    assert "| q15 |" in capsys.readouterr().out
+
+
+def test_runner_catches_a_wrong_view(monkeypatch, capsys):
+    """A view that loses a row fails its checkpoint (exit 1) with the rows that differ."""
+    real = runner.View.upto
+
+    def lossy(self, frontier):
+        state = real(self, frontier)
+        return {r: m for i, (r, m) in enumerate(state.items()) if i}
+
+    monkeypatch.setattr(runner.View, "upto", lossy)
+    rc = runner.main(["--events", "1000", "--batch", "500", "--disorder-us", "0", "--queries", "q12"])
+    assert rc == 1
+    assert "DuckDB has 1 rows ddflow has not" in capsys.readouterr().out
