@@ -41,10 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import ddflow
-from ddflow.base.updates import Updates
-from ddflow.graph.scope import IterativeScope
 from ddflow.operators.capture import sql_table
-from ddflow.operators.stateless import RowNode
 from ddflow.streaming.admission import admit
 from ddflow.streaming.parse import DEAD_LETTER_SCHEMA, InputSpec, check_names
 from ddflow.streaming.sinks import Sink
@@ -349,9 +346,10 @@ class StreamingDataflow:
             from ddflow.streaming.cluster import SparkLauncher
             from ddflow.workers.remote import RemotePlacement
 
-            flow = ddflow.Dataflow(workers=self.n_workers, placement=RemotePlacement(SparkLauncher(self.spark, reserve=1)))
+            flow = ddflow.Dataflow(workers=self.n_workers, name=self.name,
+                                   placement=RemotePlacement(SparkLauncher(self.spark, reserve=1)))
         else:
-            flow = ddflow.Dataflow(workers=self.n_workers)
+            flow = ddflow.Dataflow(workers=self.n_workers, name=self.name)
         handles: dict[str, ddflow.InputHandle] = {}
         outs: dict[str, ddflow.Collection] = {}
         for table, schema in self.tables.items():
@@ -368,7 +366,6 @@ class StreamingDataflow:
             if name not in outs:
                 raise ValueError(f"{self.name}: output {name!r} is configured but build() did not return it")
         self._captures = {n: outs[n].capture() for n in self.outputs}
-        self._out_nodes = {n: outs[n].node for n in self.outputs}
         for name in self.inputs:
             handles[name].nonnegative = self._nonnegative.get(name, "dead-letter")
         self._flow, self._handles = flow, handles
@@ -383,7 +380,7 @@ class StreamingDataflow:
             self._first_batch = True
             if m.batch_id >= 0:
                 logged = self._store.verify()
-                if _has_loops(flow):  # the log holds only applied updates: a negative total is damage
+                if flow.iterates:  # the log holds only applied updates: a negative total is damage
                     refuse_negative(logged, self.state_path)
                 for name, t in logged.items():
                     self._feed(name, t)
@@ -450,17 +447,15 @@ class StreamingDataflow:
         if self._skip(batch_id):
             return
         t0 = time.perf_counter()
-        pool = flow._workers()  # started at the first batch: the executors need the workers' addresses
-        index = {id(n): i for i, n in enumerate(pool.nodes)}
-        inputs = [(spec, index[id(self._handles[spec.name].node)], self._handles[spec.name].kinds,
-                   self._handles[spec.name].table) for spec in self.inputs.values()]
-        router = Router(inputs, flow.frontier, self.max_time_ahead, batch_id, pool.placement.ingest,
+        # The workers start at the first batch (the executors need their addresses); a worker lost since the
+        # last batch raises WorkerLost here, so the dataflow reopens before anything is routed to it.
+        ingest = flow.ingest({name: self._handles[name] for name in self.inputs})
+        router = Router(list(self.inputs.values()), ingest, self.max_time_ahead, batch_id,
                         self._store.path if self._store is not None else None)
-        pool.check_alive()  # a worker lost since the last batch: reopen before routing to it
         try:
             got = read_summary(df.mapInArrow(router, SUMMARY).toArrow())
         except Exception:
-            pool.check_alive()  # the job failed because a worker is gone: WorkerLost, and the batch is retried
+            flow.check_workers()  # the job failed because a worker is gone: WorkerLost, and the batch is retried
             raise
         self._to_arrow_s = time.perf_counter() - t0  # here: the executors' routing job
         for name, kinds in got["kinds"].items():
@@ -523,10 +518,10 @@ class StreamingDataflow:
                 self.metrics.output_changes += outputs[name].num_rows
                 continue
             if not len(u):
-                # A capture that has seen nothing yet does not know its columns: ask the collection
-                # (with several workers the collection lives in the workers; the capture knows once it saw output).
-                kinds = self._captures[name]._node.kinds or self._out_nodes[name].kinds
-                u = Updates.empty(kinds, 1) if kinds is not None else None
+                # A capture that has seen nothing yet may not know its columns (with several workers it learns
+                # them from the first output): then the output has none.
+                kinds = cap.kinds
+                u = ddflow.Updates.empty(kinds, 1) if kinds is not None else None
             outputs[name] = u.to_arrow(flow.interner, spec.names) if u is not None else _no_output(spec.names)
             self.metrics.output_changes += outputs[name].num_rows
         t_dd = time.perf_counter() - t0
@@ -562,28 +557,18 @@ class StreamingDataflow:
             self.on_batch(batch_id, {**stats, "outputs": outputs, "input": table})
 
     def _guard_functions(self, flow: ddflow.Dataflow,
-                         handles: Mapping[str, ddflow.InputHandle]) -> dict[RowNode, list[str]]:
+                         handles: Mapping[str, ddflow.InputHandle]) -> list[tuple[ddflow.RowFunction, list[str]]]:
         """Set ``onError="dead-letter"`` on the row-wise functions that only such inputs feed.
 
-        Returns each such function node with the inputs upstream of it.
+        Returns each such function with the inputs upstream of it.
         O(inputs x operators), once per open.
         """
-        upstream: dict[RowNode, set[str]] = {}
-        for name, h in handles.items():
-            seen, todo = set(), [h.node]
-            while todo:
-                n = todo.pop()
-                if id(n) in seen:
-                    continue
-                seen.add(id(n))
-                if isinstance(n, RowNode):
-                    upstream.setdefault(n, set()).add(name)
-                todo.extend(t for t, _ in n.targets)
-        guarded = {}
-        for node, names in upstream.items():
+        guarded = []
+        for fn in flow.row_functions(list(handles.values())):
+            names = [name for name, h in handles.items() if any(h is g for g in fn.inputs)]
             if all(n in self.inputs and self.inputs[n].on_error == "dead-letter" for n in names):
-                node.on_error = "dead-letter"
-                guarded[node] = sorted(names)
+                fn.on_error = "dead-letter"
+                guarded.append((fn, sorted(names)))
         return guarded
 
     def _failed_rows(self) -> pa.Table | None:
@@ -599,10 +584,9 @@ class StreamingDataflow:
             for f in self._handles[name].take_rejected():
                 self._rejected.setdefault(name, []).append(f)
                 dead(name, f, f"input {name!r}: {f['error']}")
-        for node, names in self._guarded.items():
-            for f in node.failed:
+        for fn, names in self._guarded:
+            for f in fn.take_failed():
                 dead(",".join(names), f, f"operator {f['operator']!r} raised {f['error']}\n{f['traceback']}")
-            node.failed = []
         if not rows:
             return None
         n = len(rows)
@@ -652,11 +636,6 @@ def _without_rejected(logged: dict[str, pa.Table], rejected: dict[str, list[dict
                 keep.append(True)
         out[name] = t.filter(pa.array(keep))
     return out
-
-
-def _has_loops(flow: ddflow.Dataflow) -> bool:
-    """Whether the dataflow iterates (a loop fed negative multiplicities may never converge)."""
-    return any(isinstance(m, IterativeScope) for m in flow.top.nodes)
 
 
 def _no_output(names: list[str] | None) -> pa.Table:

@@ -4,9 +4,10 @@ With workers on executors (``StreamingDataflow.workers(n, spark=spark)``)
 the driver does not collect the micro-batch.  It runs one Spark job over
 the batch's partitions (``mapInArrow``); in each partition's task,
 :class:`Router` admits the rows exactly as the driver would
-(:func:`ddflow.streaming.admission.admit`), encodes them as updates,
-splits them by key hash and sends each worker its share
-(:func:`ddflow.workers.ingest.send_shares`), writes the partition's
+(:func:`ddflow.streaming.admission.admit`), and the dataflow's
+:class:`~ddflow.workers.ingest.Ingest` (``Dataflow.ingest()``) encodes
+them as the driver's input handles would, splits them by key hash and
+sends each worker its share; the router writes the partition's
 input log file into the state directory (which must then be a path every
 executor can write), and returns one small summary row: how many
 updates, the largest time, the dead letters, the log file and its
@@ -18,57 +19,35 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import pyarrow as pa
 
-from ddflow.base.interner import Interner
-from ddflow.dataflow import InputHandle
 from ddflow.streaming.admission import admit
 from ddflow.streaming.parse import InputSpec
 from ddflow.streaming.state import StateStore
-from ddflow.workers.exchange import partition
-from ddflow.workers.ingest import send_shares
+from ddflow.workers.ingest import Ingest
 
 #: What each partition's task returns to the driver (one row).
 SUMMARY = ("partition long, updates long, max_time long, dead binary, log string, checks string, kinds string, "
            "bytes long")
 
 
-class _Flow:
-    """What an input handle needs of its dataflow, on an executor."""
-
-    def __init__(self, interner: Interner, frontier: int):
-        self.interner, self.frontier, self.closed = interner, frontier, False
-
-
-class _Recorder:
-    """Stands for an input node: keeps what the handle pushes."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.pushed: list = []
-
-    def push(self, port: int, u: Any) -> None:
-        self.pushed.append(u)
-
-
 class Router:
     """The function each partition of a micro-batch runs (``df.mapInArrow(router, SUMMARY)``).
 
-    ``inputs``: per input, its spec, its node's index among the pool's
-    nodes, and its handle's column kinds and table schema (so the updates
-    are encoded as the driver's handle would).  ``addresses``: each
-    worker's ingest listener.  ``log_dir``: the state directory, or None.
+    ``inputs``: the inputs' specs, in order.  ``ingest``: the dataflow's
+    :class:`~ddflow.workers.ingest.Ingest` (``Dataflow.ingest()``), which
+    encodes the rows as the driver's handles would and sends the workers
+    their shares.  ``log_dir``: the state directory, or None.
     """
 
-    def __init__(self, inputs: Sequence[tuple[InputSpec, int, Any, Any]], frontier: int, max_time_ahead: int | None,
-                 batch_id: int, addresses: Sequence[tuple[str, int]], log_dir: str | None):
+    def __init__(self, inputs: Sequence[InputSpec], ingest: Ingest, max_time_ahead: int | None, batch_id: int,
+                 log_dir: str | None):
         self.inputs = list(inputs)
-        self.frontier = frontier
+        self.ingest = ingest
         self.max_time_ahead = max_time_ahead
         self.batch_id = batch_id
-        self.addresses = list(addresses)
         self.log_dir = log_dir
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -77,37 +56,27 @@ class Router:
         part = TaskContext.get().partitionId()
         batches = list(batches)
         table = pa.Table.from_batches(batches) if batches else None
-        W = len(self.addresses)
-        interner = Interner(hashed=True)
-        shares: list[tuple[list[int], list]] = [([], []) for _ in range(W)]
+        ingest = self.ingest
         dead: list[pa.Table] = []
         logged: dict[str, pa.Table] = {}
-        kinds: dict[str, list[str]] = {}
+        rows_of: dict[str, tuple] = {}
         max_time = None
         updates = 0
-        for spec, nid, handle_kinds, schema in self.inputs if table is not None and table.num_rows else ():
+        for spec in self.inputs if table is not None and table.num_rows else ():
+            handle = ingest.input(spec.name)
             json_kinds = None
-            if spec.format == "json":
-                json_kinds = schema.kinds[:-1] if schema is not None else handle_kinds
-            rows = admit(spec, table, json_kinds, self.frontier, self.max_time_ahead, self.batch_id, dead)
+            if spec.format == "json":  # a table's JSON fields keep its column kinds (the null mask is not a field)
+                json_kinds = handle.table.kinds[:-1] if handle.table is not None else handle.kinds
+            rows = admit(spec, table, json_kinds, ingest.frontier, self.max_time_ahead, self.batch_id, dead)
             if not rows.num_rows:
                 continue
-            node = _Recorder(spec.name)
-            handle = InputHandle(_Flow(interner, self.frontier), node, handle_kinds, schema)  # type: ignore[arg-type]
             fields = [c for c in rows.column_names if c not in ("time", "diff")]
-            handle.update(rows.select(fields), times=rows.column("time").to_numpy(),
-                          diffs=rows.column("diff").to_numpy())
-            for u in node.pushed:
-                for w, share in enumerate(partition(u, W)):
-                    if len(share):
-                        shares[w][0].append(nid)
-                        shares[w][1].append(share)
-            kinds[spec.name] = list(handle.kinds or ())
+            rows_of[spec.name] = (rows.select(fields), rows.column("time").to_numpy(), rows.column("diff").to_numpy())
             logged[spec.name] = rows
             updates += rows.num_rows
             mt = int(rows.column("time").to_numpy().max())
             max_time = mt if max_time is None else max(max_time, mt)
-        sent = send_shares(self.addresses, interner, self.batch_id, part, shares)
+        sent = ingest.send(self.batch_id, part, rows_of)
         log, checks = None, None
         if self.log_dir is not None and logged:
             log = f"log-{self.batch_id:012d}-p{part:05d}.arrow"
@@ -121,7 +90,7 @@ class Router:
             dl = sink.getvalue().to_pybytes()
         yield pa.RecordBatch.from_pydict(
             {"partition": [part], "updates": [updates], "max_time": [max_time], "dead": [dl], "log": [log],
-             "checks": [checks], "kinds": [json.dumps(kinds)], "bytes": [sent]},
+             "checks": [checks], "kinds": [json.dumps(sent["kinds"])], "bytes": [sent["bytes"]]},
             schema=pa.schema([("partition", pa.int64()), ("updates", pa.int64()), ("max_time", pa.int64()),
                               ("dead", pa.binary()), ("log", pa.string()), ("checks", pa.string()),
                               ("kinds", pa.string()), ("bytes", pa.int64())]))

@@ -109,7 +109,7 @@ class Capture:
         if node.kinds is not None:
             return node.kinds
         for n in node.scope.nodes:  # the captured collection's operator: the one that feeds this capture
-            if any(t is node for t, _ in n.targets):
+            if any(t is node for t, _ in getattr(n, "targets", ())):  # a loop scope is no operator
                 return n.kinds
         return None
 

@@ -62,3 +62,29 @@ def test_dead_letters_keep_the_message_and_its_place():
     assert bad.column("error")[0].as_py().startswith("unparseable JSON")
     late = dead_letters("in", "late", rows)
     assert late.column("offset").to_pylist() == [7] and late.column("error").to_pylist() == ["late"]
+
+
+def test_streaming_uses_only_the_engines_public_api():
+    """No ``obj._private`` of another object and no ``from ddflow... import _private``: the driver, the router
+    and the Spark launcher go through documented engine methods (``Dataflow.ingest``, ``row_functions``,
+    ``Capture.kinds``, ...), so the engine may change what is behind them."""
+    import ast
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[2] / "streaming"
+    foreign = {"KafkaError"}  # confluent_kafka's error codes are public names with a leading underscore
+    spark = {"_jsc", "_jvm"}  # PySpark's way to its JVM objects
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for n in ast.walk(ast.parse(path.read_text())):
+            where = f"{path.relative_to(root.parent)}:{getattr(n, 'lineno', 0)}"
+            if isinstance(n, ast.Attribute) and n.attr.startswith("_") and not n.attr.startswith("__"):
+                base = n.value
+                if isinstance(base, ast.Name) and (base.id in ("self", "cls") or base.id in foreign):
+                    continue
+                if n.attr not in spark:
+                    found.append(f"{where}: {ast.unparse(n)}")
+            elif isinstance(n, ast.ImportFrom) and (n.module or "").startswith("ddflow") \
+                    and not (n.module or "").startswith("ddflow.streaming"):
+                found += [f"{where}: from {n.module} import {a.name}" for a in n.names if a.name.startswith("_")]
+    assert not found, "private engine names used by ddflow.streaming:\n" + "\n".join(found)
