@@ -357,13 +357,14 @@ class Collection:
         node = WindowNode(self.scope, self._name("window", name), fn, width, slide or width, offset, expire)
         return self._derive(node)
 
-    def close_at(self, fn: Callable[..., Any], name: str | None = None) -> "Collection":
+    def close_at(self, fn: Callable[..., Any], final: bool = False, name: str | None = None) -> "Collection":
         """``fn(*columns) -> end``: every change to a record at or after its ``end`` is dropped; it keeps its value at close.
 
         What turns a window's live result (retracted when the window
         ends, so that no trace keeps it) into the permanent result a query
-        shows.  Cost: stateless, one call of ``fn`` per batch and O(n)
-        vectorized.
+        shows.  ``final``: the earlier changes move to ``end`` too, so each
+        record appears once, final, when it closes (append-only output).
+        Cost: stateless, one call of ``fn`` per batch and O(n) vectorized.
 
         >>> flow = ddflow.Dataflow()
         >>> ev_in, ev = flow.new_collection("events")
@@ -374,7 +375,7 @@ class Collection:
         """
         from ddflow.operators.temporal import CloseAtNode
 
-        return self._derive(CloseAtNode(self.scope, self._name("close_at", name), fn))
+        return self._derive(CloseAtNode(self.scope, self._name("close_at", name), fn, final))
 
     def sessionize(self, ts_field: int, gap: int, expire: bool = False, name: str | None = None) -> "Collection":
         """``(key, *vals, start, end)``: each record tagged with its key's session (Spark's ``session_window``).

@@ -18,6 +18,7 @@ record's validity bounds and ``end(r)`` its close time:
 
     temporal_filter:  (r, max(t, lower), d)  and  (r, max(t, upper), -d),   when max(t, lower) < max(t, upper)
     close_at:         (r, t, d)                                             when t < end(r)
+    close_at, final:  (r, end(r), d)                                        when t < end(r)
     window:           ((*r, s, s + w), t, d)   for each window start s with s <= ts(r) < s + w,
                       and with ``expire`` also  ((*r, s, s + w), max(t, s + w), -d)
 
@@ -135,12 +136,15 @@ class WindowNode(Node):
 class CloseAtNode(Node):
     """Drops every change of a record at or after its close time ``fn(*columns)``: it keeps its value at close.
 
-    Stateless.  Cost: O(n) vectorized for n updates, plus ``fn``.
+    ``final``: the changes before the close also move to the close time,
+    so they add up there and the record appears once, final, when it
+    closes.  Stateless.  Cost: O(n) vectorized for n updates, plus ``fn``.
     """
 
-    def __init__(self, scope: Scope, name: str, fn: Callable):
+    def __init__(self, scope: Scope, name: str, fn: Callable, final: bool = False):
         super().__init__(scope, name)
         self.fn = fn
+        self.final = final
 
     def step(self, bound: np.ndarray) -> None:
         u = self.dequeue()
@@ -149,4 +153,8 @@ class CloseAtNode(Node):
         where = f"operator {self.name!r}"
         _top_level(u, where)
         (end,) = _bounds(self.fn, u, self.ctx, where)[:1]
-        self.emit(u.take(np.flatnonzero(u.times[:, 0] < end)))
+        keep = np.flatnonzero(u.times[:, 0] < end)
+        kept = u.take(keep)
+        if self.final:
+            kept = Updates(kept.cols, end[keep].reshape(-1, 1), kept.diffs, kept.kinds)
+        self.emit(kept)

@@ -108,4 +108,4 @@ def lower_close_at(lowering, rel: CloseAt) -> Collection:
         end, null = _ints(rel.end, cols, schema, columns_of)
         return np.where(null, NO_UPPER, end + rel.after)
 
-    return lowering.lower(rel.input).close_at(end_of)
+    return lowering.lower(rel.input).close_at(end_of, final=rel.final)

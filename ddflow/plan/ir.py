@@ -273,13 +273,20 @@ class TemporalFilter(_RowsOf):
 
 @dataclass(frozen=True)
 class CloseAt(_RowsOf):
-    """The rows of a per-window result, each kept as it was when its window closed at ``end + after`` (later changes dropped)."""
+    """The rows of a per-window result, each kept as it was when its window closed at ``end + after`` (later changes dropped).
+
+    ``final``: each row's changes are moved to its close time as well, so
+    the row appears once, final, when its window closes, and is never
+    retracted (Spark's append mode, for sinks that cannot take deletes).
+    """
 
     end: Expr
     after: int = 0
+    final: bool = False
 
     def label(self) -> str:
-        return f"CloseAt {_shown([self.end], self.input.schema.names)[0]}" + (f" + {self.after}us" if self.after else "")
+        return (f"{'Final' if self.final else 'CloseAt'} {_shown([self.end], self.input.schema.names)[0]}"
+                + (f" + {self.after}us" if self.after else ""))
 
 
 @dataclass(frozen=True)

@@ -403,16 +403,28 @@ def lift_closes(rel: Rel) -> Rel:
     rel = _map_inputs(rel, lift_closes)
     if isinstance(rel, Filter) and isinstance(rel.input, CloseAt):
         c = rel.input
-        return CloseAt(Filter(c.input, rel.predicate), c.end, c.after)
+        return dataclasses.replace(c, input=Filter(c.input, rel.predicate))
     if isinstance(rel, Project) and isinstance(rel.input, CloseAt):
         c = rel.input
         kept = [j for j, e in enumerate(rel.exprs) if e == c.end]
         if kept:
             e = c.end
-            return CloseAt(Project(c.input, rel.exprs, rel.names), Col(kept[0], e.type, rel.names[kept[0]]), c.after)
+            return dataclasses.replace(c, input=Project(c.input, rel.exprs, rel.names),
+                                       end=Col(kept[0], e.type, rel.names[kept[0]]))
     if isinstance(rel, Join) and rel.kind == "inner" and isinstance(rel.left, CloseAt) \
-            and isinstance(rel.right, CloseAt) and rel.left.after == rel.right.after:
+            and isinstance(rel.right, CloseAt) and rel.left.after == rel.right.after and not rel.left.final:
         a, b = rel.left, rel.right
         if any(k == a.end and r == b.end for k, r in zip(rel.left_keys, rel.right_keys)):
             return CloseAt(dataclasses.replace(rel, left=a.input, right=b.input), a.end, a.after)
     return rel
+
+
+def finalized(rel: Rel) -> Rel | None:
+    """``rel`` emitting each row once, final, when its window closes: its top :class:`CloseAt` (above it only
+    filters and projections) made ``final``; None when ``rel`` has no such close.  O(plan size)."""
+    if isinstance(rel, CloseAt):
+        return dataclasses.replace(rel, final=True)
+    if isinstance(rel, (Filter, Project)):
+        inner = finalized(rel.input)
+        return None if inner is None else dataclasses.replace(rel, input=inner)
+    return None

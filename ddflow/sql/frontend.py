@@ -38,7 +38,7 @@ from ddflow.plan.expr import Col
 from ddflow.plan.ir import Project, Rel, explain
 from ddflow.plan.lower import Lowering
 from ddflow.plan.partition import exchange_note
-from ddflow.plan.rewrite import lift_closes, prune_columns, push_filters
+from ddflow.plan.rewrite import finalized, lift_closes, prune_columns, push_filters
 from ddflow.sql import eventtime
 from ddflow.sql.planner import plan_query
 
@@ -72,10 +72,25 @@ class SqlFrontend:
         view.schema = rel.schema
         return view
 
-    def sql(self, text: str) -> Collection:
-        """The collection of the last statement of ``text`` (see :meth:`ddflow.Dataflow.sql`).  Cost: O(size of the text)."""
+    def sql(self, text: str, mode: str = "changelog") -> Collection:
+        """The collection of the last statement of ``text`` (see :meth:`ddflow.Dataflow.sql`).  Cost: O(size of the text).
+
+        ``mode="final"``: each row once, when its window (or session)
+        closes, never retracted; refused for a query whose rows do not
+        close (no window over an event-time table, or something stateful
+        above the windowed aggregate).
+        """
+        if mode not in ("changelog", "final"):
+            raise SchemaError(f"SQL: mode is 'changelog' or 'final', not {mode!r}")
         views = dict(self.views)
-        view = self.lower(self._planned(text, views))
+        rel = self._planned(text, views)
+        if mode == "final":
+            rel = finalized(lift_closes(rel))
+            if rel is None:
+                raise SchemaError("SQL: mode='final' needs a query whose rows close: a GROUP BY window(...) or "
+                                  "session_window(...) over an event-time table, with only filters and projections "
+                                  f"above it; this one does not close (`{' '.join(text.split())[:100]}`)")
+        view = self.lower(rel)
         self.views = views  # kept only once every statement planned and lowered
         return view
 

@@ -210,3 +210,36 @@ def test_window_state_is_bounded_once_windows_close():
         sizes.append(flow.trace_size())
     # 200 rows a second: the open state is a few seconds of rows; 40,000 rows went through
     assert max(sizes[100:]) < 3 * max(sizes[20:40]) and max(sizes[100:]) < 12_000, sizes[::20]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_final_mode_is_the_changelog_of_closed_windows_each_row_once(seed):
+    """mode='final': each window's (session's) row appears once, when it closes, as the changelog has it then."""
+    rng = random.Random(50 + seed)
+    flow = ddflow.Dataflow()
+    handle, _ = flow.new_collection("bids", schema={"auction": "bigint", "price": "bigint", "ts": "timestamp"},
+                                    event_time="ts")
+    fe = flow._frontend()
+    views = {"hop": (_hopping(4, 2, "SUM(price)")[0], lambda r: _us(r[2])),
+             "session": (_session(2, "COUNT(*)")[0], lambda r: _us(r[2]) + 1)}
+    caps = {n: (fe.sql(q).capture(), fe.sql(q, mode="final").capture(), close) for n, (q, close) in views.items()}
+    for rows, diffs, frontier in _stream(rng, batches=10, per_batch=8, lateness=2 * S, spread=2 * S):
+        handle.update([(a, p, datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=t)) for a, p, t in rows],
+                      diffs=diffs)
+        flow.advance_to(frontier)
+        flow.run()
+        t = frontier - 1
+        for name, (changelog, final, close) in caps.items():
+            want = {r: m for r, m in changelog.contents(t).items() if close(r) <= t}
+            assert final.contents(t) == want, name
+            per_time = Counter()
+            for r, tt, d in final.updates().to_rows(flow.interner):
+                per_time[(r, tt)] += d
+            assert all(d == 1 for d in per_time.values() if d), name  # appended once, never retracted
+
+
+def test_final_mode_is_refused_for_a_query_whose_rows_never_close():
+    flow = ddflow.Dataflow()
+    flow.new_collection("bids", schema={"auction": "bigint", "price": "bigint", "ts": "timestamp"}, event_time="ts")
+    with pytest.raises(ddflow.SchemaError, match="mode='final' needs a query whose rows close"):
+        flow._frontend().sql("SELECT auction, COUNT(*) FROM bids GROUP BY auction", mode="final")
