@@ -636,6 +636,8 @@ class _Planner(Expressions, eventtime.EventTime):
         return out, _Scope([]), replace
 
     def agg(self, node: exp.Expression, scope: _Scope) -> Agg:
+        if isinstance(node, exp.Filter):  # AGG(x) FILTER (WHERE c) is AGG over CASE WHEN c THEN x END
+            node = _filtered(node)
         func = _AGGS[type(node)]
         arg = node.this
         distinct = isinstance(arg, exp.Distinct)
@@ -705,12 +707,26 @@ def _limit_ranks(rel: Rel, pred: Expr) -> Rel:
     return Project(TopK(top.input, top.partition, top.order, max(k, 0), top.rank, top.rank_name), rel.exprs, rel.names)
 
 
+def _filtered(node: exp.Filter) -> exp.Expression:
+    """``AGG(x) FILTER (WHERE c)`` as ``AGG(CASE WHEN c THEN x END)`` (``COUNT(*)`` counts ``CASE WHEN c THEN 1``)."""
+    agg, cond = node.this.copy(), node.expression.this
+    arg = agg.this
+    distinct = isinstance(arg, exp.Distinct)
+    inner = arg.expressions[0] if distinct and len(arg.expressions) == 1 else arg
+    if distinct and len(arg.expressions) != 1:
+        raise _unsupported(node, "an aggregate of several DISTINCT arguments")
+    value = exp.Literal.number(1) if isinstance(inner, exp.Star) else inner
+    case = exp.Case(ifs=[exp.If(this=cond.copy(), true=value.copy())])
+    agg.set("this", exp.Distinct(expressions=[case]) if distinct else case)
+    return agg
+
+
 def _aggregates(node: exp.Expression) -> list[exp.Expression]:
     """The outermost aggregate calls in ``node``, not those of its subqueries (they aggregate their own rows)."""
     out: list[exp.Expression] = []
 
     def walk(n: exp.Expression) -> None:
-        if isinstance(n, tuple(_AGGS)):
+        if isinstance(n, tuple(_AGGS)) or (isinstance(n, exp.Filter) and isinstance(n.this, tuple(_AGGS))):
             out.append(n)
             return
         if n is not node and isinstance(n, (exp.Select, exp.Subquery, exp.Exists)):

@@ -243,3 +243,20 @@ def test_final_mode_is_refused_for_a_query_whose_rows_never_close():
     flow.new_collection("bids", schema={"auction": "bigint", "price": "bigint", "ts": "timestamp"}, event_time="ts")
     with pytest.raises(ddflow.SchemaError, match="mode='final' needs a query whose rows close"):
         flow._frontend().sql("SELECT auction, COUNT(*) FROM bids GROUP BY auction", mode="final")
+
+
+def test_aggregate_filter_clauses_match_duckdb():
+    """``AGG(x) FILTER (WHERE c)`` (Nexmark q15-q17 count bids per price band so)."""
+    rng = random.Random(11)
+    rows = Counter((rng.randint(1, 3), rng.choice([None, 1, 2, 5, 7, 10]), T0 + rng.randint(0, 9) * S) for _ in range(60))
+    q = ("SELECT auction, COUNT(*) FILTER (WHERE price > 2) AS a, SUM(price) FILTER (WHERE price < 7) AS b, "
+         "COUNT(DISTINCT price) FILTER (WHERE price <> 5) AS c, MAX(price) FILTER (WHERE t > {mid}) AS d "
+         "FROM bids GROUP BY auction")
+    flow = ddflow.Dataflow()
+    h, _ = flow.new_collection("bids", schema={"auction": "bigint", "price": "bigint", "t": "bigint"})
+    out = flow.sql(q.format(mid=T0 + 4 * S)).capture()
+    h.update([r for r, m in rows.items() for _ in range(m)], times=0)
+    flow.advance_to(1)
+    flow.run()
+    got = sql_bag(r for r, m in out.contents(0).items() for _ in range(m))
+    assert got == _duck(rows, q.format(mid=T0 + 4 * S))
