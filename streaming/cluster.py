@@ -15,10 +15,12 @@ streaming query keeps ``reserve`` slots free for its own micro-batches.
 """
 from __future__ import annotations
 
+import gc
 import json
 import re
 import socket
 import threading
+import weakref
 from typing import Any
 
 from ddflow import errors
@@ -26,6 +28,9 @@ from ddflow.workers.remote import register_launcher
 
 
 _WARM = False
+
+#: Launchers of this process whose barrier job is running: they hold task slots (``SparkLauncher.tasks``).
+_RUNNING: "weakref.WeakSet[SparkLauncher]" = weakref.WeakSet()
 
 
 def warm_kernels() -> None:
@@ -96,7 +101,9 @@ class SparkLauncher:
     the task slots the cluster has, less ``reserve``); task t hosts
     workers w with ``w % T == t``, forked from the task's Python worker.
     ``reserve``: slots left free for other jobs (a streaming query's
-    micro-batches need at least one).
+    micro-batches need at least one).  The slots other ddflow dataflows
+    of this process hold are not free: a start that finds too few says
+    which dataflows hold them.
     """
 
     def __init__(self, spark: Any, tasks: int | None = None, reserve: int = 0):
@@ -105,8 +112,12 @@ class SparkLauncher:
         self.host = conf.get("spark.driver.host", None) or socket.gethostbyname(socket.gethostname())
         self.want = tasks
         self.reserve = reserve
+        #: What the job's description calls the dataflow (``Dataflow`` sets it from its name and creation site).
+        self.label = "ddflow dataflow"
+        self.n_tasks = 0
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._cancelled = False
         self.group = None
 
     def dumps(self, obj: Any) -> bytes:
@@ -122,31 +133,69 @@ class SparkLauncher:
         except Exception:  # noqa: BLE001 - an internal API: fall back to the default parallelism
             return int(self.sc.defaultParallelism)
 
+    def _holders(self) -> list["SparkLauncher"]:
+        """The other ddflow dataflows of this process whose barrier jobs hold slots of this cluster now."""
+        return [h for h in list(_RUNNING) if h is not self and h.sc is self.sc and not h.join(0)]
+
     def tasks(self, workers: int) -> int:
-        free = self.slots() - self.reserve
-        if self.want is not None:
-            if self.want > free:
-                raise errors.UsageError(f"{self.want} barrier tasks need {self.want} free task slots; the cluster has "
-                                        f"{free} (after keeping {self.reserve} for other jobs)")
-            return min(self.want, workers)
-        if free < 1:
-            raise errors.UsageError(f"the cluster has {free + self.reserve} task slots and {self.reserve} must stay "
-                                    "free for other jobs: no slot is left for ddflow's workers")
-        return min(workers, free)
+        """How many tasks: the free slots (less ``reserve`` and what other ddflow dataflows hold), at most ``workers``.
+
+        Too few: first the jobs being cancelled get time to end, and
+        dataflows dropped in reference cycles are collected (their
+        finalizers release their slots); then the refusal names the
+        dataflows that still hold slots.
+        """
+        need = self.want or 1
+        total = self.slots()
+        held = self._holders()
+        if total - self.reserve - sum(h.n_tasks for h in held) < need:
+            for h in held:
+                if h._cancelled:
+                    h.join(30.0)
+            gc.collect()
+            held = self._holders()
+        free = total - self.reserve - sum(h.n_tasks for h in held)
+        if free < need:
+            who = "; ".join(f"{h.label} holds {h.n_tasks} (Spark job group {h.group})" for h in held)
+            because = f": {who}; close() it (or leave its with block) first" if held else ""
+            raise errors.UsageError(f"ddflow's workers need {need} free task slot{'s' if need > 1 else ''}; the "
+                                    f"cluster has {total}, {self.reserve} kept for other jobs{because}")
+        return min(self.want, workers) if self.want is not None else min(workers, free)
+
+    def busy(self) -> str:
+        """What else holds the cluster's slots now: other ddflow dataflows and other running Spark jobs ("" if none)."""
+        parts = [f"{h.label} holds {h.n_tasks} (Spark job group {h.group})" for h in self._holders()]
+        try:
+            tracker = self.sc.statusTracker()
+            mine = set(tracker.getJobIdsForGroup(self.group)) if self.group else set()
+            ours = {j for h in self._holders() for j in tracker.getJobIdsForGroup(h.group)}
+            for job in tracker.getActiveJobsIds():
+                info = tracker.getJobInfo(job)
+                if job in mine or job in ours or info is None:
+                    continue
+                stages = [tracker.getStageInfo(s) for s in info.stageIds]
+                running = sum(st.numActiveTasks for st in stages if st is not None)
+                names = ", ".join(sorted({st.name for st in stages if st is not None}))
+                parts.append(f"Spark job {job} ({names}) runs {running} task{'s' if running != 1 else ''}")
+        except Exception:  # noqa: BLE001 - the status tracker is a best effort for an error message
+            pass
+        return "; ".join(parts)
 
     def launch(self, payload: bytes, workers: int, tasks: int, address: tuple[str, int], token: str) -> None:
         self.group = f"ddflow-workers-{token}"
+        self.n_tasks = tasks
         fn = _task(payload, workers, tasks, address, token)
+        description = f"{self.label}: {workers} workers in {tasks} barrier tasks"
 
         def body() -> None:
-            self.sc.setJobGroup(self.group, f"ddflow: {workers} workers in {tasks} barrier tasks",
-                                interruptOnCancel=True)
+            self.sc.setJobGroup(self.group, description, interruptOnCancel=True)
             try:
                 self.sc.parallelize(range(tasks), tasks).barrier().mapPartitions(fn).collect()
             except BaseException as e:  # noqa: BLE001 - reported through error()
                 self._error = e
 
         self._thread = threading.Thread(target=body, name="ddflow-barrier-stage", daemon=True)
+        _RUNNING.add(self)
         self._thread.start()
 
     def error(self) -> str | None:
@@ -156,6 +205,7 @@ class SparkLauncher:
 
     def cancel(self) -> None:
         if self.group is not None and self._thread is not None and self._thread.is_alive():
+            self._cancelled = True
             try:
                 self.sc.cancelJobGroup(self.group)
             except Exception:  # noqa: BLE001 - the session may be stopping

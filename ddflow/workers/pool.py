@@ -49,6 +49,7 @@ class Placement(Protocol):
     beats: np.ndarray
     due: np.ndarray
     pids: list[int]
+    label: str  #: what the dataflow is called (its name, where it was made), set before :meth:`start`
 
     def start(self, top: Scope, ctx: Context, tick: float | None) -> list:
         """Start the workers (each beats every ``tick`` seconds, or never); the driver's socket to each."""

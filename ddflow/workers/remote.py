@@ -64,6 +64,7 @@ class Launcher(Protocol):
     """Starts the tasks that run the workers (Spark: :class:`ddflow.streaming.cluster.SparkLauncher`)."""
 
     host: str  #: the address the executors reach the driver at
+    label: str  #: what the tasks' job is called (set before ``launch``: the dataflow's name and creation site)
 
     def dumps(self, obj: Any) -> bytes:
         """Pickle ``obj`` as the tasks will need it (cloudpickle: lambdas and closures by value)."""
@@ -82,6 +83,9 @@ class Launcher(Protocol):
 
     def join(self, seconds: float) -> bool:
         """Wait for the tasks' job to end; whether it did."""
+
+    def busy(self) -> str:
+        """Optional: what else holds the cluster's slots now (named in the error of a start that timed out)."""
 
 
 #: Launcher factories by the ``Dataflow`` keyword that asks for them (``spark``): ``factory(session) -> Launcher``.
@@ -119,6 +123,8 @@ class RemotePlacement:
 
     def __init__(self, launcher: Launcher, port: int = 0, start_timeout: float = 120.0):
         self.launcher = launcher
+        #: What the launcher's job is called (``Dataflow`` sets it before the start).
+        self.label = "ddflow dataflow"
         self.port = port
         self.start_timeout = start_timeout
         self.pids: list[int] = []
@@ -146,6 +152,7 @@ class RemotePlacement:
         token = secrets.token_hex(16)
         srv = socket.create_server((self.launcher.host, self.port), backlog=max(64, 2 * W))
         address = srv.getsockname()[:2]
+        self.launcher.label = self.label
         T = self.launcher.tasks(W)
         self.launcher.launch(_graph_bytes(self.launcher, top, ctx, tick), W, T, address, token)
         workers: dict[int, socket.socket] = {}
@@ -156,10 +163,12 @@ class RemotePlacement:
                 if self.launcher.error() is not None:
                     raise errors.DataflowError(f"the workers did not start: {self.launcher.error()}")
                 if time.monotonic() > deadline:
+                    busy = getattr(self.launcher, "busy", lambda: "")()
                     raise errors.DataflowError(
                         f"the workers did not start: {len(workers)} of {W} workers and {len(self._tasks)} of {T} "
                         f"tasks connected to {address[0]}:{address[1]} within {self.start_timeout} s (are "
-                        f"{T} task slots free, and can the executors reach this address?)")
+                        f"{T} task slots free, and can the executors reach this address?)"
+                        + (f"; holding slots now: {busy}" if busy else ""))
                 try:
                     conn, _ = srv.accept()
                 except TimeoutError:
@@ -273,10 +282,19 @@ class RemotePlacement:
         ended = self.ended()
         return {w: ended.get(w, "killed with its task") for w in live}
 
+    #: After "stop" and a cancel, how long to wait for the launcher's job to end (its slots free) before giving up.
+    CANCEL_WAIT = 30.0
+
     def wait(self, seconds: float) -> None:
-        """After "stop": the workers exit, then their tasks end the job; cancel it if it has not ended in time."""
+        """After "stop": the workers exit, then their tasks end the job; cancel it if it has not ended in time.
+
+        Returns once the job has ended (``close`` promises the slots are free
+        for the next dataflow), or after :attr:`CANCEL_WAIT` more seconds if
+        the cancel does not take.
+        """
         if not self.launcher.join(max(seconds, 3.0)):  # a Spark job takes a moment to finish after its tasks
             self.launcher.cancel()
+            self.launcher.join(self.CANCEL_WAIT)
         self._shut()
 
     def _shut(self) -> None:

@@ -210,3 +210,74 @@ def test_a_function_the_executors_cannot_import_is_named_at_start(cluster, tmp_p
                                                    r"named 'driver_only_udfs'.*register_pickle_by_value"):
         flow.run()
     assert time.monotonic() - t < 30
+
+
+# -- lifecycle: close() releases the barrier tasks' slots ------------------------------------------------------
+
+
+def _counted(flow):
+    """Build and run a small count; its output (so a start that silently ran nothing would show)."""
+    h, xs = flow.new_collection("xs")
+    cap = xs.project(0).count().capture()
+    h.update([(i % 3,) for i in range(9)], times=0)
+    flow.advance_to(1)
+    flow.run()
+    return cap.drain()
+
+
+COUNTED = [((0, 3), 0, 1), ((1, 3), 0, 1), ((2, 3), 0, 1)]
+
+
+def _job_ended(flow) -> bool:
+    return flow._pool.placement.launcher.join(0)
+
+
+def test_close_frees_the_slots_for_the_next_dataflow(cluster):
+    """close() returns once Spark's job has ended; the next dataflow gets every slot (a held slot fails its start)."""
+    first = ddflow.Dataflow(workers=2, spark=cluster)
+    assert _counted(first) == COUNTED
+    first.close()
+    assert _job_ended(first)
+    first.close()  # idempotent
+    with pytest.raises(ddflow.DataflowError, match="closed"):
+        first.run()
+    with ddflow.Dataflow(workers=2, spark=cluster) as second:
+        assert _counted(second) == COUNTED
+    assert _job_ended(second)  # leaving the with block closed it
+    third = ddflow.Dataflow(workers=2, spark=cluster)
+    assert _counted(third) == COUNTED
+    third.close()
+
+
+def test_a_dropped_dataflow_frees_its_slots_at_once(cluster):
+    """The last reference gone, the slots are free: no cyclic collection needed (the collector is off here)."""
+    import gc
+
+    gc.collect()
+    gc.disable()
+    try:
+        flow = ddflow.Dataflow(workers=2, spark=cluster)
+        assert _counted(flow) == COUNTED
+        launcher = flow._pool.placement.launcher
+        del flow
+        assert launcher.join(0)
+    finally:
+        gc.enable()
+    later = ddflow.Dataflow(workers=2, spark=cluster)
+    assert _counted(later) == COUNTED
+    later.close()
+
+
+def test_a_start_that_finds_the_slots_held_names_the_dataflow_holding_them(cluster):
+    holder = ddflow.Dataflow(workers=2, spark=cluster, name="bids per auction")
+    assert _counted(holder) == COUNTED
+    group = holder._pool.placement.launcher.group
+    blocked = ddflow.Dataflow(workers=2, spark=cluster)
+    with pytest.raises(ddflow.UsageError, match=rf"need 1 free task slot; the cluster has 2, 0 kept for other jobs: "
+                                                rf"ddflow dataflow 'bids per auction' \(created at test_cluster\.py:\d+\) "
+                                                rf"holds 2 \(Spark job group {group}\); close\(\) it"):
+        blocked.run()
+    holder.close()
+    after = ddflow.Dataflow(workers=2, spark=cluster)
+    assert _counted(after) == COUNTED
+    after.close()
