@@ -117,7 +117,7 @@ class SparkLauncher:
         self.n_tasks = 0
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
-        self._cancelled = False
+        self.cancelled = False  #: cancel() was asked: the job is ending
         self.group = None
 
     def dumps(self, obj: Any) -> bytes:
@@ -150,7 +150,7 @@ class SparkLauncher:
         held = self._holders()
         if total - self.reserve - sum(h.n_tasks for h in held) < need:
             for h in held:
-                if h._cancelled:
+                if h.cancelled:
                     h.join(30.0)
             gc.collect()
             held = self._holders()
@@ -205,7 +205,7 @@ class SparkLauncher:
 
     def cancel(self) -> None:
         if self.group is not None and self._thread is not None and self._thread.is_alive():
-            self._cancelled = True
+            self.cancelled = True
             try:
                 self.sc.cancelJobGroup(self.group)
             except Exception:  # noqa: BLE001 - the session may be stopping
