@@ -43,13 +43,16 @@ class Dataflow(EngineDataflow):
             fe = self._sql_frontend = SqlFrontend(weakref.proxy(self))
         return fe
 
-    def sql(self, query: str) -> Collection:
+    def sql(self, query: str, mode: str = "changelog") -> Collection:
         """A view: the rows of a Spark SQL query over this dataflow's tables, maintained incrementally.
 
         ``query`` may be a script of ``;``-separated statements, among them
         ``CREATE [OR REPLACE] [TEMP] VIEW v AS ...``, which keeps ``v`` for
         later calls; the last statement's collection is returned.  A
         construct ddflow does not support is refused here, never at run.
+        ``mode="final"``: each row once, when its window or session closes
+        (the frontier passes its end), never retracted, as Spark's append
+        mode; refused for a query whose rows never close.
 
         The result is a collection with named columns (``.columns``); its
         capture reads rows in SELECT-list order with NULL as None, as bags
@@ -66,7 +69,7 @@ class Dataflow(EngineDataflow):
         >>> cap.contents(0)
         {('a', 7): 1, (None, 1): 1}
         """
-        return self._frontend().sql(query)
+        return self._frontend().sql(query, mode)
 
     def explain(self, query: str) -> str:
         """The plan of a SQL query as an indented tree, arrangements marked.  Cost: O(size of the query).

@@ -42,7 +42,9 @@ def admit(spec: InputSpec, table: pa.Table, kinds: Sequence[str] | None, frontie
     if late.any() and spec.late == "error":
         raise ddflow.FrontierError(f"input {spec.name!r}: {int(late.sum())} updates in batch {batch_id} are "
                                    f"before the frontier {frontier}")
-    rows, times = divert(rows, times, late, spec.name, f"time before the frontier {frontier}", dead)
+    reason = (f"late: event time before the watermark {frontier} (the latest event time seen minus the lateness "
+              f"of {spec.lateness} us)" if spec.lateness is not None else f"time before the frontier {frontier}")
+    rows, times = divert(rows, times, late, spec.name, reason, dead)
     return rows.select(spec.fields + ["time", "diff"])
 
 

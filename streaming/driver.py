@@ -32,6 +32,8 @@ depends on the ones around it.
 """
 from __future__ import annotations
 
+import datetime
+
 import json
 import time
 from dataclasses import dataclass, field
@@ -64,6 +66,7 @@ class OutputSpec:
     name: str
     sink: Sink
     names: list[str] | None = None
+    mode: str = "changelog"  # or "final": a windowed view's rows once each, when their window closes
 
 
 @dataclass
@@ -98,6 +101,8 @@ class StreamingDataflow:
         self.state_path: str | None = None
         self.snapshot_every = 50
         self.frontier_policy = "after-batch"
+        self._lateness: int | None = None  # event-time tables: the watermark's lateness, microseconds
+        self._latest: int | None = None  # the largest event time seen
         self.max_time_ahead: int | None = DEFAULT_MAX_TIME_AHEAD
         self.n_workers = 1
         self.spark: Any = None  # workers(n, spark=...): the workers run on its executors
@@ -173,21 +178,42 @@ class StreamingDataflow:
         self._nonnegative[name] = nonnegative
         return self
 
-    def table(self, name: str, schema: Mapping[str, Any], **options: Any) -> "StreamingDataflow":
+    def table(self, name: str, schema: Mapping[str, Any], lateness: str | int | None = None,
+              **options: Any) -> "StreamingDataflow":
         """A SQL table fed from each micro-batch: named, typed columns (``schema``), no dataflow code.
 
         ``options`` are those of :meth:`input` (``format``, ``time``, ``diff``,
         ``op``, ``topic``, ...); the fields are the schema's columns.  A JSON
         field that is missing or null is NULL; one of the wrong type is a
-        dead letter::
+        dead letter (a timestamp in JSON is an integer: microseconds since
+        the epoch)::
 
             .table("orders", {"o_id": "bigint", "cust": "string", "amount": "bigint"},
                    format="json", time="t", diff="diff", topic="orders")
+
+        ``lateness`` (``"10 seconds"``, or microseconds) makes ``time`` a
+        ``timestamp`` column of the table its *event time*, Spark's
+        ``withWatermark(time, lateness)``: each row's data time is its
+        timestamp, and after each batch the frontier (the watermark)
+        follows the largest event time seen minus the lateness, so windows
+        close and their state is dropped.  A row behind the watermark is
+        late: a dead letter saying so, never applied.  Every event-time
+        table of a query shares the one watermark (the largest lateness)::
+
+            .table("bids", {"auction": "bigint", "price": "bigint", "ts": "timestamp"},
+                   format="json", time="ts", lateness="10 seconds", topic="bids")
         """
         self.tables[name] = dict(schema)
         self._table_fields[name] = True  # a table's columns are its JSON keys: only time/diff/op are checked
         self.input(name, list(schema), **options)
-        self.inputs[name].nullable = True
+        spec = self.inputs[name]
+        spec.nullable = True
+        if lateness is not None:
+            if str(schema.get(spec.time, "")).lower() not in ("timestamp", "timestamp_ntz", "datetime") \
+                    and schema.get(spec.time) is not datetime.datetime:
+                raise ValueError(f"table {name!r}: lateness needs time= to name a timestamp column of the table, "
+                                 f"got time={spec.time!r}")
+            spec.lateness = _micros(lateness, f"table {name!r}: lateness")
         return self
 
     def view(self, name: str, sql: str) -> "StreamingDataflow":
@@ -202,14 +228,23 @@ class StreamingDataflow:
         self.views[name] = sql
         return self
 
-    def output(self, name: str, sink: Sink, names: Sequence[str] | None = None) -> "StreamingDataflow":
-        """Write the changes of output ``name`` (a collection ``build`` returns) to ``sink`` per batch.
+    def output(self, name: str, sink: Sink, names: Sequence[str] | None = None,
+               mode: str = "changelog") -> "StreamingDataflow":
+        """Write the changes of output ``name`` (a collection ``build`` returns, or a view) to ``sink`` per batch.
 
         ``names`` name the record's columns (then ``time`` and ``diff``)::
 
             .output("reach", ParquetSink("/data/reach"), names=["node", "root"])
+
+        ``mode="final"`` (a view with a window or session over event-time
+        tables): each window's row is written once, when the watermark
+        passes the window's end, and never retracted, as Spark's append
+        mode, for sinks that cannot take deletes; a view whose rows never
+        close is refused by name.
         """
-        self.outputs[name] = OutputSpec(name, sink, list(names) if names is not None else None)
+        if mode not in ("changelog", "final"):
+            raise ValueError(f"output {name!r}: mode must be 'changelog' or 'final', got {mode!r}")
+        self.outputs[name] = OutputSpec(name, sink, list(names) if names is not None else None, mode)
         return self
 
     def deadLetter(self, sink: Sink) -> "StreamingDataflow":  # noqa: N802 - PySpark's naming style
@@ -352,13 +387,24 @@ class StreamingDataflow:
             flow = ddflow.Dataflow(workers=self.n_workers, name=self.name)
         handles: dict[str, ddflow.InputHandle] = {}
         outs: dict[str, ddflow.Collection] = {}
+        timed = {n: s for n, s in self.inputs.items() if s.lateness is not None}
+        if timed and len(timed) != len(self.inputs):
+            raise ValueError(f"{self.name}: inputs {sorted(set(self.inputs) - set(timed))} have no event time "
+                             f"beside the event-time tables {sorted(timed)}: all inputs share one clock")
+        self._lateness = max((s.lateness for s in timed.values()), default=None)
         for table, schema in self.tables.items():
-            handles[table] = flow.new_collection(table, schema=schema)[0]
+            event_time = self.inputs[table].time if table in timed else None
+            handles[table] = flow.new_collection(table, schema=schema, event_time=event_time)[0]
+        finals = {n for n, o in self.outputs.items() if o.mode == "final"}
         for view, query in self.views.items():
-            outs[view] = flow.sql(query)
+            outs[view] = flow.sql(query, mode="final" if view in finals else "changelog")
         if self.build is not None:
             more_handles, more_outs = self.build(flow)
             handles, outs = {**handles, **more_handles}, {**outs, **more_outs}
+            built = sorted(finals & set(more_outs) - set(self.views))
+            if built:
+                raise ValueError(f"{self.name}: output {built[0]!r} has mode='final', which needs a SQL view "
+                                 "(.view) with a window over event-time tables")
         missing = set(self.inputs) - set(handles)
         if missing:
             raise ValueError(f"{self.name}: inputs {sorted(missing)} are configured but build() did not return them")
@@ -384,6 +430,8 @@ class StreamingDataflow:
                     refuse_negative(logged, self.state_path)
                 for name, t in logged.items():
                     self._feed(name, t)
+                    if self._lateness is not None and t.num_rows:
+                        self._latest = max(self._latest or 0, int(pc.max(t.column("time")).as_py()))
                 self._at("restore", m.batch_id)
                 flow.advance_to(m.frontier)
                 flow.run()
@@ -499,7 +547,11 @@ class StreamingDataflow:
         ``table``: the batch as the driver collected it (None when routed: only the executors held it).
         """
         flow, store = self.flow, self._store
-        if max_time is not None:
+        if max_time is not None and self._lateness is not None:  # the watermark: latest event time - lateness
+            self._latest = max(self._latest or max_time, max_time)
+            if self._latest - self._lateness > flow.frontier:
+                flow.advance_to(self._latest - self._lateness)
+        elif max_time is not None:
             target = max_time + 1 if self.frontier_policy == "after-batch" else max_time
             if target > flow.frontier:
                 flow.advance_to(target)
@@ -601,8 +653,31 @@ class StreamingDataflow:
 
     def _feed(self, name: str, rows: pa.Table) -> None:
         fields = [c for c in rows.column_names if c not in ("time", "diff")]
-        self._handles[name].update(rows.select(fields), times=rows.column("time").to_numpy(),
-                                   diffs=rows.column("diff").to_numpy())
+        handle = self._handles[name]
+        data = rows.select(fields)
+        schema = self.tables.get(name)
+        if schema is not None:  # JSON timestamps are integers: microseconds since the epoch
+            for i, f in enumerate(fields):
+                if handle.table.types[handle.table.index(f)] == "timestamp" and pa.types.is_integer(data.column(i).type):
+                    data = data.set_column(i, f, data.column(i).cast(pa.int64()).cast(pa.timestamp("us")))
+        if handle.event_time is not None:  # each row's data time is its event time (the `time` column, too)
+            handle.update(data, diffs=rows.column("diff").to_numpy())
+        else:
+            handle.update(data, times=rows.column("time").to_numpy(), diffs=rows.column("diff").to_numpy())
+
+
+def _micros(span: str | int, what: str) -> int:
+    """A duration as microseconds: an int, or ``"10 seconds"`` / ``"1 minute 30 seconds"``."""
+    if isinstance(span, int) and not isinstance(span, bool):
+        if span < 0:
+            raise ValueError(f"{what} must be >= 0, got {span}")
+        return span
+    from ddflow.sql.eventtime import duration_text
+
+    try:
+        return duration_text(str(span), what)
+    except ddflow.SchemaError as e:
+        raise ValueError(str(e)) from None
 
 
 def _without_rejected(logged: dict[str, pa.Table], rejected: dict[str, list[dict]], specs: dict,

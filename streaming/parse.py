@@ -93,6 +93,7 @@ class InputSpec:
     late: str = "dead-letter"  # or "error"
     nullable: bool = False  # a SQL table's fields: a missing or null field is NULL, not a dead letter
     on_error: str = "fail"  # or "dead-letter": a row-wise function raising on this input's records
+    lateness: int | None = None  # event time: microseconds the frontier (watermark) stays behind the latest event
 
     def source(self, name: str) -> tuple[str, str]:
         """Where a field, time or diff name is read: ``("json", key)`` or ``("column", DataFrame column)``.

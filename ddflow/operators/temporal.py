@@ -56,27 +56,79 @@ def _bounds(fn: Callable, u: Updates, ctx, where: str) -> tuple[np.ndarray, ...]
     return tuple(arrays)
 
 
+class _Holding(Node):
+    """A stateless operator that moves updates to later times, and holds each until its time is complete.
+
+    What it emits is then always complete, as from any other operator: a
+    sink never sees a retraction (or a final row) before its time, and no
+    arrangement downstream holds updates it cannot use yet.  The held
+    updates are this node's only state; they are counted in ``queued``.
+    """
+
+    def __init__(self, scope: Scope, name: str):
+        super().__init__(scope, name)
+        self.held: list[Updates] = []
+
+    def release(self, u: Updates | None, bound: np.ndarray) -> None:
+        parts = self.held + ([u] if u is not None and len(u) else [])
+        if not parts:
+            return
+        every = Updates.concat(parts) if len(parts) > 1 else parts[0]
+        ready = every.times[:, 0] < bound[0]
+        if ready.all():
+            self.held = []
+            self.emit(every)
+            return
+        later = every.take(np.flatnonzero(~ready))
+        self.held = [later] if len(later) else []
+        self.emit(every.take(np.flatnonzero(ready)))
+
+    def step(self, bound: np.ndarray) -> None:
+        u = self.dequeue()
+        if u is not None:
+            _top_level(u, f"operator {self.name!r}")
+            u = self.moved(u)
+        self.release(u, bound)
+
+    def moved(self, u: Updates) -> Updates:
+        raise NotImplementedError
+
+    def work_times(self):
+        yield from super().work_times()
+        for u in self.held:
+            yield u.times
+
+    def held_columns(self):
+        yield from super().held_columns()
+        for u in self.held:
+            yield from (c for c, k in zip(u.cols, u.kinds) if k == "o")
+
+    def queued(self) -> int:
+        return super().queued() + sum(len(u) for u in self.held)
+
+    def start_worker(self, me: int) -> None:
+        super().start_worker(me)
+        self.held = []
+
+
 def _top_level(u: Updates, where: str) -> None:
     if u.depth != 1:
         raise SchemaError(f"{where}: temporal operators work on top-level times (depth 1), not inside a loop")
 
 
-class TemporalFilterNode(Node):
+class TemporalFilterNode(_Holding):
     """Each record is present while ``lower <= time < upper`` (``fn(*columns) -> (lower, upper)``).
 
-    Stateless.  Cost: O(n) vectorized for n updates, plus ``fn``.
+    Stateless but for the updates it moved ahead, held until complete.
+    Cost: O(n) vectorized for n updates, plus ``fn``.
     """
 
     def __init__(self, scope: Scope, name: str, fn: Callable):
         super().__init__(scope, name)
         self.fn = fn
 
-    def step(self, bound: np.ndarray) -> None:
-        u = self.dequeue()
-        if u is None:
-            return
+    def moved(self, u: Updates) -> Updates:
         where = f"operator {self.name!r}"
-        _top_level(u, where)
         lower, upper = _bounds(self.fn, u, self.ctx, where)
         t = u.times[:, 0]
         start, stop = np.maximum(t, lower), np.maximum(t, upper)
@@ -86,10 +138,10 @@ class TemporalFilterNode(Node):
         enter = Updates(enter.cols, start[live].reshape(-1, 1), enter.diffs, enter.kinds)
         leave = u.take(ends)
         leave = Updates(leave.cols, stop[ends].reshape(-1, 1), -leave.diffs, leave.kinds)
-        self.emit(Updates.concat([enter, leave]) if len(leave) else enter)
+        return Updates.concat([enter, leave]) if len(leave) else enter
 
 
-class WindowNode(Node):
+class WindowNode(_Holding):
     """Each record once per window ``[s, s + width)`` that holds its time (``s = offset mod slide``), bounds appended.
 
     ``fn(*columns) -> (ts, valid)``: the record's time and whether it has
@@ -104,12 +156,7 @@ class WindowNode(Node):
             raise SchemaError(f"window {name!r}: the width and the slide must be positive, got {width} and {slide}")
         self.fn, self.width, self.slide, self.offset, self.expire = fn, int(width), int(slide), int(offset), expire
 
-    def step(self, bound: np.ndarray) -> None:
-        u = self.dequeue()
-        if u is None:
-            return
-        where = f"operator {self.name!r}"
-        _top_level(u, where)
+    def moved(self, u: Updates) -> Updates:
         ts, valid = self.fn(*u.decoded_columns(self.ctx.interner))
         ts = np.asarray(ts, dtype=np.int64)
         valid = np.asarray(valid, dtype=bool)
@@ -129,11 +176,12 @@ class WindowNode(Node):
                 t = got.times[:, 0]
                 leave = np.maximum(t, e)
                 parts.append(Updates(got.cols, leave.reshape(-1, 1), -got.diffs, got.kinds))
-        if parts:
-            self.emit(Updates.concat(parts) if len(parts) > 1 else parts[0])
+        if not parts:
+            return u.take(np.zeros(0, dtype=np.int64))
+        return Updates.concat(parts) if len(parts) > 1 else parts[0]
 
 
-class CloseAtNode(Node):
+class CloseAtNode(_Holding):
     """Drops every change of a record at or after its close time ``fn(*columns)``: it keeps its value at close.
 
     ``final``: the changes before the close also move to the close time,
@@ -146,15 +194,10 @@ class CloseAtNode(Node):
         self.fn = fn
         self.final = final
 
-    def step(self, bound: np.ndarray) -> None:
-        u = self.dequeue()
-        if u is None:
-            return
-        where = f"operator {self.name!r}"
-        _top_level(u, where)
-        (end,) = _bounds(self.fn, u, self.ctx, where)[:1]
+    def moved(self, u: Updates) -> Updates:
+        (end,) = _bounds(self.fn, u, self.ctx, f"operator {self.name!r}")[:1]
         keep = np.flatnonzero(u.times[:, 0] < end)
         kept = u.take(keep)
         if self.final:
             kept = Updates(kept.cols, end[keep].reshape(-1, 1), kept.diffs, kept.kinds)
-        self.emit(kept)
+        return kept

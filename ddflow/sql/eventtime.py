@@ -105,9 +105,18 @@ def duration(node: exp.Expression, what: str) -> int:
         text = node.this
     else:
         raise SchemaError(f"SQL: {what} must be a duration string such as '10 seconds', got `{node.sql(dialect='spark')}`")
+    return duration_text(text, what)
+
+
+def duration_text(text: str, what: str) -> int:
+    """``'10 seconds'`` (or ``'1 minute 30 seconds'``) in microseconds.
+
+    >>> duration_text("1 minute 30 seconds", "lateness")
+    90000000
+    """
     words = text.lower().replace("interval", " ").split()
     if not words or len(words) % 2:
-        raise SchemaError(f"SQL: {what} {text!r} is not a duration such as '10 seconds'")
+        raise SchemaError(f"{what} {text!r} is not a duration such as '10 seconds'")
     total = 0
     for amount, unit in zip(words[::2], words[1::2]):
         lit = F.interval(amount, unit)
