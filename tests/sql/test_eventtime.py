@@ -119,8 +119,8 @@ def _check(flow, handle, views, steps, every_time: bool = True):
                 assert got == want, f"{name} at time {t}: ddflow {sorted(got - want)} vs duckdb {sorted(want - got)}"
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_windows_and_sessions_match_duckdb(seed):
+@pytest.mark.parametrize("seed,workers", [(s, 1) for s in range(6)] + [(6, 2), (7, 2)])
+def test_windows_and_sessions_match_duckdb(seed, workers):
     rng = random.Random(seed)
     width = rng.choice([2, 3, 4, 6])
     slide = rng.choice([d for d in (1, 2, 3, width) if d <= width])
@@ -129,7 +129,9 @@ def test_windows_and_sessions_match_duckdb(seed):
         views[f"hop{i}"] = _hopping(width, slide, agg)
     views["tumble"] = _hopping(width, width, rng.choice(sorted(AGGS)))
     views["session"] = _session(rng.choice([1, 2, 3]), rng.choice(sorted(AGGS)))
-    flow = ddflow.Dataflow()
+    if workers > 1:
+        views["temporal"] = _temporal(">=", 2)
+    flow = ddflow.Dataflow(workers=workers)
     handle, _ = flow.new_collection("bids", schema={"auction": "bigint", "price": "bigint", "ts": "timestamp"},
                                     event_time="ts")
     _check(flow, handle, views, _stream(rng, batches=8, per_batch=7, lateness=3 * S, spread=3 * S))
