@@ -48,31 +48,25 @@ from sqlglot import exp
 
 from bench.nexmark.generator import SCHEMAS
 from bench.tpch.oracle import match
-from ddflow.sql.eventtime import parseable  # Spark's ``GROUP BY window(...)`` as sqlglot reads it
+from ddflow.errors import SchemaError
+from ddflow.sql.eventtime import duration, parseable  # Spark's ``GROUP BY window(...)`` as sqlglot reads it
 
-_UNITS_US = {"microsecond": 1, "millisecond": 1_000, "second": 1_000_000, "minute": 60_000_000,
-             "hour": 3_600_000_000, "day": 86_400_000_000, "week": 7 * 86_400_000_000}
-_DURATION = re.compile(r"(-?\d+)\s*(microsecond|millisecond|second|minute|hour|day|week)s?", re.I)
 _EPOCH = datetime.datetime(1970, 1, 1)
 
 
 def duration_us(node: exp.Expression) -> int:
     """A window argument in microseconds: ``'10 seconds'``, ``'1 minute 30 seconds'`` or ``INTERVAL 10 SECONDS``.
 
+    Parsing a duration is not what the oracle checks (window and session
+    semantics are), so it reads them as ddflow's planner does.
+
     >>> duration_us(exp.Literal.string("1 minute 30 seconds")), duration_us(sqlglot.parse_one("INTERVAL 2 SECONDS"))
     (90000000, 2000000)
     """
-    if isinstance(node, exp.Interval):
-        text = f"{node.this.name} {node.unit.name if node.unit else ''}"
-    elif isinstance(node, exp.Literal) and node.is_string:
-        text = node.name
-    else:
-        raise ValueError(f"a window duration must be a literal, not {node.sql('spark')}")
-    text = re.sub(r"(?i)^\s*interval\s+", "", text)
-    parts = _DURATION.findall(text)
-    if not parts or _DURATION.sub("", text).strip():
-        raise ValueError(f"not a duration: {text!r}")
-    return sum(int(n) * _UNITS_US[u.lower()] for n, u in parts)
+    try:
+        return duration(node, "a window duration")
+    except SchemaError as e:
+        raise ValueError(str(e)) from None
 
 
 def _window_call(select: exp.Select) -> exp.Anonymous | None:
