@@ -9,7 +9,8 @@ frontier follows the latest event minus the lateness (as the streaming
 driver's watermark).  Three views run at once:
 
 - a hopping-window count and max per auction (10 s windows every 5 s),
-- a session window per auction (gap 2 s) with its count,
+- a session window per bidder (gap 2 s; ``--bidders`` of them, each bidding
+  every ``bidders / rate`` seconds on average, so sessions close) with its count,
 - a temporal filter (the last 30 s of bids above a price).
 
 Every ``--every`` seconds of wall time one JSON line reports the events
@@ -38,13 +39,13 @@ LATENESS = S
 VIEWS = {
     "hopping": "SELECT auction, window.start AS ws, window.end AS we, COUNT(*) AS n, MAX(price) AS top "
                "FROM bids GROUP BY auction, window(ts, '10 seconds', '5 seconds')",
-    "sessions": "SELECT auction, session_window.start AS ss, session_window.end AS se, COUNT(*) AS n "
-                "FROM bids GROUP BY auction, session_window(ts, '2 seconds')",
+    "sessions": "SELECT bidder, session_window.start AS ss, session_window.end AS se, COUNT(*) AS n "
+                "FROM bids GROUP BY bidder, session_window(ts, '2 seconds')",
     "recent": "SELECT auction, price, ts FROM bids WHERE price > 900 AND ts > now() - INTERVAL 30 SECONDS",
 }
 
 
-def batches(events: int, batch: int, rate: int, auctions: int, seed: int = 0):
+def batches(events: int, batch: int, rate: int, auctions: int, bidders: int, seed: int = 0):
     """Arrow batches of bids, event time advancing at ``rate`` per second, disordered within the lateness."""
     rng = np.random.default_rng(seed)
     step = S / rate
@@ -52,19 +53,20 @@ def batches(events: int, batch: int, rate: int, auctions: int, seed: int = 0):
         n = min(batch, events - lo)
         ts = T0 + (np.arange(lo, lo + n) * step).astype(np.int64) - rng.integers(0, LATENESS // 2, n)
         yield pa.table({"auction": pa.array(rng.integers(0, auctions, n)),
+                        "bidder": pa.array(rng.integers(0, bidders, n)),
                         "price": pa.array(rng.integers(1, 1000, n)),
                         "ts": pa.array(ts, pa.timestamp("us"))}), int(ts.max())
 
 
-def soak(events: int, batch: int, rate: int, auctions: int, every: float) -> list[dict]:
+def soak(events: int, batch: int, rate: int, auctions: int, bidders: int, every: float) -> list[dict]:
     flow = ddflow.Dataflow()
-    bids_in, _ = flow.new_collection("bids", schema={"auction": "bigint", "price": "bigint", "ts": "timestamp"},
-                                     event_time="ts")
+    bids_in, _ = flow.new_collection("bids", schema={"auction": "bigint", "bidder": "bigint", "price": "bigint",
+                                                     "ts": "timestamp"}, event_time="ts")
     outs = {name: flow.sql(sql).capture() for name, sql in VIEWS.items()}
     samples: list[dict] = []
     t0 = time.perf_counter()
     next_at, done, latest = t0, 0, T0
-    for table, hi in batches(events, batch, rate, auctions):
+    for table, hi in batches(events, batch, rate, auctions, bidders):
         bids_in.update(table)
         latest = max(latest, hi)
         flow.advance_to(latest - LATENESS)
@@ -112,11 +114,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=20_000)
     p.add_argument("--rate", type=int, default=20_000, help="events per second of event time")
     p.add_argument("--auctions", type=int, default=1_000)
+    p.add_argument("--bidders", type=int, default=100_000)
     p.add_argument("--every", type=float, default=5.0)
     p.add_argument("--json")
     p.add_argument("--plot")
     a = p.parse_args(argv)
-    samples = soak(a.events, a.batch, a.rate, a.auctions, a.every)
+    samples = soak(a.events, a.batch, a.rate, a.auctions, a.bidders, a.every)
     if a.json:
         with open(a.json, "a") as f:
             for s in samples:
