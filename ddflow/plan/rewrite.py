@@ -391,13 +391,15 @@ def _map_inputs(rel: Rel, fn) -> Rel:
 
 def lift_closes(rel: Rel) -> Rel:
     """``rel`` with each window's :class:`CloseAt` moved up through filters, projections that keep the window's
-    end, and inner joins keyed on both sides' window ends, so that everything below stays live and no
-    arrangement keeps a closed window.  O(plan size).
+    end, aggregates grouped by it, and inner joins keyed on both sides' window ends, so that everything below
+    stays live and no arrangement keeps a closed window.  O(plan size).
 
     Sound because a live per-window row changes only before its window's
     end and leaves at exactly the end (``after`` included): a filter or a
-    projection keeps that, and so does an inner join whose keys equate the
-    two sides' ends, since a pair lives exactly while both of its rows do.
+    projection keeps that, so does an aggregate grouped by the end (a
+    group's rows all leave at its end, and an empty group has no row), and
+    so does an inner join whose keys equate the two sides' ends, since a
+    pair lives exactly while both of its rows do.
     Closing the result then drops the same changes as closing the inputs.
     """
     rel = _map_inputs(rel, lift_closes)
@@ -406,17 +408,28 @@ def lift_closes(rel: Rel) -> Rel:
         return dataclasses.replace(c, input=Filter(c.input, rel.predicate))
     if isinstance(rel, Project) and isinstance(rel.input, CloseAt):
         c = rel.input
-        kept = [j for j, e in enumerate(rel.exprs) if e == c.end]
+        kept = [j for j, e in enumerate(rel.exprs) if _same_column(e, c.end)]
         if kept:
             e = c.end
             return dataclasses.replace(c, input=Project(c.input, rel.exprs, rel.names),
                                        end=Col(kept[0], e.type, rel.names[kept[0]]))
+    if isinstance(rel, Aggregate) and isinstance(rel.input, CloseAt) and not rel.input.final:
+        c = rel.input  # grouped by the window's end: each group lives exactly while its rows do
+        at = [i for i, g in enumerate(rel.group) if _same_column(g, c.end)]
+        if at:
+            moved = dataclasses.replace(rel, input=c.input)
+            return CloseAt(moved, Col(at[0], c.end.type, moved.schema.names[at[0]]), c.after)
     if isinstance(rel, Join) and rel.kind == "inner" and isinstance(rel.left, CloseAt) \
             and isinstance(rel.right, CloseAt) and rel.left.after == rel.right.after and not rel.left.final:
         a, b = rel.left, rel.right
-        if any(k == a.end and r == b.end for k, r in zip(rel.left_keys, rel.right_keys)):
+        if any(_same_column(k, a.end) and _same_column(r, b.end) for k, r in zip(rel.left_keys, rel.right_keys)):
             return CloseAt(dataclasses.replace(rel, left=a.input, right=b.input), a.end, a.after)
     return rel
+
+
+def _same_column(e: Expr, col: Expr) -> bool:
+    """``e`` reads exactly column ``col`` (names are labels only)."""
+    return isinstance(e, Col) and isinstance(col, Col) and e.index == col.index
 
 
 def finalized(rel: Rel) -> Rel | None:

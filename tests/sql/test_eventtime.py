@@ -262,3 +262,21 @@ def test_aggregate_filter_clauses_match_duckdb():
     flow.run()
     got = sql_bag(r for r, m in out.contents(0).items() for _ in range(m))
     assert got == _duck(rows, q.format(mid=T0 + 4 * S))
+
+
+def test_hot_items_shape_matches_duckdb_and_is_closed_at_the_top():
+    """Nexmark q5's shape: per-window counts joined with the per-window max of those counts."""
+    counts = ("SELECT auction, COUNT(*) AS num, window.start AS ws, window.end AS we FROM bids "
+              "GROUP BY auction, window(ts, '4 seconds', '2 seconds')")
+    spark = (f"SELECT a.auction, a.ws, a.num FROM ({counts}) a JOIN (SELECT MAX(c.num) AS maxn, c.ws, c.we "
+             f"FROM ({counts}) c GROUP BY c.ws, c.we) m ON a.ws = m.ws AND a.we = m.we AND a.num >= m.maxn")
+    inner = (f"SELECT auction, COUNT(*) AS num, ws FROM (SELECT b.*, t - t % {2 * S} - k * {2 * S} AS ws "
+             f"FROM bids b, range(2) r(k)) WHERE ws + {4 * S} > t GROUP BY auction, ws")
+    duck = (f"SELECT a.auction, a.ws, a.num FROM ({inner}) a JOIN (SELECT MAX(num) AS maxn, ws FROM ({inner}) "
+            f"GROUP BY ws) m ON a.ws = m.ws AND a.num >= m.maxn")
+    flow = ddflow.Dataflow()
+    handle, _ = flow.new_collection("bids", schema={"auction": "bigint", "price": "bigint", "ts": "timestamp"},
+                                    event_time="ts")
+    assert flow.explain(spark).splitlines()[1].strip().startswith("CloseAt")  # nothing below keeps a closed window
+    _check(flow, handle, {"q5": (spark, duck)}, _stream(random.Random(5), batches=8, per_batch=7,
+                                                       lateness=3 * S, spread=3 * S))
