@@ -639,6 +639,67 @@ def _replace(args, e, n):
     return _from_arrow(pc.replace_substring(_arrow(s, sn), old, new), "string")
 
 
+def _per_string(fn: Callable[[str], str]) -> Callable[[np.ndarray, np.ndarray, int], Column]:
+    """``fn`` over the non-NULL strings of a column, once per distinct value."""
+    def run(s: np.ndarray, sn: np.ndarray, n: int) -> Column:
+        memo: dict[str, str] = {}
+        vals = np.empty(n, dtype=object)
+        for i, v in enumerate(s.tolist()):
+            if not sn[i]:
+                out = memo.get(v)
+                if out is None:
+                    out = memo[v] = fn(v)
+                vals[i] = out
+        return filled(vals, sn.copy(), "string"), sn.copy()
+    return run
+
+
+def _split_part_typer(args):
+    out = _strings("ssi", "string")(args)
+    if isinstance(args[2], Lit) and args[2].value == 0:
+        raise TypeMismatch("the part index must not be 0 (Spark's INVALID_INDEX_OF_ZERO)")
+    return out
+
+
+@function("split_part", _split_part_typer)
+def _split_part(args, e, n):
+    """Spark's ``split_part(str, delimiter, k)``: the k-th part (1-based; negative from the end), '' past the end."""
+    (s, sn), _, _ = args
+    delim, k = _const(e, 1, "split_part"), _const(e, 2, "split_part")
+    if delim is None or k is None:
+        return null_values("string", n), np.ones(n, dtype=bool)
+    if k == 0:
+        raise SchemaError("split_part: the part index must not be 0 (Spark's INVALID_INDEX_OF_ZERO)")
+
+    def part(v: str) -> str:
+        parts = v.split(delim) if delim else [v]
+        i = k - 1 if k > 0 else len(parts) + k
+        return parts[i] if 0 <= i < len(parts) else ""
+
+    return _per_string(part)(s, sn, n)
+
+
+@function("regexp_extract", _strings("ssi", "string"))
+def _regexp_extract(args, e, n):
+    """Spark's ``regexp_extract(str, regexp, idx)``: group ``idx`` of the first match, '' when none."""
+    (s, sn), _, _ = args
+    pat, idx = _const(e, 1, "regexp_extract"), _const(e, 2, "regexp_extract")
+    if pat is None or idx is None:
+        return null_values("string", n), np.ones(n, dtype=bool)
+    try:
+        rx = re.compile(pat)
+    except re.error as err:
+        raise SchemaError(f"regexp_extract: the pattern {pat!r} does not compile: {err}") from None
+    if not 0 <= idx <= rx.groups:
+        raise SchemaError(f"regexp_extract: the pattern has {rx.groups} group(s), asked for group {idx}")
+
+    def extract(v: str) -> str:
+        m = rx.search(v)
+        return (m.group(idx) or "") if m is not None else ""
+
+    return _per_string(extract)(s, sn, n)
+
+
 def _pattern_test(name: str, test: Callable[[pa.Array, str], pa.Array]) -> Kernel:
     def kernel(args, e, n):
         (s, sn), _ = args

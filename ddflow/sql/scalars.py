@@ -261,11 +261,18 @@ class Expressions:
             return self._like(inner, scope, replace, escape=e(node.expression))
         if isinstance(node, (exp.Like, exp.ILike)):
             return self._like(node, scope, replace)
+        if isinstance(node, exp.SplitPart) and node.args.get("delimiter") is not None \
+                and node.args.get("part_index") is not None:
+            return self._call("split_part", (e(node.this), e(node.args["delimiter"]), e(node.args["part_index"])), node)
+        if isinstance(node, exp.RegexpExtract) and not node.args.get("position") and not node.args.get("occurrence"):
+            group = e(node.args["group"]) if node.args.get("group") is not None else Lit(1, "bigint")
+            return self._call("regexp_extract", (e(node.this), e(node.expression), group), node)
         if isinstance(node, exp.RegexpLike):
             out = self._call("rlike", (_as_string(e(node.this)), e(node.expression)), node)
             return Call("not", (out,), "boolean") if node.args.get("negate") else out
         if isinstance(node, exp.Anonymous) and str(node.this).lower() in ("now", "current_timestamp"):
-            raise unsupported(node, "now() (temporal filters are not available yet)")
+            raise unsupported(node, "now() here (it may appear only in a WHERE or HAVING conjunct comparing a "
+                                    "timestamp with now() plus or minus a constant: a temporal filter)")
         if isinstance(node, (exp.CurrentTimestamp, exp.CurrentDate)):
             raise unsupported(node, f"{type(node).__name__} (a view's answer must not depend on the wall clock)")
         if isinstance(node, exp.Star):

@@ -199,3 +199,23 @@ def test_div_truncates_toward_zero_and_refuses_zero(a, b, s):
     want = [int(CTX.divide(Decimal(u).scaleb(-s), Decimal(b)).to_integral_value(rounding=decimal.ROUND_DOWN))
             for u in a]
     assert vals.tolist() == want
+
+
+def test_split_part_and_regexp_extract_as_spark():
+    """Spark's split_part (1-based, negative from the end, '' past the end) and regexp_extract ('' on no match)."""
+    import ddflow
+
+    flow = ddflow.Dataflow()
+    h, _ = flow.new_collection("t", schema={"u": "string"})
+    out = flow.sql("SELECT u, split_part(u, '/', 4), split_part(u, '/', -1), split_part(u, '/', 9), "
+                   "regexp_extract(u, '(&|^)channel_id=([^&]*)', 2), regexp_extract(u, 'x(y)?z', 1) FROM t").capture()
+    h.update([("https://x.com/a/b?q=1&channel_id=123",), (None,), ("xz",), ("xyz",)], times=0)
+    flow.advance_to(1)
+    flow.run()
+    assert out.contents(0) == {("https://x.com/a/b?q=1&channel_id=123", "a", "b?q=1&channel_id=123", "", "123", ""): 1,
+                               (None, None, None, None, None, None): 1, ("xz", "", "xz", "", "", ""): 1,
+                               ("xyz", "", "xyz", "", "", "y"): 1}
+    other = ddflow.Dataflow()
+    other.new_collection("t", schema={"u": "string"})
+    with pytest.raises(ddflow.SchemaError, match="must not be 0"):  # refused when the view is built, not at run
+        other.sql("SELECT split_part(u, '/', 0) FROM t")
