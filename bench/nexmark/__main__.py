@@ -182,8 +182,10 @@ def table(lines: list[dict]) -> str:
            "| rows | trace updates | status |", "|---" * 10 + "|"]
     for q in dict.fromkeys(r["query"] for r in lines):
         rs = [r for r in lines if r["query"] == q]
-        bad = next((r for r in rs if "refused" in r or "failed" in r), None)
+        bad = next((r for r in reversed(rs) if "refused" in r or "failed" in r), None)
         cps = [r for r in rs if r.get("phase") == "checkpoint"]
+        if bad is not None and cps and rs.index(bad) < rs.index(cps[-1]):
+            bad = None  # an earlier run refused or failed; the latest one ran
         if bad and not cps:
             kind = "refused" if "refused" in bad else "failed"
             out.append(f"| {q} | {bad['events']} | {bad['batch']} | - | - | - | - | - | - | {kind}: "
@@ -192,7 +194,7 @@ def table(lines: list[dict]) -> str:
         c = cps[-1]
         status = "correct" if c["correct"] else f"MISMATCH: {c.get('mismatch', '')[:100]}"
         if bad:
-            status = f"failed: {bad['failed'][:100]}"
+            status = f"failed: {bad.get('failed', bad.get('refused', ''))[:100]}"
         ratio = f"{c['ratio']:.1f}" if c.get("ratio") is not None else "-"
         out.append(f"| {q} | {c['events_done']} | {c['batch']} | {c['ddflow_events_per_s']:.0f} | "
                    f"{c['ddflow_batch_ms']:.1f} | {c['duckdb_s']:.3f} | {ratio} | {c['rows']} | "
