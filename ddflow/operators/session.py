@@ -57,7 +57,6 @@ class SessionNode(Node):
         if gap <= 0:
             raise SchemaError(f"session window {name!r}: the gap must be positive, got {gap}")
         self.ts_field, self.gap, self.expire = ts_field, int(gap), expire
-        self.pending: list[Updates] = []
         self.records: dict[object, dict[Row, int]] = {}  # key -> record -> count
         self.shown: dict[object, dict[Row, int]] = {}  # key -> (record, start, end) -> count, as output
         self.wakes: list[tuple[int, object]] = []  # (time, key): recompute the key then (a session may close)
@@ -65,18 +64,15 @@ class SessionNode(Node):
         self.in_kinds: tuple[str, ...] | None = None
 
     def step(self, bound: np.ndarray) -> None:
-        new = self.dequeue()
-        if new is not None:
-            if new.depth != 1:
+        ready = self.dequeue()
+        if ready is not None:
+            if ready.depth != 1:
                 raise SchemaError(f"session window {self.name!r}: works on top-level times, not inside a loop")
-            self.in_kinds = new.kinds
-            self.pending.append(new)
-        ready = None
-        if self.pending:
-            u = Updates.concat(self.pending) if len(self.pending) > 1 else self.pending[0]
-            ok = ready_mask(u.times, bound)
-            ready, rest = u.take(np.flatnonzero(ok)), u.take(np.flatnonzero(~ok))
-            self.pending = [rest] if len(rest) else []
+            self.in_kinds = ready.kinds
+            ok = ready_mask(ready.times, bound)
+            if not ok.all():  # not complete yet: back to the queue, which the scheduler watches (as a reduce)
+                self.queues[0] = [ready.take(np.flatnonzero(~ok))]
+                ready = ready.take(np.flatnonzero(ok))
         limit = int(bound[0])
         by_time: dict[int, list[tuple[object, Row, int]]] = defaultdict(list)
         if ready is not None and len(ready):
@@ -167,15 +163,11 @@ class SessionNode(Node):
 
     def work_times(self) -> Iterable[np.ndarray]:
         yield from super().work_times()
-        for u in self.pending:
-            yield u.times
         if self.wake_of:
             yield np.array([[t] for t in self.wake_of.values()], dtype=np.int64)
 
     def held_columns(self) -> Iterable[np.ndarray]:
         yield from super().held_columns()
-        for u in self.pending:
-            yield from (c for c, kd in zip(u.cols, u.kinds) if kd == "o")
         if self.in_kinds is not None:
             objs = [j for j, kd in enumerate(self.in_kinds) if kd == "o"]
             rows = [r for recs in self.records.values() for r in recs]
@@ -186,10 +178,3 @@ class SessionNode(Node):
     def records_held(self) -> int:
         """Records in open sessions (input kept, and output shown).  O(keys)."""
         return sum(len(v) for v in self.records.values()) + sum(len(v) for v in self.shown.values())
-
-    def queued(self) -> int:
-        return super().queued() + sum(len(u) for u in self.pending)
-
-    def start_worker(self, me: int) -> None:
-        super().start_worker(me)
-        self.pending = []

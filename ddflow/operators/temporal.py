@@ -2,14 +2,15 @@
 
 Differential dataflow has no window operator; its idiom (and Materialize's
 ``mz_now()``) is to give a record a +1 at the time it becomes valid and a
--1 at the time it stops being valid.  Both operators here are that idiom,
-vectorized; neither keeps state, and everything that depends on their
+-1 at the time it stops being valid.  The operators here are that idiom,
+vectorized; none keeps state but the updates it moved to a later time,
+held until that time is complete, and everything that depends on their
 output (windows, temporal filters) leaves every trace once the frontier
 passes the retraction: compaction advances ``t`` and ``end`` to the same
 frontier, the +1 and the -1 meet at one time, and the record's
 accumulation there is zero, so it is dropped (see :mod:`traces.spine`).
 
-Both work on top-level times (depth 1): a record's data time is compared
+They work on top-level times (depth 1): a record's data time is compared
 with field values on the same clock (event time in microseconds, where
 the inputs declare ``event_time``).
 
@@ -29,13 +30,14 @@ its value when it closed, kept.
 """
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Callable
 
 import numpy as np
 
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
-from ddflow.graph.node import Node
+from ddflow.graph.node import Node, ready_mask
 from ddflow.graph.scope import Scope
 
 #: "No bound": a lower bound that every time passes, an upper bound no time reaches.
@@ -74,7 +76,7 @@ class _Holding(Node):
         if not parts:
             return
         every = Updates.concat(parts) if len(parts) > 1 else parts[0]
-        ready = every.times[:, 0] < bound[0]
+        ready = ready_mask(every.times, bound)
         if ready.all():
             self.held = []
             self.emit(every)
@@ -90,8 +92,9 @@ class _Holding(Node):
             u = self.moved(u)
         self.release(u, bound)
 
+    @abstractmethod
     def moved(self, u: Updates) -> Updates:
-        raise NotImplementedError
+        """The updates this operator makes of the input ``u`` (any times at or after their own)."""
 
     def work_times(self):
         yield from super().work_times()
@@ -146,8 +149,9 @@ class WindowNode(_Holding):
 
     ``fn(*columns) -> (ts, valid)``: the record's time and whether it has
     one (a record without one is in no window).  With ``expire``, each
-    copy also leaves at its window's end.  Stateless.  Cost: O(n w / s)
-    vectorized for n updates.
+    copy also leaves at its window's end.  Stateless but for those
+    leavings, held until complete.  Cost: O(n w / s) vectorized for n
+    updates.
     """
 
     def __init__(self, scope: Scope, name: str, fn: Callable, width: int, slide: int, offset: int, expire: bool):
@@ -186,7 +190,8 @@ class CloseAtNode(_Holding):
 
     ``final``: the changes before the close also move to the close time,
     so they add up there and the record appears once, final, when it
-    closes.  Stateless.  Cost: O(n) vectorized for n updates, plus ``fn``.
+    closes.  Stateless but for the final rows, held until their close is
+    complete.  Cost: O(n) vectorized for n updates, plus ``fn``.
     """
 
     def __init__(self, scope: Scope, name: str, fn: Callable, final: bool = False):

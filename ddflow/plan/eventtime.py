@@ -27,13 +27,14 @@ from ddflow.collection import Collection
 from ddflow.operators.temporal import NO_LOWER, NO_UPPER
 from ddflow.plan.expr import evaluate
 from ddflow.plan.ir import CloseAt, Sessionized, TemporalFilter, Windowed
+from ddflow.plan.lower import columns_of  # plan.lower imports this module only inside a function
 
 
-def _ints(e, cols, schema, columns_of) -> tuple[np.ndarray, np.ndarray]:
+def _ints(e, cols, schema) -> tuple[np.ndarray, np.ndarray]:
+    """``e`` over stored columns ``cols`` as int64 values (0 where NULL) and its NULL mask."""
     vals, null = evaluate(e, columns_of(cols, schema))
     null = np.asarray(null, dtype=bool)
-    out = np.where(null, 0, vals).astype(np.int64) if len(null) else np.zeros(0, dtype=np.int64)
-    return out, null
+    return np.where(null, 0, vals).astype(np.int64), null
 
 
 def _bounds_inserted(coll: Collection, n: int, extra: int) -> Collection:
@@ -42,12 +43,10 @@ def _bounds_inserted(coll: Collection, n: int, extra: int) -> Collection:
 
 
 def lower_windowed(lowering, rel: Windowed) -> Collection:
-    from ddflow.plan.lower import columns_of
-
     schema, n = rel.input.schema, len(rel.input.schema)
 
     def time_of(*cols):
-        ts, null = _ints(rel.time, cols, schema, columns_of)
+        ts, null = _ints(rel.time, cols, schema)
         return ts, ~null
 
     out = lowering.lower(rel.input).window(time_of, rel.width, rel.slide, rel.offset, rel.expire)
@@ -55,13 +54,11 @@ def lower_windowed(lowering, rel: Windowed) -> Collection:
 
 
 def lower_sessionized(lowering, rel: Sessionized) -> Collection:
-    from ddflow.plan.lower import columns_of
-
     schema, n = rel.input.schema, len(rel.input.schema)
 
     def keyed(*cols):
         ins = columns_of(cols, schema)
-        ts, null = _ints(rel.time, cols, schema, columns_of)
+        ts, null = _ints(rel.time, cols, schema)
         parts = [evaluate(k, ins) for k in rel.keys]
         keys = np.empty(len(ts), dtype=object)
         keys[:] = list(zip(*[[None if z else v for v, z in zip(vals.tolist(), np.asarray(nul).tolist())]
@@ -69,7 +66,7 @@ def lower_sessionized(lowering, rel: Sessionized) -> Collection:
         return (keys, ts, *cols)
 
     def has_time(*cols):
-        return ~_ints(rel.time, cols, schema, columns_of)[1]
+        return ~_ints(rel.time, cols, schema)[1]
 
     rows = lowering.lower(rel.input).filter_columns(has_time).map_columns(keyed)
     tagged = rows.sessionize(1, rel.gap, rel.expire).project(*range(2, n + 5))
@@ -77,8 +74,6 @@ def lower_sessionized(lowering, rel: Sessionized) -> Collection:
 
 
 def lower_temporal_filter(lowering, rel: TemporalFilter) -> Collection:
-    from ddflow.plan.lower import columns_of
-
     schema = rel.input.schema
 
     def bounds(*cols):
@@ -87,11 +82,11 @@ def lower_temporal_filter(lowering, rel: TemporalFilter) -> Collection:
         lower = np.full(n, NO_LOWER, dtype=np.int64)
         upper = np.full(n, NO_UPPER, dtype=np.int64)
         if rel.lower is not None:
-            lower, null = _ints(rel.lower, cols, schema, columns_of)
+            lower, null = _ints(rel.lower, cols, schema)
             lower = lower + rel.lower_plus
             never |= null
         if rel.upper is not None:
-            upper, null = _ints(rel.upper, cols, schema, columns_of)
+            upper, null = _ints(rel.upper, cols, schema)
             upper = upper + rel.upper_plus
             never |= null
         return np.where(never, NO_UPPER, lower), np.where(never, NO_LOWER, upper)
@@ -100,12 +95,10 @@ def lower_temporal_filter(lowering, rel: TemporalFilter) -> Collection:
 
 
 def lower_close_at(lowering, rel: CloseAt) -> Collection:
-    from ddflow.plan.lower import columns_of
-
     schema = rel.input.schema
 
     def end_of(*cols):
-        end, null = _ints(rel.end, cols, schema, columns_of)
+        end, null = _ints(rel.end, cols, schema)
         return np.where(null, NO_UPPER, end + rel.after)
 
     return lowering.lower(rel.input).close_at(end_of, final=rel.final)
