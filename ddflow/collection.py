@@ -67,8 +67,6 @@ class Collection:
         #: Named, typed columns for a table or SQL view (rows stored as :mod:`ddflow.base.schema`
         #: lays them out); None for a positional collection.
         self.schema: Schema | None = None
-        #: A table's event-time column (its values are the rows' data times), if any: what windows may expire on.
-        self.event_time: str | None = None
         #: With several workers, every update already sits on the worker that owns its first field
         #: (a planner that can prove it sets this; ``arrange`` then needs no exchange).
         self.partitioned = False

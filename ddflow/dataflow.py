@@ -623,7 +623,6 @@ class Dataflow:
         coll = Collection(node)
         if table is not None:
             coll.schema = table
-            coll.event_time = event_time
             self.tables[name.lower()] = coll
         return handle, coll
 
