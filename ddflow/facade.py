@@ -6,7 +6,9 @@ imports them; this class sits above them and adds what needs them:
 joins them here).  Both go through the one front end of the dataflow
 (:class:`ddflow.sql.frontend.SqlFrontend`), made on first use, which
 keeps its views.  Everything else (building, feeding, running, workers,
-``spark=``) is the engine's, unchanged.
+``spark=``) is the engine's, unchanged.  :meth:`Dataflow.datalog` plans
+through :class:`ddflow.datalog.frontend.DatalogFrontend` and lowers through
+that same front end, so SQL views and Datalog relations share operators.
 """
 from __future__ import annotations
 
@@ -71,8 +73,46 @@ class Dataflow(EngineDataflow):
         """
         return self._frontend().sql(query, mode)
 
+    def datalog(self, program: str, hints: bool = True) -> dict[str, Collection]:
+        """A Datalog program (Soufflé's dialect) over this dataflow's tables, maintained incrementally.
+
+        Returns ``{relation name: collection}`` for every relation the
+        program derives (by rules or facts).  Each ``.input`` relation is
+        the table of the same name (positional columns, any names; a row
+        holding a NULL is not a fact).  Strata run in order, each
+        recursive one as one loop; a program that cannot be stratified, or
+        a construct outside the supported subset, is refused here with its
+        line and column.  ``hints=False`` ignores the program's
+        coordination hints (they never change results; see
+        :mod:`ddflow.datalog.hints`).  Cost: O(program size) to build; at
+        run time each rule costs its joins on the changes only
+        (:meth:`explain` shows the plans).
+
+        >>> flow = ddflow.Dataflow()
+        >>> edge_in, _ = flow.new_collection("edge", schema={"c0": "bigint", "c1": "bigint"})
+        >>> rels = flow.datalog('''
+        ...     .decl edge(x: number, y: number)
+        ...     .input edge
+        ...     .decl reach(x: number, y: number)
+        ...     reach(x, y) :- edge(x, y).
+        ...     reach(x, z) :- reach(x, y), edge(y, z).
+        ...     .decl cnt(x: number, n: number)
+        ...     cnt(x, n) :- edge(x, _), n = count : { reach(x, _) }.
+        ... ''')
+        >>> reach, cnt = rels["reach"].capture(), rels["cnt"].capture()
+        >>> edge_in.update([(1, 2), (2, 3)], times=0); flow.advance_to(1); flow.run()
+        >>> sorted(reach.contents(0)), sorted(cnt.contents(0))
+        ([(1, 2), (1, 3), (2, 3)], [(1, 2), (2, 1)])
+        """
+        from ddflow.datalog.frontend import DatalogFrontend
+
+        return DatalogFrontend(self._frontend()).datalog(program, hints)
+
     def explain(self, query: str) -> str:
-        """The plan of a SQL query as an indented tree, arrangements marked.  Cost: O(size of the query).
+        """The plan of a SQL query, or of a Datalog program's relations, as an indented tree, arrangements marked.
+
+        A text with ``.decl`` or ``:-`` is a Datalog program: its strata,
+        then each ``.output`` relation's plan.  Cost: O(size of the query).
 
         >>> flow = ddflow.Dataflow()
         >>> _ = flow.new_collection("orders", schema={"cust": "string", "amount": "bigint"})
@@ -81,4 +121,8 @@ class Dataflow(EngineDataflow):
           Filter (amount > 1)
             Scan orders [cust, amount]
         """
+        from ddflow.datalog.frontend import DatalogFrontend, looks_like_datalog
+
+        if looks_like_datalog(query):
+            return DatalogFrontend(self._frontend()).explain(query)
         return self._frontend().explain(query)

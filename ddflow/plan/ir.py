@@ -50,6 +50,17 @@ class Scan(Rel):
 
 
 @dataclass(frozen=True)
+class Values(Rel):
+    """Fixed rows, there from time 0 on and never changed (a Datalog program's facts).  No NULLs."""
+
+    schema: Schema
+    rows: tuple[tuple, ...]
+
+    def label(self) -> str:
+        return f"Values [{', '.join(self.schema.names)}] ({len(self.rows)} row{'s' * (len(self.rows) != 1)})"
+
+
+@dataclass(frozen=True)
 class _Unary(Rel):
     """A relation computed from one input."""
 
@@ -449,6 +460,9 @@ class RecRef(Rel):
     name: str
     schema: Schema
     uid: int
+    #: Columns whose value decides the worker of every row (the front end's claim, from the body's last
+    #: operator: a Datalog relation's body ends in a Distinct); checked when the fixpoint is lowered.
+    placed: frozenset = frozenset()
 
     def label(self) -> str:
         return f"RecRef {self.name}"

@@ -37,7 +37,7 @@ from ddflow.errors import DataflowError, SchemaError
 from ddflow.graph.scope import IterativeScope, Scope
 from ddflow.plan.expr import Call, Col, Column, Expr, as_type, evaluate, filled, null_values
 from ddflow.plan.ir import (Agg, Aggregate, CloseAt, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive,
-                            Rel, Scan, Sessionized, SemiJoin, SetOp, TemporalFilter, TopK, Union, Windowed)
+                            Rel, Scan, Sessionized, SemiJoin, SetOp, TemporalFilter, TopK, Union, Values, Windowed)
 from ddflow.plan.partition import partitioned_by
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
@@ -94,6 +94,11 @@ class Lowering:
                 return self.tables[rel.table.lower()]
             except KeyError:
                 raise SchemaError(f"no table {rel.table!r} (tables: {sorted(self.tables)})") from None
+        if isinstance(rel, Values):
+            if not rel.rows:
+                return Collection.empty(self.scope)
+            kinds = [KIND[t] for t in rel.schema.types] + ["i"]
+            return Collection.constant(self.scope, [(*r, 0) for r in rel.rows], kinds)
         if isinstance(rel, Filter):
             return self._filter(self.lower(rel.input), rel.input.schema, rel.predicate)
         if isinstance(rel, Project):
@@ -154,6 +159,11 @@ class Lowering:
                     self.variables[refs[name]] = v
                 variables.append(v)
             outs = []
+            for name, body in zip(rel.names, rel.bodies):
+                ref = refs.get(name)
+                if ref is not None and not ref.placed <= partitioned_by(body):
+                    raise SchemaError(f"fixpoint {name}: its RecRef claims columns {sorted(ref.placed)} place its "
+                                      f"rows, its body places them by {sorted(partitioned_by(body))}")
             for v, body in zip(variables, rel.bodies):
                 v.set(self.lower(body))
                 outs.append(v.result.leave())

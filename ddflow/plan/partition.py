@@ -14,7 +14,10 @@ row of ``rel``:
 - an aggregate: its first group column (the reduce's key);
 - a distinct, a ranking: the first column, the first partition column;
 - a filter: its input's; a projection: the input's columns it passes on
-  unchanged.
+  unchanged;
+- a fixpoint: its body's; inside it, a relation being defined: the
+  columns its :class:`~ddflow.plan.ir.RecRef` claims (``placed``, which
+  lowering checks against the body).
 
 >>> from ddflow.base.schema import Schema
 >>> from ddflow.plan.expr import Col
@@ -26,7 +29,8 @@ row of ``rel``:
 from __future__ import annotations
 
 from ddflow.plan.expr import Col
-from ddflow.plan.ir import Aggregate, Distinct, Filter, Join, Project, Rel, SemiJoin, SetOp, TopK, Union
+from ddflow.plan.ir import (Aggregate, Distinct, Filter, Join, Project, RecRef, Recursive, Rel, SemiJoin, SetOp, TopK,
+                            Union)
 
 
 def partitioned_by(rel: Rel) -> frozenset[int]:
@@ -50,6 +54,10 @@ def partitioned_by(rel: Rel) -> frozenset[int]:
     if isinstance(rel, TopK):
         p = rel.partition
         return frozenset({p[0].index}) if p and isinstance(p[0], Col) else frozenset()
+    if isinstance(rel, Recursive):
+        return partitioned_by(rel.bodies[rel.index])
+    if isinstance(rel, RecRef):
+        return frozenset(rel.placed)
     return frozenset()
 
 

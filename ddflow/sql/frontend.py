@@ -36,41 +36,30 @@ from ddflow.dataflow import Dataflow
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Col
 from ddflow.plan.ir import Project, Rel, explain
-from ddflow.plan.lower import Lowering
+from ddflow.plan.owner import PlanOwner
 from ddflow.plan.partition import exchange_note
-from ddflow.plan.rewrite import finalized, lift_closes, prune_columns, push_filters
+from ddflow.plan.rewrite import finalized, lift_closes
 from ddflow.sql import eventtime
 from ddflow.sql.planner import plan_query
 
 
-class SqlFrontend:
+class SqlFrontend(PlanOwner):
     """Plans, rewrites and lowers SQL over one dataflow's tables and views.
 
     ``rewrite``: push filters down and prune columns (off only to test the
     rewrites); ``share``: share keyed forms and arrangements and skip
     exchanges that move nothing (see :class:`~ddflow.plan.lower.Lowering`).
+    The rewriting and lowering are :class:`~ddflow.plan.owner.PlanOwner`'s,
+    shared with the Datalog front end.
     """
 
     def __init__(self, flow: Dataflow, rewrite: bool = True, share: bool = True):
-        self.flow = flow
+        super().__init__(flow, rewrite, share)
         self.views: dict[str, Rel] = {}
-        self.rewrite = rewrite
-        self.lowering = Lowering(flow.tables, flow.top, share=share)
 
     def plan(self, text: str, views: dict[str, Rel] | None = None) -> Rel:
         """The rewritten plan of the last statement of ``text``; CREATE VIEWs go into ``views`` (self's if None)."""
         return self.rewritten(self._planned(text, self.views if views is None else views))
-
-    def rewritten(self, rel: Rel) -> Rel:
-        """``rel`` after the rewrites that never change a result (none with ``rewrite=False``)."""
-        return prune_columns(push_filters(lift_closes(rel))) if self.rewrite else rel
-
-    def lower(self, rel: Rel) -> Collection:
-        """The collection of a plan from any front end, rewritten, with its named columns.  Cost: O(plan size)."""
-        rel = self.rewritten(rel)
-        view = Collection(self.lowering.lower(rel).node)
-        view.schema = rel.schema
-        return view
 
     def sql(self, text: str, mode: str = "changelog") -> Collection:
         """The collection of the last statement of ``text`` (see :meth:`ddflow.Dataflow.sql`).  Cost: O(size of the text).

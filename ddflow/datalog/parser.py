@@ -1,0 +1,513 @@
+"""Soufflé's Datalog syntax, read by a small recursive-descent parser that says line and column on every error.
+
+What it reads: ``.decl`` (attribute types by name; qualifiers such as
+``brie`` or ``btree`` are storage choices and are ignored, ``eqrel`` is
+refused), ``.type`` aliases (``=`` or ``<:`` a type, or a union of
+types of one base), ``.number_type`` / ``.symbol_type``, ``.input``,
+``.output`` and ``.printsize`` with ``(key=value, ...)`` parameters,
+``.pragma "key" "value"``, ``.plan`` (a join-order hint; results never
+depend on it, so it is read and ignored); rules with one or more head
+atoms and a body of atoms, ``!`` atoms, comparisons (``= != < <= > >=``),
+``true``/``false`` and top-level ``;`` disjunction; facts; terms with
+variables, ``_``, numbers (decimal, ``0x``, ``0b``, floats), strings,
+``+ - * / %``, the functors ``cat strlen substr to_number to_string
+min max abs``, and aggregates ``count``, ``sum``, ``min``, ``max``,
+``mean`` over ``{ body }`` or one atom.  Comments ``//`` and ``/* */``.
+
+Everything else (components, records, ADTs, ``$``, ``^``, bitwise and
+logical functors, user functors, ``#include``, ``choice-domain``,
+``eqrel``, ``subsumptive`` rules, parenthesized disjunction) is refused
+with its line and column: a program either means what Soufflé means or
+does not run.
+
+>>> src = parse('.decl e(x: number, y: number)\\n.input e\\n.decl r(x: number)\\nr(x) :- e(x, _), x > 1.')
+>>> src.rules
+[r(x) :- e(x, _), x > 1.]
+>>> parse("r(x) :- e(x) ^ 2.")
+Traceback (most recent call last):
+  ...
+ddflow.datalog.syntax.DatalogError: Datalog at line 1, column 14: unexpected '^' (expected ',', ';' or '.')
+"""
+from __future__ import annotations
+
+import re
+
+from ddflow.datalog.syntax import (IO, Aggregate, Atom, BinOp, Compare, Const, Decl, DatalogError, Functor, Literal,
+                                   Pos, Pragma, Rule, Source, Term, Var, Wild)
+
+#: Directives the parser knows (any other ``.word`` at the start of an item is refused by name).
+DIRECTIVES = {"decl", "type", "input", "output", "printsize", "pragma", "plan", "number_type", "symbol_type",
+              "comp", "init", "functor", "override", "limitsize", "include", "once"}
+AGGREGATES = {"count", "sum", "min", "max", "mean"}
+#: Functors with their arity (``min``/``max`` with two arguments; with ``:`` they are aggregates).
+FUNCTORS = {"cat": None, "strlen": 1, "substr": 3, "to_number": 1, "to_string": 1, "to_float": 1, "min": None,
+            "max": None, "abs": 1}
+#: Functors Soufflé has that ddflow does not: refused by name.
+UNSUPPORTED_FUNCTORS = {"band", "bor", "bxor", "bshl", "bshr", "bshru", "bnot", "land", "lor", "lxor", "lnot", "ord",
+                        "to_unsigned", "range", "autoinc", "as", "nil", "itou", "utoi", "ftoi", "itof", "ftou",
+                        "utof", "strsub"}
+QUALIFIERS_IGNORED = {"brie", "btree", "btree_delete", "inline", "no_inline", "magic", "no_magic", "overridable",
+                      "input", "output", "printsize"}
+QUALIFIERS_REFUSED = {"eqrel": "eqrel relations (an equivalence closure)"}
+
+_TOKEN = re.compile(r"""
+    (?P<ws>[ \t\r]+|\n)
+  | (?P<lcomment>//[^\n]*)
+  | (?P<bcomment>/\*.*?\*/)
+  | (?P<float>\d+\.\d+(?:[eE][-+]?\d+)?)
+  | (?P<num>0[xX][0-9a-fA-F]+|0[bB][01]+|\d+)(?P<unsigned>u?)
+  | (?P<str>"(?:[^"\\\n]|\\.)*")
+  | (?P<id>[A-Za-z_?][A-Za-z0-9_?]*)
+  | (?P<op>:-|<=|>=|!=|<:|::|[-+*/%^(),.:;=<>!{}\[\]|$#@&~])
+""", re.VERBOSE | re.DOTALL)
+
+
+class Token:
+    __slots__ = ("kind", "text", "pos")
+
+    def __init__(self, kind: str, text: str, pos: Pos):
+        self.kind, self.text, self.pos = kind, text, pos
+
+    def __repr__(self) -> str:
+        return f"{self.kind}:{self.text!r}@{self.pos}"
+
+
+def tokens(text: str) -> list[Token]:
+    """The program's tokens with their positions (comments and blanks dropped); an unknown character is refused."""
+    out: list[Token] = []
+    i, line, col = 0, 1, 1
+    n = len(text)
+    while i < n:
+        m = _TOKEN.match(text, i)
+        if m is None:
+            if text.startswith("/*", i):
+                raise DatalogError("a /* comment is never closed", Pos(line, col))
+            if text[i] == '"':
+                raise DatalogError("a string is never closed on its line", Pos(line, col))
+            raise DatalogError(f"unexpected character {text[i]!r}", Pos(line, col))
+        kind = m.lastgroup if m.lastgroup != "unsigned" else "num"
+        s = m.group(0)
+        pos = Pos(line, col)
+        if kind not in ("ws", "lcomment", "bcomment"):
+            if kind == "op" and s == "." and i + 1 < n and text[i + 1].isalpha():
+                w = re.match(r"[A-Za-z_]+", text[i + 1:]).group(0)
+                if w in DIRECTIVES and (not out or out[-1].text == "." or _item_start(out)):
+                    out.append(Token("dir", w, pos))
+                    col += 1 + len(w)
+                    i += 1 + len(w)
+                    continue
+            if kind == "op" and s == "#":
+                raise DatalogError("the C preprocessor (#include, #define) is not supported", pos)
+            out.append(Token(kind, s, pos))
+        nl = s.count("\n")
+        if nl:
+            line += nl
+            col = len(s) - s.rfind("\n")
+        else:
+            col += len(s)
+        i = m.end()
+    out.append(Token("end", "", Pos(line, col)))
+    return out
+
+
+def _item_start(out: list[Token]) -> bool:
+    """The previous token ends an item (a directive's last word or parenthesis), so ``.word`` starts the next."""
+    last = out[-1]
+    return last.kind in ("id", "str", "num") or last.text in (")", "]")
+
+
+def parse(text: str) -> Source:
+    """The syntax tree of a Soufflé program; a :class:`DatalogError` with line and column if it does not parse."""
+    return _Parser(tokens(text)).program()
+
+
+class _Parser:
+    def __init__(self, toks: list[Token]):
+        self.toks = toks
+        self.i = 0
+        self.src = Source()
+
+    # -- token helpers -------------------------------------------------------------
+    @property
+    def tok(self) -> Token:
+        return self.toks[self.i]
+
+    def peek(self, k: int = 1) -> Token:
+        return self.toks[min(self.i + k, len(self.toks) - 1)]
+
+    def take(self) -> Token:
+        t = self.toks[self.i]
+        self.i += 1
+        return t
+
+    def at(self, text: str) -> bool:
+        return self.tok.kind in ("op", "id") and self.tok.text == text
+
+    def expect(self, text: str, what: str | None = None) -> Token:
+        if not self.at(text):
+            self.fail(f"expected {what or repr(text)}")
+        return self.take()
+
+    def fail(self, expected: str, tok: Token | None = None) -> None:
+        tok = tok or self.tok
+        shown = "the end of the program" if tok.kind == "end" else repr(tok.text)
+        raise DatalogError(f"unexpected {shown} ({expected})", tok.pos)
+
+    def ident(self, what: str) -> Token:
+        if self.tok.kind != "id":
+            self.fail(f"expected {what}")
+        return self.take()
+
+    # -- items ---------------------------------------------------------------------
+    def program(self) -> Source:
+        while self.tok.kind != "end":
+            if self.tok.kind == "dir":
+                self.directive()
+            else:
+                self.rule()
+        return self.src
+
+    def directive(self) -> None:
+        d = self.take()
+        name = d.text
+        if name == "decl":
+            self.decl()
+        elif name == "type":
+            self.type_decl()
+        elif name in ("number_type", "symbol_type"):
+            t = self.ident("a type name")
+            self.src.types[t.text] = ("number" if name == "number_type" else "symbol", t.pos)
+        elif name in ("input", "output", "printsize"):
+            self.io(name)
+        elif name == "pragma":
+            key = self.string("a pragma key")
+            value = self.string("a pragma value") if self.tok.kind == "str" else ""
+            self.src.pragmas.append(Pragma(key, value, d.pos))
+        elif name == "plan":
+            self.skip_plan()
+        else:
+            what = {"comp": "components (.comp)", "init": "components (.init)", "functor": "user-defined functors",
+                    "override": "component overrides", "limitsize": ".limitsize (it stops evaluation early: "
+                    "results would depend on the order of evaluation)", "include": ".include",
+                    "once": ".once"}[name]
+            raise DatalogError(f"{what} are not supported" if not what.startswith(".") else
+                               f"{what} is not supported", d.pos)
+
+    def string(self, what: str) -> str:
+        if self.tok.kind != "str":
+            self.fail(f"expected {what} (a string)")
+        return _unquote(self.take().text)
+
+    def decl(self) -> None:
+        while True:
+            name = self.ident("a relation name")
+            self.expect("(")
+            attrs: list[tuple[str, str]] = []
+            if not self.at(")"):
+                while True:
+                    a = self.ident("an attribute name")
+                    self.expect(":")
+                    t = self.ident("a type")
+                    attrs.append((a.text, t.text))
+                    if attrs.count(attrs[-1]) > 1 or [x for x, _ in attrs].count(a.text) > 1:
+                        raise DatalogError(f"relation {name.text}: attribute {a.text!r} is declared twice", a.pos)
+                    if not self.at(","):
+                        break
+                    self.take()
+            self.expect(")", "')' or ','")
+            self.src.decls.append(Decl(name.text, tuple(attrs), name.pos))
+            while self.tok.kind == "id" and self.tok.text in QUALIFIERS_IGNORED | set(QUALIFIERS_REFUSED):
+                q = self.take()
+                if q.text in QUALIFIERS_REFUSED:
+                    raise DatalogError(f"{QUALIFIERS_REFUSED[q.text]} are not supported", q.pos)
+            if self.at("choice") or (self.tok.kind == "id" and self.tok.text.startswith("choice")):
+                raise DatalogError("choice-domain is not supported", self.tok.pos)
+            if not self.at(","):
+                return
+            self.take()
+
+    def type_decl(self) -> None:
+        name = self.ident("a type name")
+        if self.at("<:"):
+            self.take()
+            base = self.ident("a type")
+            self.src.types[name.text] = (base.text, name.pos)
+            return
+        self.expect("=", "'=' or '<:'")
+        if self.at("["):
+            raise DatalogError("record types are not supported", self.tok.pos)
+        first = self.ident("a type")
+        if self.at("{"):
+            raise DatalogError("algebraic data types are not supported", first.pos)
+        members = [first]
+        while self.at("|"):
+            self.take()
+            m = self.ident("a type")
+            if self.at("{"):
+                raise DatalogError("algebraic data types are not supported", m.pos)
+            members.append(m)
+        if len(members) == 1:
+            self.src.types[name.text] = (first.text, name.pos)
+        else:
+            self.src.types[name.text] = ("|".join(m.text for m in members), name.pos)
+
+    def io(self, kind: str) -> None:
+        while True:
+            rel = self.ident("a relation name")
+            params: list[tuple[str, str]] = []
+            if self.at("("):
+                self.take()
+                while not self.at(")"):
+                    key = self.ident("a parameter name")
+                    self.expect("=")
+                    if self.tok.kind == "str":
+                        value = _unquote(self.take().text)
+                    elif self.tok.kind in ("id", "num"):
+                        value = self.take().text
+                    else:
+                        self.fail("expected a parameter value")
+                    params.append((key.text, value))
+                    if self.at(","):
+                        self.take()
+                    elif not self.at(")"):
+                        self.fail("expected ',' or ')'")
+                self.take()
+            self.src.io.append(IO(kind, rel.text, tuple(params), rel.pos))
+            if not self.at(","):
+                return
+            self.take()
+
+    def skip_plan(self) -> None:
+        """``.plan 0:(1,2), 1:(2,1)``: Soufflé's join orders; they never change results, so they are skipped."""
+        while self.tok.kind == "num" or self.tok.text in (":", "(", ")", ","):
+            self.take()
+
+    # -- rules ---------------------------------------------------------------------
+    def rule(self) -> None:
+        start = self.tok.pos
+        heads = [self.atom()]
+        while self.at(","):
+            self.take()
+            heads.append(self.atom())
+        if self.at("<="):
+            raise DatalogError("subsumptive rules (<=) are not supported", self.tok.pos)
+        bodies: list[list[Literal]] = [[]]
+        if self.at(":-"):
+            self.take()
+            bodies = self.disjunction()
+        elif not self.at("."):
+            self.fail("expected ':-' or '.'" if len(heads) == 1 else "expected ':-'")
+        self.expect(".", "'.' at the end of the rule")
+        if bodies == [[]] and len(heads) > 1:
+            raise DatalogError("a fact has one atom", heads[1].pos)
+        for head in heads:
+            if head.negated:
+                raise DatalogError("a rule's head cannot be negated", head.pos)
+            for body in bodies:
+                self.src.rules.append(Rule(head, tuple(body), start))
+        if self.at("."):  # ``.plan`` after a rule is a directive token; a stray '.' is not
+            self.fail("expected a rule or a directive")
+
+    def disjunction(self) -> list[list[Literal]]:
+        out = [self.conjunction()]
+        while self.at(";"):
+            self.take()
+            out.append(self.conjunction())
+        return out
+
+    def conjunction(self) -> list[Literal]:
+        lits = [self.literal()]
+        while self.at(","):
+            self.take()
+            lits.append(self.literal())
+        if not self.at(".") and not self.at(";") and not self.at("}"):
+            self.fail("expected ',', ';' or '.'")
+        return lits
+
+    def literal(self) -> Literal:
+        t = self.tok
+        if self.at("!"):
+            self.take()
+            if self.tok.kind != "id" or not self.peek().text == "(" or self.tok.text in FUNCTORS:
+                if self.at("("):
+                    raise DatalogError("negation of a parenthesized body is not supported", self.tok.pos)
+                self.fail("expected an atom after '!'")
+            a = self.atom()
+            return Atom(a.rel, a.args, t.pos, negated=True)
+        if t.kind == "id" and t.text in ("true", "false") and self.peek().text != "(":
+            self.take()
+            return Compare("=", Const(1, "number", t.pos), Const(1 if t.text == "true" else 0, "number", t.pos), t.pos)
+        if t.kind == "id" and self.peek().text == "(" and t.text not in FUNCTORS and t.text not in AGGREGATES \
+                and t.text not in UNSUPPORTED_FUNCTORS:
+            return self.atom()
+        if t.text == "(" and self._parenthesized_body():
+            raise DatalogError("parenthesized (nested) disjunctions are not supported; write one rule per branch",
+                               t.pos)
+        left = self.term()
+        op = self.tok
+        if op.text not in ("=", "!=", "<", "<=", ">", ">="):
+            self.fail("expected a comparison (= != < <= > >=)")
+        self.take()
+        right = self.term()
+        return Compare(op.text, left, right, op.pos)
+
+    def _parenthesized_body(self) -> bool:
+        """At '(': does it hold a body (an atom or ';' inside) rather than an expression?"""
+        depth, j = 0, self.i
+        while j < len(self.toks):
+            t = self.toks[j]
+            if t.text == "(":
+                depth += 1
+            elif t.text == ")":
+                depth -= 1
+                if depth == 0:
+                    return False
+            elif depth == 1 and t.text in (";", ","):
+                return True
+            elif t.kind in ("end",) or t.text == ".":
+                return False
+            j += 1
+        return False
+
+    def atom(self) -> Atom:
+        name = self.ident("a relation name")
+        if self.at("."):
+            if self.peek().kind == "id" and self.peek().pos.col == self.tok.pos.col + 1:
+                raise DatalogError("qualified (component) relation names are not supported", name.pos)
+        self.expect("(", "'(' after the relation name")
+        args: list[Term] = []
+        if not self.at(")"):
+            while True:
+                args.append(self.term())
+                if not self.at(","):
+                    break
+                self.take()
+        self.expect(")", "')' or ','")
+        return Atom(name.text, tuple(args), name.pos)
+
+    # -- terms ---------------------------------------------------------------------
+    def term(self) -> Term:
+        left = self.product()
+        while self.at("+") or self.at("-"):
+            op = self.take()
+            left = BinOp(op.text, left, self.product(), op.pos)
+        if self.tok.kind == "id" and self.tok.text in UNSUPPORTED_FUNCTORS:
+            raise DatalogError(f"the functor {self.tok.text} is not supported", self.tok.pos)
+        return left
+
+    def product(self) -> Term:
+        left = self.unary()
+        while self.at("*") or self.at("/") or self.at("%"):
+            op = self.take()
+            left = BinOp(op.text, left, self.unary(), op.pos)
+        if self.at("^"):
+            raise DatalogError("the power operator ^ is not supported", self.tok.pos)
+        return left
+
+    def unary(self) -> Term:
+        if self.at("-"):
+            op = self.take()
+            inner = self.unary()
+            if isinstance(inner, Const) and inner.kind in ("number", "float"):
+                return Const(-inner.value, inner.kind, op.pos)
+            return Functor("neg", (inner,), op.pos)
+        return self.primary()
+
+    def primary(self) -> Term:
+        t = self.tok
+        if t.kind == "num":
+            self.take()
+            text = t.text.rstrip("u")
+            base = 16 if text[:2].lower() == "0x" else 2 if text[:2].lower() == "0b" else 10
+            return Const(int(text[2:] if base != 10 else text, base), "number", t.pos)
+        if t.kind == "float":
+            self.take()
+            return Const(float(t.text), "float", t.pos)
+        if t.kind == "str":
+            self.take()
+            return Const(_unquote(t.text), "symbol", t.pos)
+        if self.at("("):
+            self.take()
+            inner = self.term()
+            self.expect(")")
+            return inner
+        if self.at("$"):
+            raise DatalogError("the counter $ is not supported (its values depend on evaluation order)", t.pos)
+        if self.at("["):
+            raise DatalogError("records are not supported", t.pos)
+        if self.at("@"):
+            raise DatalogError("user-defined functors (@name) are not supported", t.pos)
+        if t.kind != "id":
+            self.fail("expected a term")
+        if t.text == "_":
+            self.take()
+            return Wild(t.pos)
+        if t.text in UNSUPPORTED_FUNCTORS:
+            raise DatalogError(f"the functor {t.text} is not supported", t.pos)
+        if t.text in AGGREGATES and (self.peek().text != "(" or t.text not in FUNCTORS or self._colon_after_parens()):
+            return self.aggregate()
+        if t.text in FUNCTORS and self.peek().text == "(":
+            self.take()
+            self.take()
+            args: list[Term] = []
+            if not self.at(")"):
+                while True:
+                    args.append(self.term())
+                    if not self.at(","):
+                        break
+                    self.take()
+            self.expect(")", "')' or ','")
+            arity = FUNCTORS[t.text]
+            if arity is not None and len(args) != arity:
+                raise DatalogError(f"{t.text} takes {arity} argument{'s' * (arity != 1)}, got {len(args)}", t.pos)
+            if t.text in ("min", "max", "cat") and len(args) < 2:
+                raise DatalogError(f"the functor {t.text} takes at least 2 arguments, got {len(args)}", t.pos)
+            return Functor(t.text, tuple(args), t.pos)
+        if self.peek().text == "(":
+            raise DatalogError(f"unknown functor {t.text!r} (an atom is not a term)", t.pos)
+        self.take()
+        return Var(t.text, t.pos)
+
+    def _colon_after_parens(self) -> bool:
+        """At ``min (``: is the parenthesized group followed by ``:`` (an aggregate, not the functor)?"""
+        depth, j = 0, self.i + 1
+        while j < len(self.toks) and self.toks[j].kind != "end":
+            if self.toks[j].text == "(":
+                depth += 1
+            elif self.toks[j].text == ")":
+                depth -= 1
+                if depth == 0:
+                    return self.toks[j + 1].text == ":"
+            j += 1
+        return False
+
+    def aggregate(self) -> Aggregate:
+        """``func [expr] : { body }`` or ``func [expr] : atom``."""
+        t = self.take()
+        expr = None
+        if not self.at(":"):
+            if t.text == "count":
+                self.fail("expected ':' after count")
+            expr = self.term()
+            if not self.at(":"):
+                self.fail(f"expected ':' after the {t.text} expression")
+        elif t.text != "count":
+            self.fail(f"expected the expression {t.text} aggregates before ':'")
+        self.take()
+        if self.at("{"):
+            self.take()
+            bodies = self.disjunction()
+            if len(bodies) > 1:
+                raise DatalogError("a disjunction inside an aggregate is not supported", t.pos)
+            self.expect("}", "'}' at the end of the aggregate's body")
+            body = bodies[0]
+        else:
+            if self.tok.kind != "id" or self.peek().text != "(":
+                self.fail("expected '{' or an atom after ':'")
+            body = [self.atom()]
+        return Aggregate(t.text, expr, tuple(body), t.pos)
+
+
+def _unquote(s: str) -> str:
+    body = s[1:-1]
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r"}.get(m.group(1), m.group(1)), body)

@@ -1,0 +1,482 @@
+"""A checked Datalog program as plan IR: one relation per derived Datalog relation, strata as fixpoints.
+
+Each relation's plan is the distinct union of its parts: the dataflow's
+table of that name (``.input``), its facts (a :class:`Values`), and one
+plan per rule.  A recursive stratum (:mod:`ddflow.datalog.stratify`)
+becomes one :class:`~ddflow.plan.ir.Recursive` over all its relations
+(one ``iterate``, a Variable per relation, semi-naive through
+differential dataflow itself); the strata are planned in order, and a
+later stratum reads an earlier one's plan, shared by value.
+
+A rule body becomes joins of its positive atoms (each joined next to the
+bound atom it shares the most variables with), keyed on their shared
+variables; comparisons become filters and ``x = e`` a projection as soon
+as their variables are bound; ``!atom`` an anti-join on its variables;
+an aggregate an :class:`~ddflow.plan.ir.Aggregate` of its body grouped
+by its injected variables, joined back on them (a left join for
+``count`` and ``sum``, which are 0 over nothing; an inner join for
+``min``, ``max``, ``mean``, which have no value over nothing).  An atom
+is the relation's plan itself, its constants and repeated variables
+filters on it, and its columns named by the relation's attributes, so
+two rules joining one relation on one key read one plan node and so one
+arrangement (Lowering shares keyed forms by value).
+
+Aggregates count Soufflé's way: one per combination of the body's
+matching tuples (``_`` included), which bag semantics gives directly.
+``number`` and ``unsigned`` are 64-bit here (Soufflé's default build
+has 32): arithmetic that overflows 64 bits raises instead of wrapping.
+``/`` of numbers truncates toward zero as in C; by zero it raises.
+
+Physical layout: a relation's columns are stored in declared order,
+unless a placement hint (:mod:`ddflow.datalog.hints`) moves an attribute
+first: the distinct that ends its plan then places each row on that
+attribute's worker, so joins on it skip their exchange.  The relations
+handed to the user are projected back to declared order.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from ddflow.base.schema import Schema
+from ddflow.datalog.hints import Hints
+from ddflow.datalog.program import BASE_TYPES, Program, constant_of
+from ddflow.datalog.stratify import Stratum, strata
+from ddflow.datalog.syntax import (Aggregate, Atom, BinOp, Compare, Const, DatalogError, Functor, Literal, Pos,
+                                   Rule, Term, Var, Wild)
+from ddflow.errors import SchemaError
+from ddflow.plan.expr import Call, Col, Expr, Lit
+from ddflow.plan.functions import cast, typed
+from ddflow.plan.ir import (Agg, Distinct, Filter, Join, Project, RecRef, Recursive, Rel, Scan, SemiJoin, Union,
+                            Values)
+from ddflow.plan.ir import Aggregate as AggregateRel
+
+_UIDS = itertools.count(1 << 20)  # RecRef uids (SQL's start at 0 and stay small)
+_AGG_FUNCS = {"count": "count_star", "sum": "sum", "min": "min", "max": "max", "mean": "avg"}
+_COMPARE = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+@dataclass
+class Binding:
+    """A relation of variable bindings: ``vars[name]`` is the column holding variable ``name``."""
+
+    rel: Rel
+    vars: dict[str, int]
+
+    def col(self, name: str) -> Col:
+        i = self.vars[name]
+        return Col(i, self.rel.schema.types[i], self.rel.schema.names[i])
+
+
+@dataclass
+class Planned:
+    """The plan of a program: the user's relations (declared column order) and the evaluation order."""
+
+    relations: dict[str, Rel]
+    strata: list[Stratum]
+
+
+class Planner:
+    """Plans one checked program over tables with the given schemas (by lower-case name)."""
+
+    def __init__(self, program: Program, tables: dict[str, Schema], hints: Hints | None = None):
+        self.p = program
+        self.tables = tables
+        self.hints = hints or Hints()
+        self.perm: dict[str, tuple[int, ...]] = {}
+        for name, rel in program.relations.items():
+            first = self.hints.placement.get(name)
+            order = list(range(rel.arity))
+            if first is not None:
+                order.remove(first)
+                order.insert(0, first)
+            self.perm[name] = tuple(order)
+        self.plans: dict[str, Rel] = {}  # physical layout
+        self.loop: dict[str, RecRef] = {}  # the recursive stratum being planned: its relations' RecRefs
+        self._fresh = itertools.count()
+
+    # -- relations -----------------------------------------------------------------
+    def schema(self, name: str) -> Schema:
+        """The physical schema of relation ``name`` (a nullary relation has one constant column)."""
+        rel = self.p.relations[name]
+        if rel.arity == 0:
+            return Schema(("_",), ("bigint",))
+        perm = self.perm[name]
+        return Schema(tuple(rel.attrs[i] for i in perm), tuple(rel.sql_types[i] for i in perm))
+
+    def plan(self) -> Planned:
+        """Every derived relation's plan, in declared column order.  O(program size)."""
+        order = strata(self.p, self.hints.priority)
+        for s in order:
+            self._stratum(s)
+        out = {}
+        for name in self.p.derived():
+            out[name] = self.user_plan(name)
+        return Planned(out, order)
+
+    def user_plan(self, name: str) -> Rel:
+        """Relation ``name`` in its declared column order (a nullary one: no columns)."""
+        rel = self.p.relations[name]
+        plan = self.plans[name]
+        if rel.arity == 0:
+            return Project(plan, (), ())
+        perm = self.perm[name]
+        if perm == tuple(range(rel.arity)):
+            return plan
+        s = plan.schema
+        at = {d: i for i, d in enumerate(perm)}
+        return Project(plan, tuple(Col(at[d], s.types[at[d]], s.names[at[d]]) for d in range(rel.arity)),
+                       rel.attrs)
+
+    def _stratum(self, s: Stratum) -> None:
+        if not s.recursive:
+            (name,) = s.relations
+            self.plans[name] = self._relation(name)
+            return
+        uid = next(_UIDS)
+        self.loop = {n: RecRef(n, self.schema(n), uid, frozenset({0})) for n in s.relations}
+        bodies = tuple(self._relation(n) for n in s.relations)
+        self.loop = {}
+        for i, n in enumerate(s.relations):
+            self.plans[n] = Recursive(s.relations, bodies, i)
+
+    def _relation(self, name: str) -> Rel:
+        """The distinct union of the relation's input table, facts and rules (physical layout)."""
+        schema = self.schema(name)
+        parts: list[Rel] = []
+        if name in self.p.inputs:
+            parts.append(self._input(name))
+        if name in self.p.facts:
+            perm = self.perm[name] or (0,)
+            rows = tuple(sorted({tuple(r[i] for i in perm) if r else (0,) for r in self.p.facts[name]}, key=repr))
+            parts.append(Values(schema, rows))
+        for r in self.p.rules:
+            if r.head.rel == name:
+                parts.append(self._rule(r))
+        if not parts:
+            return Values(schema, ())
+        if len(parts) == 1 and name in self.p.inputs and self.perm[name] == tuple(range(len(schema))) \
+                and name not in self.hints.placement:
+            return parts[0]  # an input alone: its rows as they come (read as a set where that matters)
+        body = parts[0] if len(parts) == 1 else Union(tuple(parts))
+        return Distinct(body)
+
+    def _input(self, name: str) -> Rel:
+        rel = self.p.relations[name]
+        io = self.p.inputs[name]
+        table = self.tables.get(name.lower())
+        if table is None:
+            raise DatalogError(f".input {name}: the dataflow has no table {name!r} (make one with "
+                               f"flow.new_collection({name!r}, schema={{...}}) with {rel.arity} columns)", io.pos)
+        if len(table) != max(rel.arity, 0) and not (rel.arity == 0 and len(table) == 1):
+            raise DatalogError(f".input {name}: the table {name!r} has {len(table)} columns, the relation "
+                               f"{rel.arity}", io.pos)
+        scan: Rel = Scan(name, table)
+        cols = []
+        for j in range(rel.arity):
+            want, got = rel.sql_types[j], table.types[j]
+            c: Expr = Col(j, got, table.names[j])
+            if got != want:
+                if want == "double" and got == "bigint":
+                    c = cast(c, "double")
+                else:
+                    raise DatalogError(f".input {name}: attribute {rel.attrs[j]} is a {rel.types[j]}, the table's "
+                                       f"column {table.names[j]!r} is {got}", io.pos)
+            cols.append(c)
+        # A NULL is no Datalog value: rows holding one are not facts.
+        nonnull = [Call("is_not_null", (Col(j, table.types[j], table.names[j]),), "boolean")
+                   for j in range(len(table))]
+        pred = nonnull[0]
+        for x in nonnull[1:]:
+            pred = Call("and", (pred, x), "boolean")
+        scan = Filter(scan, pred)
+        if rel.arity == 0:
+            return Project(scan, (Lit(0, "bigint"),), ("_",))
+        perm = self.perm[name]
+        s = self.schema(name)
+        if perm == tuple(range(rel.arity)) and all(isinstance(c, Col) for c in cols) \
+                and table.names == s.names:
+            return scan
+        return Project(scan, tuple(cols[i] for i in perm), s.names)
+
+    def source(self, name: str) -> Rel:
+        """What an atom of ``name`` reads: the fixpoint's RecRef inside its loop, else the relation's plan."""
+        if name in self.loop:
+            return self.loop[name]
+        return self.plans[name]
+
+    # -- rules ---------------------------------------------------------------------
+    def _rule(self, r: Rule) -> Rel:
+        outside = set(r.head.variables())
+        for lit in r.body:
+            outside |= lit.variables()
+        b = self.body(list(r.body), None, outside)
+        name = r.head.rel
+        rel = self.p.relations[name]
+        schema = self.schema(name)
+        if rel.arity == 0:
+            return Project(b.rel, (Lit(0, "bigint"),), ("_",))
+        exprs = []
+        for phys, d in enumerate(self.perm[name]):
+            t = r.head.args[d]
+            e = self.expr(t, b, rel.types[d])
+            want = schema.types[phys]
+            if e.type != want:
+                if want == "double" and e.type == "bigint":
+                    e = cast(e, "double")
+                else:
+                    raise DatalogError(f"{name}.{rel.attrs[d]} is a {rel.types[d]}, the head gives it a "
+                                       f"{_souffle(e.type)}", t.pos)
+            exprs.append(e)
+        return Project(b.rel, tuple(exprs), schema.names)
+
+    def body(self, lits: list[Literal], start: Binding | None, outside: set[str]) -> Binding:
+        """The bindings of a conjunction (``start``: bindings it extends, an aggregate's injected variables)."""
+        atoms = [lit for lit in lits if isinstance(lit, Atom) and not lit.negated]
+        rest = [lit for lit in lits if not (isinstance(lit, Atom) and not lit.negated)]
+        cur = start
+        pending = list(rest)
+        while atoms:
+            if cur is None:
+                nxt = atoms[0]
+            else:
+                nxt = max(atoms, key=lambda a: (len(a.variables() & cur.vars.keys()), -atoms.index(a)))
+            atoms.remove(nxt)
+            b, extra = self.atom(nxt)
+            pending.extend(extra)
+            cur = b if cur is None else self.join(cur, b, nxt.pos)
+            cur, pending = self._apply_ready(cur, pending, outside, final=False)
+        if cur is None:  # no positive atom: one row of no variables
+            cur = Binding(Values(Schema(("_",), ("bigint",)), ((0,),)), {})
+        cur, pending = self._apply_ready(cur, pending, outside, final=True)
+        if pending:
+            raise DatalogError(f"cannot order the body: {pending[0]!r} needs variables nothing binds", pending[0].pos)
+        return cur
+
+    def _apply_ready(self, cur: Binding, pending: list[Literal], outside: set[str],
+                     final: bool) -> tuple[Binding, list[Literal]]:
+        """Apply every literal whose variables are bound (repeatedly: an assignment binds more)."""
+        progress = True
+        while progress:
+            progress = False
+            for lit in list(pending):
+                got = self._literal(cur, lit, outside, final)
+                if got is not None:
+                    cur = got
+                    pending.remove(lit)
+                    progress = True
+        return cur, pending
+
+    def _literal(self, cur: Binding, lit: Literal, outside: set[str], final: bool) -> Binding | None:
+        """``cur`` with ``lit`` applied, or None while it needs variables not yet bound."""
+        bound = set(cur.vars)
+        if isinstance(lit, Atom):  # negated
+            if not lit.variables() <= bound:
+                return None
+            return self.negation(cur, lit)
+        assert isinstance(lit, Compare)
+        left, right = lit.left, lit.right
+        if isinstance(right, Aggregate) or (isinstance(left, Var) and left.name not in bound):
+            left, right = right, left
+        if isinstance(left, Aggregate) or isinstance(right, Aggregate):
+            agg = left if isinstance(left, Aggregate) else right
+            other = right if agg is left else left
+            if not (agg.inner_variables() & outside) <= bound:
+                return None
+            if isinstance(other, Var) and other.name not in bound and lit.op == "=":
+                return self.aggregate(cur, agg, other.name, outside)
+            if not other.variables() <= bound or not final:
+                return None
+            tmp = f"_agg{next(self._fresh)}"
+            cur = self.aggregate(cur, agg, tmp, outside)
+            return self.filter(cur, Compare(lit.op, Var(tmp, agg.pos), other, lit.pos) if agg is left
+                               else Compare(lit.op, other, Var(tmp, agg.pos), lit.pos))
+        if lit.op == "=" and isinstance(right, Var) and right.name not in bound and left.variables() <= bound:
+            return self.assign(cur, right.name, left)
+        if lit.op == "=" and isinstance(left, Var) and left.name not in bound and right.variables() <= bound:
+            return self.assign(cur, left.name, right)
+        if lit.variables() <= bound:
+            return self.filter(cur, lit)
+        return None
+
+    def atom(self, a: Atom) -> tuple[Binding, list[Literal]]:
+        """The relation of an atom: its constants and repeated variables as a filter; expressions as literals."""
+        src = self.source(a.rel)
+        rel = self.p.relations[a.rel]
+        s = src.schema
+        at = {d: i for i, d in enumerate(self.perm[a.rel])}
+        conds: list[Expr] = []
+        vars_: dict[str, int] = {}
+        extra: list[Literal] = []
+        for d, t in enumerate(a.args):
+            i = at[d]
+            col = Col(i, s.types[i], s.names[i])
+            if isinstance(t, Wild):
+                continue
+            if isinstance(t, Var):
+                if t.name in vars_:
+                    j = vars_[t.name]
+                    conds.append(Call("=", (Col(j, s.types[j], s.names[j]), col), "boolean"))
+                else:
+                    vars_[t.name] = i
+            elif isinstance(t, Const):
+                conds.append(typed("=", (col, Lit(constant_of(t, rel.types[d], f"{a.rel}.{rel.attrs[d]}"),
+                                                  s.types[i]))))
+            else:  # an expression: a fresh variable, and a comparison once its variables are bound
+                tmp = f"_arg{next(self._fresh)}"
+                vars_[tmp] = i
+                extra.append(Compare("=", Var(tmp, t.pos), t, t.pos))
+        rel_: Rel = src
+        if conds:
+            pred = conds[0]
+            for c in conds[1:]:
+                pred = Call("and", (pred, c), "boolean")
+            rel_ = Filter(src, pred)
+        return Binding(rel_, vars_), extra
+
+    def join(self, a: Binding, b: Binding, pos: Pos) -> Binding:
+        shared = [v for v in b.vars if v in a.vars]
+        for v in shared:
+            ta, tb = a.col(v).type, b.col(v).type
+            if ta != tb:
+                raise DatalogError(f"variable {v} is a {_souffle(ta)} in one atom and a {_souffle(tb)} in another",
+                                   pos)
+        j = Join(a.rel, b.rel, "inner", tuple(a.col(v) for v in shared), tuple(b.col(v) for v in shared))
+        n = len(a.rel.schema)
+        vars_ = dict(a.vars)
+        for v, i in b.vars.items():
+            vars_.setdefault(v, n + i)
+        return Binding(j, vars_)
+
+    def filter(self, cur: Binding, c: Compare) -> Binding:
+        left, right = self.expr(c.left, cur), self.expr(c.right, cur)
+        pred = self._typed(_COMPARE[c.op], (left, right), c.pos)
+        return Binding(Filter(cur.rel, pred), cur.vars)
+
+    def assign(self, cur: Binding, name: str, t: Term) -> Binding:
+        e = self.expr(t, cur)
+        return self.extend(cur, {name: e})
+
+    def extend(self, cur: Binding, new: dict[str, Expr]) -> Binding:
+        """``cur`` projected to its variables plus ``new`` ones (computed from it)."""
+        names = list(cur.vars)
+        exprs = [cur.col(v) for v in names] + list(new.values())
+        all_names = names + list(new)
+        proj = Project(cur.rel, tuple(exprs), tuple(all_names))
+        return Binding(proj, {v: i for i, v in enumerate(all_names)})
+
+    def negation(self, cur: Binding, a: Atom) -> Binding:
+        b, extra = self.atom(Atom(a.rel, a.args, a.pos))
+        if extra:
+            raise DatalogError("an expression inside a negated atom is not supported (bind it to a variable first)",
+                               a.pos)
+        keys = [v for v in b.vars]
+        for v in keys:
+            if cur.col(v).type != b.col(v).type:
+                raise DatalogError(f"variable {v} is a {_souffle(cur.col(v).type)} here and a "
+                                   f"{_souffle(b.col(v).type)} in !{a.rel}", a.pos)
+        anti = SemiJoin(cur.rel, b.rel, tuple(cur.col(v) for v in keys), tuple(b.col(v) for v in keys), anti=True)
+        return Binding(anti, cur.vars)
+
+    def aggregate(self, cur: Binding, agg: Aggregate, name: str, outside: set[str]) -> Binding:
+        """``cur`` with variable ``name`` bound to ``agg`` per binding of its injected variables."""
+        inj = sorted(agg.inner_variables() & outside)
+        positive = set()
+        for lit in agg.body:
+            if isinstance(lit, Atom) and not lit.negated:
+                positive |= {t.name for t in lit.args if isinstance(t, Var)}
+        needs_seed = not set(inj) <= positive
+        start = None
+        if needs_seed:  # the injected variables' values seed the body (they are read, not bound, inside it)
+            seed = self.extend(Binding(cur.rel, {v: cur.vars[v] for v in inj}), {})
+            start = Binding(Distinct(seed.rel), seed.vars)
+        inner = self.body(list(agg.body), start, agg.inner_variables())
+        func = _AGG_FUNCS[agg.func]
+        arg = None
+        if agg.expr is not None:
+            arg = self.expr(agg.expr, inner)
+            if arg.type == "string" and func in ("sum", "avg"):
+                raise DatalogError(f"{agg.func} of a symbol", agg.pos)
+        group = tuple(inner.col(v) for v in inj)
+        a = AggregateRel(inner.rel, group, (Agg(func, arg),), tuple(inj) + (name,))
+        out_col = len(inj)
+        empty_zero = agg.func in ("count", "sum")
+        ar = Col(out_col, a.schema.types[out_col], name)
+        if not inj:
+            kept = a if empty_zero else Filter(a, Call("is_not_null", (ar,), "boolean"))
+            j = Join(cur.rel, kept, "inner", (), ())
+        else:
+            j = Join(cur.rel, a, "left" if empty_zero else "inner", tuple(cur.col(v) for v in inj),
+                     tuple(Col(i, a.schema.types[i], a.schema.names[i]) for i in range(len(inj))))
+        n = len(cur.rel.schema)
+        joined = Binding(j, dict(cur.vars))
+        value: Expr = Col(n + out_col, ar.type, name)
+        if empty_zero:
+            zero = Lit(0.0 if ar.type == "double" else 0, ar.type)
+            value = Call("coalesce", (value, zero), ar.type)
+        return self.extend(joined, {name: value})
+
+    # -- expressions ---------------------------------------------------------------
+    def expr(self, t: Term, b: Binding, want: str | None = None) -> Expr:
+        """The IR expression of a term over a binding's columns (``want``: the Soufflé type a constant takes)."""
+        if isinstance(t, Var):
+            return b.col(t.name)
+        if isinstance(t, Const):
+            if t.kind == "symbol":
+                return Lit(t.value, "string")
+            if t.kind == "float" or want == "float":
+                return Lit(float(t.value), "double")
+            return Lit(int(t.value), "bigint")
+        if isinstance(t, BinOp):
+            l, r = self.expr(t.left, b, want), self.expr(t.right, b, want)
+            if "string" in (l.type, r.type):
+                raise DatalogError(f"arithmetic {t.op} on a symbol", t.pos)
+            op = t.op
+            if op == "/" and l.type == "bigint" and r.type == "bigint":
+                op = "div"
+            return self._typed(op, (l, r), t.pos)
+        if isinstance(t, Functor):
+            args = [self.expr(a, b) for a in t.args]
+            name = t.name
+            if name == "neg":
+                return self._typed("neg", args, t.pos)
+            if name == "abs":
+                return self._typed("abs", args, t.pos)
+            if name == "cat":
+                return self._typed("concat", args, t.pos)
+            if name == "strlen":
+                return self._typed("length", args, t.pos)
+            if name == "substr":
+                start = self._typed("+", (args[1], Lit(1, "bigint")), t.pos)
+                return self._typed("substring", (args[0], start, args[2]), t.pos)
+            if name in ("to_number", "to_string", "to_float"):
+                to = {"to_number": "bigint", "to_string": "string", "to_float": "double"}[name]
+                try:
+                    return cast(args[0], to)
+                except SchemaError as err:
+                    raise DatalogError(_bare(err), t.pos) from None
+            if name in ("min", "max"):
+                out = args[0]
+                for a in args[1:]:
+                    if {out.type, a.type} == {"bigint", "double"}:
+                        out, a = (cast(out, "double") if out.type == "bigint" else out,
+                                  cast(a, "double") if a.type == "bigint" else a)
+                    take_first = self._typed("<=" if name == "min" else ">=", (out, a), t.pos)
+                    out = Call("case", (take_first, out, a), out.type)
+                return out
+        raise DatalogError(f"{t!r} is not supported here", t.pos)
+
+    def _typed(self, op: str, args, pos: Pos) -> Expr:
+        try:
+            return typed(op, tuple(args))
+        except SchemaError as err:
+            raise DatalogError(_bare(err), pos) from None
+
+
+def _bare(err: Exception) -> str:
+    msg = str(err)
+    return msg[5:] if msg.startswith("SQL: ") else msg
+
+
+def _souffle(sql_type: str) -> str:
+    return {v: k for k, v in BASE_TYPES.items() if k != "unsigned"}.get(sql_type, sql_type)

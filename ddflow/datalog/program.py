@@ -1,0 +1,302 @@
+"""A parsed Datalog program checked and resolved: relations with types, rules, facts, inputs, outputs.
+
+The checks, each refused with the line and column of what breaks it:
+
+- every type resolves (``.type`` aliases) to one of Soufflé's four:
+  ``number``, ``unsigned``, ``float``, ``symbol``;
+- a relation is declared once, before or after its use, and every atom
+  names a declared relation with its declared arity;
+- facts hold constants of their attributes' types;
+- every rule is *safe* (Soufflé's "grounded"): each variable of the head,
+  of a negated atom, of a comparison and of an arithmetic expression is
+  bound by a positive atom of the body, by ``x = expression`` over bound
+  variables, or as an aggregate's result; a variable of an aggregate's
+  body that also occurs outside it is *injected* (one aggregate per
+  binding of it) and must be bound outside.
+
+>>> p = check(parse(".decl e(x: number)\\n.decl r(x: number)\\nr(y) :- e(x)."))
+Traceback (most recent call last):
+  ...
+ddflow.datalog.syntax.DatalogError: Datalog at line 3, column 3: variable y of the head is not bound by a positive atom of the body (it is ungrounded)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ddflow.datalog.parser import parse  # noqa: F401  (the doctest's)
+from ddflow.datalog.syntax import (IO, Aggregate, Atom, BinOp, Compare, Const, DatalogError, Functor, Literal, Pos,
+                                   Pragma, Rule, Source, Term, Var, Wild)
+
+#: Soufflé's primitive types and the plan IR's type of each.
+BASE_TYPES = {"number": "bigint", "unsigned": "bigint", "float": "double", "symbol": "string"}
+
+
+@dataclass
+class Relation:
+    """A declared relation: attribute names and Soufflé base types, in order."""
+
+    name: str
+    attrs: tuple[str, ...]
+    types: tuple[str, ...]  # number / unsigned / float / symbol
+    pos: Pos
+
+    @property
+    def arity(self) -> int:
+        return len(self.attrs)
+
+    @property
+    def sql_types(self) -> tuple[str, ...]:
+        return tuple(BASE_TYPES[t] for t in self.types)
+
+
+@dataclass
+class Program:
+    """A checked program: what the planner (:mod:`ddflow.datalog.planner`) and the CLI read."""
+
+    relations: dict[str, Relation]
+    rules: list[Rule]  # rules with a body
+    facts: dict[str, list[tuple]]  # relation -> constant rows from the program text
+    inputs: dict[str, IO]
+    outputs: dict[str, IO]
+    printsize: dict[str, IO]
+    pragmas: list[Pragma] = field(default_factory=list)
+
+    def derived(self) -> list[str]:
+        """Relations the program computes (rules or facts), in declaration order."""
+        heads = {r.head.rel for r in self.rules} | set(self.facts)
+        return [n for n in self.relations if n in heads or n not in self.inputs]
+
+
+def check(src: Source) -> Program:
+    """The checked program of a syntax tree; a :class:`DatalogError` with line and column for the first problem."""
+    types = _resolve_types(src)
+    relations: dict[str, Relation] = {}
+    for d in src.decls:
+        if d.name in relations:
+            first = relations[d.name].pos
+            raise DatalogError(f"relation {d.name} is declared twice (first at line {first.line}, column {first.col})",
+                               d.pos)
+        base = []
+        for a, t in d.attrs:
+            if t not in types:
+                raise DatalogError(f"relation {d.name}: attribute {a} has an unknown type {t!r} (types: number, "
+                                   "unsigned, float, symbol, or one declared with .type)", d.pos)
+            base.append(types[t])
+        relations[d.name] = Relation(d.name, tuple(a for a, _ in d.attrs), tuple(base), d.pos)
+    inputs, outputs, printsize = {}, {}, {}
+    for io in src.io:
+        if io.rel not in relations:
+            raise DatalogError(f".{io.kind} of an unknown relation {io.rel}", io.pos)
+        {"input": inputs, "output": outputs, "printsize": printsize}[io.kind][io.rel] = io
+    facts: dict[str, list[tuple]] = {}
+    rules = []
+    for r in src.rules:
+        _check_atom(r.head, relations)
+        if not r.body:
+            facts.setdefault(r.head.rel, []).append(_fact_row(r.head, relations[r.head.rel]))
+            continue
+        for lit in r.body:
+            _check_literal(lit, relations)
+        _check_safe(r)
+        rules.append(r)
+    return Program(relations, rules, facts, inputs, outputs, printsize, list(src.pragmas))
+
+
+def load(text: str) -> Program:
+    """Parse and check: the program of a text."""
+    return check(parse(text))
+
+
+def _resolve_types(src: Source) -> dict[str, str]:
+    out = {t: t for t in BASE_TYPES}
+
+    def resolve(name: str, seen: tuple[str, ...], pos: Pos) -> str:
+        if name in out:
+            return out[name]
+        if name not in src.types:
+            raise DatalogError(f"type {seen[-1]} names an unknown type {name!r}", pos)
+        if name in seen:
+            raise DatalogError(f"type {name} is defined in terms of itself ({' -> '.join(seen + (name,))})", pos)
+        target, where = src.types[name]
+        bases = {resolve(m, seen + (name,), where) for m in target.split("|")}
+        if len(bases) > 1:
+            raise DatalogError(f"the union type {name} mixes base types {sorted(bases)}", where)
+        out[name] = bases.pop()
+        return out[name]
+
+    for name, (_, pos) in src.types.items():
+        resolve(name, (name,), pos)
+    return out
+
+
+def _check_atom(a: Atom, relations: dict[str, Relation]) -> None:
+    rel = relations.get(a.rel)
+    if rel is None:
+        raise DatalogError(f"unknown relation {a.rel} (no .decl {a.rel})", a.pos)
+    if len(a.args) != rel.arity:
+        raise DatalogError(f"{a.rel} has {rel.arity} attribute{'s' * (rel.arity != 1)} (declared at line "
+                           f"{rel.pos.line}), this atom has {len(a.args)}", a.pos)
+
+
+def _check_literal(lit: Literal, relations: dict[str, Relation]) -> None:
+    if isinstance(lit, Atom):
+        _check_atom(lit, relations)
+        for t in lit.args:
+            _check_term(t, relations, in_atom=True)
+    else:
+        assert isinstance(lit, Compare)
+        _check_term(lit.left, relations)
+        _check_term(lit.right, relations)
+
+
+def _check_term(t: Term, relations: dict[str, Relation], in_atom: bool = False) -> None:
+    if isinstance(t, Aggregate):
+        if in_atom:
+            raise DatalogError("an aggregate inside an atom is not supported (bind it to a variable first: "
+                               "n = count : {...})", t.pos)
+        for lit in t.body:
+            _check_literal(lit, relations)
+            if isinstance(lit, Compare) and lit.aggregates():
+                raise DatalogError("an aggregate inside an aggregate is not supported", lit.pos)
+        if t.expr is not None:
+            _check_term(t.expr, relations)
+    elif isinstance(t, BinOp):
+        _check_term(t.left, relations)
+        _check_term(t.right, relations)
+    elif isinstance(t, Functor):
+        for a in t.args:
+            _check_term(a, relations)
+
+
+def _fact_row(head: Atom, rel: Relation) -> tuple:
+    row = []
+    for t, typ, attr in zip(head.args, rel.types, rel.attrs):
+        if not isinstance(t, Const):
+            raise DatalogError(f"a fact's arguments are constants; {head.rel}.{attr} is {t!r}", t.pos)
+        row.append(constant_of(t, typ, f"{head.rel}.{attr}"))
+    return tuple(row)
+
+
+def constant_of(t: Const, typ: str, what: str):
+    """The value of literal ``t`` as Soufflé type ``typ`` (a number is a float where a float is expected)."""
+    if typ == "symbol":
+        if t.kind != "symbol":
+            raise DatalogError(f"{what} is a symbol, {t!r} is a number", t.pos)
+        return t.value
+    if t.kind == "symbol":
+        raise DatalogError(f"{what} is a {typ}, {t!r} is a symbol", t.pos)
+    if typ == "float":
+        return float(t.value)
+    if t.kind == "float":
+        raise DatalogError(f"{what} is a {typ}, {t!r} is a float", t.pos)
+    if typ == "unsigned" and t.value < 0:
+        raise DatalogError(f"{what} is unsigned, {t!r} is negative", t.pos)
+    return int(t.value)
+
+
+def _check_safe(rule: Rule) -> None:
+    """Every variable that must be bound is (see the module docstring), or a DatalogError naming it."""
+    outside: set[str] = set()
+    for lit in rule.body:
+        outside |= lit.variables()
+        if isinstance(lit, Compare):
+            for side in (lit.left, lit.right):
+                if not isinstance(side, Aggregate):
+                    outside |= side.variables()
+                else:
+                    outside |= set()
+    outside |= rule.head.variables()
+    bound = bound_variables(rule.body, set(), outside)
+    for t in rule.head.args:
+        for v in _vars_in(t):
+            if v.name not in bound:
+                raise DatalogError(f"variable {v.name} of the head is not bound by a positive atom of the body "
+                                   "(it is ungrounded)", v.pos)
+        if isinstance(t, Wild):
+            raise DatalogError("_ in a rule's head has no value", t.pos)
+    _check_literals_bound(rule.body, bound, outside)
+
+
+def _vars_in(t: Term) -> list[Var]:
+    if isinstance(t, Var):
+        return [t]
+    if isinstance(t, BinOp):
+        return _vars_in(t.left) + _vars_in(t.right)
+    if isinstance(t, Functor):
+        return [v for a in t.args for v in _vars_in(a)]
+    return []
+
+
+def bound_variables(body: tuple[Literal, ...] | list[Literal], start: set[str], outside: set[str]) -> set[str]:
+    """Variables bound by ``body`` given ``start``: positive atoms' plain variables, then ``x = e`` over bound
+    ``e`` and aggregates whose injected variables (those in ``outside``) are bound, to a fixpoint."""
+    bound = set(start)
+    for lit in body:
+        if isinstance(lit, Atom) and not lit.negated:
+            bound |= {t.name for t in lit.args if isinstance(t, Var)}
+    changed = True
+    while changed:
+        changed = False
+        for lit in body:
+            if not (isinstance(lit, Compare) and lit.op == "="):
+                continue
+            for a, b in ((lit.left, lit.right), (lit.right, lit.left)):
+                if isinstance(a, Var) and a.name not in bound and _ready(b, bound, outside):
+                    bound.add(a.name)
+                    changed = True
+    return bound
+
+
+def _ready(t: Term, bound: set[str], outside: set[str]) -> bool:
+    """``t`` can be computed once ``bound`` is: its variables are bound (an aggregate's injected ones)."""
+    if isinstance(t, Aggregate):
+        return injected(t, outside) <= bound
+    return t.variables() <= bound and not isinstance(t, Wild)
+
+
+def injected(agg: Aggregate, outside: set[str]) -> set[str]:
+    """The variables of an aggregate's body that also occur outside it: one aggregate value per binding of them."""
+    return agg.inner_variables() & outside
+
+
+def _check_literals_bound(body, bound: set[str], outside: set[str]) -> None:
+    for lit in body:
+        if isinstance(lit, Atom):
+            for t in lit.args:
+                if isinstance(t, Var) and not lit.negated:
+                    continue
+                for v in _vars_in(t):
+                    if v.name not in bound:
+                        what = "a negated atom" if lit.negated else "an expression in an atom"
+                        raise DatalogError(f"variable {v.name} of {what} is not bound by a positive atom "
+                                           "(it is ungrounded)", v.pos)
+        else:
+            for side in (lit.left, lit.right):
+                if isinstance(side, Aggregate):
+                    _check_aggregate(side, bound, outside)
+                    continue
+                for v in _vars_in(side):
+                    if v.name not in bound:
+                        raise DatalogError(f"variable {v.name} of a comparison is not bound by a positive atom "
+                                           "(it is ungrounded)", v.pos)
+                if isinstance(side, Wild):
+                    raise DatalogError("_ in a comparison has no value", side.pos)
+
+
+def _check_aggregate(agg: Aggregate, bound: set[str], outside: set[str]) -> None:
+    inj = injected(agg, outside)
+    for name in sorted(inj - bound):
+        raise DatalogError(f"variable {name} of the aggregate's body also occurs outside it, where it is not bound "
+                           "(it is ungrounded)", agg.pos)
+    if agg.func != "count" and agg.expr is None:
+        raise DatalogError(f"{agg.func} needs an expression", agg.pos)
+    inner_bound = bound_variables(agg.body, inj, set())
+    inner_outside = agg.inner_variables()
+    _check_literals_bound(agg.body, inner_bound, inner_outside)
+    if agg.expr is not None:
+        for v in _vars_in(agg.expr):
+            if v.name not in inner_bound:
+                raise DatalogError(f"variable {v.name} of the aggregated expression is not bound by the aggregate's "
+                                   "body (it is ungrounded)", v.pos)
+    if not any(isinstance(lit, Atom) and not lit.negated for lit in agg.body):
+        raise DatalogError("an aggregate's body needs a positive atom", agg.pos)
