@@ -94,6 +94,7 @@ class Planner:
         self.plans: dict[str, Rel] = {}  # physical layout
         self.loop: dict[str, RecRef] = {}  # the recursive stratum being planned: its relations' RecRefs
         self._fresh = itertools.count()
+        self._in_aggregate = 0
 
     # -- relations -----------------------------------------------------------------
     def schema(self, name: str) -> Schema:
@@ -203,7 +204,10 @@ class Planner:
         """What an atom of ``name`` reads: the fixpoint's RecRef inside its loop, else the relation's plan."""
         if name in self.loop:
             return self.loop[name]
-        return self.plans[name]
+        plan = self.plans[name]
+        if self._in_aggregate and not isinstance(plan, (Distinct, Recursive, Values)):
+            return Distinct(plan)  # an input table is a multiset; an aggregate counts the relation's set
+        return plan
 
     # -- rules ---------------------------------------------------------------------
     def _rule(self, r: Rule) -> Rel:
@@ -390,7 +394,11 @@ class Planner:
         if needs_seed:  # the injected variables' values seed the body (they are read, not bound, inside it)
             seed = self.extend(Binding(cur.rel, {v: cur.vars[v] for v in inj}), {})
             start = Binding(Distinct(seed.rel), seed.vars)
-        inner = self.body(list(agg.body), start, agg.inner_variables())
+        self._in_aggregate += 1
+        try:
+            inner = self.body(list(agg.body), start, agg.inner_variables())
+        finally:
+            self._in_aggregate -= 1
         func = _AGG_FUNCS[agg.func]
         arg = None
         if agg.expr is not None:

@@ -1,0 +1,265 @@
+"""A random Datalog program generator and a plain-Python naive bottom-up evaluator: the Datalog tests' oracle.
+
+Programs are built as Python data (never parsed: the evaluator shares
+no code with ddflow's front end) and rendered to Soufflé text.  A
+program has three input relations over a small domain (``e2(a, b)``,
+``f2(a, b)``, ``u1(a)``), then strata of derived relations: joins,
+filters, arithmetic kept in the domain with ``%``, recursion (linear,
+non-linear and mutual), negation of an earlier stratum, and aggregates
+(``count``, ``sum``, ``min``, ``max``, ``mean``, grouped by an injected
+variable or global) of an earlier stratum.
+
+Terms: ``("v", name)``, ``("c", int)``, ``("_",)``, ``("+", t, t)``,
+``("%", t, t)``, ``("*", t, t)``.  Literals: ``("atom", rel, terms,
+negated)``, ``("cmp", op, t, t)``, ``("agg", var, func, expr, [atoms])``.
+"""
+from __future__ import annotations
+
+import itertools
+import random
+
+DOMAIN = 5
+INPUTS = {"e2": 2, "f2": 2, "u1": 1}
+OPS = {"=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
+       ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+class Program:
+    """Relations in evaluation order (``strata``: lists of relation names evaluated together) and rules."""
+
+    def __init__(self):
+        self.arity: dict[str, int] = dict(INPUTS)
+        self.types: dict[str, list[str]] = {r: ["number"] * a for r, a in INPUTS.items()}
+        self.strata: list[list[str]] = []
+        self.rules: list[tuple] = []  # (head rel, head terms, body literals)
+
+    def text(self, hints: list[str] = ()) -> str:
+        out = []
+        for r, a in self.arity.items():
+            attrs = ", ".join(f"a{i}: {t}" for i, t in enumerate(self.types[r]))
+            out.append(f".decl {r}({attrs})")
+            if r in INPUTS:
+                out.append(f".input {r}")
+        out.extend(hints)
+        for head, terms, body in self.rules:
+            out.append(f"{head}({', '.join(map(_t, terms))}) :- {', '.join(map(_lit, body))}.")
+        return "\n".join(out) + "\n"
+
+    def derived(self) -> list[str]:
+        return [r for s in self.strata for r in s]
+
+
+def _t(t) -> str:
+    if t[0] == "v":
+        return t[1]
+    if t[0] == "c":
+        return str(t[1])
+    if t[0] == "_":
+        return "_"
+    return f"({_t(t[1])} {t[0]} {_t(t[2])})"
+
+
+def _lit(lit) -> str:
+    if lit[0] == "atom":
+        return f"{'!' if lit[3] else ''}{lit[1]}({', '.join(map(_t, lit[2]))})"
+    if lit[0] == "cmp":
+        return f"{_t(lit[2])} {lit[1]} {_t(lit[3])}"
+    _, var, func, expr, atoms = lit
+    e = f" {_t(expr)}" if expr is not None else ""
+    return f"{var} = {func}{e} : {{ {', '.join(map(_lit, atoms))} }}"
+
+
+# -- the generator --------------------------------------------------------------------------------
+
+def generate(rng: random.Random, n_strata: int = 4) -> Program:
+    """A random stratified program: each stratum one or two relations, maybe recursive."""
+    p = Program()
+    for s in range(n_strata):
+        earlier = list(p.arity)  # inputs and every earlier stratum
+        kind = rng.choice(["join", "rec", "rec", "mutual", "neg", "agg", "agg"])
+        if kind == "mutual":
+            a, b = f"m{s}a", f"m{s}b"
+            p.arity[a] = p.arity[b] = 2
+            p.types[a] = p.types[b] = ["number", "number"]
+            src = _binary(rng, earlier, p)
+            p.rules.append((a, [("v", "x"), ("v", "y")], [("atom", src, [("v", "x"), ("v", "y")], False)]))
+            p.rules.append((b, [("v", "x"), ("v", "z")], [("atom", a, [("v", "x"), ("v", "y")], False),
+                                                          ("atom", _binary(rng, earlier, p), [("v", "y"), ("v", "z")],
+                                                           False)]))
+            p.rules.append((a, [("v", "y"), ("v", "x")], [("atom", b, [("v", "x"), ("v", "y")], False),
+                                                          ("cmp", rng.choice(["!=", "<=", ">="]), ("v", "x"),
+                                                           ("v", "y"))]))
+            p.strata.append([a, b])
+            continue
+        name = f"r{s}"
+        if kind == "agg":
+            func = rng.choice(["count", "sum", "min", "max", "mean"])
+            grouped = rng.random() < 0.7
+            src = _binary(rng, earlier, p)
+            expr = None if func == "count" else rng.choice([("v", "y"), ("+", ("v", "y"), ("c", 1)),
+                                                            ("*", ("v", "y"), ("c", 2))])
+            typ = "float" if func == "mean" else "number"
+            if grouped:
+                p.arity[name] = 2
+                p.types[name] = ["number", typ]
+                outer = _binary(rng, earlier, p)
+                body = [("atom", outer, [("v", "x"), ("_",)], False),
+                        ("agg", "n", func, expr, [("atom", src, [("v", "x"), ("v", "y")], False)])]
+                p.rules.append((name, [("v", "x"), ("v", "n")], body))
+            else:
+                p.arity[name] = 1
+                p.types[name] = [typ]
+                body = [("agg", "n", func, expr, [("atom", src, [("_",), ("v", "y")], False)])]
+                if rng.random() < 0.5:
+                    body[0][4].append(("cmp", "<", ("v", "y"), ("c", rng.randrange(1, DOMAIN))))
+                p.rules.append((name, [("v", "n")], body))
+            p.strata.append([name])
+            continue
+        p.arity[name] = 2
+        p.types[name] = ["number", "number"]
+        a = _binary(rng, earlier, p)
+        b = _binary(rng, earlier, p)
+        p.rules.append((name, [("v", "x"), ("v", "y")], [("atom", a, [("v", "x"), ("v", "y")], False)]
+                       + ([("cmp", rng.choice(["<", ">=", "!="]), ("v", "x"), ("c", rng.randrange(DOMAIN)))]
+                          if rng.random() < 0.3 else [])))
+        if kind == "join":
+            p.rules.append((name, [("v", "x"), ("%", ("+", ("v", "z"), ("c", 1)), ("c", DOMAIN))],
+                            [("atom", a, [("v", "x"), ("v", "y")], False),
+                             ("atom", b, [("v", "y"), ("v", "z")], False)]))
+        elif kind == "rec":
+            if rng.random() < 0.5:  # linear
+                p.rules.append((name, [("v", "x"), ("v", "z")], [("atom", name, [("v", "x"), ("v", "y")], False),
+                                                                 ("atom", b, [("v", "y"), ("v", "z")], False)]))
+            else:  # non-linear, arithmetic in the domain
+                p.rules.append((name, [("v", "x"), ("%", ("+", ("v", "z"), ("v", "x")), ("c", DOMAIN))],
+                                [("atom", name, [("v", "x"), ("v", "y")], False),
+                                 ("atom", name, [("v", "y"), ("v", "z")], False)]))
+        else:  # negation of an earlier relation
+            c = _binary(rng, earlier, p)
+            p.rules.append((name, [("v", "y"), ("v", "x")], [("atom", a, [("v", "x"), ("v", "y")], False),
+                                                             ("atom", c, [("v", "y"), ("_",)], True)]
+                            if rng.random() < 0.5 else
+                            [("atom", a, [("v", "x"), ("v", "y")], False),
+                             ("atom", c, [("v", "x"), ("v", "y")], True)]))
+        p.strata.append([name])
+    return p
+
+
+def _binary(rng: random.Random, earlier: list[str], p: Program) -> str:
+    """An earlier relation of two number columns (a unary one is never picked)."""
+    pick = [r for r in earlier if p.arity[r] == 2 and p.types[r] == ["number", "number"]]
+    return rng.choice(pick)
+
+
+# -- the evaluator ------------------------------------------------------------------------------
+
+def evaluate(p: Program, facts: dict[str, set[tuple]]) -> dict[str, set[tuple]]:
+    """Every relation's tuples: naive bottom-up, stratum by stratum, each to its fixpoint."""
+    db = {r: set(facts.get(r, ())) for r in INPUTS}
+    for stratum in p.strata:
+        for r in stratum:
+            db[r] = set()
+        rules = [rule for rule in p.rules if rule[0] in stratum]
+        while True:
+            new = {r: set(db[r]) for r in stratum}
+            for head, terms, body in rules:
+                for env in _solve(body, {}, db):
+                    new[head].add(tuple(_val(t, env) for t in terms))
+            if all(new[r] == db[r] for r in stratum):
+                break
+            db.update(new)
+    return db
+
+
+def _val(t, env):
+    if t[0] == "v":
+        return env[t[1]]
+    if t[0] == "c":
+        return t[1]
+    a, b = _val(t[1], env), _val(t[2], env)
+    if t[0] == "+":
+        return a + b
+    if t[0] == "*":
+        return a * b
+    return a % b
+
+
+def _bound(t, env) -> bool:
+    return t[0] in ("c",) or (t[0] == "v" and t[1] in env) or (t[0] in "+*%" and _bound(t[1], env)
+                                                                and _bound(t[2], env))
+
+
+def _solve(body, env, db):
+    """Every binding of ``body``'s variables (positive atoms first, then the rest in order), with repeats:
+    one per combination of matching tuples."""
+    pos = [lit for lit in body if lit[0] == "atom" and not lit[3]]
+    rest = [lit for lit in body if not (lit[0] == "atom" and not lit[3])]
+    for env2 in _atoms(pos, env, db):
+        yield from _rest(rest, env2, db)
+
+
+def _atoms(atoms, env, db):
+    if not atoms:
+        yield env
+        return
+    _, rel, terms, _ = atoms[0]
+    for tup in db[rel]:
+        e = dict(env)
+        ok = True
+        for t, v in zip(terms, tup):
+            if t[0] == "_":
+                continue
+            if t[0] == "v" and t[1] not in e:
+                e[t[1]] = v
+            elif _val(t, e) != v:
+                ok = False
+                break
+        if ok:
+            yield from _atoms(atoms[1:], e, db)
+
+
+def _rest(lits, env, db):
+    if not lits:
+        yield env
+        return
+    lit = lits[0]
+    if lit[0] == "atom":  # negated: no tuple matches
+        _, rel, terms, _ = lit
+        if not any(all(t[0] == "_" or _val(t, env) == v for t, v in zip(terms, tup)) for tup in db[rel]):
+            yield from _rest(lits[1:], env, db)
+        return
+    if lit[0] == "cmp":
+        _, op, a, b = lit
+        if op == "=" and a[0] == "v" and a[1] not in env:
+            yield from _rest(lits[1:], {**env, a[1]: _val(b, env)}, db)
+        elif OPS[op](_val(a, env), _val(b, env)):
+            yield from _rest(lits[1:], env, db)
+        return
+    _, var, func, expr, atoms = lit
+    values = [(_val(expr, e) if expr is not None else 1) for e in _solve(atoms, env, db)]
+    if func == "count":
+        result = len(values)
+    elif func == "sum":
+        result = sum(values)
+    elif not values:
+        return
+    elif func == "min":
+        result = min(values)
+    elif func == "max":
+        result = max(values)
+    else:
+        result = sum(values) / len(values)
+    yield from _rest(lits[1:], {**env, var: result}, db)
+
+
+def random_facts(rng: random.Random, n: int) -> list[tuple[str, tuple]]:
+    """``n`` random input facts over the domain."""
+    out = []
+    for _ in range(n):
+        r = rng.choice(list(INPUTS))
+        out.append((r, tuple(rng.randrange(DOMAIN) for _ in range(INPUTS[r]))))
+    return out
+
+
+def all_facts() -> list[tuple[str, tuple]]:
+    return [(r, tup) for r, a in INPUTS.items() for tup in itertools.product(range(DOMAIN), repeat=a)]
