@@ -46,6 +46,14 @@ WITH_EXAMPLES = [
     "ddflow.streaming.parse",
     "ddflow.sql.planner",
     "ddflow.sql.frontend",
+    "ddflow.plan.owner",
+    "ddflow.datalog.syntax",
+    "ddflow.datalog.parser",
+    "ddflow.datalog.program",
+    "ddflow.datalog.stratify",
+    "ddflow.datalog.hints",
+    "ddflow.datalog.files",
+    "ddflow.datalog.frontend",
 ]
 #: Documented without examples (internal plumbing); any example added later must pass too.
 WITHOUT_EXAMPLES = [

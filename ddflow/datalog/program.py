@@ -114,7 +114,7 @@ def _resolve_types(src: Source) -> dict[str, str]:
         if name in out:
             return out[name]
         if name not in src.types:
-            raise DatalogError(f"type {seen[-1]} names an unknown type {name!r}", pos)
+            raise DatalogError(f"type {seen[-1] if seen else name} names an unknown type {name!r}", pos)
         if name in seen:
             raise DatalogError(f"type {name} is defined in terms of itself ({' -> '.join(seen + (name,))})", pos)
         target, where = src.types[name]
@@ -125,7 +125,7 @@ def _resolve_types(src: Source) -> dict[str, str]:
         return out[name]
 
     for name, (_, pos) in src.types.items():
-        resolve(name, (name,), pos)
+        resolve(name, (), pos)
     return out
 
 
