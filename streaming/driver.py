@@ -95,6 +95,7 @@ class StreamingDataflow:
         self._nonnegative: dict[str, str | None] = {}  # input -> what a removal of an absent record does
         self._rejected: dict[str, list[dict]] = {}  # the last run's updates the inputs dropped
         self.views: dict[str, str] = {}  # SQL views: name -> query
+        self.programs: list[tuple[str, bool]] = []  # Datalog programs over the tables, with their hints on or off
         self.inputs: dict[str, InputSpec] = {}
         self.outputs: dict[str, OutputSpec] = {}
         self.dead_letter: Sink | None = None
@@ -226,6 +227,25 @@ class StreamingDataflow:
         null), then ``time`` and ``diff``.
         """
         self.views[name] = sql
+        return self
+
+    def datalog(self, program: str, hints: bool = True) -> "StreamingDataflow":
+        """A Datalog program (Soufflé's dialect) over the tables, maintained per micro-batch; each relation it
+        derives is an output name for :meth:`output`::
+
+            .table("edge", {"src": "bigint", "dst": "bigint"}, format="json", time="t", diff="diff")
+            .datalog(".decl edge(x: number, y: number) .input edge "
+                     ".decl reach(x: number, y: number) reach(x, y) :- edge(x, y). "
+                     "reach(x, z) :- reach(x, y), edge(y, z).")
+            .output("reach", ParquetSink("/data/reach"))
+
+        Its ``.input`` relations are the tables of the same name; each
+        output's changes are a changelog as a view's (the relation's
+        attributes, then ``time`` and ``diff``).  A program that cannot
+        run is refused when the query opens, with its line and column
+        (see :meth:`ddflow.Dataflow.datalog`).
+        """
+        self.programs.append((program, hints))
         return self
 
     def output(self, name: str, sink: Sink, names: Sequence[str] | None = None,
@@ -398,6 +418,14 @@ class StreamingDataflow:
         finals = {n for n, o in self.outputs.items() if o.mode == "final"}
         for view, query in self.views.items():
             outs[view] = flow.sql(query, mode="final" if view in finals else "changelog")
+        for program, hints in self.programs:
+            for rel, coll in flow.datalog(program, hints).items():
+                if rel in outs:
+                    raise ValueError(f"{self.name}: the Datalog relation {rel!r} has the name of another output")
+                if rel in finals:
+                    raise ValueError(f"{self.name}: output {rel!r} has mode='final', which needs a SQL view "
+                                     "(.view) with a window over event-time tables")
+                outs[rel] = coll
         if self.build is not None:
             more_handles, more_outs = self.build(flow)
             handles, outs = {**handles, **more_handles}, {**outs, **more_outs}
