@@ -29,6 +29,7 @@ from ddflow.base.lattice import Antichain, advance_by
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError, UsageError
 
+from .layout import batch_row
 from .merge import merge_rows
 
 
@@ -70,7 +71,7 @@ class Batch:
     [((1, 10), 0, 1), ((1, 11), 0, 1), ((2, 20), 0, 1)]
     """
 
-    __slots__ = ("keys", "vals", "key_offs", "val_offs", "times", "diffs", "desc", "kinds")
+    __slots__ = ("keys", "vals", "key_offs", "val_offs", "times", "diffs", "desc", "kinds", "_row")
 
     def __init__(
         self,
@@ -92,6 +93,7 @@ class Batch:
         self.diffs = diffs
         self.desc = desc
         self.kinds = kinds
+        self._row = None
         for a in (keys, key_offs, val_offs, times, diffs, *vals):
             a.setflags(write=False)
         if check:
@@ -172,6 +174,13 @@ class Batch:
     # -- shape ----------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.diffs)
+
+    def table_row(self) -> np.ndarray:
+        """This batch's row of a :class:`traces.layout.BatchTable` (made once: the batch is immutable).  O(arity)."""
+        if self._row is None:
+            keep: list = []
+            self._row = (batch_row(self, keep), keep)
+        return self._row[0]
 
     def __repr__(self) -> str:
         return f"Batch({len(self.keys)} keys, {len(self.val_offs) - 1} values, {len(self)} updates, {self.desc.lower}..{self.desc.upper})"

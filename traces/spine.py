@@ -20,15 +20,21 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from ddflow.base.lattice import Antichain
+from ddflow.base.consolidate import consolidate, overflow_detail
+from ddflow.base.lattice import Antichain, advance_by
+from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError, UsageError
 
 from .batch import Batch, Description, offset_dtype
+from .layout import BatchTable
 
 #: Units of merge work (updates) granted per inserted update to each merge in progress.
 FUEL = 8
 #: Merges smaller than this finish at once: slicing them is not worth it.
 EAGER_BELOW = 4096
+#: Batches under this many updates at the end of the spine wait, unmerged, until there are ``TAIL`` of them.
+TAIL_ROWS = 256
+TAIL = 8
 #: Batches at least this large are compacted once as soon as the frontier passes their step
 #: (smaller ones merge eagerly, which advances their times anyway).
 SETTLE_MIN = 1024
@@ -152,6 +158,30 @@ def _advanced(b: Batch, frontier: Antichain) -> Batch:
     return b.merge(nothing, frontier)
 
 
+def _merge_all(batches: list[Batch], frontier: Antichain) -> Batch:
+    """Consecutive batches as one, times advanced by ``frontier``, consolidated: one pass.  O(n log n) for n updates.
+
+    What :meth:`Batch.merge` does for two, for any number of small batches
+    (the spine's tail): their updates concatenated, advanced and
+    consolidated once.
+    """
+    first, last = batches[0], batches[-1]
+    u = Updates.concat([b.flatten() for b in batches])
+    if len(frontier):
+        since = frontier
+        u = u.with_times(advance_by(u.times, frontier))
+    else:
+        since = first.desc.since
+        for b in batches[1:]:
+            since = since if since == b.desc.since else since.glb(b.desc.since)
+    desc = Description(first.desc.lower, last.desc.upper, since)
+    try:
+        u = consolidate(u)
+    except SchemaError as e:
+        raise SchemaError(f"merging batches of {first.kinds}: {overflow_detail(u)}") from e
+    return Batch.from_updates(u, desc, consolidated=True, check=False)
+
+
 def _span(b: Batch) -> int:
     """How many outer times (first coordinates) ``b`` spans: what advancing past them all could merge.  O(n)."""
     if not len(b):
@@ -174,6 +204,7 @@ class Spine:
         self._frontier = frontier  # the trace's current logical compaction frontier
         self.entries: list[Entry] = []
         self.upper = Antichain.minimum(depth)
+        self._table: BatchTable | None = None  # of batches(); dropped whenever `entries` changes
 
     # -- reading ------------------------------------------------------------
     def batches(self) -> Iterator[Batch]:
@@ -184,6 +215,15 @@ class Spine:
                 yield e.new
             else:
                 yield e
+
+    def table(self) -> BatchTable:
+        """Every batch of :meth:`batches` as one :class:`traces.layout.BatchTable` (int64 columns only).
+
+        Kept until the list of batches changes.  Cost: O(batches) when rebuilt.
+        """
+        if self._table is None:
+            self._table = BatchTable.of(list(self.batches()), self.depth, len(self.kinds))
+        return self._table
 
     def __len__(self) -> int:
         return sum(len(e) for e in self.entries)
@@ -211,6 +251,7 @@ class Spine:
                 raise UsageError(f"batch lower {batch.desc.lower} does not continue the trace, whose upper is {self.upper}")
             self.upper = batch.desc.upper
         self._fuel(FUEL * max(len(batch), 1))
+        self._table = None
         if len(batch):
             self.entries.append(batch)
         elif self.entries and isinstance(self.entries[-1], Batch):
@@ -229,17 +270,38 @@ class Spine:
                 _, done = e.work(fuel, frontier)
                 if done is not None:
                     self.entries[idx] = done
+                    self._table = None
 
     def _start_merges(self) -> None:
-        """Pair up the newest neighbours whose sizes are within a factor of two."""
+        """Pair up the newest neighbours whose sizes are within a factor of two.
+
+        Batches under ``TAIL_ROWS`` updates at the end of the spine (the
+        *tail*: what steps of a few updates insert) are left unmerged until
+        there are ``TAIL`` of them, then merged in one pass
+        (:func:`_merge_all`).  Readers that read through the spine's table
+        meet them all in one compiled call, so a longer tail costs them
+        little, and merging eight small batches at once costs about what
+        one pairwise merge does.
+        """
         changed = True
         while changed:
             changed = False
-            for idx in range(len(self.entries) - 1, 0, -1):
+            tail = 0
+            for e in reversed(self.entries if TAIL > 1 else ()):
+                if isinstance(e, Merging) or len(e) >= TAIL_ROWS:
+                    break
+                tail += 1
+            if tail >= TAIL > 1:
+                self._table = None
+                self.entries[-tail:] = [_merge_all(self.entries[-tail:], self._frontier())]
+                changed = True
+                continue
+            for idx in range(len(self.entries) - 1 - tail, 0, -1):
                 a, b = self.entries[idx - 1], self.entries[idx]
                 if isinstance(a, Merging) or isinstance(b, Merging):
                     continue
                 if len(a) <= 2 * len(b):
+                    self._table = None
                     if len(a) + len(b) < EAGER_BELOW:
                         self.entries[idx - 1 : idx + 1] = [a.merge(b, self._frontier())]
                     else:
@@ -296,6 +358,7 @@ class Spine:
                 self.entries[idx] = _advanced(e, f)
                 changed = True
         if changed:
+            self._table = None
             self._start_merges()
 
     def compact(self) -> None:
@@ -310,3 +373,4 @@ class Spine:
             f = self._frontier()
             if len(f) and not (b.desc.since == f):
                 self.entries[0] = _advanced(b, f)
+                self._table = None

@@ -19,6 +19,7 @@ from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError, UsageError
 
 from .batch import Batch, Description
+from .layout import BatchTable, seek_table
 from .spine import Spine
 
 
@@ -41,6 +42,8 @@ class Trace:
         self._holds = MutableAntichain(depth)
         self._since = Antichain.minimum(depth)
         self.spine = Spine(self.kinds, depth, self.compaction_frontier)
+        #: Every column int64: the trace is read by compiled kernels through its spine's table.
+        self.ints = "f" not in self.kinds
 
     # -- compaction ------------------------------------------------------------
     def compaction_frontier(self) -> Antichain:
@@ -84,11 +87,12 @@ class Trace:
         the spine's amortized O(log n) merges per update.
         """
         if upper is None:
-            # Untiled: the batch may hold any times (a dataflow inserts updates as they arrive).
-            desc = Description.covering(self.depth)
+            # Untiled: the batch may hold any times (a dataflow inserts updates as they arrive), so there
+            # is nothing to check them against (the inputs refuse negative times).
+            desc, check = Description.covering(self.depth), False
         else:
-            desc = Description(self.spine.upper, upper, Antichain.minimum(self.depth))
-        b = Batch.from_updates(u, desc, consolidated=consolidated)
+            desc, check = Description(self.spine.upper, upper, Antichain.minimum(self.depth)), True
+        b = Batch.from_updates(u, desc, consolidated=consolidated, check=check)
         self.spine.insert(b)
         return b
 
@@ -137,6 +141,8 @@ class Trace:
         >>> idx, u = t.seek(np.array([2, 3])); idx.tolist(), u.to_rows(it)
         ([0, 1], [((2, 20), 0, 1), ((3, 30), 0, 1)])
         """
+        if self.ints:
+            return seek_ints(self.spine.table(), keys, self.kinds, self.depth)
         return seek(list(self.spine.batches()), keys, self.kinds, self.depth)
 
     def view(self, keys: np.ndarray | None = None) -> "TraceView":
@@ -235,6 +241,15 @@ def seek(batches: list[Batch], keys: np.ndarray, kinds: tuple[str, ...], depth: 
     if not uparts:
         return np.zeros(0, dtype=np.int64), Updates.empty(kinds, depth)
     return np.concatenate(qparts), Updates.concat(uparts)
+
+
+def seek_ints(table: BatchTable, keys: np.ndarray, kinds: tuple[str, ...], depth: int) -> tuple[np.ndarray, Updates]:
+    """:func:`seek` for a trace of int64 columns: one compiled call over every batch (:func:`traces.layout.seek_table`).
+
+    Cost: O(k log n) per batch for k keys, plus O(output), in one call.
+    """
+    q, cols, times, diffs = seek_table(table.matrix, np.ascontiguousarray(keys, dtype=np.int64), len(kinds), depth)
+    return q, Updates(tuple(cols), times, diffs, kinds)
 
 
 class TraceView:

@@ -354,6 +354,10 @@ def lazy_jit(f=None, *, uses=()):
             if jit_enabled():
                 from numba import njit
 
+                from ddflow.base.address import register_views
+
+                register_views()
+
                 jitted = {h.__name__: njit(cache=True, nogil=True)(h) for h in uses}
                 for space in {id(x.__globals__): x.__globals__ for x in (f, *uses)}.values():
                     space.update({name: d for name, d in jitted.items() if name in space})

@@ -22,6 +22,7 @@ from ddflow.graph.node import Node
 from ddflow.graph.scope import Scope
 from ddflow.operators.arrange import ArrangeNode
 from ddflow.traces import Trace
+from ddflow.traces.layout import seek_table
 
 
 def match_pairs(a_keys: np.ndarray, b_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -66,8 +67,20 @@ def join_trace(delta: Updates, trace: Trace, delta_left: bool, where: str = "joi
     multiplied.  Cost: per trie batch of the trace, one compiled seek of
     the batch's keys as they are (``kernels().seek``: a binary search per
     run of equal keys, then the pairs) and one gather per column,
-    O(d log n + output).
+    O(d log n + output).  A trace of int64 columns is met in one compiled
+    call over all its batches (:func:`traces.layout.seek_table`).
     """
+    if trace.ints and delta.cols[0].dtype == np.int64:
+        q, tcols, ttimes, tdiffs = seek_table(trace.spine.table().matrix, np.ascontiguousarray(delta.cols[0]),
+                                              len(trace.kinds), trace.depth)
+        if not len(q):
+            return None
+        mine = tuple(c[q] for c in delta.cols[1:])
+        theirs = tuple(tcols[1:])
+        vals = mine + theirs if delta_left else theirs + mine
+        kinds = delta.kinds + trace.kinds[1:] if delta_left else trace.kinds + delta.kinds[1:]
+        return Updates((tcols[0], *vals), np.maximum(delta.times[q], ttimes),
+                       _products(delta.diffs[q], tdiffs, where), kinds)
     parts = []
     seek = kernels().seek
     for b in trace.spine.batches():

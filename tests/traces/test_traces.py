@@ -403,8 +403,10 @@ def test_trace_equals_dict_accumulation(script, data):
     depth, ops, eager, fuel = script
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     settle = data.draw(st.sampled_from([0, 4, 1 << 30]))  # large batches settle when the frontier passes
+    tail = data.draw(st.sampled_from([1, 3, 8]))  # small batches wait for `tail` of them, then merge at once
     with mock.patch.object(spine_mod, "EAGER_BELOW", eager), mock.patch.object(spine_mod, "FUEL", fuel), \
-            mock.patch.object(spine_mod, "SETTLE_MIN", settle):
+            mock.patch.object(spine_mod, "SETTLE_MIN", settle), mock.patch.object(spine_mod, "TAIL", tail), \
+            mock.patch.object(spine_mod, "TAIL_ROWS", data.draw(st.sampled_from([4, 256]))):
         tr = Trace(("i", "i"), depth)
         readers = [tr.reader(), tr.reader()]
         raw: list = []

@@ -26,12 +26,13 @@ import numpy as np
 
 from ddflow.base.columnar import lookup_rows, pair_order
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import grown, lazy_jit, run_of, sorted_unique
+from ddflow.base.kernels import grown, key_matrix, lazy_jit, run_of, sort_rows, sorted_unique
 from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError, SchemaError
 from ddflow.graph.node import object_columns, ready_mask
 from ddflow.operators.reduce.logic import Logic
 from ddflow.operators.reduce.tactic import ReduceTactic
+from ddflow.traces.layout import histories
 
 
 class LoopTactic(ReduceTactic):
@@ -78,6 +79,37 @@ class LoopTactic(ReduceTactic):
         r = int(bound[-1]) - 1
         if (seeds_u.times[:, 1] != r).any():
             raise DataflowError(f"reduce {self.node.name!r}: internal error, seeds at iterations other than the current round {r}")
+        out_kinds = logic.out_kinds(trace.kinds)
+        if trace.ints and (self.out_trace is None or self.out_trace.ints):
+            # One compiled read per trace: the seeded groups' histories, already sorted for the walk.
+            K = key_matrix(seeds_u.cols)
+            gmat, seed_gid = sorted_groups(K, sort_rows(K))
+            groups = list(gmat)
+            in_gid, _, in_times, in_diffs = histories(trace.spine.table().matrix, gmat, ng, 2)
+            if self.out_trace is not None:
+                out_gid, o_cols, o_times, o_diffs = histories(self.out_trace.spine.table().matrix, gmat,
+                                                               len(out_kinds), 2)
+                oh = Updates(tuple(o_cols), o_times, o_diffs, out_kinds)
+            else:
+                oh, out_gid = Updates.empty(out_kinds, 2), np.zeros(0, dtype=np.int64)
+            presorted = True
+        else:
+            groups, seed_gid, in_gid, hist, out_gid, oh = self._read(seeds_u, trace, ng, gk, out_kinds)
+            in_times, in_diffs, presorted = hist.times, hist.diffs, False
+        emitted, p_gid, p_times = scalar_loop(groups, seed_gid, seeds_u.times[:, 0], in_gid, in_times, in_diffs,
+                                              out_gid, oh, logic, out_kinds, r, presorted)
+        if len(p_gid):
+            p = Updates(tuple(g[p_gid] for g in groups), p_times, np.ones(len(p_gid), dtype=np.int64), gk)
+            allp = Updates.concat([self.pending_rows, p]) if self.pending_rows is not None else p
+            self.pending_rows = _dedupe(allp)
+        if len(emitted):
+            self.output(emitted)
+
+    def _read(self, seeds_u: Updates, trace, ng: int, gk: tuple[str, ...], out_kinds: tuple[str, ...]):
+        """The seeded groups, their ids, and their input and output histories, read batch by batch.
+
+        For traces with a float column (the compiled read takes int64 columns only).
+        """
         groups = consolidate(Updates(seeds_u.cols, np.zeros((len(seeds_u), 1), dtype=np.int64),
                                      np.ones(len(seeds_u), dtype=np.int64), gk)).cols
         seed_gid = lookup_rows(list(groups), list(seeds_u.cols))
@@ -86,7 +118,6 @@ class LoopTactic(ReduceTactic):
         in_gid = lookup_rows(list(groups), list(hist.cols[:ng]))
         keep = np.flatnonzero(in_gid >= 0)
         hist, in_gid = hist.take(keep), in_gid[keep]
-        out_kinds = logic.out_kinds(trace.kinds)
         if self.out_trace is not None:
             _, oh = self.out_trace.seek(keys)
             out_gid = lookup_rows(list(groups), list(oh.cols[:ng]))
@@ -94,14 +125,37 @@ class LoopTactic(ReduceTactic):
             oh, out_gid = oh.take(keep), out_gid[keep]
         else:
             oh, out_gid = Updates.empty(out_kinds, 2), np.zeros(0, dtype=np.int64)
-        emitted, p_gid, p_times = scalar_loop(list(groups), seed_gid, seeds_u.times[:, 0], in_gid, hist.times,
-                                              hist.diffs, out_gid, oh, logic, out_kinds, r)
-        if len(p_gid):
-            p = Updates(tuple(g[p_gid] for g in groups), p_times, np.ones(len(p_gid), dtype=np.int64), gk)
-            allp = Updates.concat([self.pending_rows, p]) if self.pending_rows is not None else p
-            self.pending_rows = _dedupe(allp)
-        if len(emitted):
-            self.output(emitted)
+        return list(groups), seed_gid, in_gid, hist, out_gid, oh
+
+
+@lazy_jit
+def sorted_groups(K, order):
+    """The distinct rows of ``K`` (visited in sorted ``order``) as an ``(m, G)`` matrix, and each row's group.
+
+    O(n m), one pass.
+    """
+    n, m = K.shape
+    gid = np.empty(n, dtype=np.int64)
+    firsts = np.empty(n, dtype=np.int64)
+    G = 0
+    for i in range(n):
+        r = order[i]
+        new = i == 0
+        if not new:
+            p = firsts[G - 1]
+            for c in range(m):
+                if K[r, c] != K[p, c]:
+                    new = True
+                    break
+        if new:
+            firsts[G] = r
+            G += 1
+        gid[r] = G - 1
+    out = np.empty((m, G), dtype=np.int64)
+    for g in range(G):
+        for c in range(m):
+            out[c, g] = K[firsts[g], c]
+    return out, gid
 
 
 def _dedupe(u: Updates) -> Updates:
@@ -122,18 +176,23 @@ def scalar_loop(
     logic,
     kinds: tuple[str, ...],
     r: int,
+    presorted: bool = False,
 ) -> tuple[Updates, np.ndarray, np.ndarray]:
     """Output updates for round ``r`` and pending (group id, time) pairs.
 
     ``groups``: the columns of the distinct seeded groups (sorted unique rows);
     ``seed_*``: seeds by group id and outer time (all at iteration ``r``);
-    ``in_*``: the groups' input history; ``out``/``out_gid``: their output history.
+    ``in_*``: the groups' input history; ``out``/``out_gid``: their output history
+    (``presorted``: both histories are sorted by (group, outer time) already).
     Cost: three sorts by (group, outer time), one :func:`chain_walk`, and a
     fixed number of vectorized steps for the logic and the output.
     """
     so = pair_order(seed_gid, seed_t)
-    io = pair_order(in_gid, in_times[:, 0])
-    oo = pair_order(out_gid, out.times[:, 0])
+    if presorted:
+        io, oo = np.arange(len(in_gid)), np.arange(len(out_gid))
+    else:
+        io = pair_order(in_gid, in_times[:, 0])
+        oo = pair_order(out_gid, out.times[:, 0])
     c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid[so], seed_t[so],
                                                       in_gid[io], in_times[io, 0], in_times[io, 1], in_diffs[io],
                                                       out_gid[oo], out.times[oo, 0], out.times[oo, 1])

@@ -1,0 +1,104 @@
+"""The table kernels (one compiled call over every batch of a trace) against plain references.
+
+Random traces of several batches (empty and single-row ones included),
+int32 and int64 offsets, times of depth 1, 2 and 3; each kernel runs
+compiled and as plain Python (``.plain``, through ctypes views) and both
+must equal a reference computed from the batches' flattened updates.
+"""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ddflow.base.updates import Updates
+from ddflow.traces.batch import Batch
+from ddflow.traces.layout import BatchTable, histories, seek_table
+from ddflow.traces.trace import Trace, seek
+
+
+@st.composite
+def traces(draw):
+    depth = draw(st.integers(1, 3))
+    arity = draw(st.integers(1, 3))
+    nbatches = draw(st.integers(0, 5))
+    batches = []
+    for _ in range(nbatches):
+        n = draw(st.sampled_from([0, 1, 2, 7, 20]))
+        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+        cols = tuple(rng.integers(-3, 4, size=n) for _ in range(arity))
+        times = rng.integers(0, 4, size=(n, depth))
+        diffs = rng.choice([-2, -1, 1, 3], size=n)
+        b = Batch.from_updates(Updates(cols, times, diffs, ("i",) * arity))
+        if draw(st.booleans()):  # the other offset width
+            wide = np.int64 if b.key_offs.dtype == np.int32 else np.int32
+            b = Batch(b.keys, b.vals, b.key_offs.astype(wide), b.val_offs.astype(wide), b.times, b.diffs,
+                      b.desc, b.kinds)
+        batches.append(b)
+    return batches, depth, arity
+
+
+def _rows(cols, times, diffs):
+    return sorted(zip(zip(*(c.tolist() for c in cols)), map(tuple, times.tolist()), diffs.tolist()))
+
+
+@settings(max_examples=150, deadline=None)
+@given(traces(), st.lists(st.integers(-4, 4), max_size=6), st.booleans())
+def test_seek_table_matches_the_per_batch_seek(tr, keys, plain):
+    batches, depth, arity = tr
+    keys = np.array(keys, dtype=np.int64)
+    table = BatchTable.of(batches, depth, arity)
+    kernel = seek_table.plain if plain else seek_table
+    q, cols, times, diffs = kernel(table.matrix, keys, arity, depth)
+    got = _rows([keys[q], *cols], times, diffs)
+    # Reference: every update of every batch whose key is queried, once per query key equal to it.
+    ref = []
+    for b in batches:
+        u = b.flatten()
+        for k in keys.tolist():
+            sel = np.flatnonzero(u.cols[0] == k)
+            ref.extend(_rows([np.full(len(sel), k), *(c[sel] for c in u.cols)], u.times[sel], u.diffs[sel]))
+    assert got == sorted(ref)
+    assert (cols[0] == keys[q]).all()
+    if len(np.unique(keys)) == len(keys) and np.all(np.diff(keys) > 0):
+        _, u = seek(batches, keys, ("i",) * arity, depth)  # the per-batch seek
+        assert got == _rows([u.cols[0], *u.cols], u.times, u.diffs)
+
+
+@settings(max_examples=150, deadline=None)
+@given(traces(), st.data(), st.booleans())
+def test_histories_match_a_filter_of_the_flattened_updates(tr, data, plain):
+    batches, depth, arity = tr
+    ng = data.draw(st.integers(1, arity))
+    rows = data.draw(st.sets(st.tuples(*[st.integers(-4, 4)] * ng), max_size=5))
+    groups = np.array(sorted(rows), dtype=np.int64).reshape(-1, ng).T.copy()
+    table = BatchTable.of(batches, depth, arity)
+    kernel = histories.plain if plain else histories
+    gid, cols, times, diffs = kernel(table.matrix, groups, arity, depth)
+    assert len(gid) == len(diffs) == len(times) == cols.shape[1]
+    # Sorted by (group, first time coordinate).
+    assert all((gid[i], times[i, 0]) <= (gid[i + 1], times[i + 1, 0]) for i in range(len(gid) - 1))
+    for g in range(groups.shape[1]):
+        mine = gid == g
+        assert (cols[:ng, mine] == groups[:, g:g + 1]).all()
+        ref = []
+        for b in batches:
+            u = b.flatten()
+            sel = np.flatnonzero(np.all([u.cols[j] == groups[j, g] for j in range(ng)], axis=0)) if len(u) \
+                else np.zeros(0, dtype=np.int64)
+            ref.extend(_rows([c[sel] for c in u.cols], u.times[sel], u.diffs[sel]))
+        assert _rows(cols[:, mine], times[mine], diffs[mine]) == sorted(ref)
+
+
+def test_a_trace_keeps_its_table_until_its_batches_change():
+    tr = Trace(("i", "i"), depth=1)
+    tr.insert_updates(Updates((np.array([1]), np.array([2])), np.zeros((1, 1), dtype=np.int64),
+                              np.ones(1, dtype=np.int64), ("i", "i")))
+    t1 = tr.spine.table()
+    assert tr.spine.table() is t1
+    tr.insert_updates(Updates((np.array([3]), np.array([4])), np.zeros((1, 1), dtype=np.int64),
+                              np.ones(1, dtype=np.int64), ("i", "i")))
+    t2 = tr.spine.table()
+    assert t2 is not t1 and len(t2.matrix) == len(list(tr.spine.batches())) == 2
+    _, u = tr.seek(np.array([1, 3]))
+    assert sorted(zip(u.cols[0].tolist(), u.cols[1].tolist())) == [(1, 2), (3, 4)]

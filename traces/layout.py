@@ -1,0 +1,270 @@
+"""A trace's batches as one int64 matrix of addresses: every batch readable by one compiled call.
+
+Reading a trace from Python costs a few kernel and numpy calls per batch
+(a seek, one gather per column, a concatenation): at one update per
+step, with five or so small batches per trace, those calls, not the
+work, are the step's cost.  :class:`BatchTable` describes all of a
+spine's batches in one matrix, one row per batch (:data:`FIELDS`), which
+a kernel takes as a single argument and reads through
+:mod:`ddflow.base.address` views.  The spine keeps its table until its
+list of batches changes, and the table keeps the batches (and any
+contiguous copies made for it) alive, so the addresses stay valid for
+as long as the table is referenced.
+
+Only traces whose columns are all int64 have a table (float columns sort
+by ``float_keys`` order, which the kernels here do not compare in).
+
+Kernels in this module:
+
+* :func:`seek_table`: every update of the given keys in every batch, in
+  one call (what :meth:`traces.trace.Trace.seek` does per batch).
+
+>>> from ddflow.base.interner import Interner
+>>> from ddflow.base.updates import from_rows
+>>> from traces.batch import Batch
+>>> b = Batch.from_updates(from_rows([(1, 10), (2, 20), (2, 21)], 0, 1, Interner()))
+>>> t = BatchTable.of([b, b], depth=1, arity=2)
+>>> q, cols, times, diffs = seek_table(t.matrix, np.array([2]), 2, 1)
+>>> q.tolist(), cols.tolist(), diffs.tolist()
+([0, 0, 0, 0], [[2, 2, 2, 2], [20, 21, 20, 21]], [1, 1, 1, 1])
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ddflow.base.address import address, view_2d, view_i32, view_i64
+from ddflow.base.kernels import lazy_jit
+
+#: The columns of a table row: counts, then addresses (offsets in 32 or 64 bits: the other view is empty).
+NKEYS, NVALS, NUPD, KEYS, KOFFS64, KOFFS32, VOFFS64, VOFFS32, TIMES, DIFFS, VAL0 = range(11)
+FIELDS = ("nkeys", "nvals", "nupd", "keys", "key_offs64", "key_offs32", "val_offs64", "val_offs32",
+          "times", "diffs", "val0")
+
+
+def _contiguous(a: np.ndarray, keep: list) -> np.ndarray:
+    if a.flags.c_contiguous:
+        return a
+    c = np.ascontiguousarray(a)
+    keep.append(c)
+    return c
+
+
+def _offsets(a: np.ndarray, keep: list) -> tuple[int, int]:
+    a = _contiguous(a, keep)
+    return (address(a), 0) if a.dtype == np.int64 else (0, address(a))
+
+
+def batch_row(b, keep: list) -> np.ndarray:
+    """One batch's row of the table (``keep`` collects copies the row points into).  O(arity), O(n) if a copy is needed."""
+    row = np.zeros(VAL0 + len(b.vals), dtype=np.int64)
+    row[NKEYS], row[NVALS], row[NUPD] = len(b.keys), len(b.val_offs) - 1, len(b.diffs)
+    row[KEYS] = address(_contiguous(b.keys, keep))
+    row[KOFFS64], row[KOFFS32] = _offsets(b.key_offs, keep)
+    row[VOFFS64], row[VOFFS32] = _offsets(b.val_offs, keep)
+    row[TIMES] = address(_contiguous(b.times, keep))
+    row[DIFFS] = address(_contiguous(b.diffs, keep))
+    for j, v in enumerate(b.vals):
+        row[VAL0 + j] = address(_contiguous(v, keep))
+    return row
+
+
+def all_int(batch) -> bool:
+    """Whether every column of ``batch`` is int64 (what a table can describe)."""
+    return batch.keys.dtype == np.int64 and all(v.dtype == np.int64 for v in batch.vals)
+
+
+class BatchTable:
+    """The table of some batches, and the references that keep its addresses valid.
+
+    ``matrix`` has one row per non-empty batch, oldest first.  Cost:
+    O(batches) to build, plus a one-off O(arity) row per batch (cached on
+    the batch).
+    """
+
+    __slots__ = ("matrix", "_keep")
+
+    def __init__(self, matrix: np.ndarray, keep: list):
+        self.matrix = matrix
+        self._keep = keep
+
+    @classmethod
+    def of(cls, batches: Sequence, depth: int, arity: int) -> "BatchTable":
+        keep: list = []
+        rows = []
+        for b in batches:
+            if not len(b.diffs):
+                continue
+            row = b.table_row()
+            keep.append(b)
+            rows.append(row)
+        matrix = np.stack(rows) if rows else np.zeros((0, VAL0 + arity - 1), dtype=np.int64)
+        return cls(matrix, keep)
+
+
+# -- kernels ------------------------------------------------------------------------------------------
+
+
+def offset(o64, o32, i):
+    """Offset ``i`` of a batch, whichever width its offsets have (the other view is empty)."""
+    return o64[i] if len(o64) else np.int64(o32[i])
+
+
+def find_key(keys, x):
+    """Position of ``x`` in the sorted ``keys``, or -1.  O(log n)."""
+    a, b = 0, len(keys)
+    while a < b:
+        h = (a + b) >> 1
+        if keys[h] < x:
+            a = h + 1
+        else:
+            b = h
+    return a if a < len(keys) and keys[a] == x else -1
+
+
+@lazy_jit(uses=(offset, find_key))
+def seek_table(T, keys, arity, depth):
+    """Every update of ``keys`` (int64, any order) in every batch of table ``T``.
+
+    Returns ``(q, cols, times, diffs)``: per update the index of its query
+    key, its columns (an ``(arity, n)`` matrix: each column contiguous), ``(n, depth)`` time and diff; grouped
+    by batch, then by query.  O(k log n) per batch for k keys, plus O(output).
+    """
+    nb = T.shape[0]
+    nk = len(keys)
+    pos = np.empty((nb, nk), dtype=np.int64)
+    total = 0
+    for b in range(nb):
+        bk = view_i64(T[b, 3], T[b, 0])
+        ko64 = view_i64(T[b, 4], T[b, 0] + 1 if T[b, 4] else 0)
+        ko32 = view_i32(T[b, 5], T[b, 0] + 1 if T[b, 5] else 0)
+        vo64 = view_i64(T[b, 6], T[b, 1] + 1 if T[b, 6] else 0)
+        vo32 = view_i32(T[b, 7], T[b, 1] + 1 if T[b, 7] else 0)
+        for i in range(nk):
+            p = find_key(bk, keys[i])
+            pos[b, i] = p
+            if p >= 0:
+                total += offset(vo64, vo32, offset(ko64, ko32, p + 1)) - offset(vo64, vo32, offset(ko64, ko32, p))
+    q = np.empty(total, dtype=np.int64)
+    cols = np.empty((arity, total), dtype=np.int64)
+    times = np.empty((total, depth), dtype=np.int64)
+    diffs = np.empty(total, dtype=np.int64)
+    k = 0
+    for b in range(nb):
+        bk = view_i64(T[b, 3], T[b, 0])
+        ko64 = view_i64(T[b, 4], T[b, 0] + 1 if T[b, 4] else 0)
+        ko32 = view_i32(T[b, 5], T[b, 0] + 1 if T[b, 5] else 0)
+        vo64 = view_i64(T[b, 6], T[b, 1] + 1 if T[b, 6] else 0)
+        vo32 = view_i32(T[b, 7], T[b, 1] + 1 if T[b, 7] else 0)
+        bt = view_2d(T[b, 8], T[b, 2], depth)
+        bd = view_i64(T[b, 9], T[b, 2])
+        for i in range(nk):
+            p = pos[b, i]
+            if p < 0:
+                continue
+            for v in range(offset(ko64, ko32, p), offset(ko64, ko32, p + 1)):
+                for u in range(offset(vo64, vo32, v), offset(vo64, vo32, v + 1)):
+                    q[k] = i
+                    cols[0, k] = bk[p]
+                    for j in range(1, arity):
+                        cols[j, k] = view_i64(T[b, 10 + j - 1], T[b, 1])[v]
+                    for c in range(depth):
+                        times[k, c] = bt[u, c]
+                    diffs[k] = bd[u]
+                    k += 1
+    return q, cols, times, diffs
+
+
+def value_range(T, b, lo, hi, groups, g, ng):
+    """Value rows ``[lo, hi)`` of one key in batch ``b`` narrowed to those whose first ``ng - 1`` values
+    equal group ``g``'s: a binary search per value column (rows are sorted within a key).  O(ng log n)."""
+    for j in range(1, ng):
+        col = view_i64(T[b, 10 + j - 1], T[b, 1])
+        x = groups[j, g]
+        a, c = lo, hi
+        while a < c:
+            h = (a + c) >> 1
+            if col[h] < x:
+                a = h + 1
+            else:
+                c = h
+        first = a
+        c = hi
+        while a < c:
+            h = (a + c) >> 1
+            if col[h] <= x:
+                a = h + 1
+            else:
+                c = h
+        lo, hi = first, a
+    return lo, hi
+
+
+@lazy_jit(uses=(offset, find_key, value_range))
+def histories(T, groups, arity, depth):
+    """Every update in table ``T`` of the records that start with one of ``groups``' rows.
+
+    ``groups`` is an ``(ng, G)`` matrix of sorted unique rows of the
+    trace's first ``ng`` columns (key, then values).  Returns ``(gid, cols,
+    times, diffs)``: per update its group's index, its ``(arity, n)``
+    columns, time and diff, sorted by (group, first time coordinate),
+    stably.  O(G ng log n) per batch, plus O(output log output).
+    """
+    nb = T.shape[0]
+    ng = groups.shape[0]
+    G = groups.shape[1]
+    vlo = np.zeros((nb, G), dtype=np.int64)
+    vhi = np.zeros((nb, G), dtype=np.int64)
+    total = 0
+    for b in range(nb):
+        bk = view_i64(T[b, 3], T[b, 0])
+        ko64 = view_i64(T[b, 4], T[b, 0] + 1 if T[b, 4] else 0)
+        ko32 = view_i32(T[b, 5], T[b, 0] + 1 if T[b, 5] else 0)
+        vo64 = view_i64(T[b, 6], T[b, 1] + 1 if T[b, 6] else 0)
+        vo32 = view_i32(T[b, 7], T[b, 1] + 1 if T[b, 7] else 0)
+        for g in range(G):
+            p = find_key(bk, groups[0, g])
+            if p < 0:
+                continue
+            lo, hi = value_range(T, b, offset(ko64, ko32, p), offset(ko64, ko32, p + 1), groups, g, ng)
+            vlo[b, g] = lo
+            vhi[b, g] = hi
+            total += offset(vo64, vo32, hi) - offset(vo64, vo32, lo)
+    gid = np.empty(total, dtype=np.int64)
+    cols = np.empty((arity, total), dtype=np.int64)
+    times = np.empty((total, depth), dtype=np.int64)
+    diffs = np.empty(total, dtype=np.int64)
+    k = 0
+    for g in range(G):
+        start = k
+        for b in range(nb):
+            if vhi[b, g] == vlo[b, g]:
+                continue
+            vo64 = view_i64(T[b, 6], T[b, 1] + 1 if T[b, 6] else 0)
+            vo32 = view_i32(T[b, 7], T[b, 1] + 1 if T[b, 7] else 0)
+            bt = view_2d(T[b, 8], T[b, 2], depth)
+            bd = view_i64(T[b, 9], T[b, 2])
+            for v in range(vlo[b, g], vhi[b, g]):
+                for u in range(offset(vo64, vo32, v), offset(vo64, vo32, v + 1)):
+                    gid[k] = g
+                    cols[0, k] = groups[0, g]
+                    for j in range(1, arity):
+                        cols[j, k] = view_i64(T[b, 10 + j - 1], T[b, 1])[v]
+                    for c in range(depth):
+                        times[k, c] = bt[u, c]
+                    diffs[k] = bd[u]
+                    k += 1
+        if k - start > 1:
+            order = np.argsort(times[start:k, 0], kind="mergesort")
+            tc = cols[:, start:k].copy()
+            tt = times[start:k].copy()
+            td = diffs[start:k].copy()
+            for x in range(k - start):
+                o = order[x]
+                for j in range(arity):
+                    cols[j, start + x] = tc[j, o]
+                for c in range(depth):
+                    times[start + x, c] = tt[o, c]
+                diffs[start + x] = td[o]
+    return gid, cols, times, diffs
