@@ -38,6 +38,8 @@ WITH_EXAMPLES = [
     "ddflow.base.kinds",
     "ddflow.traces.batch",
     "ddflow.traces.trace",
+    "ddflow.traces.layout",
+    "ddflow.base.address",
     "ddflow.base.schema",
     "ddflow.plan.expr",
     "ddflow.plan.ir",

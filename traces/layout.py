@@ -21,7 +21,7 @@ Kernels in this module:
 
 >>> from ddflow.base.interner import Interner
 >>> from ddflow.base.updates import from_rows
->>> from traces.batch import Batch
+>>> from ddflow.traces.batch import Batch
 >>> b = Batch.from_updates(from_rows([(1, 10), (2, 20), (2, 21)], 0, 1, Interner()))
 >>> t = BatchTable.of([b, b], depth=1, arity=2)
 >>> q, cols, times, diffs = seek_table(t.matrix, np.array([2]), 2, 1)
@@ -101,6 +101,12 @@ class BatchTable:
             rows.append(row)
         matrix = np.stack(rows) if rows else np.zeros((0, VAL0 + arity - 1), dtype=np.int64)
         return cls(matrix, keep)
+
+    def appended(self, batch) -> "BatchTable":
+        """This table with ``batch`` after its batches (the table of a spine that just had it appended).  O(batches)."""
+        if not len(batch.diffs):
+            return self
+        return BatchTable(np.concatenate([self.matrix, batch.table_row()[None, :]]), self._keep + [batch])
 
 
 # -- kernels ------------------------------------------------------------------------------------------

@@ -251,9 +251,10 @@ class Spine:
                 raise UsageError(f"batch lower {batch.desc.lower} does not continue the trace, whose upper is {self.upper}")
             self.upper = batch.desc.upper
         self._fuel(FUEL * max(len(batch), 1))
-        self._table = None
         if len(batch):
             self.entries.append(batch)
+            if self._table is not None:
+                self._table = self._table.appended(batch)
         elif self.entries and isinstance(self.entries[-1], Batch):
             # An empty batch only extends the previous one's time interval.
             last = self.entries[-1]

@@ -92,10 +92,11 @@ class LoopTactic(ReduceTactic):
                 oh = Updates(tuple(o_cols), o_times, o_diffs, out_kinds)
             else:
                 oh, out_gid = Updates.empty(out_kinds, 2), np.zeros(0, dtype=np.int64)
-            presorted = True
+                o_cols = np.zeros((len(out_kinds), 0), dtype=np.int64)
+            presorted = (gmat, o_cols)
         else:
             groups, seed_gid, in_gid, hist, out_gid, oh = self._read(seeds_u, trace, ng, gk, out_kinds)
-            in_times, in_diffs, presorted = hist.times, hist.diffs, False
+            in_times, in_diffs, presorted = hist.times, hist.diffs, None
         emitted, p_gid, p_times = scalar_loop(groups, seed_gid, seeds_u.times[:, 0], in_gid, in_times, in_diffs,
                                               out_gid, oh, logic, out_kinds, r, presorted)
         if len(p_gid):
@@ -176,19 +177,21 @@ def scalar_loop(
     logic,
     kinds: tuple[str, ...],
     r: int,
-    presorted: bool = False,
+    presorted: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[Updates, np.ndarray, np.ndarray]:
     """Output updates for round ``r`` and pending (group id, time) pairs.
 
     ``groups``: the columns of the distinct seeded groups (sorted unique rows);
     ``seed_*``: seeds by group id and outer time (all at iteration ``r``);
-    ``in_*``: the groups' input history; ``out``/``out_gid``: their output history
-    (``presorted``: both histories are sorted by (group, outer time) already).
+    ``in_*``: the groups' input history; ``out``/``out_gid``: their output history.
+    ``presorted``: both histories are sorted by (group, outer time) already,
+    and this is ``(groups, out columns)`` as matrices (all int64): the
+    output is then built by one kernel (:func:`chain_output`).
     Cost: three sorts by (group, outer time), one :func:`chain_walk`, and a
     fixed number of vectorized steps for the logic and the output.
     """
     so = pair_order(seed_gid, seed_t)
-    if presorted:
+    if presorted is not None:
         io, oo = np.arange(len(in_gid)), np.arange(len(out_gid))
     else:
         io = pair_order(in_gid, in_times[:, 0])
@@ -202,6 +205,11 @@ def scalar_loop(
                           "distinct it before the loop)")
     val, mult = logic.scalar_rows(acc)
     mult = np.asarray(mult, dtype=np.int64)
+    if presorted is not None and (val is None or np.asarray(val).dtype == np.int64):
+        gmat, ocols = presorted
+        v = np.zeros(0, dtype=np.int64) if val is None else np.asarray(val)
+        cols, times, diffs = chain_output(r, c_gid, c_a, mult, v, val is not None, gmat, ocols, out.diffs, out_pos)
+        return consolidate(Updates(tuple(cols), times, diffs, kinds)), P[:, 0].copy(), P[:, 1:].copy()
     first = np.ones(len(c_gid), dtype=bool)
     first[1:] = c_gid[1:] != c_gid[:-1]
     times_now = np.column_stack([c_a, np.full(len(c_a), r, dtype=np.int64)])
@@ -221,6 +229,53 @@ def scalar_loop(
         parts.append(Updates(tuple(c[o_idx] for c in out.cols), times_now[out_pos[hit]], -out.diffs[o_idx], kinds))
     emitted = consolidate(Updates.concat(parts))
     return emitted, P[:, 0].copy(), P[:, 1:].copy()
+
+
+@lazy_jit
+def chain_output(r, c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_pos):
+    """The output of round ``r`` along the chains, unconsolidated: what :func:`scalar_loop` emits.
+
+    For chain row ``i`` (group ``g``, outer time ``a_i``): ``+D_i`` at
+    ``(a_i, r)`` and ``-D_(i-1)`` (the group's previous chain row) there;
+    for each output history update ``q`` first visible at chain row
+    ``out_pos[q]``, its negation there.  ``D`` is the group's row
+    (``groups[:, g]``, then ``val[i]`` if ``has_val``) with multiplicity
+    ``mult[i]``.  Returns ``(cols, times, diffs)`` with ``cols`` an
+    ``(arity, n)`` matrix.  O(chain + history), one pass.
+    """
+    n = len(c_gid)
+    ng = groups.shape[0]
+    arity = ng + 1 if has_val else ng
+    cap = 2 * n + len(out_pos)
+    cols = np.empty((arity, cap), dtype=np.int64)
+    times = np.empty((cap, 2), dtype=np.int64)
+    diffs = np.empty(cap, dtype=np.int64)
+    k = 0
+    for i in range(n):
+        g = c_gid[i]
+        for src in range(2):
+            j = i if src == 0 else i - 1
+            if j < 0 or c_gid[j] != g or mult[j] == 0:
+                continue
+            for c in range(ng):
+                cols[c, k] = groups[c, g]
+            if has_val:
+                cols[ng, k] = val[j]
+            times[k, 0] = c_a[i]
+            times[k, 1] = r
+            diffs[k] = mult[j] if src == 0 else -mult[j]
+            k += 1
+    for q in range(len(out_pos)):
+        i = out_pos[q]
+        if i < 0:
+            continue
+        for c in range(arity):
+            cols[c, k] = ocols[c, q]
+        times[k, 0] = c_a[i]
+        times[k, 1] = r
+        diffs[k] = -odiffs[q]
+        k += 1
+    return cols[:, :k], times[:k], diffs[:k]
 
 
 def later_rounds(P, npd, g, r, ms, chain, nc, in_a, in_i, i0, i1, out_a, out_i, o0, o1):
