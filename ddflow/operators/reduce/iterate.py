@@ -192,13 +192,16 @@ def scalar_loop(
     """
     so = pair_order(seed_gid, seed_t)
     if presorted is not None:
-        io, oo = np.arange(len(in_gid)), np.arange(len(out_gid))
+        oo = None
+        c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid[so], seed_t[so],
+                                                          in_gid, in_times[:, 0], in_times[:, 1], in_diffs,
+                                                          out_gid, out.times[:, 0], out.times[:, 1])
     else:
         io = pair_order(in_gid, in_times[:, 0])
         oo = pair_order(out_gid, out.times[:, 0])
-    c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid[so], seed_t[so],
-                                                      in_gid[io], in_times[io, 0], in_times[io, 1], in_diffs[io],
-                                                      out_gid[oo], out.times[oo, 0], out.times[oo, 1])
+        c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid[so], seed_t[so],
+                                                          in_gid[io], in_times[io, 0], in_times[io, 1], in_diffs[io],
+                                                          out_gid[oo], out.times[oo, 0], out.times[oo, 1])
     if overflow:
         raise SchemaError(f"{logic.name}: a record's count in the loop adds up past int64 (multiplicities "
                           "this large overflow where the loop adds them: make the input's diffs smaller, or "
@@ -225,7 +228,7 @@ def scalar_loop(
     # - output history first visible at a_i
     hit = np.flatnonzero(out_pos >= 0)
     if len(hit):
-        o_idx = oo[hit]
+        o_idx = oo[hit] if oo is not None else hit
         parts.append(Updates(tuple(c[o_idx] for c in out.cols), times_now[out_pos[hit]], -out.diffs[o_idx], kinds))
     emitted = consolidate(Updates.concat(parts))
     return emitted, P[:, 0].copy(), P[:, 1:].copy()
