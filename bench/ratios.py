@@ -24,6 +24,7 @@ import sys
 SIZES = {
     "reach": {1: 300, 100: 3000, 1000: 6000},
     "sssp": {1: 300, 100: 3000, 1000: 6000},
+    "components": {1: 300, 100: 3000, 1000: 6000},
     "topk": {1: 1000, 100: 6000, 1000: 6000},
 }
 
@@ -40,7 +41,7 @@ def one(bench: str, system: str, batch: int, updates: int, extra: list[str]) -> 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.ratios", description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--only", default="reach,sssp,topk", help="benchmarks, comma separated")
+    p.add_argument("--only", default="reach,sssp,components,topk", help="benchmarks, comma separated")
     p.add_argument("--batches", default="1,1000", help="batch sizes K, comma separated")
     p.add_argument("--updates", type=int, default=None, help="updates per run (default: SIZES)")
     p.add_argument("--json", default=None, help="append the result line to this file")

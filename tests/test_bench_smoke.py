@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from bench import harness, ratios, reach, report, sssp, topk
+from bench import components, harness, ratios, reach, report, sssp, topk
 
 
 @pytest.mark.parametrize("system,batch", [("ddflow", 1), ("ddflow", 7), ("naive", 5)])
@@ -21,6 +21,7 @@ def test_reach_tiny_is_correct(tmp_path, capsys, system, batch):
 
 @pytest.mark.parametrize("bench,args", [
     (sssp, ["--nodes", "40", "--edges", "80"]),
+    (components, ["--nodes", "40", "--edges", "40"]),
     (topk, ["--keys", "10", "--window", "100", "--values", "50", "--k", "2"]),
 ])
 @pytest.mark.parametrize("system,batch", [("ddflow", 1), ("ddflow", 7), ("naive", 5)])
