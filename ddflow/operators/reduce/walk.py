@@ -43,6 +43,7 @@ from ddflow.base.updates import Updates
 from ddflow.operators.reduce.general import GeneralTactic, seeds
 from ddflow.operators.reduce.iterate import later_rounds
 from ddflow.operators.reduce.logic import ExtremeLogic, Logic
+from ddflow.traces.layout import histories
 
 #: Logics as the kernel numbers them.
 MODES = {"min": 0, "max": 1, "top_k": 2}
@@ -65,9 +66,11 @@ class WalkTactic(GeneralTactic):
         if any(k not in "ifb" for k in vkinds) or (depth == 2 and (stimes[:, 1] != r).any()):
             return super()._retire(new, pk, pt, bound)
         keys = np.unique(skeys)
-        in_q, inp = trace.seek(keys)
+        # A trace of int64 columns is read in one compiled call, its histories already sorted by (key, time).
+        presorted = trace.ints and (self.out_trace is None or self.out_trace.ints)
+        in_q, inp = _read(trace, keys, presorted)
         if self.out_trace is not None:
-            out_q, outp = self.out_trace.seek(keys)
+            out_q, outp = _read(self.out_trace, keys, presorted)
         else:
             out_q, outp = np.zeros(0, dtype=np.int64), Updates.empty(trace.kinds, depth)
         if any(k == "f" and np.isnan(c).any() for c, k in zip((*inp.cols[1:], *outp.cols[1:]), vkinds * 2)):
@@ -78,8 +81,8 @@ class WalkTactic(GeneralTactic):
         n_in = len(inp)
         sg = np.searchsorted(keys, skeys)
         s_o = pair_order(sg, stimes[:, 0])
-        i_o = pair_order(in_q, inp.times[:, 0])
-        o_o = pair_order(out_q, outp.times[:, 0])
+        i_o = slice(None) if presorted else pair_order(in_q, inp.times[:, 0])
+        o_o = slice(None) if presorted else pair_order(out_q, outp.times[:, 0])
         emitted, pending = key_walk(
             MODES[logic.name], getattr(logic, "k", 1), r, int(bound[0]), len(vfirst),
             sg[s_o], stimes[s_o, 0],
@@ -93,6 +96,19 @@ class WalkTactic(GeneralTactic):
         cols = (keys[emitted[:, 0]], *(c[rows] for c in vcols))
         times = emitted[:, 2:3] if depth == 1 else np.column_stack([emitted[:, 2], np.full(len(emitted), r)])
         self.output(consolidate(Updates(cols, times, emitted[:, 3].copy(), trace.kinds)))
+
+
+def _read(trace, keys: np.ndarray, presorted: bool) -> tuple[np.ndarray, Updates]:
+    """Every update of sorted unique ``keys`` in ``trace``, with each one's key index.
+
+    ``presorted``: one compiled call over the trace's table
+    (:func:`ddflow.traces.layout.histories`), sorted by (key, outer time);
+    else the trace's seek, in no particular order.
+    """
+    if not presorted:
+        return trace.seek(keys)
+    gid, cols, times, diffs = histories(trace.spine.table().matrix, keys[None, :], len(trace.kinds), trace.depth)
+    return gid, Updates(tuple(cols), times, diffs, trace.kinds)
 
 
 def _iterations(times: np.ndarray) -> np.ndarray:
