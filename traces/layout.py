@@ -182,6 +182,27 @@ def seek_table(T, keys, arity, depth):
     return q, cols, times, diffs
 
 
+def lower_bound_from(keys, x, lo):
+    """The first position at or after ``lo`` whose key is not below ``x`` (``keys`` sorted; ``x`` at least
+    ``keys[lo - 1]``): a galloping search, O(log d) for a distance d, so sorted queries cost O(q log(n / q))."""
+    n = len(keys)
+    step = 1
+    hi = lo
+    while hi < n and keys[hi] < x:
+        lo = hi + 1
+        hi += step
+        step *= 2
+    if hi > n:
+        hi = n
+    while lo < hi:
+        h = (lo + hi) >> 1
+        if keys[h] < x:
+            lo = h + 1
+        else:
+            hi = h
+    return lo
+
+
 def value_range(T, b, lo, hi, groups, g, ng):
     """Value rows ``[lo, hi)`` of one key in batch ``b`` narrowed to those whose first ``ng - 1`` values
     equal group ``g``'s: a binary search per value column (rows are sorted within a key).  O(ng log n)."""
@@ -207,7 +228,7 @@ def value_range(T, b, lo, hi, groups, g, ng):
     return lo, hi
 
 
-@lazy_jit(uses=(offset, find_key, value_range))
+@lazy_jit(uses=(offset, lower_bound_from, value_range))
 def histories(T, groups, arity, depth):
     """Every update in table ``T`` of the records that start with one of ``groups``' rows.
 
@@ -215,7 +236,10 @@ def histories(T, groups, arity, depth):
     trace's first ``ng`` columns (key, then values).  Returns ``(gid, cols,
     times, diffs)``: per update its group's index, its ``(arity, n)``
     columns, time and diff, sorted by (group, first time coordinate),
-    stably.  O(G ng log n) per batch, plus O(output log output).
+    stably.  Per batch of n keys, O(G log(n / G)) to find the keys (a
+    galloping walk) and O(ng log v) per group for its v values; plus
+    sorting each group's updates where the batches left them out of time
+    order.
     """
     nb = T.shape[0]
     ng = groups.shape[0]
@@ -229,10 +253,12 @@ def histories(T, groups, arity, depth):
         ko32 = view_i32(T[b, 5], T[b, 0] + 1 if T[b, 5] else 0)
         vo64 = view_i64(T[b, 6], T[b, 1] + 1 if T[b, 6] else 0)
         vo32 = view_i32(T[b, 7], T[b, 1] + 1 if T[b, 7] else 0)
-        for g in range(G):
-            p = find_key(bk, groups[0, g])
-            if p < 0:
+        cursor = 0
+        for g in range(G):  # groups are sorted: each batch's keys are walked once, galloping
+            cursor = lower_bound_from(bk, groups[0, g], cursor)
+            if cursor >= len(bk) or bk[cursor] != groups[0, g]:
                 continue
+            p = cursor
             lo, hi = value_range(T, b, offset(ko64, ko32, p), offset(ko64, ko32, p + 1), groups, g, ng)
             vlo[b, g] = lo
             vhi[b, g] = hi
@@ -261,7 +287,12 @@ def histories(T, groups, arity, depth):
                         times[k, c] = bt[u, c]
                     diffs[k] = bd[u]
                     k += 1
-        if k - start > 1:
+        ordered = True
+        for x in range(start + 1, k):
+            if times[x, 0] < times[x - 1, 0]:
+                ordered = False
+                break
+        if not ordered:  # batches are oldest first, so a group's runs are usually in time order already
             order = np.argsort(times[start:k, 0], kind="mergesort")
             tc = cols[:, start:k].copy()
             tt = times[start:k].copy()
