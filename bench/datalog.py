@@ -118,7 +118,7 @@ def _local(rng: random.Random, nodes: int, n: int, group: int = 16, cross: float
 
 #: Default sizes: from scratch, where pydbsp finishes in about a minute; incremental (ddflow only), larger.
 SCRATCH_SCALE = {"tc": 1.0, "andersen": 0.5, "cspa": 0.25}
-INCREMENTAL_SCALE = {"tc": 3.0, "andersen": 4.0, "cspa": 3.0}
+INCREMENTAL_SCALE = {"tc": 3.0, "andersen": 4.0, "cspa": 2.0}
 
 
 def generate(workload: str, scale: float, seed: int) -> tuple[str, dict[str, list[tuple]]]:

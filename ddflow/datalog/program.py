@@ -196,16 +196,9 @@ def constant_of(t: Const, typ: str, what: str):
 
 def _check_safe(rule: Rule) -> None:
     """Every variable that must be bound is (see the module docstring), or a DatalogError naming it."""
-    outside: set[str] = set()
+    outside = set(rule.head.variables())  # variables outside every aggregate's body
     for lit in rule.body:
         outside |= lit.variables()
-        if isinstance(lit, Compare):
-            for side in (lit.left, lit.right):
-                if not isinstance(side, Aggregate):
-                    outside |= side.variables()
-                else:
-                    outside |= set()
-    outside |= rule.head.variables()
     bound = bound_variables(rule.body, set(), outside)
     for t in rule.head.args:
         for v in _vars_in(t):

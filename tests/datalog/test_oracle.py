@@ -71,13 +71,13 @@ def _check(programs, seed: int, workers: int, steps: int = 4, per_step: int = 6)
             start = frontier
 
 
-@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("seed", range(50))
 def test_random_programs_match_naive_evaluation(seed):
     rng = random.Random(seed)
     _check([generate(rng, n_strata=rng.randrange(2, 6))], seed, workers=1)
 
 
-@pytest.mark.parametrize("seed", [100, 101])
+@pytest.mark.parametrize("seed", [100, 101, 102])
 def test_random_programs_on_two_workers(seed):
     rng = random.Random(seed)
     _check([generate(rng, n_strata=rng.randrange(3, 6)) for _ in range(4)], seed, workers=2, steps=3)
