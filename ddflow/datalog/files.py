@@ -1,4 +1,4 @@
-"""Soufflé's fact files: ``facts/rel.facts`` in (tab-separated), ``out/rel.csv`` out, with ``.input``/``.output`` options.
+"""Soufflé's fact files: ``facts/rel.facts`` in, ``out/rel.csv`` out (tab-separated), with the directives' options.
 
 Options read from the directive's parameters: ``IO=file`` (the only
 kind supported; ``stdin``, ``sqlite`` and the rest are refused),

@@ -14,10 +14,11 @@ The checks, each refused with the line and column of what breaks it:
   body that also occurs outside it is *injected* (one aggregate per
   binding of it) and must be bound outside.
 
->>> p = check(parse(".decl e(x: number)\\n.decl r(x: number)\\nr(y) :- e(x)."))
-Traceback (most recent call last):
-  ...
-ddflow.datalog.syntax.DatalogError: Datalog at line 3, column 3: variable y of the head is not bound by a positive atom of the body (it is ungrounded)
+>>> try:
+...     check(parse(".decl e(x: number)\\n.decl r(x: number)\\nr(y) :- e(x)."))
+... except DatalogError as err:
+...     print(err.pos, err.bare)
+3:3 variable y of the head is not bound by a positive atom of the body (it is ungrounded)
 """
 from __future__ import annotations
 

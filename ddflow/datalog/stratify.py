@@ -11,10 +11,11 @@ is refused, the error naming the cycle and where its edge is written.
 
 >>> from ddflow.datalog.program import load
 >>> p = load(".decl a(x: number)\\n.decl b(x: number)\\na(x) :- b(x).\\nb(x) :- a(x), !a(x).\\n")
->>> strata(p)
-Traceback (most recent call last):
-  ...
-ddflow.datalog.syntax.DatalogError: Datalog at line 4, column 15: the program cannot be stratified: b depends on a through negation (!a) on the cycle b -> !a -> b
+>>> try:
+...     strata(p)
+... except DatalogError as err:
+...     print(err.pos, err.bare)
+4:15 the program cannot be stratified: b depends on a through negation (!a) on the cycle b -> !a -> b
 """
 from __future__ import annotations
 
