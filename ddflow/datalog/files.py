@@ -1,7 +1,7 @@
 """Soufflé's fact files: ``facts/rel.facts`` in, ``out/rel.csv`` out (tab-separated), with the directives' options.
 
-Options read from the directive's parameters: ``IO=file`` (the only
-kind supported; ``stdin``, ``sqlite`` and the rest are refused),
+Options read from the directive's parameters: ``IO=file`` (and
+``IO=stdout`` for an output; ``stdin``, ``sqlite`` and the rest are refused),
 ``filename`` (default ``rel.facts`` in the facts directory, ``rel.csv``
 in the output directory; a relative name is read from those
 directories), ``delimiter`` (default a tab) and ``headers=true`` (a
@@ -29,7 +29,7 @@ from ddflow.datalog.syntax import IO, DatalogError
 
 def _options(io: IO | None, default_name: str, directory: str) -> tuple[str, str, bool]:
     kind = (io.param("IO", "file") if io is not None else "file").lower()
-    if kind != "file":
+    if kind != "file" and not (kind == "stdout" and io.kind != "input"):
         raise DatalogError(f".{io.kind} {io.rel}: IO={kind} is not supported (only IO=file)", io.pos)
     name = io.param("filename", default_name) if io is not None else default_name
     delimiter = io.param("delimiter", "\t") if io is not None else "\t"
@@ -95,6 +95,8 @@ def _show(v, t: str) -> str:
 def write_relation(io: IO | None, rel: Relation, rows: Iterable[tuple], directory: str) -> str:
     """Write ``rows`` as Soufflé writes ``rel.csv`` (``directory`` ``-``: to standard output); returns the path."""
     path, delimiter, headers = _options(io, f"{rel.name}.csv", directory)
+    if io is not None and (io.param("IO", "file") or "").lower() == "stdout":
+        directory = "-"
     lines = format_rows(rows, rel, delimiter)
     if headers:
         lines = [delimiter.join(rel.attrs)] + lines
