@@ -477,6 +477,49 @@ def hint_run(args) -> dict:
             "ok": digs["plain"] == digs["placed"]}
 
 
+def plot(path: str, out: str) -> str:
+    """``out``: from-scratch seconds per system (log scale) and incremental updates/s against K, from a results file."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(x) for x in open(path) if x.strip()]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    scratch_rows = {}
+    for r in rows:
+        if r["mode"] == "scratch" and ("pydbsp" in r["seconds"] or r["workload"] not in scratch_rows):
+            scratch_rows[r["workload"]] = r
+    systems = ["ddflow-w1", "ddflow-w2", "pydbsp", "duckdb"]
+    for i, s in enumerate(systems):
+        xs = [j + i * 0.2 for j, r in enumerate(scratch_rows.values()) if s in r["seconds"]]
+        ys = [r["seconds"][s] for r in scratch_rows.values() if s in r["seconds"]]
+        a.bar(xs, ys, width=0.2, label=s)
+    a.set_xticks([j + 0.3 for j in range(len(scratch_rows))],
+                 [f"{w}\n{sum(r['tuples'].values()):,} tuples" for w, r in scratch_rows.items()])
+    a.set_yscale("log")
+    a.set_ylabel("seconds, from scratch (log)")
+    a.legend()
+    inc: dict = {}
+    for r in rows:
+        if r["mode"] == "incremental":
+            inc[(r["workload"], r["workers"], r["full_run_s"])] = inc.get((r["workload"], r["workers"],
+                                                                             r["full_run_s"]), []) + [r]
+    for (w, workers, full), rs in inc.items():
+        if len(rs) < 2:
+            continue
+        rs.sort(key=lambda r: r["k"])
+        b.plot([r["k"] for r in rs], [r["updates_per_s"] for r in rs], marker="o", label=f"{w} W={workers}")
+    b.set_xscale("log")
+    b.set_yscale("log")
+    b.set_xlabel("K (single-fact updates per frontier advance, each at its own time)")
+    b.set_ylabel("updates/s")
+    b.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.datalog", description=__doc__.splitlines()[0])
     ap.add_argument("--workloads", default="tc,andersen,cspa")
@@ -500,7 +543,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--program", default=None, help="a Soufflé program (with --facts)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", default=None, help="append each result line to this file")
+    ap.add_argument("--plot", default=None, metavar="RESULTS", help="plot a results file to bench/plots/datalog.png")
     args = ap.parse_args(argv)
+    if args.plot:
+        print(plot(args.plot, os.path.join(os.path.dirname(__file__), "plots", "datalog.png")))
+        return 0
     args.workers = [int(w) for w in args.workers.split(",")]
     args.ks = [int(k) for k in args.ks.split(",")]
     if args.pydbsp_python and not os.path.exists(args.pydbsp_python):
