@@ -220,6 +220,8 @@ class _Parser:
                 q = self.take()
                 if q.text in QUALIFIERS_REFUSED:
                     raise DatalogError(f"{QUALIFIERS_REFUSED[q.text]} are not supported", q.pos)
+                if q.text in ("input", "output", "printsize"):  # the old syntax: `.decl r(x: number) input`
+                    self.src.io.append(IO(q.text, name.text, (), q.pos))
             if self.at("choice") or (self.tok.kind == "id" and self.tok.text.startswith("choice")):
                 raise DatalogError("choice-domain is not supported", self.tok.pos)
             if not self.at(","):
