@@ -117,6 +117,18 @@ def offset(o64, o32, i):
     return o64[i] if len(o64) else np.int64(o32[i])
 
 
+def key_offsets(T, b):
+    """Batch ``b``'s key offsets as ``(64-bit view, 32-bit view)``, the one of the other width empty."""
+    n = T[b, NKEYS] + 1
+    return view_i64(T[b, KOFFS64], n if T[b, KOFFS64] else 0), view_i32(T[b, KOFFS32], n if T[b, KOFFS32] else 0)
+
+
+def val_offsets(T, b):
+    """Batch ``b``'s value offsets as ``(64-bit view, 32-bit view)``, the one of the other width empty."""
+    n = T[b, NVALS] + 1
+    return view_i64(T[b, VOFFS64], n if T[b, VOFFS64] else 0), view_i32(T[b, VOFFS32], n if T[b, VOFFS32] else 0)
+
+
 def find_key(keys, x):
     """Position of ``x`` in the sorted ``keys``, or -1.  O(log n)."""
     a, b = 0, len(keys)
@@ -129,7 +141,7 @@ def find_key(keys, x):
     return a if a < len(keys) and keys[a] == x else -1
 
 
-@lazy_jit(uses=(offset, find_key))
+@lazy_jit(uses=(offset, find_key, key_offsets, val_offsets))
 def seek_table(T, keys, arity, depth):
     """Every update of ``keys`` (int64, any order) in every batch of table ``T``.
 
@@ -142,11 +154,9 @@ def seek_table(T, keys, arity, depth):
     pos = np.empty((nb, nk), dtype=np.int64)
     total = 0
     for b in range(nb):
-        bk = view_i64(T[b, 3], T[b, 0])
-        ko64 = view_i64(T[b, 4], T[b, 0] + 1 if T[b, 4] else 0)
-        ko32 = view_i32(T[b, 5], T[b, 0] + 1 if T[b, 5] else 0)
-        vo64 = view_i64(T[b, 6], T[b, 1] + 1 if T[b, 6] else 0)
-        vo32 = view_i32(T[b, 7], T[b, 1] + 1 if T[b, 7] else 0)
+        bk = view_i64(T[b, KEYS], T[b, NKEYS])
+        ko64, ko32 = key_offsets(T, b)
+        vo64, vo32 = val_offsets(T, b)
         for i in range(nk):
             p = find_key(bk, keys[i])
             pos[b, i] = p
@@ -158,13 +168,11 @@ def seek_table(T, keys, arity, depth):
     diffs = np.empty(total, dtype=np.int64)
     k = 0
     for b in range(nb):
-        bk = view_i64(T[b, 3], T[b, 0])
-        ko64 = view_i64(T[b, 4], T[b, 0] + 1 if T[b, 4] else 0)
-        ko32 = view_i32(T[b, 5], T[b, 0] + 1 if T[b, 5] else 0)
-        vo64 = view_i64(T[b, 6], T[b, 1] + 1 if T[b, 6] else 0)
-        vo32 = view_i32(T[b, 7], T[b, 1] + 1 if T[b, 7] else 0)
-        bt = view_2d(T[b, 8], T[b, 2], depth)
-        bd = view_i64(T[b, 9], T[b, 2])
+        bk = view_i64(T[b, KEYS], T[b, NKEYS])
+        ko64, ko32 = key_offsets(T, b)
+        vo64, vo32 = val_offsets(T, b)
+        bt = view_2d(T[b, TIMES], T[b, NUPD], depth)
+        bd = view_i64(T[b, DIFFS], T[b, NUPD])
         for i in range(nk):
             p = pos[b, i]
             if p < 0:
@@ -174,7 +182,7 @@ def seek_table(T, keys, arity, depth):
                     q[k] = i
                     cols[0, k] = bk[p]
                     for j in range(1, arity):
-                        cols[j, k] = view_i64(T[b, 10 + j - 1], T[b, 1])[v]
+                        cols[j, k] = view_i64(T[b, VAL0 + j - 1], T[b, NVALS])[v]
                     for c in range(depth):
                         times[k, c] = bt[u, c]
                     diffs[k] = bd[u]
@@ -207,7 +215,7 @@ def value_range(T, b, lo, hi, groups, g, ng):
     """Value rows ``[lo, hi)`` of one key in batch ``b`` narrowed to those whose first ``ng - 1`` values
     equal group ``g``'s: a binary search per value column (rows are sorted within a key).  O(ng log n)."""
     for j in range(1, ng):
-        col = view_i64(T[b, 10 + j - 1], T[b, 1])
+        col = view_i64(T[b, VAL0 + j - 1], T[b, NVALS])
         x = groups[j, g]
         a, c = lo, hi
         while a < c:
@@ -228,7 +236,7 @@ def value_range(T, b, lo, hi, groups, g, ng):
     return lo, hi
 
 
-@lazy_jit(uses=(offset, lower_bound_from, value_range))
+@lazy_jit(uses=(offset, lower_bound_from, value_range, key_offsets, val_offsets))
 def histories(T, groups, arity, depth):
     """Every update in table ``T`` of the records that start with one of ``groups``' rows.
 
@@ -248,11 +256,9 @@ def histories(T, groups, arity, depth):
     vhi = np.zeros((nb, G), dtype=np.int64)
     total = 0
     for b in range(nb):
-        bk = view_i64(T[b, 3], T[b, 0])
-        ko64 = view_i64(T[b, 4], T[b, 0] + 1 if T[b, 4] else 0)
-        ko32 = view_i32(T[b, 5], T[b, 0] + 1 if T[b, 5] else 0)
-        vo64 = view_i64(T[b, 6], T[b, 1] + 1 if T[b, 6] else 0)
-        vo32 = view_i32(T[b, 7], T[b, 1] + 1 if T[b, 7] else 0)
+        bk = view_i64(T[b, KEYS], T[b, NKEYS])
+        ko64, ko32 = key_offsets(T, b)
+        vo64, vo32 = val_offsets(T, b)
         cursor = 0
         for g in range(G):  # groups are sorted: each batch's keys are walked once, galloping
             cursor = lower_bound_from(bk, groups[0, g], cursor)
@@ -273,16 +279,15 @@ def histories(T, groups, arity, depth):
         for b in range(nb):
             if vhi[b, g] == vlo[b, g]:
                 continue
-            vo64 = view_i64(T[b, 6], T[b, 1] + 1 if T[b, 6] else 0)
-            vo32 = view_i32(T[b, 7], T[b, 1] + 1 if T[b, 7] else 0)
-            bt = view_2d(T[b, 8], T[b, 2], depth)
-            bd = view_i64(T[b, 9], T[b, 2])
+            vo64, vo32 = val_offsets(T, b)
+            bt = view_2d(T[b, TIMES], T[b, NUPD], depth)
+            bd = view_i64(T[b, DIFFS], T[b, NUPD])
             for v in range(vlo[b, g], vhi[b, g]):
                 for u in range(offset(vo64, vo32, v), offset(vo64, vo32, v + 1)):
                     gid[k] = g
                     cols[0, k] = groups[0, g]
                     for j in range(1, arity):
-                        cols[j, k] = view_i64(T[b, 10 + j - 1], T[b, 1])[v]
+                        cols[j, k] = view_i64(T[b, VAL0 + j - 1], T[b, NVALS])[v]
                     for c in range(depth):
                         times[k, c] = bt[u, c]
                     diffs[k] = bd[u]
