@@ -5,7 +5,6 @@ applied, and later valid updates go through as if it never happened.
 """
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pyarrow as pa
@@ -413,7 +412,9 @@ def test_nan_keys_are_one_key_and_minus_zero_is_zero():
 
 
 def test_diffs_adding_up_past_int64_name_the_operator_and_the_record():
-    for op, where in (("count", "operator 'arrange(x)#0'"), ("capture", "capture")):
+    # The count's arrangement holds both batches unmerged (the spine's tail), so the first to add them
+    # up may be the arrangement merging them or the count reading them: either names itself.
+    for op, where in (("count", r"operator '(arrange\(x\)#0|count\(x\)#1)'"), ("capture", "capture")):
         flow = ddflow.Dataflow()
         x_in, x = flow.new_collection("x")
         out = x.capture() if op == "capture" else getattr(x, op)().capture()
@@ -422,7 +423,7 @@ def test_diffs_adding_up_past_int64_name_the_operator_and_the_record():
         flow.run()
         x_in.update([(1, 1)], times=1, diffs=2**62)
         flow.advance_to(2)
-        with pytest.raises(ddflow.SchemaError, match=re.escape(where)) as err:
+        with pytest.raises(ddflow.SchemaError, match=where) as err:
             flow.run()
             out.contents(1)
         assert "the diffs of record (1, 1) at time" in str(err.value)
