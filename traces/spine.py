@@ -3,7 +3,7 @@
 Merge work is *spread over insertions*.  When two neighbouring batches
 come within a factor of two of each other they become a merge in
 progress; every insertion of ``n`` updates then gives each merge in
-progress ``FUEL * max(n, 1)`` units of work, and a merge advances through
+progress ``max(FUEL * n, MIN_FUEL)`` units of work, and a merge advances through
 its key range one slice at a time (slices of both inputs by key are cheap
 views, so a partial merge is real progress).  A merge finishes within the
 insertions that bring about its own size, before its level can be asked
@@ -30,6 +30,10 @@ from .layout import BatchTable
 
 #: Units of merge work (updates) granted per inserted update to each merge in progress.
 FUEL = 8
+#: Units granted to each merge in progress per insertion, at least: a slice of a merge costs about
+#: 100 us of fixed work, so granting a few units per single-update insertion would spend the
+#: insertions on overhead (a merge of n then takes n / FUEL calls instead of n / MIN_FUEL).
+MIN_FUEL = 1024
 #: Merges smaller than this finish at once: slicing them is not worth it.
 EAGER_BELOW = 4096
 #: Batches under this many updates at the end of the spine wait, unmerged, until there are ``TAIL`` of them.
@@ -250,7 +254,7 @@ class Spine:
             if not (self.upper == batch.desc.lower):
                 raise UsageError(f"batch lower {batch.desc.lower} does not continue the trace, whose upper is {self.upper}")
             self.upper = batch.desc.upper
-        self._fuel(FUEL * max(len(batch), 1))
+        self._fuel(max(FUEL * len(batch), MIN_FUEL))
         if len(batch):
             self.entries.append(batch)
             if self._table is not None:

@@ -405,6 +405,7 @@ def test_trace_equals_dict_accumulation(script, data):
     settle = data.draw(st.sampled_from([0, 4, 1 << 30]))  # large batches settle when the frontier passes
     tail = data.draw(st.sampled_from([1, 3, 8]))  # small batches wait for `tail` of them, then merge at once
     with mock.patch.object(spine_mod, "EAGER_BELOW", eager), mock.patch.object(spine_mod, "FUEL", fuel), \
+            mock.patch.object(spine_mod, "MIN_FUEL", data.draw(st.sampled_from([1, 16]))), \
             mock.patch.object(spine_mod, "SETTLE_MIN", settle), mock.patch.object(spine_mod, "TAIL", tail), \
             mock.patch.object(spine_mod, "TAIL_ROWS", data.draw(st.sampled_from([4, 256]))):
         tr = Trace(("i", "i"), depth)
@@ -458,7 +459,8 @@ def test_trace_equals_dict_accumulation(script, data):
 def test_untiled_inserts_equal_dict_accumulation(depth, eager, data):
     """Batches inserted without an upper (as a dataflow's arrangements do) may hold any times."""
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    with mock.patch.object(spine_mod, "EAGER_BELOW", eager), mock.patch.object(spine_mod, "FUEL", 1):
+    with mock.patch.object(spine_mod, "EAGER_BELOW", eager), mock.patch.object(spine_mod, "FUEL", 1), \
+            mock.patch.object(spine_mod, "MIN_FUEL", 1):
         tr = Trace(("i", "i"), depth)
         h = tr.reader()
         raw: list = []
