@@ -123,8 +123,9 @@ def overflow_detail(u: Updates) -> str:
 def consolidate(u: Updates, runs: bool = False, where: str = "consolidate") -> Updates:
     """Sort by (data, time), add up diffs of equal (data, time), drop zeros.
 
-    One path for every size (:func:`ddflow.base.kernels.consolidate_rows`:
-    a packing kernel, numpy's stable sort, a grouping kernel); ``runs`` is
+    One path for every size past one update (:func:`ddflow.base.kernels.consolidate_rows`:
+    one kernel for a few rows; a packing kernel, numpy's stable sort and a
+    grouping kernel for more); ``runs`` is
     accepted for callers that know their input is a few sorted runs, which
     that timsort merges in linear time by itself.
     A sum of diffs past int64 is a :class:`~ddflow.errors.SchemaError`
@@ -142,6 +143,8 @@ def consolidate(u: Updates, runs: bool = False, where: str = "consolidate") -> U
     n = len(u)
     if n == 0:
         return u
+    if n == 1:  # a single update is consolidated unless its diff is zero (the common case at one update per step)
+        return u if u.diffs[0] else u.take(np.zeros(0, dtype=np.int64))
     try:
         sel, sums = consolidate_rows(key_matrix(u.cols, u.times), u.diffs, where)
     except SchemaError:

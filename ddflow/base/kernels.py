@@ -171,6 +171,33 @@ def _consolidate(K, order, diffs):
     return sel[:out], sums[:out], False
 
 
+def _consolidate_small(K, diffs):
+    """:func:`_consolidate` of a few rows in one call: a stable insertion sort of the rows, then the grouping.
+
+    For batches of up to ``SMALL_ROWS`` rows, where the three calls of the
+    general path (pack, numpy's sort, group) cost more than sorting.
+    O(n^2 m) for n rows of m columns.
+    """
+    n, m = K.shape
+    order = np.arange(n)
+    for i in range(1, n):
+        x = order[i]
+        j = i - 1
+        while j >= 0:
+            y = order[j]
+            less = False
+            for c in range(m):
+                if K[x, c] != K[y, c]:
+                    less = K[x, c] < K[y, c]
+                    break
+            if not less:
+                break
+            order[j + 1] = y
+            j -= 1
+        order[j + 1] = x
+    return _consolidate(K, order, diffs)
+
+
 def _key_less(a, b):
     """``a`` before ``b`` in a trie's key order: numbers as usual, NaN after every number (``float_keys``' order)."""
     return (a == a and b != b) or a < b
@@ -262,7 +289,8 @@ def _trie_starts(K):
 
 # -- lazy compilation ---------------------------------------------------------------------------------
 
-_PLAIN = SimpleNamespace(pack=_pack, consolidate=_consolidate, seek=_seek, trie_starts=_trie_starts)
+_PLAIN = SimpleNamespace(pack=_pack, consolidate=_consolidate, consolidate_small=_consolidate_small, seek=_seek,
+                         trie_starts=_trie_starts)
 _compiled: SimpleNamespace | None = None
 
 
@@ -283,10 +311,12 @@ def kernels() -> SimpleNamespace:
             def jit(f):
                 return njit(cache=True, nogil=True)(f)
 
-            # The seek kernel's key comparisons are kernels too: bound in this module before it compiles.
-            globals().update(_key_less=jit(_key_less), _same_key=jit(_same_key))
-            _compiled = SimpleNamespace(pack=jit(_pack), consolidate=jit(_consolidate), seek=jit(_seek),
-                                        trie_starts=jit(_trie_starts))
+            # Kernels that other kernels call (the seek's key comparisons, the grouping of a small
+            # consolidation) are bound in this module, compiled, before their callers compile.
+            consolidate = jit(_consolidate)
+            globals().update(_key_less=jit(_key_less), _same_key=jit(_same_key), _consolidate=consolidate)
+            _compiled = SimpleNamespace(pack=jit(_pack), consolidate=consolidate, seek=jit(_seek),
+                                        consolidate_small=jit(_consolidate_small), trie_starts=jit(_trie_starts))
     return _compiled
 
 
@@ -303,6 +333,48 @@ def sorted_unique(a):
             a[n] = a[i]
             n += 1
     return a[:n]
+
+
+def lex_order(M):
+    """The stable permutation sorting the rows of ``M`` lexicographically.  O(n log n m), a bottom-up merge sort.
+
+    For use inside kernels (compiled with the kernels that call it), where
+    :func:`sort_rows` (a packing kernel and numpy's sort) cannot be called.
+    """
+    n, m = M.shape
+    a = np.arange(n)
+    b = np.empty(n, dtype=np.int64)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            i, j, k = lo, mid, lo
+            while i < mid and j < hi:
+                x, y = a[j], a[i]
+                less = False  # row x (right run) strictly before row y (left run): else the left one goes first
+                for c in range(m):
+                    if M[x, c] != M[y, c]:
+                        less = M[x, c] < M[y, c]
+                        break
+                if less:
+                    b[k] = x
+                    j += 1
+                else:
+                    b[k] = y
+                    i += 1
+                k += 1
+            while i < mid:
+                b[k] = a[i]
+                i += 1
+                k += 1
+            while j < hi:
+                b[k] = a[j]
+                j += 1
+                k += 1
+        a, b = b, a
+        width *= 2
+    return a
 
 
 def run_of(sorted_ids, lo, g):
@@ -384,13 +456,22 @@ def sort_rows(K: np.ndarray) -> np.ndarray:
     return np.lexsort(K.T[::-1])
 
 
+#: Up to this many rows, :func:`consolidate_rows` sorts and groups in one compiled call.
+SMALL_ROWS = 32
+
+
 def consolidate_rows(K: np.ndarray, diffs: np.ndarray, where: str = "consolidate") -> tuple[np.ndarray, np.ndarray]:
     """``(sel, sums)`` of :func:`_consolidate` over rows ``K``; a sum past int64 is an error naming ``where``.
 
-    Cost: one packing kernel, one numpy sort, one grouping kernel: O(n log n),
-    O(n) for a few sorted runs, and three calls however small ``K`` is.
+    Cost: up to ``SMALL_ROWS`` rows, one kernel (:func:`_consolidate_small`);
+    beyond, one packing kernel, one numpy sort and one grouping kernel:
+    O(n log n), O(n) for a few sorted runs.
     """
-    sel, sums, overflow = kernels().consolidate(K, sort_rows(K), diffs)
+    k = kernels()
+    if len(K) <= SMALL_ROWS:
+        sel, sums, overflow = k.consolidate_small(K, diffs)
+    else:
+        sel, sums, overflow = k.consolidate(K, sort_rows(K), diffs)
     if overflow:
         raise SchemaError(f"{where}: a sum of diffs does not fit in int64")
     return sel, sums

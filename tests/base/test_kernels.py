@@ -1,6 +1,8 @@
 """Every compiled kernel against a plain numpy/Python reference, on random inputs (empty and single rows too)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -51,17 +53,39 @@ def test_consolidate_matches_the_reference(rows, data):
     big = data.draw(st.booleans())
     dl = st.sampled_from([I64.max, I64.min, 1, -1]) if big else st.integers(-2, 2)
     diffs = data.draw(hnp.arrays(np.int64, len(rows), elements=dl))
-    sel, sums, overflow = K.kernels().consolidate(rows, K.sort_rows(rows), diffs)
     ref_sel, ref_sums, ref_overflow = reference_consolidate(rows, diffs)
-    assert overflow == ref_overflow
-    if not overflow:
-        assert sel.tolist() == ref_sel and sums.tolist() == ref_sums
+    for sel, sums, overflow in (K.kernels().consolidate(rows, K.sort_rows(rows), diffs),
+                                K.kernels().consolidate_small(rows, diffs), K._PLAIN.consolidate_small(rows, diffs)):
+        assert overflow == ref_overflow
+        if not overflow:
+            assert sel.tolist() == ref_sel and sums.tolist() == ref_sums
 
 
 @settings(max_examples=200)
 @given(rows=key_matrices())
 def test_sort_rows_is_a_stable_lexicographic_sort(rows):
     order = K.sort_rows(rows)
+    ref = np.lexsort(rows.T[::-1]) if len(rows) else np.zeros(0, dtype=np.int64)
+    assert order.tolist() == ref.tolist()
+
+
+_LEX_ORDER = getattr(K.lex_order, "py_func", K.lex_order)  # the plain helper (bound compiled once a kernel uses it)
+
+
+@functools.cache
+def _lex_order_compiled():
+    from numba import njit
+
+    return njit(_LEX_ORDER)
+
+
+@settings(max_examples=200)
+@given(rows=key_matrices(), compiled=st.booleans())
+def test_lex_order_is_a_stable_lexicographic_sort(rows, compiled):
+    if compiled:
+        order = _lex_order_compiled()(rows)
+    else:
+        order = _LEX_ORDER(rows)
     ref = np.lexsort(rows.T[::-1]) if len(rows) else np.zeros(0, dtype=np.int64)
     assert order.tolist() == ref.tolist()
 
