@@ -26,7 +26,7 @@ import numpy as np
 
 from ddflow.base.columnar import lookup_rows, pair_order
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import grown, key_matrix, lazy_jit, run_of, sort_rows, sorted_unique
+from ddflow.base.kernels import grown, key_matrix, lazy_jit, lex_order, run_of, sorted_unique
 from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError, SchemaError
 from ddflow.graph.node import object_columns, ready_mask
@@ -57,6 +57,60 @@ class LoopTactic(ReduceTactic):
             yield from object_columns(self.pending_rows)
 
     def step(self, new: Updates | None, bound: np.ndarray) -> None:
+        trace = self.node.source.trace
+        out_kinds = self.node.logic.out_kinds(trace.kinds)
+        if trace.ints and (self.out_trace is None or self.out_trace.ints):
+            self._step_ints(new, bound, trace, out_kinds)
+        else:
+            self._step_read(new, bound, trace, out_kinds)
+
+    def _step_ints(self, new: Updates | None, bound: np.ndarray, trace, out_kinds: tuple[str, ...]) -> None:
+        """The step over int64 traces: a fixed number of compiled calls, whatever the number of groups.
+
+        :func:`loop_seeds` (the ready seeds, grouped and sorted), one
+        :func:`histories` per trace, :func:`chain_walk`, the logic,
+        :func:`chain_output`, one consolidation, and :func:`loop_pending`
+        (the seeds for later rounds, kept sorted and distinct).
+        """
+        ng = len(trace.kinds)
+        r = int(bound[-1]) - 1
+        pend = self.pending_rows
+        if new is None and (pend is None or not ready_mask(pend.times, bound).any()):
+            return
+        empty_k, empty_t = np.zeros((0, ng), dtype=np.int64), np.zeros((0, 2), dtype=np.int64)
+        nk, nt = (key_matrix(new.cols), new.times) if new is not None else (empty_k, empty_t)
+        pk, pt = (key_matrix(pend.cols), pend.times) if pend is not None else (empty_k, empty_t)
+        gmat, seed_gid, seed_t, waiting, bad = loop_seeds(nk, nt, pk, pt, bound)
+        if bad:
+            raise DataflowError(f"reduce {self.node.name!r}: internal error, seeds at iterations other than the current round {r}")
+        in_gid, _, in_times, in_diffs = histories(trace.spine.table().matrix, gmat, ng, 2)
+        if self.out_trace is not None:
+            out_gid, o_cols, o_times, o_diffs = histories(self.out_trace.spine.table().matrix, gmat, len(out_kinds), 2)
+        else:
+            out_gid, o_cols = np.zeros(0, dtype=np.int64), np.zeros((len(out_kinds), 0), dtype=np.int64)
+            o_times, o_diffs = empty_t, np.zeros(0, dtype=np.int64)
+        c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid, seed_t, in_gid, in_times[:, 0], in_times[:, 1],
+                                                          in_diffs, out_gid, o_times[:, 0], o_times[:, 1])
+        if overflow:
+            raise SchemaError(_overflow_message(self.node.logic))
+        val, mult = self.node.logic.scalar_rows(acc)
+        mult = np.asarray(mult, dtype=np.int64)
+        if val is not None and np.asarray(val).dtype != np.int64:
+            # A logic with float output: the general assembly (the output trace then reads batch by batch).
+            out = Updates(tuple(o_cols), o_times, o_diffs, out_kinds)
+            emitted = _assemble(list(gmat), c_gid, c_a, mult, val, out, out_pos, None, out_kinds, r)
+        else:
+            v = np.zeros(0, dtype=np.int64) if val is None else np.asarray(val)
+            cols, times, diffs = chain_output(r, c_gid, c_a, mult, v, val is not None, gmat, o_cols, o_diffs, out_pos)
+            emitted = consolidate(Updates(tuple(cols), times, diffs, out_kinds))
+        later, later_t = loop_pending(pk, pt, waiting, gmat, P)
+        self.pending_rows = Updates(tuple(later), later_t, np.ones(len(later_t), dtype=np.int64), trace.kinds) \
+            if len(later_t) else None
+        if len(emitted):
+            self.output(emitted)
+
+    def _step_read(self, new: Updates | None, bound: np.ndarray, trace, out_kinds: tuple[str, ...]) -> None:
+        """The step over traces with a float column: histories read batch by batch (:meth:`_read`)."""
         logic = self.node.logic
         pend = None
         if self.pending_rows is not None:
@@ -67,7 +121,6 @@ class LoopTactic(ReduceTactic):
                 self.pending_rows = rest if len(rest) else None
         if new is None and pend is None:
             return
-        trace = self.node.source.trace
         ng = len(trace.kinds)
         gk = trace.kinds
         seeds = []
@@ -79,26 +132,9 @@ class LoopTactic(ReduceTactic):
         r = int(bound[-1]) - 1
         if (seeds_u.times[:, 1] != r).any():
             raise DataflowError(f"reduce {self.node.name!r}: internal error, seeds at iterations other than the current round {r}")
-        out_kinds = logic.out_kinds(trace.kinds)
-        if trace.ints and (self.out_trace is None or self.out_trace.ints):
-            # One compiled read per trace: the seeded groups' histories, already sorted for the walk.
-            K = key_matrix(seeds_u.cols)
-            gmat, seed_gid = sorted_groups(K, sort_rows(K))
-            groups = list(gmat)
-            in_gid, _, in_times, in_diffs = histories(trace.spine.table().matrix, gmat, ng, 2)
-            if self.out_trace is not None:
-                out_gid, o_cols, o_times, o_diffs = histories(self.out_trace.spine.table().matrix, gmat,
-                                                               len(out_kinds), 2)
-                oh = Updates(tuple(o_cols), o_times, o_diffs, out_kinds)
-            else:
-                oh, out_gid = Updates.empty(out_kinds, 2), np.zeros(0, dtype=np.int64)
-                o_cols = np.zeros((len(out_kinds), 0), dtype=np.int64)
-            presorted = (gmat, o_cols)
-        else:
-            groups, seed_gid, in_gid, hist, out_gid, oh = self._read(seeds_u, trace, ng, gk, out_kinds)
-            in_times, in_diffs, presorted = hist.times, hist.diffs, None
-        emitted, p_gid, p_times = scalar_loop(groups, seed_gid, seeds_u.times[:, 0], in_gid, in_times, in_diffs,
-                                              out_gid, oh, logic, out_kinds, r, presorted)
+        groups, seed_gid, in_gid, hist, out_gid, oh = self._read(seeds_u, trace, ng, gk, out_kinds)
+        emitted, p_gid, p_times = scalar_loop(groups, seed_gid, seeds_u.times[:, 0], in_gid, hist.times, hist.diffs,
+                                              out_gid, oh, logic, out_kinds, r)
         if len(p_gid):
             p = Updates(tuple(g[p_gid] for g in groups), p_times, np.ones(len(p_gid), dtype=np.int64), gk)
             allp = Updates.concat([self.pending_rows, p]) if self.pending_rows is not None else p
@@ -129,34 +165,129 @@ class LoopTactic(ReduceTactic):
         return list(groups), seed_gid, in_gid, hist, out_gid, oh
 
 
-@lazy_jit
-def sorted_groups(K, order):
-    """The distinct rows of ``K`` (visited in sorted ``order``) as an ``(m, G)`` matrix, and each row's group.
+@lazy_jit(uses=(lex_order,))
+def loop_seeds(nk, nt, pk, pt, bound):
+    """This round's seeds: the new ones (rows ``nk`` at times ``nt``) and the pending ones complete under ``bound``.
 
-    O(n m), one pass.
+    ``pk``/``pt``: the pending seeds' groups and times.  Returns ``(groups,
+    gid, t, waiting, bad)``: the distinct seeded groups as an ``(m, G)``
+    matrix in row order; each seed's group and outer time, sorted by
+    (group, outer time) as :func:`chain_walk` reads them; which pending
+    seeds wait for a later round; ``bad`` if a seed is not at the round
+    ``bound[-1] - 1`` (an internal error).  O(s log s) for s seeds.
     """
-    n, m = K.shape
-    gid = np.empty(n, dtype=np.int64)
-    firsts = np.empty(n, dtype=np.int64)
+    nn, m = nk.shape
+    npend = pk.shape[0]
+    d = len(bound)
+    waiting = np.zeros(npend, dtype=np.bool_)
+    src = np.empty(nn + npend, dtype=np.int64)  # seed i: row src[i] of nk, or row src[i] - nn of pk
+    ns = 0
+    for i in range(nn):
+        src[ns] = i
+        ns += 1
+    for i in range(npend):
+        ready = True
+        for j in range(d):
+            if pt[i, j] >= bound[j]:
+                ready = False
+                break
+        if ready:
+            src[ns] = nn + i
+            ns += 1
+        else:
+            waiting[i] = True
+    M = np.empty((ns, m + 1), dtype=np.int64)
+    bad = False
+    for s in range(ns):
+        q = src[s]
+        for c in range(m):
+            M[s, c] = nk[q, c] if q < nn else pk[q - nn, c]
+        M[s, m] = nt[q, 0] if q < nn else pt[q - nn, 0]
+        if (nt[q, 1] if q < nn else pt[q - nn, 1]) != bound[d - 1] - 1:
+            bad = True
+    order = lex_order(M)
+    gid = np.empty(ns, dtype=np.int64)
+    t = np.empty(ns, dtype=np.int64)
+    firsts = np.empty(ns, dtype=np.int64)
     G = 0
-    for i in range(n):
-        r = order[i]
+    for i in range(ns):
+        x = order[i]
         new = i == 0
         if not new:
             p = firsts[G - 1]
             for c in range(m):
-                if K[r, c] != K[p, c]:
+                if M[x, c] != M[p, c]:
                     new = True
                     break
         if new:
-            firsts[G] = r
+            firsts[G] = x
             G += 1
-        gid[r] = G - 1
-    out = np.empty((m, G), dtype=np.int64)
+        gid[i] = G - 1
+        t[i] = M[x, m]
+    groups = np.empty((m, G), dtype=np.int64)
     for g in range(G):
         for c in range(m):
-            out[c, g] = K[firsts[g], c]
-    return out, gid
+            groups[c, g] = M[firsts[g], c]
+    return groups, gid, t, waiting, bad
+
+
+@lazy_jit(uses=(lex_order,))
+def loop_pending(pk, pt, waiting, groups, P):
+    """The seeds for later rounds: the pending ones still ``waiting`` and the new ones ``P``, distinct and sorted.
+
+    ``P`` rows are ``(group, outer time, iteration)`` with groups columns
+    of ``groups``.  Returns ``(cols, times)``: an ``(m, n)`` matrix of the
+    seeds' group columns and their ``(n, 2)`` times, sorted by (group,
+    time) with repeats dropped.  O(p log p) for p seeds.
+    """
+    m = groups.shape[0]
+    n = 0
+    for i in range(len(waiting)):
+        if waiting[i]:
+            n += 1
+    n += P.shape[0]
+    M = np.empty((n, m + 2), dtype=np.int64)
+    k = 0
+    for i in range(len(waiting)):
+        if waiting[i]:
+            for c in range(m):
+                M[k, c] = pk[i, c]
+            M[k, m] = pt[i, 0]
+            M[k, m + 1] = pt[i, 1]
+            k += 1
+    for i in range(P.shape[0]):
+        for c in range(m):
+            M[k, c] = groups[c, P[i, 0]]
+        M[k, m] = P[i, 1]
+        M[k, m + 1] = P[i, 2]
+        k += 1
+    order = lex_order(M)
+    cols = np.empty((m, n), dtype=np.int64)
+    times = np.empty((n, 2), dtype=np.int64)
+    out = 0
+    for i in range(n):
+        x = order[i]
+        if out > 0:
+            y = order[i - 1]
+            same = True
+            for c in range(m + 2):
+                if M[x, c] != M[y, c]:
+                    same = False
+                    break
+            if same:
+                continue
+        for c in range(m):
+            cols[c, out] = M[x, c]
+        times[out, 0] = M[x, m]
+        times[out, 1] = M[x, m + 1]
+        out += 1
+    return cols[:, :out], times[:out]
+
+
+def _overflow_message(logic) -> str:
+    return (f"{logic.name}: a record's count in the loop adds up past int64 (multiplicities "
+            "this large overflow where the loop adds them: make the input's diffs smaller, or "
+            "distinct it before the loop)")
 
 
 def _dedupe(u: Updates) -> Updates:
@@ -177,42 +308,34 @@ def scalar_loop(
     logic,
     kinds: tuple[str, ...],
     r: int,
-    presorted: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[Updates, np.ndarray, np.ndarray]:
-    """Output updates for round ``r`` and pending (group id, time) pairs.
+    """Output updates for round ``r`` and pending (group id, time) pairs, from histories in any order.
 
     ``groups``: the columns of the distinct seeded groups (sorted unique rows);
     ``seed_*``: seeds by group id and outer time (all at iteration ``r``);
     ``in_*``: the groups' input history; ``out``/``out_gid``: their output history.
-    ``presorted``: both histories are sorted by (group, outer time) already,
-    and this is ``(groups, out columns)`` as matrices (all int64): the
-    output is then built by one kernel (:func:`chain_output`).
     Cost: three sorts by (group, outer time), one :func:`chain_walk`, and a
     fixed number of vectorized steps for the logic and the output.
     """
     so = pair_order(seed_gid, seed_t)
-    if presorted is not None:
-        oo = None
-        c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid[so], seed_t[so],
-                                                          in_gid, in_times[:, 0], in_times[:, 1], in_diffs,
-                                                          out_gid, out.times[:, 0], out.times[:, 1])
-    else:
-        io = pair_order(in_gid, in_times[:, 0])
-        oo = pair_order(out_gid, out.times[:, 0])
-        c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid[so], seed_t[so],
-                                                          in_gid[io], in_times[io, 0], in_times[io, 1], in_diffs[io],
-                                                          out_gid[oo], out.times[oo, 0], out.times[oo, 1])
+    io = pair_order(in_gid, in_times[:, 0])
+    oo = pair_order(out_gid, out.times[:, 0])
+    c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid[so], seed_t[so],
+                                                      in_gid[io], in_times[io, 0], in_times[io, 1], in_diffs[io],
+                                                      out_gid[oo], out.times[oo, 0], out.times[oo, 1])
     if overflow:
-        raise SchemaError(f"{logic.name}: a record's count in the loop adds up past int64 (multiplicities "
-                          "this large overflow where the loop adds them: make the input's diffs smaller, or "
-                          "distinct it before the loop)")
+        raise SchemaError(_overflow_message(logic))
     val, mult = logic.scalar_rows(acc)
     mult = np.asarray(mult, dtype=np.int64)
-    if presorted is not None and (val is None or np.asarray(val).dtype == np.int64):
-        gmat, ocols = presorted
-        v = np.zeros(0, dtype=np.int64) if val is None else np.asarray(val)
-        cols, times, diffs = chain_output(r, c_gid, c_a, mult, v, val is not None, gmat, ocols, out.diffs, out_pos)
-        return consolidate(Updates(tuple(cols), times, diffs, kinds)), P[:, 0].copy(), P[:, 1:].copy()
+    emitted = _assemble(groups, c_gid, c_a, mult, val, out, out_pos, oo, kinds, r)
+    return emitted, P[:, 0].copy(), P[:, 1:].copy()
+
+
+def _assemble(groups, c_gid, c_a, mult, val, out: Updates, out_pos, oo, kinds, r: int) -> Updates:
+    """What :func:`chain_output` emits, vectorized over any column kinds, consolidated.
+
+    ``oo``: the order :func:`chain_walk` read the output history in (None: as given).
+    """
     first = np.ones(len(c_gid), dtype=bool)
     first[1:] = c_gid[1:] != c_gid[:-1]
     times_now = np.column_stack([c_a, np.full(len(c_a), r, dtype=np.int64)])
@@ -230,8 +353,7 @@ def scalar_loop(
     if len(hit):
         o_idx = oo[hit] if oo is not None else hit
         parts.append(Updates(tuple(c[o_idx] for c in out.cols), times_now[out_pos[hit]], -out.diffs[o_idx], kinds))
-    emitted = consolidate(Updates.concat(parts))
-    return emitted, P[:, 0].copy(), P[:, 1:].copy()
+    return consolidate(Updates.concat(parts))
 
 
 @lazy_jit
