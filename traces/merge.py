@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.kernels import lazy_jit
+from ddflow.base.address import view_2d, view_i64
+from ddflow.base.kernels import lazy_jit, lex_order
+
+from .layout import DIFFS, KEYS, NKEYS, NUPD, NVALS, TIMES, VAL0, key_offsets, offset, val_offsets
 
 _I64_MAX = np.iinfo(np.int64).max
 _I64_MIN = np.iinfo(np.int64).min
@@ -217,3 +220,110 @@ def merge_rows(KA, offA, tA, dA, KB, offB, tB, dB, F):
         if c >= 0:
             j += 1
     return pick[:nv], voffs[: nv + 1], kstarts[:nk], T[:nu], D[:nu], False
+
+
+def _advance_time(x, F, c):
+    """Coordinate ``c`` of time ``x`` advanced by frontier elements ``F`` (none: as it is)."""
+    if not F.shape[0]:
+        return x
+    best = max(x, F[0, c])
+    for f in range(1, F.shape[0]):
+        y = max(x, F[f, c])
+        if y < best:
+            best = y
+    return best
+
+
+@lazy_jit(uses=(_advance_time, lex_order, offset, key_offsets, val_offsets))
+def merge_table(T, arity, depth, F):
+    """Every batch of table ``T`` as one trie, times advanced by ``F`` and consolidated: one call.
+
+    What the spine's tail merge (:func:`traces.spine._merge_all`) does for
+    batches of int64 columns.  Contract: the result holds, for each
+    (record, advanced time), the sum of the diffs of the updates of all
+    batches there, when it is not zero, in (record, time) order.
+    Returns ``(keys, vals, key_offs, val_offs, times, diffs, overflow)``:
+    ``vals`` an ``(arity - 1, v)`` matrix of the value rows; ``overflow``
+    when a sum leaves int64 (the other results are then meaningless).
+    O(n log n) for n updates in all (a merge sort of the rows).
+    """
+    n = 0
+    for b in range(T.shape[0]):
+        n += T[b, NUPD]
+    w = arity + depth
+    M = np.empty((n, w), dtype=np.int64)
+    D = np.empty(n, dtype=np.int64)
+    k = 0
+    for b in range(T.shape[0]):
+        bk = view_i64(T[b, KEYS], T[b, NKEYS])
+        ko64, ko32 = key_offsets(T, b)
+        vo64, vo32 = val_offsets(T, b)
+        bt = view_2d(T[b, TIMES], T[b, NUPD], depth)
+        bd = view_i64(T[b, DIFFS], T[b, NUPD])
+        for p in range(T[b, NKEYS]):
+            for v in range(offset(ko64, ko32, p), offset(ko64, ko32, p + 1)):
+                for u in range(offset(vo64, vo32, v), offset(vo64, vo32, v + 1)):
+                    M[k, 0] = bk[p]
+                    for j in range(1, arity):
+                        M[k, j] = view_i64(T[b, VAL0 + j - 1], T[b, NVALS])[v]
+                    for c in range(depth):
+                        M[k, arity + c] = _advance_time(bt[u, c], F, c)
+                    D[k] = bd[u]
+                    k += 1
+    order = lex_order(M)
+    keys = np.empty(n, dtype=np.int64)
+    vals = np.empty((arity - 1, n), dtype=np.int64)
+    key_offs = np.empty(n + 1, dtype=np.int64)
+    val_offs = np.empty(n + 1, dtype=np.int64)
+    times = np.empty((n, depth), dtype=np.int64)
+    diffs = np.empty(n, dtype=np.int64)
+    nk = 0
+    nv = 0
+    nu = 0
+    last = -1  # the last row kept (an index into M)
+    i = 0
+    while i < n:
+        x = order[i]
+        s = D[x]
+        j = i + 1
+        while j < n:
+            y = order[j]
+            same = True
+            for c in range(w):
+                if M[y, c] != M[x, c]:
+                    same = False
+                    break
+            if not same:
+                break
+            t = s + D[y]
+            if ((s ^ t) & (D[y] ^ t)) < 0:
+                return keys[:0], vals[:, :0], key_offs[:1], val_offs[:1], times[:0], diffs[:0], True
+            s = t
+            j += 1
+        i = j
+        if s == 0:
+            continue
+        newkey = last < 0 or M[x, 0] != M[last, 0]
+        newval = newkey
+        if not newval:
+            for c in range(1, arity):
+                if M[x, c] != M[last, c]:
+                    newval = True
+                    break
+        if newkey:
+            keys[nk] = M[x, 0]
+            key_offs[nk] = nv
+            nk += 1
+        if newval:
+            for c in range(1, arity):
+                vals[c - 1, nv] = M[x, c]
+            val_offs[nv] = nu
+            nv += 1
+        for c in range(depth):
+            times[nu, c] = M[x, arity + c]
+        diffs[nu] = s
+        nu += 1
+        last = x
+    key_offs[nk] = nv
+    val_offs[nv] = nu
+    return keys[:nk], vals[:, :nv], key_offs[: nk + 1], val_offs[: nv + 1], times[:nu], diffs[:nu], False

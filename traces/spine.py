@@ -26,7 +26,8 @@ from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError, UsageError
 
 from .batch import Batch, Description, offset_dtype
-from .layout import BatchTable
+from .layout import BatchTable, all_int
+from .merge import merge_table
 
 #: Units of merge work (updates) granted per inserted update to each merge in progress.
 FUEL = 8
@@ -166,19 +167,31 @@ def _merge_all(batches: list[Batch], frontier: Antichain) -> Batch:
     """Consecutive batches as one, times advanced by ``frontier``, consolidated: one pass.  O(n log n) for n updates.
 
     What :meth:`Batch.merge` does for two, for any number of small batches
-    (the spine's tail): their updates concatenated, advanced and
-    consolidated once.
+    (the spine's tail): one compiled call (:func:`traces.merge.merge_table`)
+    when every column is int64; otherwise their updates concatenated,
+    advanced and consolidated once.
     """
     first, last = batches[0], batches[-1]
-    u = Updates.concat([b.flatten() for b in batches])
     if len(frontier):
         since = frontier
-        u = u.with_times(advance_by(u.times, frontier))
     else:
         since = first.desc.since
         for b in batches[1:]:
             since = since if since == b.desc.since else since.glb(b.desc.since)
     desc = Description(first.desc.lower, last.desc.upper, since)
+    if all(all_int(b) for b in batches):
+        F = frontier.elements if len(frontier) else np.zeros((0, first.depth), dtype=np.int64)
+        T = BatchTable.of(batches, first.depth, len(first.kinds)).matrix
+        keys, vals, key_offs, val_offs, times, diffs, overflow = merge_table(T, len(first.kinds), first.depth, F)
+        if not overflow:
+            if not len(diffs):
+                return Batch.empty(first.kinds, first.depth, desc)
+            off = offset_dtype(len(diffs))
+            return Batch(keys, tuple(vals), key_offs.astype(off), val_offs.astype(off), times, diffs, desc,
+                         first.kinds, check=False)
+    u = Updates.concat([b.flatten() for b in batches])
+    if len(frontier):
+        u = u.with_times(advance_by(u.times, frontier))
     try:
         u = consolidate(u)
     except SchemaError as e:

@@ -102,3 +102,43 @@ def test_a_trace_keeps_its_table_until_its_batches_change():
     assert t2 is not t1 and len(t2.matrix) == len(list(tr.spine.batches())) == 2
     _, u = tr.seek(np.array([1, 3]))
     assert sorted(zip(u.cols[0].tolist(), u.cols[1].tolist())) == [(1, 2), (3, 4)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(traces(), st.data(), st.booleans())
+def test_merge_table_is_the_consolidated_advanced_union(tr, data, plain):
+    """The spine's tail merge: every batch's updates, advanced by a frontier (or none), consolidated, as one trie."""
+    from ddflow.base.consolidate import consolidate
+    from ddflow.base.lattice import Antichain, advance_by
+    from ddflow.traces.merge import merge_table
+
+    batches, depth, arity = tr
+    F = np.array(data.draw(st.lists(st.lists(st.integers(0, 4), min_size=depth, max_size=depth), max_size=2)),
+                 dtype=np.int64).reshape(-1, depth)
+    kernel = merge_table.plain if plain else merge_table
+    keys, vals, key_offs, val_offs, times, diffs, overflow = kernel(BatchTable.of(batches, depth, arity).matrix,
+                                                                    arity, depth, F)
+    assert not overflow
+    got = Batch(keys, tuple(vals), key_offs, val_offs, times, diffs, batches[0].desc if batches else None,
+                ("i",) * arity, check=False) if batches else None
+    flat = Updates.concat([b.flatten() for b in batches]) if batches else Updates.empty(("i",) * arity, depth)
+    if len(F):
+        flat = flat.with_times(advance_by(flat.times, Antichain(F)))
+    want = consolidate(flat)
+    if got is None:
+        assert not len(diffs)
+        return
+    g = got.flatten()
+    assert [c.tolist() for c in g.cols] == [c.tolist() for c in want.cols]
+    assert g.times.tolist() == want.times.tolist() and g.diffs.tolist() == want.diffs.tolist()
+    # a trie: keys strictly increasing, each key's value rows strictly increasing
+    assert (np.diff(keys) > 0).all() and len(key_offs) == len(keys) + 1 and key_offs[-1] == len(val_offs) - 1
+
+
+def test_merge_table_reports_an_overflow():
+    from ddflow.traces.merge import merge_table
+
+    big = np.iinfo(np.int64).max
+    b = [Batch.from_updates(Updates((np.array([1]),), np.zeros((1, 1), dtype=np.int64), np.array([big]), ("i",)))] * 2
+    for kernel in (merge_table, merge_table.plain):
+        assert kernel(BatchTable.of(b, 1, 1).matrix, 1, 1, np.zeros((0, 1), dtype=np.int64))[-1]
