@@ -336,19 +336,40 @@ def sorted_unique(a):
 
 
 def lex_order(M):
-    """The stable permutation sorting the rows of ``M`` lexicographically.  O(n log n m), a bottom-up merge sort.
+    """The stable permutation sorting the rows of ``M`` lexicographically: a natural merge sort.
 
-    For use inside kernels (compiled with the kernels that call it), where
-    :func:`sort_rows` (a packing kernel and numpy's sort) cannot be called.
+    The rows' sorted runs are found first, then merged pairwise, so input
+    made of r sorted runs (a few sorted batches, or sorted pending work
+    plus a sorted new part) costs O(n m log r), O(n m) when already sorted;
+    any input at most O(n m log n).  For use inside kernels (compiled with
+    the kernels that call it), where :func:`sort_rows` (a packing kernel and
+    numpy's sort) cannot be called.
     """
     n, m = M.shape
     a = np.arange(n)
     b = np.empty(n, dtype=np.int64)
-    width = 1
-    while width < n:
-        for lo in range(0, n, 2 * width):
-            mid = min(lo + width, n)
-            hi = min(lo + 2 * width, n)
+    starts = np.empty(n + 1, dtype=np.int64)
+    nr = 0
+    i = 0
+    while i < n:
+        starts[nr] = i
+        nr += 1
+        i += 1
+        while i < n:
+            down = False  # row i before row i - 1: the run ends
+            for c in range(m):
+                if M[i, c] != M[i - 1, c]:
+                    down = M[i, c] < M[i - 1, c]
+                    break
+            if down:
+                break
+            i += 1
+    starts[nr] = n
+    while nr > 1:
+        nn = 0
+        for r in range(0, nr, 2):
+            lo, mid = starts[r], starts[r + 1]
+            hi = starts[r + 2] if r + 2 <= nr else mid
             i, j, k = lo, mid, lo
             while i < mid and j < hi:
                 x, y = a[j], a[i]
@@ -372,8 +393,11 @@ def lex_order(M):
                 b[k] = a[j]
                 j += 1
                 k += 1
+            starts[nn] = lo
+            nn += 1
+        starts[nn] = n
+        nr = nn
         a, b = b, a
-        width *= 2
     return a
 
 
