@@ -222,6 +222,7 @@ class Spine:
         self.entries: list[Entry] = []
         self.upper = Antichain.minimum(depth)
         self._table: BatchTable | None = None  # of batches(); dropped whenever `entries` changes
+        self._tail = 0  # small batches at the end, as :meth:`_start_merges` last counted them (plus appends since)
 
     # -- reading ------------------------------------------------------------
     def batches(self) -> Iterator[Batch]:
@@ -267,7 +268,7 @@ class Spine:
             if not (self.upper == batch.desc.lower):
                 raise UsageError(f"batch lower {batch.desc.lower} does not continue the trace, whose upper is {self.upper}")
             self.upper = batch.desc.upper
-        self._fuel(max(FUEL * len(batch), MIN_FUEL))
+        finished = self._fuel(max(FUEL * len(batch), MIN_FUEL))
         if len(batch):
             self.entries.append(batch)
             if self._table is not None:
@@ -279,16 +280,24 @@ class Spine:
                                      Description(last.desc.lower, batch.desc.upper, last.desc.since), last.kinds, check=False)
         else:
             self.entries.append(batch)
-        self._start_merges()
+        self._tail += 1
+        if finished or len(batch) >= TAIL_ROWS or not TAIL > self._tail > 0:
+            self._start_merges()
+        # Otherwise a small batch joined a tail still short of TAIL: the spine is as _start_merges left it
+        # plus one tail batch, which no merge rule pairs with anything (only a full tail merges).
 
-    def _fuel(self, fuel: int) -> None:
+    def _fuel(self, fuel: int) -> bool:
+        """Give ``fuel`` units to each merge in progress; whether one of them finished."""
         frontier = self._frontier()
+        finished = False
         for idx, e in enumerate(self.entries):
             if isinstance(e, Merging):
                 _, done = e.work(fuel, frontier)
                 if done is not None:
                     self.entries[idx] = done
                     self._table = None
+                    finished = True
+        return finished
 
     def _start_merges(self) -> None:
         """Pair up the newest neighbours whose sizes are within a factor of two.
@@ -309,6 +318,7 @@ class Spine:
                 if isinstance(e, Merging) or len(e) >= TAIL_ROWS:
                     break
                 tail += 1
+            self._tail = tail
             if tail >= TAIL > 1:
                 self._table = None
                 self.entries[-tail:] = [_merge_all(self.entries[-tail:], self._frontier())]
@@ -326,6 +336,25 @@ class Spine:
                         self.entries[idx - 1 : idx + 1] = [Merging(a, b)]
                     changed = True
                     break
+
+    def _check(self) -> None:
+        """The merge rules have nothing left to do (what :meth:`insert` leaves): for stress tests.
+
+        With ``t`` the tail's length (trailing batches under ``TAIL_ROWS``):
+        ``t < TAIL`` (when ``TAIL > 1``), and no two neighbouring batches
+        before the tail, neither of them a merge in progress, have
+        ``len(a) <= 2 * len(b)``.  O(entries).
+        """
+        tail = 0
+        for e in reversed(self.entries if TAIL > 1 else ()):
+            if isinstance(e, Merging) or len(e) >= TAIL_ROWS:
+                break
+            tail += 1
+        assert not tail >= TAIL > 1, f"a full tail of {tail} batches was left unmerged"
+        for idx in range(len(self.entries) - 1 - tail, 0, -1):
+            a, b = self.entries[idx - 1], self.entries[idx]
+            if not isinstance(a, Merging) and not isinstance(b, Merging):
+                assert len(a) > 2 * len(b), f"batches {idx - 1} and {idx} ({len(a)}, {len(b)}) were left unmerged"
 
     def exert(self, fuel: int) -> None:
         """Spend idle effort on merges in progress."""

@@ -99,6 +99,7 @@ def check_spine(trace: Trace) -> None:
         total += len(b)
     assert lower == trace.upper
     assert total == len(trace)
+    trace.spine._check()
 
 
 def relevant_grid(*time_arrays: np.ndarray) -> np.ndarray:
