@@ -77,14 +77,21 @@ class WalkTactic(GeneralTactic):
             return super()._retire(new, pk, pt, bound)
         # Values ranked in tuple order; the rank's first row holds its columns.
         vcols = [np.concatenate([a, b]) for a, b in zip(inp.cols[1:], outp.cols[1:])]
-        vrank, vfirst = _dense_rank(vcols, len(inp) + len(outp))
+        lo = _narrow_int_range(vcols, vkinds)
+        if lo is not None:  # one integer value in a narrow range: its offset from the least is an order-keeping rank
+            vrank = vcols[0] - lo
+            vfirst = None
+            n_values = int(vrank.max()) + 1 if len(vrank) else 0
+        else:
+            vrank, vfirst = _dense_rank(vcols, len(inp) + len(outp))
+            n_values = len(vfirst)
         n_in = len(inp)
         sg = np.searchsorted(keys, skeys)
         s_o = pair_order(sg, stimes[:, 0])
         i_o = slice(None) if presorted else pair_order(in_q, inp.times[:, 0])
         o_o = slice(None) if presorted else pair_order(out_q, outp.times[:, 0])
         emitted, pending = key_walk(
-            MODES[logic.name], getattr(logic, "k", 1), r, int(bound[0]), len(vfirst),
+            MODES[logic.name], getattr(logic, "k", 1), r, int(bound[0]), n_values,
             sg[s_o], stimes[s_o, 0],
             in_q[i_o], inp.times[i_o, 0], _iterations(inp.times)[i_o], vrank[:n_in][i_o], inp.diffs[i_o],
             out_q[o_o], outp.times[o_o, 0], _iterations(outp.times)[o_o], vrank[n_in:][o_o], outp.diffs[o_o])
@@ -92,8 +99,11 @@ class WalkTactic(GeneralTactic):
             self.add_pending(keys[pending[:, 0]], pending[:, 1:1 + depth])
         if not len(emitted):
             return
-        rows = vfirst[emitted[:, 1]]
-        cols = (keys[emitted[:, 0]], *(c[rows] for c in vcols))
+        if vfirst is None:
+            cols = (keys[emitted[:, 0]], emitted[:, 1] + lo)
+        else:
+            rows = vfirst[emitted[:, 1]]
+            cols = (keys[emitted[:, 0]], *(c[rows] for c in vcols))
         times = emitted[:, 2:3] if depth == 1 else np.column_stack([emitted[:, 2], np.full(len(emitted), r)])
         self.output(consolidate(Updates(cols, times, emitted[:, 3].copy(), trace.kinds)))
 
@@ -113,6 +123,18 @@ def _read(trace, keys: np.ndarray, presorted: bool) -> tuple[np.ndarray, Updates
 
 def _iterations(times: np.ndarray) -> np.ndarray:
     return times[:, 1] if times.shape[1] > 1 else np.zeros(len(times), dtype=np.int64)
+
+
+def _narrow_int_range(cols: list[np.ndarray], kinds: tuple[str, ...]) -> int | None:
+    """The least value when ``cols`` is one integer column whose range is at most twice its length, else None.
+
+    Then ``value - least`` ranks values in order, and the walk's arrays
+    indexed by rank stay O(n) without sorting the values.  O(n).
+    """
+    if len(cols) != 1 or kinds[0] not in "ib" or not len(cols[0]):
+        return None
+    lo, hi = int(cols[0].min()), int(cols[0].max())
+    return lo if hi - lo < 2 * len(cols[0]) else None
 
 
 def _dense_rank(cols: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -145,8 +167,11 @@ def key_walk(mode, k, r, bound_a, n_values,
     only), and ``P`` rows ``(g, outer time, iteration)`` still to retire.
     Contract as in the module docstring.  One pass per group over its
     sorted history with counts in arrays indexed by value rank (reset
-    after each group, never reallocated): O(h + |chain| x |values|) per
-    group of h updates, plus sorting its values.
+    after each group, never reallocated): for min and max O(h + |chain| x
+    s) per group of h updates, s the values scanned to find the extreme
+    at a chain time (the output there and the history read there are all
+    that changes); for top_k O(h + |chain| x |values|); plus sorting
+    each group's values.
     """
     BIG = np.iinfo(np.int64).max
     E = np.empty((16, 4), dtype=np.int64)
@@ -159,6 +184,8 @@ def key_walk(mode, k, r, bound_a, n_values,
     delta = np.zeros(n_values, dtype=np.int64)
     seen = np.zeros(n_values, dtype=np.bool_)
     touched = np.empty(n_values, dtype=np.int64)
+    mark = np.zeros(n_values, dtype=np.bool_)  # min/max: values in ``st``, the ones this chain step changes
+    st = np.empty(n_values, dtype=np.int64)
     chain = np.empty(len(seed_a) + len(in_a) + len(out_a), dtype=np.int64)
     ns = len(seed_g)
     s0 = 0
@@ -170,6 +197,7 @@ def key_walk(mode, k, r, bound_a, n_values,
         i0, i1 = run_of(in_g, i0, g)
         o0, o1 = run_of(out_g, o0, g)
         ms = seed_a[s0]  # seeds are sorted: the earliest
+        pm = -1  # min/max: the group's output value rank at the previous chain time (-1: none)
         # The group's values visible at iteration r.
         nt = 0
         for j in range(i0, i1):
@@ -200,19 +228,57 @@ def key_walk(mode, k, r, bound_a, n_values,
                     if in_i[p] <= r:
                         cnt[in_v[p]] += in_d[p]
                     p += 1
-                for x in range(nt):
-                    des[vals[x]] = 0
-                if mode == 0:
-                    for x in range(nt):
-                        if cnt[vals[x]] > 0:
-                            des[vals[x]] = 1
-                            break
-                elif mode == 1:
-                    for x in range(nt - 1, -1, -1):
-                        if cnt[vals[x]] > 0:
-                            des[vals[x]] = 1
-                            break
+                if mode < 2:
+                    # min or max: the output is one value (or none); only it, the previous one and the
+                    # output history read here change, so the step costs O(scan to the extreme + reads).
+                    m = -1
+                    if mode == 0:
+                        for x in range(nt):
+                            if cnt[vals[x]] > 0:
+                                m = vals[x]
+                                break
+                    else:
+                        for x in range(nt - 1, -1, -1):
+                            if cnt[vals[x]] > 0:
+                                m = vals[x]
+                                break
+                    nst = 0
+                    if m != pm:
+                        if pm >= 0:
+                            delta[pm] -= 1
+                            mark[pm] = True
+                            st[nst] = pm
+                            nst += 1
+                        if m >= 0:
+                            delta[m] += 1
+                            if not mark[m]:
+                                mark[m] = True
+                                st[nst] = m
+                                nst += 1
+                    while q < o1 and out_a[q] <= c:
+                        if out_i[q] <= r:
+                            v = out_v[q]
+                            delta[v] -= out_d[q]
+                            if not mark[v]:
+                                mark[v] = True
+                                st[nst] = v
+                                nst += 1
+                        q += 1
+                    E = grown(E, ne, ne + nst)
+                    for x in range(nst):
+                        v = st[x]
+                        if delta[v] != 0:
+                            E[ne, 0] = g
+                            E[ne, 1] = v
+                            E[ne, 2] = c
+                            E[ne, 3] = delta[v]
+                            ne += 1
+                        delta[v] = 0
+                        mark[v] = False
+                    pm = m
                 else:
+                    for x in range(nt):
+                        des[vals[x]] = 0
                     left = k
                     for x in range(nt):
                         if left <= 0:
@@ -222,23 +288,24 @@ def key_walk(mode, k, r, bound_a, n_values,
                             take = min(cnt[v], left)
                             des[v] = take
                             left -= take
-                for x in range(nt):
-                    v = vals[x]
-                    delta[v] = des[v] - prev[v]
-                while q < o1 and out_a[q] <= c:
-                    if out_i[q] <= r:
-                        delta[out_v[q]] -= out_d[q]
-                    q += 1
-                E = grown(E, ne, ne + nt)
-                for x in range(nt):
-                    v = vals[x]
-                    if delta[v] != 0:
-                        E[ne, 0] = g
-                        E[ne, 1] = v
-                        E[ne, 2] = c
-                        E[ne, 3] = delta[v]
-                        ne += 1
-                    prev[v] = des[v]
+                    for x in range(nt):
+                        v = vals[x]
+                        delta[v] = des[v] - prev[v]
+                    while q < o1 and out_a[q] <= c:
+                        if out_i[q] <= r:
+                            delta[out_v[q]] -= out_d[q]
+                        q += 1
+                    E = grown(E, ne, ne + nt)
+                    for x in range(nt):
+                        v = vals[x]
+                        if delta[v] != 0:
+                            E[ne, 0] = g
+                            E[ne, 1] = v
+                            E[ne, 2] = c
+                            E[ne, 3] = delta[v]
+                            ne += 1
+                        delta[v] = 0
+                        prev[v] = des[v]
             chain[nc] = c
             nc += 1
             # The next chain time: the least later seed or history time (iteration <= r).
