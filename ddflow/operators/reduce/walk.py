@@ -264,18 +264,8 @@ def key_walk(mode, k, r, bound_a, n_values,
                                 st[nst] = v
                                 nst += 1
                         q += 1
-                    E = grown(E, ne, ne + nst)
-                    for x in range(nst):
-                        v = st[x]
-                        if delta[v] != 0:
-                            E[ne, 0] = g
-                            E[ne, 1] = v
-                            E[ne, 2] = c
-                            E[ne, 3] = delta[v]
-                            ne += 1
-                        delta[v] = 0
-                        mark[v] = False
                     pm = m
+                    changed, nch = st, nst
                 else:
                     for x in range(nt):
                         des[vals[x]] = 0
@@ -291,21 +281,23 @@ def key_walk(mode, k, r, bound_a, n_values,
                     for x in range(nt):
                         v = vals[x]
                         delta[v] = des[v] - prev[v]
+                        prev[v] = des[v]
                     while q < o1 and out_a[q] <= c:
                         if out_i[q] <= r:
                             delta[out_v[q]] -= out_d[q]
                         q += 1
-                    E = grown(E, ne, ne + nt)
-                    for x in range(nt):
-                        v = vals[x]
-                        if delta[v] != 0:
-                            E[ne, 0] = g
-                            E[ne, 1] = v
-                            E[ne, 2] = c
-                            E[ne, 3] = delta[v]
-                            ne += 1
-                        delta[v] = 0
-                        prev[v] = des[v]
+                    changed, nch = vals, nt
+                E = grown(E, ne, ne + nch)  # the values whose output changes here: emitted, then reset
+                for x in range(nch):
+                    v = changed[x]
+                    if delta[v] != 0:
+                        E[ne, 0] = g
+                        E[ne, 1] = v
+                        E[ne, 2] = c
+                        E[ne, 3] = delta[v]
+                        ne += 1
+                    delta[v] = 0
+                    mark[v] = False
             chain[nc] = c
             nc += 1
             # The next chain time: the least later seed or history time (iteration <= r).
