@@ -46,9 +46,10 @@ def test_loop_seeds_matches_the_reference(s, plain):
     assert (gid.tolist(), t.tolist(), waiting.tolist(), bool(bad)) == ref[1:]
 
 
-@settings(max_examples=200)
-@given(seeds(), st.data(), st.booleans())
-def test_loop_pending_is_the_sorted_distinct_union(s, data, plain):
+@settings(max_examples=300)
+@given(seeds(), st.data(), st.booleans(), st.booleans())
+def test_loop_pending_is_the_sorted_distinct_union(s, data, plain, in_order):
+    """In order (as the tactic hands them: merged) or not (sorted first)."""
     _, _, pk, pt, _ = s
     m = pk.shape[1]
     waiting = np.array(data.draw(st.lists(st.booleans(), min_size=len(pk), max_size=len(pk))), dtype=bool)
@@ -58,6 +59,10 @@ def test_loop_pending_is_the_sorted_distinct_union(s, data, plain):
     P = np.column_stack([data.draw(hnp.arrays(np.int64, np_, elements=st.integers(0, G - 1))),
                          data.draw(hnp.arrays(np.int64, (np_, 2), elements=st.integers(0, 3)))]).astype(np.int64)
     P = P.reshape(np_, 3)
+    if in_order:
+        o = sorted(range(len(pk)), key=lambda i: (tuple(pk[i]), tuple(pt[i])))
+        pk, pt, waiting = pk[o].reshape(-1, m), pt[o].reshape(-1, 2), waiting[o]
+        P = P[sorted(range(np_), key=lambda j: (tuple(groups[:, P[j, 0]]), P[j, 1], P[j, 2]))].reshape(-1, 3)
     kernel = loop_pending.plain if plain else loop_pending
     cols, times = kernel(pk, pt, waiting, groups, P)
     want = sorted({tuple(pk[i]) + tuple(pt[i]) for i in range(len(pk)) if waiting[i]}

@@ -140,5 +140,6 @@ def test_merge_table_reports_an_overflow():
 
     big = np.iinfo(np.int64).max
     b = [Batch.from_updates(Updates((np.array([1]),), np.zeros((1, 1), dtype=np.int64), np.array([big]), ("i",)))] * 2
-    for kernel in (merge_table, merge_table.plain):
-        assert kernel(BatchTable.of(b, 1, 1).matrix, 1, 1, np.zeros((0, 1), dtype=np.int64))[-1]
+    with np.errstate(over="ignore"):  # the plain kernel's int64 sum wraps (and says so) before it is reported
+        for kernel in (merge_table, merge_table.plain):
+            assert kernel(BatchTable.of(b, 1, 1).matrix, 1, 1, np.zeros((0, 1), dtype=np.int64))[-1]
