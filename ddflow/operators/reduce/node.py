@@ -58,9 +58,12 @@ class ReduceNode(Node):
         new = self.dequeue()
         if new is not None:
             ok = ready_mask(new.times, bound)
-            if not ok.all():
+            if not ok.any():  # all of it waits (in a loop, the next round's input often arrives early)
+                self.queues[0] = [new]
+                new = None
+            elif not ok.all():
                 self.queues[0] = [new.take(np.flatnonzero(~ok))]
-                new = new.take(np.flatnonzero(ok)) if ok.any() else None
+                new = new.take(np.flatnonzero(ok))
             if new is not None and new.arity < self.logic.min_arity:
                 raise SchemaError(f"{self.logic.name} {self.name!r}: records need a key and a value field, "
                                  f"got {new.arity} field(s)")
