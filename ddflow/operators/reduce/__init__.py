@@ -2,8 +2,9 @@
 
 ``general`` is the reference tactic (any logic, any depth); ``total``
 (depth 1) and ``iterate`` (loop times) are vectorized tactics for scalar
-logics, ``walk`` a compiled one for min, max and top_k; each is
-property-tested against the reference.
+logics (``chain`` holds the loop's compiled chain walk), ``walk`` a
+compiled one for min, max and top_k; each is property-tested against the
+reference.
 """
 from ddflow.operators.reduce.logic import (
     CountLogic,

@@ -1,35 +1,28 @@
 """The loop tactic: count, distinct and threshold at loop times ``(t, i)``, one compiled walk per step.
 
-Inside a top-level loop, round ``r`` retires seeds at times ``(t, r)``.
-For one group the complete times whose output may change form a chain
-``(a_0, r) < (a_1, r) < ...``: the seeds' outer times and the outer
-times of the group's history (input and output) at iterations ``<= r``
-that lie after the earliest seed.  Along a chain the output to emit
-telescopes: at ``(a_i, r)`` emit ``D_i - D_(i-1)`` (the desired output
-now minus the desired output at the previous chain time) minus the
-group's output history that first becomes visible at ``a_i``.  Then the
-accumulated output at every chain time is exactly the desired one.  One
-kernel (:func:`chain_walk`) builds every group's chain, counts and
-pending times in one pass over the histories sorted by (group, time);
-the logic and the output are then a few vectorized steps, with no
+Inside a top-level loop, round ``r`` retires seeds at times ``(t, r)``:
+the new ones and the pending ones now complete (:func:`loop_seeds`).
+Each seeded group's output is telescoped along its chain of times by
+:func:`~.chain.chain_walk` (see :mod:`.chain` for the math), with no
 per-group Python.
 
 Times at later iterations where the new input is also visible (the
 group's history iterations ``> r``, crossed with its candidate outer
-times) are returned as pending seeds for their rounds.  Over-approximating
-that set is safe: evaluating a time whose output does not change emits
-nothing.
+times) are returned as pending seeds for their rounds and merged into
+the waiting set by :func:`loop_pending`.  Over-approximating that set is
+safe: evaluating a time whose output does not change emits nothing.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.columnar import lookup_rows, pair_order
+from ddflow.base.columnar import lookup_rows
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import grown, key_matrix, lazy_jit, lex_order, run_of, sorted_unique
+from ddflow.base.kernels import key_matrix, lazy_jit, lex_order
 from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError, SchemaError
 from ddflow.graph.node import object_columns, ready_mask
+from ddflow.operators.reduce.chain import _assemble, chain_output, chain_walk, overflow_message, scalar_loop
 from ddflow.operators.reduce.logic import Logic
 from ddflow.operators.reduce.tactic import ReduceTactic
 from ddflow.traces.layout import histories
@@ -92,7 +85,7 @@ class LoopTactic(ReduceTactic):
         c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid, seed_t, in_gid, in_times[:, 0], in_times[:, 1],
                                                           in_diffs, out_gid, o_times[:, 0], o_times[:, 1])
         if overflow:
-            raise SchemaError(_overflow_message(self.node.logic))
+            raise SchemaError(overflow_message(self.node.logic))
         val, mult = self.node.logic.scalar_rows(acc)
         mult = np.asarray(mult, dtype=np.int64)
         if val is not None and np.asarray(val).dtype != np.int64:
@@ -359,254 +352,7 @@ def loop_pending(pk, pt, waiting, groups, P):
     return cols[:, :out], times[:out]
 
 
-def _overflow_message(logic) -> str:
-    return (f"{logic.name}: a record's count in the loop adds up past int64 (multiplicities "
-            "this large overflow where the loop adds them: make the input's diffs smaller, or "
-            "distinct it before the loop)")
-
-
 def _dedupe(u: Updates) -> Updates:
     """Distinct (row, time) pairs, each with diff 1."""
     u = consolidate(u.with_diffs(np.ones(len(u), dtype=np.int64)))
     return u.with_diffs(np.ones(len(u), dtype=np.int64))
-
-
-def scalar_loop(
-    groups: list[np.ndarray],
-    seed_gid: np.ndarray,
-    seed_t: np.ndarray,
-    in_gid: np.ndarray,
-    in_times: np.ndarray,
-    in_diffs: np.ndarray,
-    out_gid: np.ndarray,
-    out: Updates,
-    logic,
-    kinds: tuple[str, ...],
-    r: int,
-) -> tuple[Updates, np.ndarray, np.ndarray]:
-    """Output updates for round ``r`` and pending (group id, time) pairs, from histories in any order.
-
-    ``groups``: the columns of the distinct seeded groups (sorted unique rows);
-    ``seed_*``: seeds by group id and outer time (all at iteration ``r``);
-    ``in_*``: the groups' input history; ``out``/``out_gid``: their output history.
-    Cost: three sorts by (group, outer time), one :func:`chain_walk`, and a
-    fixed number of vectorized steps for the logic and the output.
-    """
-    so = pair_order(seed_gid, seed_t)
-    io = pair_order(in_gid, in_times[:, 0])
-    oo = pair_order(out_gid, out.times[:, 0])
-    c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid[so], seed_t[so],
-                                                      in_gid[io], in_times[io, 0], in_times[io, 1], in_diffs[io],
-                                                      out_gid[oo], out.times[oo, 0], out.times[oo, 1])
-    if overflow:
-        raise SchemaError(_overflow_message(logic))
-    val, mult = logic.scalar_rows(acc)
-    mult = np.asarray(mult, dtype=np.int64)
-    emitted = _assemble(groups, c_gid, c_a, mult, val, out, out_pos, oo, kinds, r)
-    return emitted, P[:, 0].copy(), P[:, 1:].copy()
-
-
-def _assemble(groups, c_gid, c_a, mult, val, out: Updates, out_pos, oo, kinds, r: int) -> Updates:
-    """What :func:`chain_output` emits, vectorized over any column kinds, consolidated.
-
-    ``oo``: the order :func:`chain_walk` read the output history in (None: as given).
-    """
-    first = np.ones(len(c_gid), dtype=bool)
-    first[1:] = c_gid[1:] != c_gid[:-1]
-    times_now = np.column_stack([c_a, np.full(len(c_a), r, dtype=np.int64)])
-    base = [g[c_gid] for g in groups]
-    parts = []
-    # + D_i at (a_i, r)
-    sel = np.flatnonzero(mult != 0)
-    parts.append(_rows(base, val, sel, times_now[sel], mult[sel], kinds))
-    # - D_(i-1) at (a_i, r)
-    prev = np.flatnonzero(~first)
-    prev = prev[mult[prev - 1] != 0]
-    parts.append(_rows(base, val, prev - 1, times_now[prev], -mult[prev - 1], kinds))
-    # - output history first visible at a_i
-    hit = np.flatnonzero(out_pos >= 0)
-    if len(hit):
-        o_idx = oo[hit] if oo is not None else hit
-        parts.append(Updates(tuple(c[o_idx] for c in out.cols), times_now[out_pos[hit]], -out.diffs[o_idx], kinds))
-    return consolidate(Updates.concat(parts))
-
-
-@lazy_jit
-def chain_output(r, c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_pos):
-    """The output of round ``r`` along the chains, unconsolidated: what :func:`scalar_loop` emits.
-
-    For chain row ``i`` (group ``g``, outer time ``a_i``): ``+D_i`` at
-    ``(a_i, r)`` and ``-D_(i-1)`` (the group's previous chain row) there;
-    for each output history update ``q`` first visible at chain row
-    ``out_pos[q]``, its negation there.  ``D`` is the group's row
-    (``groups[:, g]``, then ``val[i]`` if ``has_val``) with multiplicity
-    ``mult[i]``.  Returns ``(cols, times, diffs)`` with ``cols`` an
-    ``(arity, n)`` matrix.  O(chain + history), one pass.
-    """
-    n = len(c_gid)
-    ng = groups.shape[0]
-    arity = ng + 1 if has_val else ng
-    cap = 2 * n + len(out_pos)
-    cols = np.empty((arity, cap), dtype=np.int64)
-    times = np.empty((cap, 2), dtype=np.int64)
-    diffs = np.empty(cap, dtype=np.int64)
-    k = 0
-    for i in range(n):
-        g = c_gid[i]
-        for src in range(2):
-            j = i if src == 0 else i - 1
-            if j < 0 or c_gid[j] != g or mult[j] == 0:
-                continue
-            for c in range(ng):
-                cols[c, k] = groups[c, g]
-            if has_val:
-                cols[ng, k] = val[j]
-            times[k, 0] = c_a[i]
-            times[k, 1] = r
-            diffs[k] = mult[j] if src == 0 else -mult[j]
-            k += 1
-    for q in range(len(out_pos)):
-        i = out_pos[q]
-        if i < 0:
-            continue
-        for c in range(arity):
-            cols[c, k] = ocols[c, q]
-        times[k, 0] = c_a[i]
-        times[k, 1] = r
-        diffs[k] = -odiffs[q]
-        k += 1
-    return cols[:, :k], times[:k], diffs[:k]
-
-
-def later_rounds(P, npd, g, r, ms, chain, nc, in_a, in_i, i0, i1, out_a, out_i, o0, o1):
-    """Append to ``P`` (rows ``(group, outer time, iteration)``, ``npd`` used) group ``g``'s later rounds.
-
-    A kernel helper (compiled with the kernels that call it).
-    The group's history at iterations past ``r`` (input rows ``i0:i1``,
-    output rows ``o0:o1``) makes this round's change visible again there:
-    each of those iterations, crossed with every candidate outer time (the
-    group's ``nc`` chain times and its later history's outer times from the
-    earliest seed ``ms`` on).  Returns ``(P, npd)``.  O(h + p log p) for h
-    history rows and p pending times; nothing when no history is later.
-    """
-    n_later = 0
-    for j in range(i0, i1):
-        if in_i[j] > r:
-            n_later += 1
-    for j in range(o0, o1):
-        if out_i[j] > r:
-            n_later += 1
-    if not n_later:
-        return P, npd
-    its = np.empty(n_later, dtype=np.int64)
-    outer = np.empty(nc + n_later, dtype=np.int64)
-    for x in range(nc):
-        outer[x] = chain[x]
-    nout = nc
-    x = 0
-    for j in range(i0, i1):
-        if in_i[j] > r:
-            its[x] = in_i[j]
-            x += 1
-            if in_a[j] >= ms:
-                outer[nout] = in_a[j]
-                nout += 1
-    for j in range(o0, o1):
-        if out_i[j] > r:
-            its[x] = out_i[j]
-            x += 1
-            if out_a[j] >= ms:
-                outer[nout] = out_a[j]
-                nout += 1
-    its = sorted_unique(its)
-    outer = sorted_unique(outer[:nout])
-    P = grown(P, npd, npd + len(its) * len(outer))
-    for a in outer:
-        for i in its:
-            P[npd, 0] = g
-            P[npd, 1] = a
-            P[npd, 2] = i
-            npd += 1
-    return P, npd
-
-
-@lazy_jit(uses=(grown, run_of, sorted_unique, later_rounds))
-def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
-    """The chain of each seeded group at iteration ``r``, its input counts, and the pending times.
-
-    Every array is sorted by (group, outer time).  Per group the chain is
-    the seeds' outer times and the outer times of its history at
-    iterations ``<= r`` from the earliest seed on, in order.  Returns
-    ``(cg, ca, acc, out_pos, P)``: the chain rows' group and outer time;
-    ``acc`` the group's input accumulated at each chain time (iterations
-    ``<= r``); ``out_pos`` for each output history update the chain row
-    where it first becomes visible (-1: at a later iteration, or after the
-    last chain time); ``P`` rows ``(group, outer time, iteration)`` from
-    :func:`later_rounds`.  One pass per group: O(h + |chain|) for h history
-    updates, plus sorting the pending candidates of groups with later history.
-    """
-    BIG = np.iinfo(np.int64).max
-    ns, ni, no = len(seed_g), len(in_g), len(out_g)
-    cap = ns + ni + no
-    cg = np.empty(cap, dtype=np.int64)
-    ca = np.empty(cap, dtype=np.int64)
-    acc = np.empty(cap, dtype=np.int64)
-    out_pos = np.full(no, -1, dtype=np.int64)
-    P = np.empty((16, 3), dtype=np.int64)
-    nc = 0
-    npd = 0
-    s0 = 0
-    i0 = 0
-    o0 = 0
-    overflow = False
-    while s0 < ns:
-        g = seed_g[s0]
-        s1 = run_of(seed_g, s0, g)[1]
-        i0, i1 = run_of(in_g, i0, g)
-        o0, o1 = run_of(out_g, o0, g)
-        ms = seed_a[s0]
-        c0 = nc
-        total = 0
-        p, q, sp = i0, o0, s0
-        c = ms
-        while c != BIG:
-            while p < i1 and in_a[p] <= c:
-                if in_i[p] <= r:
-                    d = in_d[p]
-                    if (d > 0 and total > BIG - d) or (d < 0 and total < -BIG - 1 - d):
-                        overflow = True  # the count leaves int64: reported, never wrapped
-                    else:
-                        total += d
-                p += 1
-            while q < o1 and out_a[q] <= c:
-                if out_i[q] <= r:
-                    out_pos[q] = nc
-                q += 1
-            cg[nc] = g
-            ca[nc] = c
-            acc[nc] = total
-            nc += 1
-            while sp < s1 and seed_a[sp] <= c:
-                sp += 1
-            nxt = seed_a[sp] if sp < s1 else BIG
-            pp = p
-            while pp < i1 and in_i[pp] > r:
-                pp += 1
-            if pp < i1 and in_a[pp] < nxt:
-                nxt = in_a[pp]
-            qq = q
-            while qq < o1 and out_i[qq] > r:
-                qq += 1
-            if qq < o1 and out_a[qq] < nxt:
-                nxt = out_a[qq]
-            c = nxt
-        P, npd = later_rounds(P, npd, g, r, ms, ca[c0:nc], nc - c0, in_a, in_i, i0, i1, out_a, out_i, o0, o1)
-        s0, i0, o0 = s1, i1, o1
-    return cg[:nc], ca[:nc], acc[:nc], out_pos, P[:npd], overflow
-
-
-def _rows(base, val, sel, times, mult, kinds) -> Updates:
-    cols = tuple(c[sel] for c in base)
-    if val is not None:
-        cols = cols + (np.asarray(val)[sel],)
-    return Updates(cols, times, mult, kinds)

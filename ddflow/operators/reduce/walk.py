@@ -41,7 +41,7 @@ from ddflow.base.consolidate import consolidate
 from ddflow.base.kernels import grown, key_matrix, lazy_jit, run_of, sort_rows, sorted_unique
 from ddflow.base.updates import Updates
 from ddflow.operators.reduce.general import GeneralTactic, seeds
-from ddflow.operators.reduce.iterate import later_rounds
+from ddflow.operators.reduce.chain import later_rounds
 from ddflow.operators.reduce.logic import ExtremeLogic, Logic
 from ddflow.traces.layout import histories
 
