@@ -189,7 +189,29 @@ def later_rounds(P, npd, g, r, ms, chain, nc, in_a, in_i, i0, i1, out_a, out_i, 
     return P, npd
 
 
-@lazy_jit(uses=(grown, run_of, sorted_unique, later_rounds))
+def next_chain_time(c, r, sp, s1, seed_a, p, i1, in_a, in_i, q, o1, out_a, out_i):
+    """The chain time after ``c``: the least later seed, or later history time at an iteration ``<= r``.
+
+    Returns it (int64's max when there is none) and the seed cursor moved
+    past ``c``.  ``p``/``q``: cursors into the group's input ``[p, i1)`` and
+    output ``[q, o1)`` histories, at or before their first time after ``c``
+    (left where they are).  O(scan to that time).
+    """
+    while sp < s1 and seed_a[sp] <= c:
+        sp += 1
+    nxt = seed_a[sp] if sp < s1 else np.iinfo(np.int64).max
+    while p < i1 and (in_a[p] <= c or in_i[p] > r):
+        p += 1
+    if p < i1 and in_a[p] < nxt:
+        nxt = in_a[p]
+    while q < o1 and (out_a[q] <= c or out_i[q] > r):
+        q += 1
+    if q < o1 and out_a[q] < nxt:
+        nxt = out_a[q]
+    return nxt, sp
+
+
+@lazy_jit(uses=(grown, run_of, sorted_unique, later_rounds, next_chain_time))
 def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
     """The chain of each seeded group at iteration ``r``, its input counts, and the pending times.
 
@@ -245,20 +267,7 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
             ca[nc] = c
             acc[nc] = total
             nc += 1
-            while sp < s1 and seed_a[sp] <= c:
-                sp += 1
-            nxt = seed_a[sp] if sp < s1 else BIG
-            pp = p
-            while pp < i1 and in_i[pp] > r:
-                pp += 1
-            if pp < i1 and in_a[pp] < nxt:
-                nxt = in_a[pp]
-            qq = q
-            while qq < o1 and out_i[qq] > r:
-                qq += 1
-            if qq < o1 and out_a[qq] < nxt:
-                nxt = out_a[qq]
-            c = nxt
+            c, sp = next_chain_time(c, r, sp, s1, seed_a, p, i1, in_a, in_i, q, o1, out_a, out_i)
         P, npd = later_rounds(P, npd, g, r, ms, ca[c0:nc], nc - c0, in_a, in_i, i0, i1, out_a, out_i, o0, o1)
         s0, i0, o0 = s1, i1, o1
     return cg[:nc], ca[:nc], acc[:nc], out_pos, P[:npd], overflow

@@ -41,7 +41,7 @@ from ddflow.base.consolidate import consolidate
 from ddflow.base.kernels import grown, key_matrix, lazy_jit, run_of, sort_rows, sorted_unique
 from ddflow.base.updates import Updates
 from ddflow.operators.reduce.general import GeneralTactic, seeds
-from ddflow.operators.reduce.chain import later_rounds
+from ddflow.operators.reduce.chain import later_rounds, next_chain_time
 from ddflow.operators.reduce.logic import ExtremeLogic, Logic
 from ddflow.traces.layout import histories
 
@@ -151,7 +151,7 @@ def _dense_rank(cols: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]
     return rank, order[new]
 
 
-@lazy_jit(uses=(grown, run_of, sorted_unique, later_rounds))
+@lazy_jit(uses=(grown, run_of, sorted_unique, later_rounds, next_chain_time))
 def key_walk(mode, k, r, bound_a, n_values,
              seed_g, seed_a,
              in_g, in_a, in_i, in_v, in_d,
@@ -300,21 +300,7 @@ def key_walk(mode, k, r, bound_a, n_values,
                     mark[v] = False
             chain[nc] = c
             nc += 1
-            # The next chain time: the least later seed or history time (iteration <= r).
-            while sp < s1 and seed_a[sp] <= c:
-                sp += 1
-            nxt = seed_a[sp] if sp < s1 else BIG
-            pp = p
-            while pp < i1 and (in_a[pp] <= c or in_i[pp] > r):
-                pp += 1
-            if pp < i1 and in_a[pp] < nxt:
-                nxt = in_a[pp]
-            qq = q
-            while qq < o1 and (out_a[qq] <= c or out_i[qq] > r):
-                qq += 1
-            if qq < o1 and out_a[qq] < nxt:
-                nxt = out_a[qq]
-            c = nxt
+            c, sp = next_chain_time(c, r, sp, s1, seed_a, p, i1, in_a, in_i, q, o1, out_a, out_i)
         for x in range(nt):
             v = vals[x]
             cnt[v] = 0
