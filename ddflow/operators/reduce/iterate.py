@@ -224,130 +224,57 @@ def loop_seeds(nk, nt, pk, pt, bound):
     return groups, gid, t, waiting, bad
 
 
-def _pending_cmp(pk, pt, i, groups, P, j):
-    """-1, 0 or 1 as pending seed ``i`` (``pk[i]``, ``pt[i]``) is before, equal to or after new seed ``P[j]``."""
-    g = P[j, 0]
-    for c in range(pk.shape[1]):
-        if pk[i, c] != groups[c, g]:
-            return -1 if pk[i, c] < groups[c, g] else 1
-    for c in range(2):
-        if pt[i, c] != P[j, 1 + c]:
-            return -1 if pt[i, c] < P[j, 1 + c] else 1
-    return 0
-
-
-@lazy_jit(uses=(lex_order, _pending_cmp))
+@lazy_jit(uses=(lex_order,))
 def loop_pending(pk, pt, waiting, groups, P):
     """The seeds for later rounds: the pending ones still ``waiting`` and the new ones ``P``, distinct and sorted.
 
     ``P`` rows are ``(group, outer time, iteration)`` with groups columns
     of ``groups``.  Returns ``(cols, times)``: an ``(m, n)`` matrix of the
     seeds' group columns and their ``(n, 2)`` times, sorted by (group,
-    time) with repeats dropped.  Both inputs come sorted (the pending set
+    time) with repeats dropped.  Both parts come sorted (the pending set
     is this kernel's last output; :func:`chain_walk` lists ``P`` by group,
-    then time, and ``groups`` are sorted rows), so they are merged in
-    O(p) for p seeds; input out of order is sorted first, O(p log p).
+    then time, and ``groups`` are sorted rows), so :func:`lex_order` (a
+    natural merge sort) merges two runs: O(p) for p seeds; input out of
+    order costs O(p log p).
     """
     m = groups.shape[0]
     nw = 0
     for i in range(len(waiting)):
         if waiting[i]:
             nw += 1
-    wi = np.empty(nw, dtype=np.int64)  # the waiting pending seeds, in order
-    k = 0
+    n = nw + P.shape[0]
+    M = np.empty((n, m + 2), dtype=np.int64)
+    x = 0
     for i in range(len(waiting)):
         if waiting[i]:
-            wi[k] = i
-            k += 1
-    ordered = True
-    for x in range(1, nw):
-        a, b = wi[x - 1], wi[x]
-        for c in range(m + 2):
-            u = pk[a, c] if c < m else pt[a, c - m]
-            v = pk[b, c] if c < m else pt[b, c - m]
-            if u != v:
-                if u > v:
-                    ordered = False
-                break
-    for j in range(1, P.shape[0]):
-        for c in range(m + 2):
-            u = groups[c, P[j - 1, 0]] if c < m else P[j - 1, c - m + 1]
-            v = groups[c, P[j, 0]] if c < m else P[j, c - m + 1]
-            if u != v:
-                if u > v:
-                    ordered = False
-                break
-    n = nw + P.shape[0]
+            for c in range(m):
+                M[x, c] = pk[i, c]
+            M[x, m] = pt[i, 0]
+            M[x, m + 1] = pt[i, 1]
+            x += 1
+    for j in range(P.shape[0]):
+        for c in range(m):
+            M[nw + j, c] = groups[c, P[j, 0]]
+        M[nw + j, m] = P[j, 1]
+        M[nw + j, m + 1] = P[j, 2]
+    order = lex_order(M)
     cols = np.empty((m, n), dtype=np.int64)
     times = np.empty((n, 2), dtype=np.int64)
-    if not ordered:  # not expected: sort both together
-        M = np.empty((n, m + 2), dtype=np.int64)
-        for x in range(nw):
-            for c in range(m):
-                M[x, c] = pk[wi[x], c]
-            M[x, m] = pt[wi[x], 0]
-            M[x, m + 1] = pt[wi[x], 1]
-        for j in range(P.shape[0]):
-            for c in range(m):
-                M[nw + j, c] = groups[c, P[j, 0]]
-            M[nw + j, m] = P[j, 1]
-            M[nw + j, m + 1] = P[j, 2]
-        order = lex_order(M)
-        out = 0
-        for x in range(n):
-            r = order[x]
-            if out > 0:
-                same = True
-                for c in range(m + 2):
-                    if M[r, c] != M[order[x - 1], c]:
-                        same = False
-                        break
-                if same:
-                    continue
-            for c in range(m):
-                cols[c, out] = M[r, c]
-            times[out, 0] = M[r, m]
-            times[out, 1] = M[r, m + 1]
-            out += 1
-        return cols[:, :out], times[:out]
-    # Merge the two sorted lists; a seed equal to the last one written is a repeat.
-    x, j, out = 0, 0, 0
-    while x < nw or j < P.shape[0]:
-        if j >= P.shape[0]:
-            take_pending = True
-        elif x >= nw:
-            take_pending = False
-        else:
-            take_pending = _pending_cmp(pk, pt, wi[x], groups, P, j) <= 0
-        if take_pending:
-            i = wi[x]
-            x += 1
-            same = out > 0 and times[out - 1, 0] == pt[i, 0] and times[out - 1, 1] == pt[i, 1]
-            for c in range(m):
-                if not same:
+    out = 0
+    for x in range(n):
+        r = order[x]
+        if out > 0:
+            same = True
+            for c in range(m + 2):
+                if M[r, c] != M[order[x - 1], c]:
+                    same = False
                     break
-                same = cols[c, out - 1] == pk[i, c]
             if same:
                 continue
-            for c in range(m):
-                cols[c, out] = pk[i, c]
-            times[out, 0] = pt[i, 0]
-            times[out, 1] = pt[i, 1]
-        else:
-            g = P[j, 0]
-            same = out > 0 and times[out - 1, 0] == P[j, 1] and times[out - 1, 1] == P[j, 2]
-            for c in range(m):
-                if not same:
-                    break
-                same = cols[c, out - 1] == groups[c, g]
-            if same:
-                j += 1
-                continue
-            for c in range(m):
-                cols[c, out] = groups[c, g]
-            times[out, 0] = P[j, 1]
-            times[out, 1] = P[j, 2]
-            j += 1
+        for c in range(m):
+            cols[c, out] = M[r, c]
+        times[out, 0] = M[r, m]
+        times[out, 1] = M[r, m + 1]
         out += 1
     return cols[:, :out], times[:out]
 
