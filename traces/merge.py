@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ddflow.base.address import view_2d, view_i64
-from ddflow.base.kernels import lazy_jit, lex_order
+from ddflow.base.kernels import group_sums, lazy_jit, lex_order
 
 from .layout import DIFFS, KEYS, NKEYS, NUPD, NVALS, TIMES, VAL0, key_offsets, offset, val_offsets
 
@@ -234,7 +234,7 @@ def _advance_time(x, F, c):
     return best
 
 
-@lazy_jit(uses=(_advance_time, lex_order, offset, key_offsets, val_offsets))
+@lazy_jit(uses=(_advance_time, lex_order, group_sums, offset, key_offsets, val_offsets))
 def merge_table(T, arity, depth, F):
     """Every batch of table ``T`` as one trie, times advanced by ``F`` and consolidated: one call.
 
@@ -270,44 +270,24 @@ def merge_table(T, arity, depth, F):
                         M[k, arity + c] = _advance_time(bt[u, c], F, c)
                     D[k] = bd[u]
                     k += 1
-    order = lex_order(M)
-    keys = np.empty(n, dtype=np.int64)
-    vals = np.empty((arity - 1, n), dtype=np.int64)
-    key_offs = np.empty(n + 1, dtype=np.int64)
-    val_offs = np.empty(n + 1, dtype=np.int64)
-    times = np.empty((n, depth), dtype=np.int64)
-    diffs = np.empty(n, dtype=np.int64)
+    sel, sums, overflow = group_sums(M, lex_order(M), D)
+    nu = len(sel)
+    keys = np.empty(nu, dtype=np.int64)
+    vals = np.empty((arity - 1, nu), dtype=np.int64)
+    key_offs = np.empty(nu + 1, dtype=np.int64)
+    val_offs = np.empty(nu + 1, dtype=np.int64)
+    times = np.empty((nu, depth), dtype=np.int64)
+    if overflow:
+        return keys[:0], vals[:, :0], key_offs[:1], val_offs[:1], times[:0], sums[:0], True
     nk = 0
     nv = 0
-    nu = 0
-    last = -1  # the last row kept (an index into M)
-    i = 0
-    while i < n:
-        x = order[i]
-        s = D[x]
-        j = i + 1
-        while j < n:
-            y = order[j]
-            same = True
-            for c in range(w):
-                if M[y, c] != M[x, c]:
-                    same = False
-                    break
-            if not same:
-                break
-            t = s + D[y]
-            if ((s ^ t) & (D[y] ^ t)) < 0:
-                return keys[:0], vals[:, :0], key_offs[:1], val_offs[:1], times[:0], diffs[:0], True
-            s = t
-            j += 1
-        i = j
-        if s == 0:
-            continue
-        newkey = last < 0 or M[x, 0] != M[last, 0]
+    for u in range(nu):
+        x = sel[u]
+        newkey = u == 0 or M[x, 0] != M[sel[u - 1], 0]
         newval = newkey
         if not newval:
             for c in range(1, arity):
-                if M[x, c] != M[last, c]:
+                if M[x, c] != M[sel[u - 1], c]:
                     newval = True
                     break
         if newkey:
@@ -317,13 +297,10 @@ def merge_table(T, arity, depth, F):
         if newval:
             for c in range(1, arity):
                 vals[c - 1, nv] = M[x, c]
-            val_offs[nv] = nu
+            val_offs[nv] = u
             nv += 1
         for c in range(depth):
-            times[nu, c] = M[x, arity + c]
-        diffs[nu] = s
-        nu += 1
-        last = x
+            times[u, c] = M[x, arity + c]
     key_offs[nk] = nv
     val_offs[nv] = nu
-    return keys[:nk], vals[:, :nv], key_offs[: nk + 1], val_offs[: nv + 1], times[:nu], diffs[:nu], False
+    return keys[:nk], vals[:, :nv], key_offs[: nk + 1], val_offs[: nv + 1], times, sums, False

@@ -129,8 +129,11 @@ def _pack(K):
     return packed, True
 
 
-def _consolidate(K, order, diffs):
+def group_sums(K, order, diffs):
     """Consolidation of rows ``K`` (data then time) with ``diffs``, visited in sorted ``order``.
+
+    The grouping every consolidation ends with, in a kernel or called from
+    one (compiled with the kernels that call it).
 
     Returns ``(sel, sums, overflow)``: ``sel`` the index (into the input)
     of the first row of each group of equal rows with a nonzero sum, in
@@ -172,7 +175,7 @@ def _consolidate(K, order, diffs):
 
 
 def _consolidate_small(K, diffs):
-    """:func:`_consolidate` of a few rows in one call: a stable insertion sort of the rows, then the grouping.
+    """:func:`group_sums` of a few rows in one call: a stable insertion sort of the rows, then the grouping.
 
     For batches of up to ``SMALL_ROWS`` rows, where the three calls of the
     general path (pack, numpy's sort, group) cost more than sorting.
@@ -195,7 +198,7 @@ def _consolidate_small(K, diffs):
             order[j + 1] = y
             j -= 1
         order[j + 1] = x
-    return _consolidate(K, order, diffs)
+    return group_sums(K, order, diffs)
 
 
 def _key_less(a, b):
@@ -289,7 +292,7 @@ def _trie_starts(K):
 
 # -- lazy compilation ---------------------------------------------------------------------------------
 
-_PLAIN = SimpleNamespace(pack=_pack, consolidate=_consolidate, consolidate_small=_consolidate_small, seek=_seek,
+_PLAIN = SimpleNamespace(pack=_pack, consolidate=group_sums, consolidate_small=_consolidate_small, seek=_seek,
                          trie_starts=_trie_starts)
 _compiled: SimpleNamespace | None = None
 
@@ -309,12 +312,12 @@ def kernels() -> SimpleNamespace:
             from numba import njit
 
             def jit(f):
-                return njit(cache=True, nogil=True)(f)
+                return njit(cache=True, nogil=True)(getattr(f, "py_func", f))  # plain: a lazy_jit kernel may have bound it
 
             # Kernels that other kernels call (the seek's key comparisons, the grouping of a small
             # consolidation) are bound in this module, compiled, before their callers compile.
-            consolidate = jit(_consolidate)
-            globals().update(_key_less=jit(_key_less), _same_key=jit(_same_key), _consolidate=consolidate)
+            consolidate = jit(group_sums)
+            globals().update(_key_less=jit(_key_less), _same_key=jit(_same_key), group_sums=consolidate)
             _compiled = SimpleNamespace(pack=jit(_pack), consolidate=consolidate, seek=jit(_seek),
                                         consolidate_small=jit(_consolidate_small), trie_starts=jit(_trie_starts))
     return _compiled
@@ -454,7 +457,8 @@ def lazy_jit(f=None, *, uses=()):
 
                 register_views()
 
-                jitted = {h.__name__: njit(cache=True, nogil=True)(h) for h in uses}
+                # A helper already bound compiled (by another kernel's first call) is compiled from its plain function.
+                jitted = {h.__name__: njit(cache=True, nogil=True)(getattr(h, "py_func", h)) for h in uses}
                 for space in {id(x.__globals__): x.__globals__ for x in (f, *uses)}.values():
                     space.update({name: d for name, d in jitted.items() if name in space})
                 compiled = njit(cache=True, nogil=True)(f)
@@ -485,7 +489,7 @@ SMALL_ROWS = 32
 
 
 def consolidate_rows(K: np.ndarray, diffs: np.ndarray, where: str = "consolidate") -> tuple[np.ndarray, np.ndarray]:
-    """``(sel, sums)`` of :func:`_consolidate` over rows ``K``; a sum past int64 is an error naming ``where``.
+    """``(sel, sums)`` of :func:`group_sums` over rows ``K``; a sum past int64 is an error naming ``where``.
 
     Cost: up to ``SMALL_ROWS`` rows, one kernel (:func:`_consolidate_small`);
     beyond, one packing kernel, one numpy sort and one grouping kernel:
