@@ -313,12 +313,7 @@ class Spine:
         changed = True
         while changed:
             changed = False
-            tail = 0
-            for e in reversed(self.entries if TAIL > 1 else ()):
-                if isinstance(e, Merging) or len(e) >= TAIL_ROWS:
-                    break
-                tail += 1
-            self._tail = tail
+            tail = self._tail = self._tail_length()
             if tail >= TAIL > 1:
                 self._table = None
                 self.entries[-tail:] = [_merge_all(self.entries[-tail:], self._frontier())]
@@ -337,6 +332,15 @@ class Spine:
                     changed = True
                     break
 
+    def _tail_length(self) -> int:
+        """How many batches at the end are under ``TAIL_ROWS`` updates, none merging (0 when ``TAIL`` is 1)."""
+        tail = 0
+        for e in reversed(self.entries if TAIL > 1 else ()):
+            if isinstance(e, Merging) or len(e) >= TAIL_ROWS:
+                break
+            tail += 1
+        return tail
+
     def _check(self) -> None:
         """The merge rules have nothing left to do (what :meth:`insert` leaves): for stress tests.
 
@@ -345,11 +349,7 @@ class Spine:
         before the tail, neither of them a merge in progress, have
         ``len(a) <= 2 * len(b)``.  O(entries).
         """
-        tail = 0
-        for e in reversed(self.entries if TAIL > 1 else ()):
-            if isinstance(e, Merging) or len(e) >= TAIL_ROWS:
-                break
-            tail += 1
+        tail = self._tail_length()
         assert not tail >= TAIL > 1, f"a full tail of {tail} batches was left unmerged"
         for idx in range(len(self.entries) - 1 - tail, 0, -1):
             a, b = self.entries[idx - 1], self.entries[idx]
