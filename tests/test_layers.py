@@ -44,7 +44,7 @@ def loaded_after(statement: str) -> list[str]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("layer", [p for layer in LAYERS[:-1] for p in layer if p != "ddflow.datalog"])
+@pytest.mark.parametrize("layer", [p for layer in LAYERS[:-1] for p in layer])
 def test_a_layer_loads_nothing_above_it(layer):
     mine = layer_of(layer)
     above = [m for m in loaded_after(f"import {layer}") if m.startswith("ddflow.") and (layer_of(m) or 0) > mine]
@@ -216,3 +216,15 @@ def test_no_module_over_600_lines_without_a_reason():
         if text.count("\n") > 600 and "Why this module is long" not in text[:3000]:
             long.append((m, text.count("\n")))
     assert not long, f"modules over 600 lines with no reason at their top: {long}"
+
+
+def test_every_package_folder_is_installed():
+    """A wheel holds only the packages pyproject.toml lists: a folder left out (ddflow.datalog was) imports only
+    from a source checkout, never from ``pip install .``."""
+    import tomllib
+
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert {name: ROOT / path for name, path in setuptools["package-dir"].items()} == FOLDERS
+    found = {name + "".join("." + p for p in init.parent.relative_to(folder).parts)
+             for name, folder in FOLDERS.items() for init in folder.rglob("__init__.py")}
+    assert found == set(setuptools["packages"])
