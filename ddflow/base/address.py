@@ -45,9 +45,9 @@ def address(a: np.ndarray) -> int:
         from ddflow.base.kernels import jit_enabled
 
         if jit_enabled():
-            from numba import njit
+            from ddflow.base.kernel_cache import njit_cached
 
-            _compiled_data = njit(cache=True, nogil=True)(_data)
+            _compiled_data = njit_cached(_data)
         else:
             _compiled_data = lambda x: x.__array_interface__["data"][0]  # noqa: E731
     return int(_compiled_data(a))

@@ -5,13 +5,14 @@ update touches each operator with a handful of rows dozens of times; a
 numba call with a few array arguments costs well under a microsecond.
 So the inner loops that every update goes through (sorting and
 consolidating, seeking keys in a trace batch, building trie levels) are
-written here as plain loops over arrays and compiled with
-``@njit(cache=True, nogil=True)``.  Sorting itself stays with numpy's
+written here as plain loops over arrays and compiled by numba
+(``nogil``).  Sorting itself stays with numpy's
 stable sort, which no loop written here beat on large arrays.
 
 Compilation is lazy: nothing is compiled (or even imported from numba)
 until a kernel is first called, never at ``import ddflow``; compiled code
-is cached on disk next to this file, so only the first run on a machine
+is cached on disk next to this file, stamped with every file it compiles
+from (:mod:`ddflow.base.kernel_cache`), so only the first run on a machine
 pays for it.  ``DDFLOW_JIT=0`` runs the same functions as plain Python
 (slow; for debugging and for checking the kernels against themselves).
 
@@ -309,10 +310,7 @@ def kernels() -> SimpleNamespace:
         if not jit_enabled():
             _compiled = _PLAIN
         else:
-            from numba import njit
-
-            def jit(f):
-                return njit(cache=True, nogil=True)(getattr(f, "py_func", f))  # plain: a lazy_jit kernel may have bound it
+            from ddflow.base.kernel_cache import njit_cached as jit
 
             # Kernels that other kernels call (the seek's key comparisons, the grouping of a small
             # consolidation) are bound in this module, compiled, before their callers compile.
@@ -451,17 +449,16 @@ def lazy_jit(f=None, *, uses=()):
         nonlocal compiled
         if compiled is None:
             if jit_enabled():
-                from numba import njit
-
                 from ddflow.base.address import register_views
+                from ddflow.base.kernel_cache import njit_cached
 
                 register_views()
 
                 # A helper already bound compiled (by another kernel's first call) is compiled from its plain function.
-                jitted = {h.__name__: njit(cache=True, nogil=True)(getattr(h, "py_func", h)) for h in uses}
+                jitted = {h.__name__: njit_cached(h, uses) for h in uses}
                 for space in {id(x.__globals__): x.__globals__ for x in (f, *uses)}.values():
                     space.update({name: d for name, d in jitted.items() if name in space})
-                compiled = njit(cache=True, nogil=True)(f)
+                compiled = njit_cached(f, uses)
             else:
                 compiled = f
         return compiled(*args)

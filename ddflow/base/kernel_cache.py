@@ -1,0 +1,102 @@
+"""numba's disk cache for ddflow's kernels, keyed by everything a kernel's machine code comes from.
+
+numba stamps a cached function with the contents of its own source file
+only.  A kernel's machine code also holds the helpers it calls (numba
+links them in) and the trace views of :mod:`ddflow.base.address`; after
+an edit or an upgrade that touches only a helper's file, numba would load
+the old code, silently.  And a cached function records the module name
+it was compiled under: a kernel cached while its module ran as a script
+(``python -m doctest ddflow/base/columnar.py`` names it ``columnar``)
+then fails to load under its package name (``ModuleNotFoundError:
+columnar``).
+
+So :func:`njit_cached` stamps a kernel's cache entry with the contents of
+every file it compiles from, and names the entry with its module: a
+script's entry and the package's live side by side.  The entry lives
+where numba would put it (next to the source, or under
+``NUMBA_CACHE_DIR``).  numba is imported on the first compile, never at
+import.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import os
+from typing import Callable, Sequence
+
+
+@functools.lru_cache(maxsize=None)
+def _digest(path: str, mtime_ns: int, size: int) -> bytes:
+    """SHA-256 of the file at ``path``; the stat fields key the memo, so an edited file is read again."""
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).digest()
+
+
+def sources_stamp(files: Sequence[str]) -> bytes:
+    """One digest of the contents of ``files`` (order-free).  O(total size) once per file version."""
+    h = hashlib.sha256()
+    for path in sorted(set(files)):
+        st = os.stat(path)
+        h.update(path.encode() + _digest(path, st.st_mtime_ns, st.st_size))
+    return h.digest()
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_class() -> type:
+    """numba's function cache, its locator keyed as the module docstring says (built once numba is imported)."""
+    from numba.core.caching import CompileResultCacheImpl, FunctionCache
+
+    class Locator:
+        """numba's own locator for the kernel's file, stamped with all its files and named with its module."""
+
+        def __init__(self, inner, py_func):
+            self._inner, self._files, self._module = inner, py_func._kernel_sources, py_func.__module__
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            for base in CompileResultCacheImpl._locator_classes:
+                inner = base.from_function(py_func, py_file)
+                if inner is not None:
+                    return cls(inner, py_func)
+            return None
+
+        def ensure_cache_path(self):
+            self._inner.ensure_cache_path()
+
+        def get_cache_path(self):
+            return self._inner.get_cache_path()
+
+        def get_source_stamp(self):
+            return sources_stamp(self._files)
+
+        def get_disambiguator(self):
+            return f"{self._inner.get_disambiguator()}-{self._module}"
+
+    class Impl(CompileResultCacheImpl):
+        _locator_classes = [Locator]
+
+    class KernelCache(FunctionCache):
+        _impl_class = Impl
+
+    return KernelCache
+
+
+def njit_cached(f: Callable, helpers: Sequence[Callable] = ()) -> Callable:
+    """``f`` compiled by numba (``nogil``), cached on disk with the helpers it calls in its stamp.
+
+    ``helpers`` are the plain functions ``f`` calls, directly or through one
+    another; their files (and ddflow.base.address's) join ``f``'s file in the
+    stamp.  A compiled function passed in is compiled again from its plain
+    function.  Cost: a dispatcher; compiling waits for the first call.
+    """
+    from numba import njit
+
+    from ddflow.base import address
+
+    py = getattr(f, "py_func", f)
+    py._kernel_sources = tuple(sorted({inspect.getfile(getattr(h, "py_func", h)) for h in (py, *helpers)}
+                                      | {inspect.getfile(address)}))
+    dispatcher = njit(nogil=True)(py)
+    dispatcher._cache = _cache_class()(py)  # what Dispatcher.enable_caching does, with the cache above
+    return dispatcher

@@ -1,0 +1,72 @@
+"""The kernels' disk cache: an edited helper is compiled again, a script's entry never poisons the package's.
+
+Each run is a fresh interpreter on one ``NUMBA_CACHE_DIR``, compiling a
+small ``lazy_jit`` kernel of a package made here, whose helper lives in
+another module.  ``NUMBA_DEBUG_CACHE`` makes numba say whether it loaded
+the kernel or compiled it.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+KERNEL = """
+from ddflow.base.kernels import lazy_jit
+from kpkg.helper import twice
+
+
+@lazy_jit(uses=(twice,))
+def kernel(x):
+    return twice(x) + 1
+"""
+
+
+def run(tmp_path: pathlib.Path, code: str) -> tuple[str, str]:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "NUMBA_DEBUG_CACHE": "1", "DDFLOW_JIT": "1",
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()
+    return lines[-1], "\n".join(lines[:-1])
+
+
+def loaded(log: str) -> bool:
+    return "[cache] data loaded from" in log and "kernel" in log
+
+
+@pytest.fixture
+def package(tmp_path):
+    pkg = tmp_path / "kpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "kernel.py").write_text(KERNEL)
+    (pkg / "helper.py").write_text("def twice(x):\n    return 2 * x\n")
+    return pkg
+
+
+def test_an_edited_helper_is_compiled_again(tmp_path, package):
+    call = "from kpkg.kernel import kernel; print(kernel(3))"
+    assert run(tmp_path, call)[0] == "7"
+    result, log = run(tmp_path, call)
+    assert result == "7" and loaded(log), log  # the cache is used when nothing changed
+    (package / "helper.py").write_text("def twice(x):\n    return 3 * x\n")
+    result, log = run(tmp_path, call)
+    assert result == "10", "an edit of the helper's file loaded the old machine code"
+    assert run(tmp_path, call)[0] == "10"
+
+
+def test_a_module_run_under_another_name_does_not_poison_the_package(tmp_path, package):
+    # As `python -m doctest kpkg/kernel.py` does: the same file, imported as the module `kernel`.
+    as_script = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('kernel', 'kpkg/kernel.py'); "
+                 "m = importlib.util.module_from_spec(spec); sys.modules['kernel'] = m; spec.loader.exec_module(m); "
+                 "print(m.kernel(3))")
+    assert run(tmp_path, as_script)[0] == "7"
+    assert run(tmp_path, "from kpkg.kernel import kernel; print(kernel(3))")[0] == "7"
+    result, log = run(tmp_path, as_script)
+    assert result == "7" and loaded(log), log
