@@ -48,10 +48,16 @@ class Node(ABC):
     updates_in: int = 0
     updates_out: int = 0
 
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        # Whether the only work is what the queues hold (has_work's O(1) path).
+        cls._queues_only = cls.work_times is Node.work_times
+
     def __init__(self, scope: "Scope", name: str, n_inputs: int = 1):
         self.scope = scope
         self.ctx: Context = scope.ctx
         self.name = name
+        #: Per input port, batches not yet retired; never an empty one (push drops them, steps requeue only rows).
         self.queues: list[list[Updates]] = [[] for _ in range(n_inputs)]
         self.targets: list[tuple[Node, int]] = []
         self.kinds: tuple[str, ...] | None = None
@@ -130,8 +136,11 @@ class Node(ABC):
         Every step with no queued input and no pending times does nothing,
         so the scheduler skips it (nodes that send to other workers are
         always stepped: their peers count on a message per step).  O(1)
-        per array of work.
+        per array of work; O(ports) for a node whose only work is its
+        queues, since a queued batch is never empty.
         """
+        if self._queues_only:
+            return any(self.queues)
         return any(len(t) for t in self.work_times())
 
     def held_columns(self) -> Iterable[np.ndarray]:
