@@ -16,8 +16,10 @@ by ``float_keys`` order, which the kernels here do not compare in).
 
 Kernels in this module:
 
-* :func:`seek_table`: every update of the given keys in every batch, in
-  one call (what :meth:`traces.trace.Trace.seek` does per batch).
+* :func:`seek_table_within`: every update of the given keys in every
+  batch, in one call (what :meth:`traces.trace.Trace.seek` does per
+  batch); :func:`seek_table` calls it, checking first that a large output
+  fits in memory.
 
 >>> from ddflow.base.interner import Interner
 >>> from ddflow.base.updates import from_rows
@@ -34,8 +36,10 @@ from typing import Sequence
 
 import numpy as np
 
+from ddflow.base import memory
 from ddflow.base.address import address, view_2d, view_i32, view_i64
 from ddflow.base.kernels import lazy_jit
+from ddflow.errors import DataflowError
 
 #: The columns of a table row: counts, then addresses (offsets in 32 or 64 bits: the other view is empty).
 NKEYS, NVALS, NUPD, KEYS, KOFFS64, KOFFS32, VOFFS64, VOFFS32, TIMES, DIFFS, VAL0 = range(11)
@@ -141,13 +145,45 @@ def find_key(keys, x):
     return a if a < len(keys) and keys[a] == x else -1
 
 
-@lazy_jit(uses=(offset, find_key, key_offsets, val_offsets))
-def seek_table(T, keys, arity, depth):
+#: Above this many updates, a seek asks whether its output fits in memory before it allocates.
+CHECK_ABOVE = 1 << 22
+#: What a seek's output costs, in copies of it, by the time its caller has used it (a join gathers,
+#: multiplies, concatenates and consolidates): the memory a seek must find free.
+COPIES = 5
+
+
+def seek_table(T, keys, arity, depth, where: str = "seek"):
     """Every update of ``keys`` (int64, any order) in every batch of table ``T``.
 
     Returns ``(q, cols, times, diffs)``: per update the index of its query
-    key, its columns (an ``(arity, n)`` matrix: each column contiguous), ``(n, depth)`` time and diff; grouped
-    by batch, then by query.  O(k log n) per batch for k keys, plus O(output).
+    key, its columns (an ``(arity, n)`` matrix: each column contiguous),
+    ``(n, depth)`` time and diff; grouped by batch, then by query.
+    O(k log n) per batch for k keys, plus O(output), in one compiled call
+    (:func:`seek_table_within`).  An output over ``CHECK_ABOVE`` updates
+    whose ``COPIES`` would not fit in the memory available is an error
+    naming ``where`` and the sizes, raised before anything is allocated:
+    the alternative is the OOM killer.
+    """
+    q, cols, times, diffs, total = seek_table_within(T, keys, arity, depth, CHECK_ABOVE)
+    if total > CHECK_ABOVE:
+        need = COPIES * total * 8 * (arity + depth + 2)
+        free = memory.available_bytes()
+        if free is not None and need > free:
+            raise DataflowError(
+                f"{where}: one step would read {total:,} updates for {len(keys):,} lookups (about {need / 2**30:.1f} GiB "
+                f"with what follows), more than the {free / 2**30:.1f} GiB of memory available. An output that grows "
+                "with the square of the input per key and time (an aggregate joined back to every row of its group, "
+                "at many distinct times) needs fewer distinct times per step, or another plan")
+        q, cols, times, diffs, total = seek_table_within(T, keys, arity, depth, total)
+    return q, cols, times, diffs
+
+
+@lazy_jit(uses=(offset, find_key, key_offsets, val_offsets))
+def seek_table_within(T, keys, arity, depth, limit):
+    """:func:`seek_table`'s kernel, plus the number of updates found: ``(q, cols, times, diffs, total)``.
+
+    When ``total`` exceeds ``limit`` it returns after counting, the arrays
+    empty (nothing is allocated).  O(k log n) per batch, plus O(output).
     """
     nb = T.shape[0]
     nk = len(keys)
@@ -162,6 +198,9 @@ def seek_table(T, keys, arity, depth):
             pos[b, i] = p
             if p >= 0:
                 total += offset(vo64, vo32, offset(ko64, ko32, p + 1)) - offset(vo64, vo32, offset(ko64, ko32, p))
+    if total > limit:
+        return (np.empty(0, dtype=np.int64), np.empty((arity, 0), dtype=np.int64), np.empty((0, depth), dtype=np.int64),
+                np.empty(0, dtype=np.int64), total)
     q = np.empty(total, dtype=np.int64)
     cols = np.empty((arity, total), dtype=np.int64)
     times = np.empty((total, depth), dtype=np.int64)
@@ -187,7 +226,7 @@ def seek_table(T, keys, arity, depth):
                         times[k, c] = bt[u, c]
                     diffs[k] = bd[u]
                     k += 1
-    return q, cols, times, diffs
+    return q, cols, times, diffs, total
 
 
 def lower_bound_from(keys, x, lo):

@@ -142,7 +142,7 @@ class Trace:
         ([0, 1], [((2, 20), 0, 1), ((3, 30), 0, 1)])
         """
         if self.ints:
-            return seek_ints(self.spine.table(), keys, self.kinds, self.depth)
+            return seek_ints(self.spine.table(), keys, self.kinds, self.depth, f"trace {self.name!r}")
         return seek(list(self.spine.batches()), keys, self.kinds, self.depth)
 
     def view(self, keys: np.ndarray | None = None) -> "TraceView":
@@ -243,12 +243,15 @@ def seek(batches: list[Batch], keys: np.ndarray, kinds: tuple[str, ...], depth: 
     return np.concatenate(qparts), Updates.concat(uparts)
 
 
-def seek_ints(table: BatchTable, keys: np.ndarray, kinds: tuple[str, ...], depth: int) -> tuple[np.ndarray, Updates]:
+def seek_ints(table: BatchTable, keys: np.ndarray, kinds: tuple[str, ...], depth: int,
+              where: str = "seek") -> tuple[np.ndarray, Updates]:
     """:func:`seek` for a trace of int64 columns: one compiled call over every batch (:func:`traces.layout.seek_table`).
 
-    Cost: O(k log n) per batch for k keys, plus O(output), in one call.
+    Cost: O(k log n) per batch for k keys, plus O(output), in one call; an
+    output too large for the memory available is an error naming ``where``.
     """
-    q, cols, times, diffs = seek_table(table.matrix, np.ascontiguousarray(keys, dtype=np.int64), len(kinds), depth)
+    q, cols, times, diffs = seek_table(table.matrix, np.ascontiguousarray(keys, dtype=np.int64), len(kinds), depth,
+                                       where)
     return q, Updates(tuple(cols), times, diffs, kinds)
 
 

@@ -72,7 +72,7 @@ def join_trace(delta: Updates, trace: Trace, delta_left: bool, where: str = "joi
     """
     if trace.ints and delta.cols[0].dtype == np.int64:
         q, tcols, ttimes, tdiffs = seek_table(trace.spine.table().matrix, np.ascontiguousarray(delta.cols[0]),
-                                              len(trace.kinds), trace.depth)
+                                              len(trace.kinds), trace.depth, where)
         if not len(q):
             return None
         mine = tuple(c[q] for c in delta.cols[1:])

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 import ddflow
 from ddflow.base.interner import Interner
 from ddflow.base.updates import from_rows
-from ddflow.errors import SchemaError
+from ddflow.errors import DataflowError, SchemaError
 from ddflow.base.kernels import kernels
 from ddflow.operators.join import _products
 from ddflow.traces import Batch
@@ -53,3 +53,39 @@ def test_a_join_whose_diffs_multiply_past_int64_names_the_join():
     flow.advance_to(1)
     with pytest.raises(SchemaError, match="join 'big': a product of diffs does not fit in int64"):
         flow.run()
+
+
+def _square_join(flow, n):
+    """A join of n rows against n rows on one key, each row at its own time: n * n pairs."""
+    a_in, a = flow.new_collection("a")
+    b_in, b = flow.new_collection("b")
+    out = a.join(b, name="square").capture()
+    a_in.update([(1, i) for i in range(n)], times=list(range(n)))
+    flow.advance_to(n)
+    flow.run()
+    b_in.update([(1, i) for i in range(n)], times=list(range(n, 2 * n)))
+    flow.advance_to(2 * n)
+    return out
+
+
+def test_a_join_step_larger_than_memory_fails_naming_the_join_before_allocating(monkeypatch):
+    """A join that would pair more updates than memory holds is an error, not the OOM killer.
+
+    The machine's memory is set small here (the real check reads the kernel's
+    MemAvailable); with the memory really there, the same join runs and is exact.
+    """
+    from ddflow.traces import layout
+
+    monkeypatch.setattr(layout, "CHECK_ABOVE", 1000)
+    with ddflow.Dataflow() as flow:
+        out = _square_join(flow, 40)
+        flow.run()
+        assert len(out.drain()) == 40 * 40
+    monkeypatch.setattr(layout.memory, "available_bytes", lambda: 1 << 16)
+    with ddflow.Dataflow() as flow:
+        _square_join(flow, 40)
+        with pytest.raises(DataflowError, match=r"join 'square': one step would read 1,600 updates for 40 lookups .* "
+                                                r"more than the 0\.0 GiB of memory available"):
+            flow.run()
+        with pytest.raises(DataflowError, match="failed earlier"):
+            flow.run()

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ddflow.base.updates import Updates
 from ddflow.traces.batch import Batch
-from ddflow.traces.layout import BatchTable, histories, seek_table
+from ddflow.traces.layout import BatchTable, histories, seek_table_within
 from ddflow.traces.trace import Trace, seek
 
 
@@ -48,8 +48,11 @@ def test_seek_table_matches_the_per_batch_seek(tr, keys, plain):
     batches, depth, arity = tr
     keys = np.array(keys, dtype=np.int64)
     table = BatchTable.of(batches, depth, arity)
-    kernel = seek_table.plain if plain else seek_table
-    q, cols, times, diffs = kernel(table.matrix, keys, arity, depth)
+    kernel = seek_table_within.plain if plain else seek_table_within
+    q, cols, times, diffs, total = kernel(table.matrix, keys, arity, depth, 1 << 40)
+    assert total == len(q)
+    over = kernel(table.matrix, keys, arity, depth, total - 1)  # over the limit: counted, nothing read
+    assert over[4] == total and (total == 0 or len(over[0]) == 0)
     got = _rows([keys[q], *cols], times, diffs)
     # Reference: every update of every batch whose key is queried, once per query key equal to it.
     ref = []
