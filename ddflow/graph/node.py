@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
+from ddflow.base.kernels import lazy_jit
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 
@@ -30,6 +31,23 @@ def object_columns(u: Updates) -> Iterable[np.ndarray]:
 def ready_mask(times: np.ndarray, bound: np.ndarray) -> np.ndarray:
     """Times that are complete under ``bound`` (strictly below it in every coordinate)."""
     return np.all(times < bound, axis=1)
+
+
+@lazy_jit
+def any_complete(times, bound):
+    """Whether some row of ``times`` is complete under ``bound`` (``ready_mask(times, bound).any()``).
+
+    O(n depth), stopping at the first complete row: one compiled call.
+    """
+    for i in range(times.shape[0]):
+        ok = True
+        for j in range(times.shape[1]):
+            if times[i, j] >= bound[j]:
+                ok = False
+                break
+        if ok:
+            return True
+    return False
 
 
 class Node(ABC):
@@ -142,6 +160,16 @@ class Node(ABC):
         if self._queues_only:
             return any(self.queues)
         return any(len(t) for t in self.work_times())
+
+    def has_ready_work(self, bound: np.ndarray) -> bool:
+        """Whether a step under ``bound`` can do anything: the scheduler steps only nodes for which it holds.
+
+        Here, any work at all (a stateless node handles whatever reaches it,
+        whatever its time); a node that retires only times complete under
+        the bound says so by overriding this (a reduce inside a loop often
+        holds work for later rounds only).
+        """
+        return self.has_work()
 
     def held_columns(self) -> Iterable[np.ndarray]:
         """Every column of interner codes this node still holds: what the interner must not free.

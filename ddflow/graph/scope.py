@@ -251,8 +251,8 @@ class Scheduler:
                 self.step_loop(m, bound)
                 self.begin_epoch()
                 continue
-            if not m.sends_to_workers and not m.has_work():
-                continue  # nothing queued, nothing pending: the step would do nothing
+            if not m.sends_to_workers and not m.has_ready_work(bound):
+                continue  # nothing queued or pending that this step could retire: it would do nothing
             self.step_node(m, bound)
             if m.sends_to_workers:
                 in_flight.append(self.send(i, m))

@@ -6,7 +6,7 @@ from typing import Iterable
 import numpy as np
 
 from ddflow.errors import SchemaError, UsageError
-from ddflow.graph.node import Node, ready_mask
+from ddflow.graph.node import Node, any_complete, ready_mask
 from ddflow.graph.scope import Scope
 from ddflow.operators.arrange import ArrangeNode
 from ddflow.operators.reduce.general import GeneralTactic
@@ -48,6 +48,14 @@ class ReduceNode(Node):
     def work_times(self) -> Iterable[np.ndarray]:
         yield from super().work_times()
         yield from self.tactic.work_times()
+
+    def has_ready_work(self, bound: np.ndarray) -> bool:
+        """Whether some work is complete under ``bound``: by the tactics' contract, a step retires nothing else.
+
+        One compiled pass per array of work (:func:`any_complete`): a loop's
+        reduce holding seeds for later rounds only is not stepped.
+        """
+        return any(any_complete(t, bound) for t in self.work_times())
 
     def held_columns(self) -> Iterable[np.ndarray]:
         """Queued input (not yet complete) and the tactic's output trace and pending work.  O(batches)."""
