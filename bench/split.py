@@ -1,0 +1,150 @@
+"""Where one update's time goes: outside the scheduler, the scheduler, operator steps' Python, compiled kernels.
+
+    python -m bench.split                      # reach, one update per advance
+    python -m bench.split --bench sssp --updates 400 --batch 1
+
+The question this answers is the one issue 24's second item asks: would
+running a loop round as one compiled sequence pay?  Timers go around the
+top-level scheduler step, every operator step and every compiled kernel
+call an operator step makes (a kernel calling a kernel counts once).  What is
+left of an operator step after its kernels is Python and numpy glue, and
+the scheduler's share is what it spends between steps; fusing a round
+would remove those two, not the kernels' own work.  The timers add about
+half a microsecond a call, so the shares are close, not exact.
+
+The kernels are wrapped before any operator module is imported (ddflow
+loads them lazily), so this runs in its own interpreter.  The last line
+printed is one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import time
+
+import numpy as np
+
+import ddflow.base.kernels as _kernels
+
+#: Each benchmark's default workload (its own command line's defaults), less the seed.
+WORKLOADS = {"reach": (1000, 2000, 10), "sssp": (1000, 2000, 10), "components": (1000, 1000)}
+
+_acc: collections.Counter = collections.Counter()
+_calls: collections.Counter = collections.Counter()
+_depth = [0]  # 1 inside an operator step, 2 inside a kernel called there
+
+
+def _timed(fn):
+    def call(*args):
+        if _depth[0] != 1:  # outside an operator step (input, compaction: not a step's), or inside another kernel
+            return fn(*args)
+        _depth[0] += 1
+        t = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            _acc["kernels"] += time.perf_counter() - t
+            _calls["kernels"] += 1
+            _depth[0] -= 1
+    return call
+
+
+def _wrap_kernels() -> None:
+    lazy, namespace = _kernels.lazy_jit, _kernels.kernels
+    wrapped = []
+
+    def lazy_jit(f=None, *, uses=()):
+        if f is None:
+            return lambda g: lazy_jit(g, uses=uses)
+        call = _timed(lazy(f, uses=uses))
+        call.plain = f
+        return call
+
+    def kernels():
+        if not wrapped:
+            wrapped.append(type(namespace())(**{k: _timed(v) for k, v in vars(namespace()).items()}))
+        return wrapped[0]
+
+    _kernels.lazy_jit, _kernels.kernels = lazy_jit, kernels
+
+
+def _wrap_steps() -> None:
+    from ddflow.graph import node, scope
+
+    run_step, step_scope = node.Node.run_step, scope.Scheduler.step_scope
+
+    def timed_run_step(self, bound):
+        _depth[0] = 1
+        t = time.perf_counter()
+        try:
+            return run_step(self, bound)
+        finally:
+            _acc["steps"] += time.perf_counter() - t
+            _calls["steps"] += 1
+            _depth[0] = 0
+
+    def timed_step_scope(self, s, bound):
+        if s.parent is not None:
+            return step_scope(self, s, bound)
+        t = time.perf_counter()
+        try:
+            return step_scope(self, s, bound)
+        finally:
+            _acc["scheduler"] += time.perf_counter() - t
+
+    node.Node.run_step, scope.Scheduler.step_scope = timed_run_step, timed_step_scope
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bench", default="reach", choices=["reach", "sssp", "components"])
+    p.add_argument("--updates", type=int, default=400)
+    p.add_argument("--warmup", type=int, default=200)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    _wrap_kernels()
+    import importlib
+
+    from bench.harness import DdflowSystem
+
+    mod = importlib.import_module(f"bench.{args.bench}")
+    w = mod.Workload.make(*WORKLOADS[args.bench], args.seed)
+    system = DdflowSystem(w, mod.build)
+    window = collections.deque(map(tuple, w.initial.tolist()))
+    t = 1
+
+    def run(n: int) -> None:
+        nonlocal t
+        for _ in range(n // args.batch):
+            removed = np.array([window.popleft() for _ in range(args.batch)], dtype=np.int64)
+            added = w.fresh(args.batch)
+            window.extend(map(tuple, added.tolist()))
+            system.step(removed, added, t)
+            t += args.batch
+
+    run(args.warmup)
+    _wrap_steps()
+    t0 = time.perf_counter()
+    run(args.updates)
+    total = (time.perf_counter() - t0) / args.updates * 1e3
+    per = {k: v / args.updates * 1e3 for k, v in _acc.items()}
+    shares = {"outside the scheduler (API, input, output)": total - per["scheduler"],
+              "scheduler between steps": per["scheduler"] - per["steps"],
+              "operator steps: Python and numpy": per["steps"] - per["kernels"],
+              "compiled kernels": per["kernels"]}
+    print(f"{args.bench}, {args.batch} update(s) per advance: {total:.2f} ms an update, "
+          f"{_calls['steps'] / args.updates:.0f} operator steps and {_calls['kernels'] / args.updates:.0f} kernel calls")
+    for name, ms in shares.items():
+        print(f"  {name:45s} {ms:6.2f} ms  {ms / total:4.0%}")
+    system.close()
+    line = {"bench": args.bench, "batch": args.batch, "updates": args.updates, "ms_per_update": total,
+            "operator_steps": _calls["steps"] / args.updates, "kernel_calls": _calls["kernels"] / args.updates,
+            "ms": shares}
+    print(json.dumps(line))
+    return line
+
+
+if __name__ == "__main__":
+    main()
