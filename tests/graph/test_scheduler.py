@@ -9,6 +9,7 @@ from hypothesis.extra import numpy as hnp
 
 import ddflow
 from ddflow.errors import DataflowError, NonConvergence
+from ddflow.graph.node import any_complete, ready_mask
 from ddflow.graph.scope import IterativeScope, Scheduler, least_round
 from ddflow.workers.runtime import WorkerRuntime
 
@@ -70,6 +71,40 @@ def test_least_round_matches_the_reference(data):
     times = data.draw(hnp.arrays(np.int64, (n, cols), elements=st.integers(0, 5)))
     outer = data.draw(hnp.arrays(np.int64, k, elements=st.integers(0, 6)))
     assert least_round(times, outer) == reference_least_round(times, outer)
+
+
+@settings(max_examples=200)
+@given(data=st.data(), plain=st.booleans())
+def test_any_complete_matches_the_ready_mask(data, plain):
+    depth = data.draw(st.integers(1, 3))
+    times = data.draw(hnp.arrays(np.int64, (data.draw(st.integers(0, 8)), depth), elements=st.integers(0, 4)))
+    bound = data.draw(hnp.arrays(np.int64, depth, elements=st.integers(0, 5)))
+    kernel = any_complete.plain if plain else any_complete
+    assert kernel(times, bound) == bool(ready_mask(times, bound).any())
+
+
+def test_a_reduce_whose_work_is_all_later_is_not_stepped():
+    """A reduce retires only times complete under the bound, so the scheduler skips it when none are."""
+    flow = ddflow.Dataflow()
+    x_in, x = flow.new_collection("x")
+    out = x.count().capture()
+    stepped = []
+
+    class Recording(Scheduler):
+        def step_node(self, node, bound):
+            stepped.append(type(node).__name__)
+            super().step_node(node, bound)
+
+    x_in.update([(1, 2), (1, 3)], times=[0, 5])
+    flow.advance_to(1)
+    Recording().step_scope(flow.top, np.array([1]))
+    assert stepped.count("ReduceNode") == 1
+    stepped.clear()
+    Recording().step_scope(flow.top, np.array([3]))  # the update at time 5 waits in the reduce's queue
+    assert "ReduceNode" not in stepped
+    Recording().step_scope(flow.top, np.array([6]))
+    assert stepped.count("ReduceNode") == 1
+    assert sorted(out.drain()) == [((1, 2, 1), 0, 1), ((1, 3, 1), 5, 1)]
 
 
 def test_nodes_without_work_are_not_stepped():
