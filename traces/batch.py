@@ -71,7 +71,7 @@ class Batch:
     [((1, 10), 0, 1), ((1, 11), 0, 1), ((2, 20), 0, 1)]
     """
 
-    __slots__ = ("keys", "vals", "key_offs", "val_offs", "times", "diffs", "desc", "kinds", "_row")
+    __slots__ = ("keys", "vals", "key_offs", "val_offs", "times", "diffs", "desc", "kinds", "_row", "_outer")
 
     def __init__(
         self,
@@ -94,6 +94,7 @@ class Batch:
         self.desc = desc
         self.kinds = kinds
         self._row = None
+        self._outer: tuple[int, int] | None = None
         for a in (keys, key_offs, val_offs, times, diffs, *vals):
             a.setflags(write=False)
         if check:
@@ -174,6 +175,17 @@ class Batch:
     # -- shape ----------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.diffs)
+
+    def outer_range(self) -> tuple[int, int]:
+        """``(least, greatest)`` first time coordinate of the updates; ``(0, -1)`` when empty.
+
+        What the spine's settling asks of every large batch at every step:
+        O(n) once (the batch is immutable), then O(1).
+        """
+        if self._outer is None:
+            outer = self.times[:, 0]
+            self._outer = (int(outer.min()), int(outer.max())) if len(outer) else (0, -1)
+        return self._outer
 
     def table_row(self) -> np.ndarray:
         """This batch's row of a :class:`traces.layout.BatchTable` (made once: the batch is immutable).  O(arity)."""

@@ -200,16 +200,14 @@ def _merge_all(batches: list[Batch], frontier: Antichain) -> Batch:
 
 
 def _span(b: Batch) -> int:
-    """How many outer times (first coordinates) ``b`` spans: what advancing past them all could merge.  O(n)."""
-    if not len(b):
-        return 0
-    outer = b.times[:, 0]
-    return int(outer.max()) - int(outer.min())
+    """How many outer times (first coordinates) ``b`` spans: what advancing past them all could merge.  O(1)."""
+    lo, hi = b.outer_range()
+    return max(hi - lo, 0)
 
 
 def _passed(b: Batch, passed: int) -> bool:
-    """Every time of ``b`` has a first coordinate below ``passed``."""
-    return not len(b) or int(b.times[:, 0].max()) < passed
+    """Every time of ``b`` has a first coordinate below ``passed``.  O(1)."""
+    return b.outer_range()[1] < passed
 
 
 class Spine:
@@ -377,7 +375,7 @@ class Spine:
         advanced, for the same reason (with fewer, fuel finishes it, so no
         single step of a few updates pays for a large merge).
         Cost: O(n) once per batch (or merge) of n >= ``SETTLE_MIN`` updates,
-        plus a max over the first time coordinate of each large batch per call.
+        plus O(1) per large batch per call (its outer time range is kept on it).
         """
         f = self._frontier()
         if not len(f):
@@ -387,7 +385,7 @@ class Spine:
         def unsettled(b: Batch) -> bool:  # the frontier passed every time, and some time is not at `since`
             if not len(b) or b.desc.since == f:
                 return False
-            latest = int(b.times[:, 0].max())
+            latest = b.outer_range()[1]
             return latest < passed and latest > int(b.desc.since.elements[:, 0].max(initial=-1))
 
         changed = False

