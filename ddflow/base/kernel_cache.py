@@ -11,11 +11,12 @@ then fails to load under its package name (``ModuleNotFoundError:
 columnar``).
 
 So :func:`njit_cached` stamps a kernel's cache entry with the contents of
-every file it compiles from, and names the entry with its module: a
-script's entry and the package's live side by side.  The entry lives
-where numba would put it (next to the source, or under
+every file it compiles from, and names the entry with its module (and
+that file set): a script's entry and the package's live side by side.
+The entry lives where numba would put it (next to the source, or under
 ``NUMBA_CACHE_DIR``).  numba is imported on the first compile, never at
-import.
+import.  Setting ``NUMBA_CACHE_LOCATOR_CLASSES`` replaces numba's
+locators, this one included: the stamping is then numba's own.
 """
 from __future__ import annotations
 
@@ -52,6 +53,12 @@ def _cache_class() -> type:
 
         def __init__(self, inner, py_func):
             self._inner, self._files, self._module = inner, py_func._kernel_sources, py_func.__module__
+            # The file set names the entry too: a helper compiled for kernels with different uses= lists
+            # gets one entry per list, instead of one entry each stamp overwrites in turn.
+            self._set = hashlib.sha256("\0".join(self._files).encode()).hexdigest()[:8]
+
+        def __getattr__(self, name):  # what else numba reads of a locator (_py_file when it warns it cannot cache)
+            return getattr(self._inner, name)
 
         @classmethod
         def from_function(cls, py_func, py_file):
@@ -71,7 +78,7 @@ def _cache_class() -> type:
             return sources_stamp(self._files)
 
         def get_disambiguator(self):
-            return f"{self._inner.get_disambiguator()}-{self._module}"
+            return f"{self._inner.get_disambiguator()}-{self._module}-{self._set}"
 
     class Impl(CompileResultCacheImpl):
         _locator_classes = [Locator]

@@ -7,8 +7,11 @@ the kernel or compiled it.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -37,7 +40,8 @@ def run(tmp_path: pathlib.Path, code: str) -> tuple[str, str]:
 
 
 def loaded(log: str) -> bool:
-    return "[cache] data loaded from" in log and "kernel" in log
+    """Whether numba loaded the kernel itself (not only its helper) from the cache."""
+    return re.search(r"\[cache\] data loaded from .*kernel\.kernel-", log) is not None
 
 
 @pytest.fixture
@@ -70,3 +74,21 @@ def test_a_module_run_under_another_name_does_not_poison_the_package(tmp_path, p
     assert run(tmp_path, "from kpkg.kernel import kernel; print(kernel(3))")[0] == "7"
     result, log = run(tmp_path, as_script)
     assert result == "7" and loaded(log), log
+
+
+_labs = ctypes.CDLL(ctypes.util.find_library("c")).labs
+_labs.restype, _labs.argtypes = ctypes.c_long, [ctypes.c_long]
+
+
+def _magnitude(x):
+    return _labs(x)  # a ctypes function: machine code numba cannot cache
+
+
+def test_a_kernel_numba_cannot_cache_runs_with_numba_s_warning():
+    """numba reads more of a locator when it cannot cache: the kernel still runs, uncached, with numba's warning."""
+    from numba.core.errors import NumbaWarning
+
+    from ddflow.base.kernel_cache import njit_cached
+
+    with pytest.warns(NumbaWarning, match="Cannot cache"):
+        assert njit_cached(_magnitude)(-3) == 3
