@@ -161,21 +161,29 @@ def seek_table(T, keys, arity, depth, where: str = "seek"):
     O(k log n) per batch for k keys, plus O(output), in one compiled call
     (:func:`seek_table_within`).  An output over ``CHECK_ABOVE`` updates
     whose ``COPIES`` would not fit in the memory available is an error
-    naming ``where`` and the sizes, raised before anything is allocated:
-    the alternative is the OOM killer.
+    naming ``where`` and the sizes, raised before the output is allocated
+    (the alternative is the OOM killer); so is a table of key positions
+    (batches x keys) that would not fit.
     """
+    lookups = 8 * T.shape[0] * len(keys)  # the kernel's own table of where each key sits in each batch
+    if lookups > 8 * CHECK_ABOVE:
+        _check_fits(where, lookups, 0, len(keys))
     q, cols, times, diffs, total = seek_table_within(T, keys, arity, depth, CHECK_ABOVE)
     if total > CHECK_ABOVE:
-        need = COPIES * total * 8 * (arity + depth + 2)
-        free = memory.available_bytes()
-        if free is not None and need > free:
-            raise DataflowError(
-                f"{where}: one step would read {total:,} updates for {len(keys):,} lookups (about {need / 2**30:.1f} GiB "
-                f"with what follows), more than the {free / 2**30:.1f} GiB of memory available. An output that grows "
-                "with the square of the input per key and time (an aggregate joined back to every row of its group, "
-                "at many distinct times) needs fewer distinct times per step, or another plan")
-        q, cols, times, diffs, total = seek_table_within(T, keys, arity, depth, total)
+        _check_fits(where, lookups + COPIES * total * 8 * (arity + depth + 2), total, len(keys))
+        q, cols, times, diffs, total = seek_table_within(T, keys, arity, depth, total)  # searches again
     return q, cols, times, diffs
+
+
+def _check_fits(where: str, need: int, total: int, lookups: int) -> None:
+    """A DataflowError naming ``where`` when ``need`` bytes exceed the memory available (unknown: no error)."""
+    free = memory.available_bytes()
+    if free is not None and need > free:
+        raise DataflowError(
+            f"{where}: one step would read {total:,} updates for {lookups:,} lookups (about {need / 2**30:.1f} GiB "
+            f"with what follows), more than the {free / 2**30:.1f} GiB of memory available. An output that grows "
+            "with the square of the input per key and time (an aggregate joined back to every row of its group, "
+            "at many distinct times) needs fewer distinct times per step, or another plan")
 
 
 @lazy_jit(uses=(offset, find_key, key_offsets, val_offsets))
@@ -183,7 +191,8 @@ def seek_table_within(T, keys, arity, depth, limit):
     """:func:`seek_table`'s kernel, plus the number of updates found: ``(q, cols, times, diffs, total)``.
 
     When ``total`` exceeds ``limit`` it returns after counting, the arrays
-    empty (nothing is allocated).  O(k log n) per batch, plus O(output).
+    empty (no output is allocated; the count needs a batches x keys table
+    of positions).  O(k log n) per batch, plus O(output).
     """
     nb = T.shape[0]
     nk = len(keys)
