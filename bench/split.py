@@ -9,8 +9,10 @@ top-level scheduler step, every operator step and every compiled kernel
 call an operator step makes (a kernel calling a kernel counts once).  What is
 left of an operator step after its kernels is Python and numpy glue, and
 the scheduler's share is what it spends between steps; fusing a round
-would remove those two, not the kernels' own work.  The timers add about
-half a microsecond a call, so the shares are close, not exact.
+would remove those two, not the kernels' own work.  Kernels the
+scheduler calls between steps (finding a loop's next round, whether a
+node has work) count as the scheduler's.  The timers add about half a
+microsecond a call, so the shares are close, not exact.
 
 The kernels are wrapped before any operator module is imported (ddflow
 loads them lazily), so this runs in its own interpreter.  The last line
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
     t0 = time.perf_counter()
     run(args.updates)
     total = (time.perf_counter() - t0) / args.updates * 1e3
-    per = {k: v / args.updates * 1e3 for k, v in _acc.items()}
+    per = {k: _acc.get(k, 0.0) / args.updates * 1e3 for k in ("scheduler", "steps", "kernels")}
     shares = {"outside the scheduler (API, input, output)": total - per["scheduler"],
               "scheduler between steps": per["scheduler"] - per["steps"],
               "operator steps: Python and numpy": per["steps"] - per["kernels"],

@@ -315,9 +315,9 @@ def compaction_frontier(frontier: int, depth: int) -> Antichain:
 def compact(scope: Scope, frontier: int) -> None:
     """Advance every trace under ``scope`` to ``frontier``: all times before it are final.
 
-    At every step: compacting only every few time units measured 2.6%
-    faster at one update per step but held 21% more updates (merges in
-    between kept distinct times the frontier had passed).
+    Called after every step. Compacting every few time units instead
+    measured 2.6% faster at one update per step but held 21% more updates
+    (merges in between kept distinct times the frontier had passed).
     """
     frontiers: dict[int, Antichain] = {}
     for node in scope.all_nodes():

@@ -55,7 +55,7 @@ class ReduceNode(Node):
         One compiled pass per array of work (:func:`any_complete`): a loop's
         reduce holding seeds for later rounds only is not stepped.
         """
-        return any(any_complete(t, bound) for t in self.work_times())
+        return any(len(t) and any_complete(t, bound) for t in self.work_times())
 
     def held_columns(self) -> Iterable[np.ndarray]:
         """Queued input (not yet complete) and the tactic's output trace and pending work.  O(batches)."""

@@ -15,7 +15,10 @@ When it returns, for every key ``k`` and every time ``t < bound``
 every output update carries a time at which the input of its key
 changed or the least upper bound of such times, and every time at which
 the output of a key may still change but that is not yet complete is
-reported by :meth:`ReduceTactic.work_times` until it is retired.  The
+reported by :meth:`ReduceTactic.work_times` until it is retired.  So a
+step with no new input and no reported time complete under ``bound``
+retires nothing: the scheduler does not call it
+(:meth:`~ddflow.operators.reduce.node.ReduceNode.has_ready_work`).  The
 accumulated output at every time fixes the output updates (the updates at
 a time are the accumulation there minus the sum of those strictly
 before), so any two tactics that keep the contract emit the same
