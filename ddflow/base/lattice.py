@@ -365,6 +365,16 @@ class MutableAntichain:
                 self._frontier = Antichain.empty(self.depth)
         return self._frontier
 
+    def sole(self) -> tuple[int, ...] | None:
+        """The one time held, when exactly one is (any count); else None.  O(1).
+
+        >>> m = MutableAntichain(1); m.update(3, 2); m.sole()
+        (3,)
+        >>> m.update(4, 1); m.sole() is None
+        True
+        """
+        return next(iter(self._counts)) if len(self._counts) == 1 else None
+
     def count(self, t: TimeLike) -> int:
         """The count of time ``t`` (0 if absent).
 
