@@ -443,6 +443,9 @@ def lazy_jit(f=None, *, uses=()):
     """
     if f is None:
         return lambda g: lazy_jit(g, uses=uses)
+    # Plain functions: a first call binds its compiled helpers in their modules, so a module imported after one
+    # (iterate.py after a merge ran) names the helper compiled.
+    uses = tuple(getattr(h, "py_func", h) for h in uses)
     compiled = None
 
     def call(*args):
@@ -454,7 +457,6 @@ def lazy_jit(f=None, *, uses=()):
 
                 register_views()
 
-                # A helper already bound compiled (by another kernel's first call) is compiled from its plain function.
                 jitted = {h.__name__: njit_cached(h, uses) for h in uses}
                 for space in {id(x.__globals__): x.__globals__ for x in (f, *uses)}.values():
                     space.update({name: d for name, d in jitted.items() if name in space})

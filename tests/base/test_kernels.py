@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from ddflow.base import kernels as K
-from ddflow.base.kernels import float_keys, key_matrix
+from ddflow.base.kernels import float_keys, key_matrix, lazy_jit
 
 I64 = np.iinfo(np.int64)
 
@@ -196,3 +196,25 @@ def test_seek_finds_nan_keys_and_treats_minus_zero_as_zero():
     for seek in (K.kernels().seek, K._PLAIN.seek):
         q, vrow, _ = seek(b.keys, b.key_offs, b.val_offs, np.array([np.nan, -0.0, 2.0, np.nan]))
         assert sorted(zip(q.tolist(), b.vals[0][vrow].tolist())) == [(0, 1), (1, 2), (3, 1)]
+
+
+def _twice(x):
+    return 2 * x
+
+
+def _doubled(x):
+    return _twice(x)
+
+
+def _doubled_plus_one(x):
+    return _twice(x) + 1
+
+
+def test_a_kernel_declared_after_its_helper_was_bound_compiled_still_compiles():
+    """A first call binds its compiled helpers in their modules, so a module imported later may hand
+    ``uses=`` the compiled helper (iterate.py's ``lex_order`` after a merge ran): it is taken from its plain function."""
+    first = lazy_jit(uses=(_twice,))(_doubled)
+    assert first(3) == 6
+    helper_now = globals()["_twice"]  # what `from this_module import _twice` would now get
+    second = lazy_jit(uses=(helper_now,))(_doubled_plus_one)
+    assert second(3) == 7
