@@ -185,29 +185,24 @@ class TraceHandle:
         old = self._frontier
         if len(old) == 1 and len(frontier) == 1:
             # One time moving on, what a dataflow's compaction does at every step: compared as Python ints (a
-            # fifth of the general path's cost, which a single-update step pays once per trace).
-            a, b = next(iter(old)), next(iter(frontier))
-            if a == b:
-                return
-            if any(x > y for x, y in zip(a, b)):
-                raise UsageError(f"{self.trace.name}: compaction frontier may not go backwards, from {old} to {frontier}")
-            self.trace._holds.update(b, +1)
-            self.trace._holds.update(a, -1)
-            self._frontier = frontier
-            self.trace._holds_changed(sole=frontier)
-            self.trace.spine.settle()
+            # fifth of the Antichain comparisons' cost, which a single-update step pays once per trace).
+            gone, come = (next(iter(old)),), (next(iter(frontier)),)
+            backwards = any(x > y for x, y in zip(gone[0], come[0]))
+            same = gone == come
+        else:
+            gone, come = tuple(old), tuple(frontier)
+            backwards, same = not old.dominates(frontier), frontier == old
+        if backwards:
+            raise UsageError(f"{self.trace.name}: compaction frontier may not go backwards, from {old} to {frontier}")
+        if same:
             return
-        if not self._frontier.dominates(frontier):
-            raise UsageError(f"{self.trace.name}: compaction frontier may not go backwards, from {self._frontier} to {frontier}")
-        if frontier == self._frontier:
-            return
-        for t in frontier:
+        for t in come:
             self.trace._holds.update(t, +1)
-        for t in self._frontier:
+        for t in gone:
             self.trace._holds.update(t, -1)
         self._frontier = frontier
         # The meet is kept should the holds become empty (an empty frontier): compaction never regresses.
-        self.trace._holds_changed()
+        self.trace._holds_changed(sole=frontier if len(frontier) == 1 else None)
         self.trace.spine.settle()
 
     def drop(self) -> None:
