@@ -167,20 +167,24 @@ def seek_table(T, keys, arity, depth, where: str = "seek"):
     """
     lookups = 8 * T.shape[0] * len(keys)  # the kernel's own table of where each key sits in each batch
     if lookups > 8 * CHECK_ABOVE:
-        _check_fits(where, lookups, 0, len(keys))
+        _check_fits(where, lookups, f"look up {len(keys):,} keys in {T.shape[0]:,} batches")
     q, cols, times, diffs, total = seek_table_within(T, keys, arity, depth, CHECK_ABOVE)
     if total > CHECK_ABOVE:
-        _check_fits(where, lookups + COPIES * total * 8 * (arity + depth + 2), total, len(keys))
+        _check_fits(where, lookups + COPIES * total * 8 * (arity + depth + 2),
+                    f"read {total:,} updates for {len(keys):,} lookups")
         q, cols, times, diffs, total = seek_table_within(T, keys, arity, depth, total)  # searches again
     return q, cols, times, diffs
 
 
-def _check_fits(where: str, need: int, total: int, lookups: int) -> None:
-    """A DataflowError naming ``where`` when ``need`` bytes exceed the memory available (unknown: no error)."""
+def _check_fits(where: str, need: int, what: str) -> None:
+    """A DataflowError naming ``where`` and ``what`` the step would do when ``need`` bytes exceed the memory available.
+
+    Memory unknown: no error.
+    """
     free = memory.available_bytes()
     if free is not None and need > free:
         raise DataflowError(
-            f"{where}: one step would read {total:,} updates for {lookups:,} lookups (about {need / 2**30:.1f} GiB "
+            f"{where}: one step would {what} (about {need / 2**30:.1f} GiB "
             f"with what follows), more than the {free / 2**30:.1f} GiB of memory available. An output that grows "
             "with the square of the input per key and time (an aggregate joined back to every row of its group, "
             "at many distinct times) needs fewer distinct times per step, or another plan")
