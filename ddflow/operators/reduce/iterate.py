@@ -21,7 +21,7 @@ from ddflow.base.consolidate import consolidate
 from ddflow.base.kernels import key_matrix, lazy_jit, lex_order
 from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError, SchemaError
-from ddflow.graph.node import object_columns, ready_mask
+from ddflow.graph.node import any_complete, object_columns, ready_mask
 from ddflow.operators.reduce.chain import _assemble, chain_output, chain_walk, overflow_message, scalar_loop
 from ddflow.operators.reduce.logic import Logic
 from ddflow.operators.reduce.tactic import ReduceTactic
@@ -68,7 +68,7 @@ class LoopTactic(ReduceTactic):
         ng = len(trace.kinds)
         r = int(bound[-1]) - 1
         pend = self.pending_rows
-        if new is None and (pend is None or not ready_mask(pend.times, bound).any()):
+        if new is None and (pend is None or not any_complete(pend.times, bound)):
             return
         empty_k, empty_t = np.zeros((0, ng), dtype=np.int64), np.zeros((0, 2), dtype=np.int64)
         nk, nt = (key_matrix(new.cols), new.times) if new is not None else (empty_k, empty_t)
