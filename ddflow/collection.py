@@ -384,9 +384,9 @@ class Collection:
         plus ``gap``.  Removals re-split sessions exactly.  ``expire``
         (only when each record's data time is its ``ts``: an event-time
         input) drops a session at time ``end + 1``, from the output and
-        from the state.  Cost: per changed key and time, O(r log r)
-        Python for its r records in open sessions (see
-        :mod:`ddflow.operators.session`).
+        from the state.  Cost: one compiled call per step, O(r) per
+        changed key and time for its r records in open sessions, plus a
+        copy of the state (see :mod:`ddflow.operators.session`).
 
         >>> flow = ddflow.Dataflow()
         >>> ev_in, ev = flow.new_collection("events")

@@ -49,6 +49,18 @@ def float_keys(col: np.ndarray) -> np.ndarray:
     return bits ^ ((bits >> 63) & _INT64_SIGN)
 
 
+def float_values(keys: np.ndarray) -> np.ndarray:
+    """The float64 values of int64 keys made by :func:`float_keys` (its inverse: the map is an involution).  O(n).
+
+    Canonical as the keys are: one NaN, and 0.0 for -0.0.
+
+    >>> float_values(float_keys(np.array([1.5, -2.0, -0.0, np.inf]))).tolist()
+    [1.5, -2.0, 0.0, inf]
+    """
+    bits = np.asarray(keys, dtype=np.int64)
+    return (bits ^ ((bits >> 63) & _INT64_SIGN)).view(np.float64)
+
+
 def key_matrix(cols, times: np.ndarray | None = None) -> np.ndarray:
     """The sort key of each row as an ``(n, m)`` int64 matrix: the columns, then the time coordinates."""
     n = len(times) if times is not None else len(cols[0])
