@@ -36,7 +36,7 @@ it.  The SQL planner also calls :func:`factor_or` on the conjuncts it
 pools for its join order, so a key factored out of an OR ties two
 relations when it picks which to join next (a three-way comma join would
 otherwise start with a cross product).
-:func:`prune_columns` cuts each join input to the columns read above it.
+:func:`prune_columns` cuts each join input, window and session to the columns read above it.
 (Sharing arrangements between operators that need the same rows keyed
 the same way, and skipping exchanges that would move nothing, are done
 by :class:`ddflow.plan.lower.Lowering`.)
@@ -59,7 +59,7 @@ from __future__ import annotations
 import dataclasses
 
 from ddflow.plan.expr import Call, Col, Expr, conjunction, conjuncts, remapped
-from ddflow.plan.ir import Aggregate, CloseAt, Filter, Join, Project, Recursive, Rel, Union
+from ddflow.plan.ir import Aggregate, CloseAt, Filter, Join, Project, Recursive, Rel, Sessionized, Union, Windowed
 
 
 def push_filters(rel: Rel) -> Rel:
@@ -312,7 +312,7 @@ def equi_key(c: Expr, nl: int) -> tuple[Expr, Expr] | None:
 
 
 def prune_columns(rel: Rel) -> Rel:
-    """``rel`` with each join input cut to the columns used above it, so arrangements hold less.  O(plan size).
+    """``rel`` with each join input, window and session cut to the columns used above it, so state holds less.  O(plan size).
 
     Projections drop outputs nobody reads; a join side keeps only its
     keys and what the residual and the operators above read.  The
@@ -362,6 +362,18 @@ def _prune(rel: Rel, needed: set[int]) -> tuple[Rel, dict[int, int]]:
         group = tuple(remapped(g, m) for g in rel.group)
         aggs = tuple(dataclasses.replace(a, arg=remapped(a.arg, m)) if a.arg is not None else a for a in rel.aggs)
         return Aggregate(below, group, aggs, rel.names), {i: i for i in range(len(rel.schema))}
+    if isinstance(rel, (Windowed, Sessionized)):  # the input's columns, then the two bounds
+        n = len(rel.input.schema)
+        exprs = (rel.time, *(rel.keys if isinstance(rel, Sessionized) else ()))
+        need = {i for i in needed if i < n}.union(*(e.columns() for e in exprs))
+        below, m = _narrowed(*_prune(rel.input, need), need)
+        changes = {"input": below, "time": remapped(rel.time, m)}
+        if isinstance(rel, Sessionized):
+            changes["keys"] = tuple(remapped(k, m) for k in rel.keys)
+        n2 = len(below.schema)
+        remap = {i: m[i] for i in needed if i < n}
+        remap.update({n: n2, n + 1: n2 + 1})
+        return dataclasses.replace(rel, **changes), remap
     whole = _map_inputs(rel, lambda r: _prune(r, set(range(len(r.schema))))[0])
     return whole, {i: i for i in range(len(rel.schema))}
 
