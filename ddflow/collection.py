@@ -721,8 +721,10 @@ class Collection:
 
         Cost: with numeric values, at the top level and in a top-level loop,
         one compiled walk over each changed key's history: O(h log h +
-        |times| x |distinct values|) per key, no Python per key.  Object
-        values and deeper loops take the per-key path of ``reduce``.
+        |times| x |distinct values|) per key, no Python per key (object
+        values, such as strings, ranked by their decoded values).  Objects
+        Python cannot compare with each other, NaN and deeper loops take the
+        per-key path of ``reduce``.
 
         >>> flow = ddflow.Dataflow()
         >>> edges_in, edges = flow.new_collection("edges")

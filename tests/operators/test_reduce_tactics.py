@@ -163,9 +163,20 @@ def test_walk_tactic_matches_the_reference_in_a_loop(logic, schedule):
     assert a == _run_extreme(_walk_loop, logic, GeneralTactic, schedule, ("i", "i"))
 
 
-def test_walk_tactic_hands_object_values_to_the_reference():
+@settings(max_examples=40)
+@given(logic=st.sampled_from(sorted(EXTREMES)),
+       schedule=schedules({"x": st.tuples(st.integers(0, 4), st.sampled_from(["b", "a", "ab", "", None]),
+                                          st.integers(0, 2))}, max_updates=25))
+def test_walk_tactic_orders_string_values_as_the_reference(logic, schedule):
+    """Strings (None first) ranked by their decoded values; a second field breaks ties as tuples do."""
+    a = _run_extreme(_walk_top, logic, WalkTactic, schedule, ("i", "o", "i"))
+    assert a == _run_extreme(_walk_top, logic, GeneralTactic, schedule, ("i", "o", "i"))
+
+
+def test_walk_tactic_hands_objects_python_cannot_order_to_the_reference():
+    """A string and an int do not compare: the step goes to the general tactic, which puts numbers first."""
     flow = ddflow.Dataflow()
-    x_in, x = flow.new_collection("x")
+    x_in, x = flow.new_collection("x", schema=("i", "o"))
     cap = x._reduce_arranged(x.arrange(), ExtremeLogic("min"), tactic=WalkTactic).capture()
     x_in.update([(1, "b"), (1, "a"), (2, "c")], times=0)
     flow.advance_to(1)
@@ -175,3 +186,7 @@ def test_walk_tactic_hands_object_values_to_the_reference():
     flow.run()
     assert cap.contents(0) == {(1, "a"): 1, (2, "c"): 1}
     assert cap.contents(1) == {(1, "b"): 1, (2, "c"): 1}
+    x_in.update([(1, 7)], times=2)
+    flow.advance_to(3)
+    flow.run()
+    assert cap.contents(2) == {(1, 7): 1, (2, "c"): 1}

@@ -128,15 +128,16 @@ class ExtremeLogic(Logic):
         self.name = kind
 
     def evaluate(self, key, vals):
+        """In :func:`_sort_key`'s order: None first, and values Python cannot compare (a str, an int) still ordered."""
         live = [(v, m) for v, m in vals if m > 0]
         if not live:
             return []
         if self.kind == "min":
-            return [(min(live)[0], 1)]
+            return [(min(live, key=_sort_key)[0], 1)]
         if self.kind == "max":
-            return [(max(live)[0], 1)]
+            return [(max(live, key=_sort_key)[0], 1)]
         out, left = [], self.k
-        for v, m in sorted(live):
+        for v, m in sorted(live, key=_sort_key):
             if left <= 0:
                 break
             take = min(m, left)

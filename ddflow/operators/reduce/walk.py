@@ -21,10 +21,12 @@ value along the chain, so a key costs O(h + |chain| x |distinct values|)
 for a history of h updates, with no Python per key and no per-key
 ``np.unique`` of times (what the general tactic pays).  Values are
 compared by rank: numeric columns map to int64 keys in the same order,
-so several value fields compare as tuples do.  Steps whose values are
-objects (compared decoded) or NaN (which Python's ``min`` leaves
-unordered) go to the general tactic, which this one extends and shares
-its pending times and output trace with.
+so several value fields compare as tuples do; object values (strings)
+are ranked by their decoded values in the step that reads them (one sort
+in C, :func:`_comparable`).  Steps whose values include NaN (which
+Python's ``min`` leaves unordered) or objects that cannot be compared
+with each other go to the general tactic, which this one extends and
+shares its pending times and output trace with.
 
 Distinct in a loop could walk the same way (its output is a function of
 each value's count), but walking every value of a changed key costs more
@@ -63,7 +65,7 @@ class WalkTactic(GeneralTactic):
         r = int(bound[-1]) - 1 if depth == 2 else 0
         vkinds = trace.kinds[1:]
         logic = self.node.logic
-        if any(k not in "ifb" for k in vkinds) or (depth == 2 and (stimes[:, 1] != r).any()):
+        if any(k not in "ifbo" for k in vkinds) or (depth == 2 and (stimes[:, 1] != r).any()):
             return super()._retire(new, pk, pt, bound)
         keys = np.unique(skeys)
         # A trace of int64 columns is read in one compiled call, its histories already sorted by (key, time).
@@ -83,7 +85,10 @@ class WalkTactic(GeneralTactic):
             vfirst = None
             n_values = int(vrank.max()) + 1 if len(vrank) else 0
         else:
-            vrank, vfirst = _dense_rank(vcols, len(inp) + len(outp))
+            ordered = _comparable(vcols, vkinds, self.node.ctx.interner)
+            if ordered is None:  # objects Python cannot order among themselves: the reference says what happens
+                return super()._retire(new, pk, pt, bound)
+            vrank, vfirst = _dense_rank(ordered, len(inp) + len(outp))
             n_values = len(vfirst)
         n_in = len(inp)
         sg = np.searchsorted(keys, skeys)
@@ -135,6 +140,36 @@ def _narrow_int_range(cols: list[np.ndarray], kinds: tuple[str, ...]) -> int | N
         return None
     lo, hi = int(cols[0].min()), int(cols[0].max())
     return lo if hi - lo < 2 * len(cols[0]) else None
+
+
+def _comparable(cols: list[np.ndarray], kinds: tuple[str, ...], interner) -> list[np.ndarray] | None:
+    """``cols`` with each object column (interned codes) as two int64 columns ordered as its values are.
+
+    The first is the value's rank among the column's decoded values (None
+    first, as :func:`~ddflow.operators.reduce.logic._sort_key` puts it),
+    the second the code itself, so distinct objects that compare equal
+    stay distinct values.  None when some values cannot be compared (a
+    ``TypeError``).  O(n log n): decoding is vectorized and the sort
+    compares in C.
+    """
+    if "o" not in kinds:
+        return cols
+    out = []
+    for c, k in zip(cols, kinds):
+        if k != "o":
+            out.append(c)
+            continue
+        vals = interner.decode(c)
+        some = np.flatnonzero(~np.equal(vals, None).astype(bool))
+        rank = np.full(len(c), -1, dtype=np.int64)
+        if len(some):
+            try:
+                _, inv = np.unique(vals[some], return_inverse=True)
+            except TypeError:
+                return None
+            rank[some] = inv.reshape(-1)
+        out += [rank, c]
+    return out
 
 
 def _dense_rank(cols: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
