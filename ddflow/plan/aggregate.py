@@ -16,10 +16,10 @@ takes the cheapest exact route:
   their own (1, and x).
 - MIN and MAX: per aggregate, the non-NULL values keyed by the group go
   through ``min``/``max`` (the compiled walk tactic over the group's
-  arranged values; string values are interned objects and take the general
-  tactic, per changed key).  The group key is the group value itself for
-  one string column (NULL is None, never a string), else a tuple of the
-  group values and their null bits (built per changed row).
+  arranged values; string values are ranked by their decoded values in
+  the step).  The group key is :func:`group_key`: the group value itself
+  for one string column (NULL is None, never a string), else a tuple of
+  the group values and their null bits (built per changed row).
 - SUM and AVG over double cannot be kept under retraction exactly (float
   addition does not undo), so they keep the per-key reduce of
   :func:`ddflow.plan.lower._aggregate_logic`.
@@ -218,14 +218,8 @@ class _Plan:
         return kept.map_columns(pairs).distinct().map_columns(weighed)
 
     def _key(self, fields: list[np.ndarray]) -> np.ndarray:
-        """One exact field per group: the constant, a string group value, or a tuple of all group fields."""
-        if not self.k:
-            return fields[0]
-        if self.k == 1 and _kind(self.gtypes[0]) == "o":
-            return fields[0]
-        key = np.empty(len(fields[0]), dtype=object)
-        key[:] = list(zip(*(np.asarray(f).tolist() for f in fields)))
-        return key
+        """One exact field per group: the constant, or :func:`group_key`."""
+        return group_key(fields, self.gtypes) if self.k else fields[0]
 
     def _unkey(self, key: np.ndarray) -> list[np.ndarray]:
         """The group fields back from :meth:`_key`'s field."""
@@ -359,6 +353,20 @@ class _Plan:
         width = len(out_types) + 1
         present = acc.project(0).distinct()
         return _default_row(self.low, self.rel.aggs).antijoin(present).project(*range(1, width + 1)).concat(rows)
+
+
+def group_key(fields: list[np.ndarray], types: tuple[str, ...]) -> np.ndarray:
+    """One exact field per group from its stored fields (values, then the null mask).
+
+    The value itself for one string column (NULL is None, never a
+    string), else a tuple of all the fields, built per row (the one place
+    a grouping pays Python per changed row).
+    """
+    if len(types) == 1 and _kind(types[0]) == "o":
+        return fields[0]
+    key = np.empty(len(fields[0]), dtype=object)
+    key[:] = list(zip(*(np.asarray(f).tolist() for f in fields)))
+    return key
 
 
 def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:

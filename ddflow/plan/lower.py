@@ -67,6 +67,10 @@ def stored(cols: list[Column], types: tuple[str, ...], n: int | None = None) -> 
     return tuple(out)
 
 
+#: Lower every TopK through the per-partition reduce of :meth:`Lowering._topk` (tests only: the reference).
+TOPK_REDUCE = False
+
+
 class Lowering:
     """Builds the operators of plans over ``tables`` (by lower-case name) in ``scope`` (the tables' scope)."""
 
@@ -171,7 +175,14 @@ class Lowering:
         return outs[rel.index]
 
     def _topk(self, rel: TopK) -> Collection:
-        """Keyed by the first partition column; one reduce ranks each partition (Python per changed key)."""
+        """Keyed by the first partition column; one reduce ranks each partition (Python per changed key).
+
+        Without rank numbers, with a limit, and with no string sorted
+        descending, :meth:`_top_k_walk` instead (compiled, no Python per key).
+        """
+        if (not TOPK_REDUCE and rel.rank is None and rel.limit is not None and rel.limit >= 1
+                and not any(o.desc and KIND.get(o.expr.type, "i") == "o" for o in rel.order)):
+            return self._top_k_walk(rel)
         src = rel.input.schema
         npart, nrow = len(rel.partition), len(src)
         exprs = (*rel.partition, *(o.expr for o in rel.order))
@@ -190,6 +201,48 @@ class Lowering:
         ranked = keyed.reduce(logic)
         width = len(rel.schema) + 1
         return ranked.project(*range(1, width + 1))
+
+    def _top_k_walk(self, rel: TopK) -> Collection:
+        """ORDER BY ... LIMIT per partition as :meth:`~ddflow.collection.Collection.top_k`: the compiled walk.
+
+        Rows are keyed by the whole partition (:func:`~ddflow.plan.aggregate.group_key`)
+        and carry, before the stored row, two int64 fields per sort key
+        that order as the reduce of :meth:`_topk` compares: a null rank
+        (NULLs first or last) and the value (floats by their order-keeping
+        int64 key; descending as its bitwise complement, which reverses
+        the order of every int64).  Ties then break by the stored row, as
+        there, so the rows kept are the same.  Cost: as ``top_k``, plus
+        building the partition key per changed row.
+        """
+        from ddflow.base.kernels import float_keys
+        from ddflow.plan.aggregate import group_key
+
+        src = rel.input.schema
+        ptypes = tuple(e.type if e.type != "null" else "bigint" for e in rel.partition)
+        otypes = tuple(o.expr.type if o.expr.type != "null" else "bigint" for o in rel.order)
+
+        def keyed(*cols):
+            ins = columns_of(cols, src)
+            n = len(cols[0])
+            if rel.partition:
+                key = group_key(list(stored([evaluate(e, ins) for e in rel.partition], ptypes, n)), ptypes)
+            else:
+                key = np.zeros(n, dtype=np.int64)
+            sort = []
+            for o, typ in zip(rel.order, otypes):
+                vals, null = evaluate(o.expr, ins)
+                v = filled(as_type(vals, typ), null, typ)
+                if KIND[typ] == "f":
+                    v = float_keys(v)
+                elif KIND[typ] != "o":
+                    v = np.asarray(v, dtype=np.int64)
+                sort += [(~null if o.nulls_first else null).astype(np.int64), ~v if o.desc else v]
+            return (key, *sort, *cols)
+
+        rows = self.lower(rel.input).map_columns(keyed)
+        rows.partitioned = self._placed_by(rel.input, rel.partition[0] if rel.partition else None)
+        first = 1 + 2 * len(rel.order)
+        return rows.top_k(rel.limit).project(*range(first, first + len(src) + 1))
 
     def _one_row(self, rel: OneRow) -> Collection:
         """Every row under one constant key; a reduce passes them on while there is at most one, else raises.

@@ -36,7 +36,9 @@ it.  The SQL planner also calls :func:`factor_or` on the conjuncts it
 pools for its join order, so a key factored out of an OR ties two
 relations when it picks which to join next (a three-way comma join would
 otherwise start with a cross product).
-:func:`prune_columns` cuts each join input, window and session to the columns read above it.
+:func:`prune_columns` cuts each join input, window and session to the columns read above it,
+drops a filter on a ranking's rank that its limit already keeps, and the
+row numbers nobody reads (so the ranking is a plain top-k).
 (Sharing arrangements between operators that need the same rows keyed
 the same way, and skipping exchanges that would move nothing, are done
 by :class:`ddflow.plan.lower.Lowering`.)
@@ -58,8 +60,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from ddflow.plan.expr import Call, Col, Expr, conjunction, conjuncts, remapped
-from ddflow.plan.ir import Aggregate, CloseAt, Filter, Join, Project, Recursive, Rel, Sessionized, Union, Windowed
+from ddflow.plan.expr import Call, Col, Expr, Lit, conjunction, conjuncts, remapped
+from ddflow.plan.ir import (Aggregate, CloseAt, Filter, Join, Project, Recursive, Rel, Sessionized, TopK, Union,
+                             Windowed)
 
 
 def push_filters(rel: Rel) -> Rel:
@@ -338,8 +341,17 @@ def _prune(rel: Rel, needed: set[int]) -> tuple[Rel, dict[int, int]]:
         exprs = tuple(remapped(rel.exprs[j], m) for j in keep)
         return Project(below, exprs, tuple(rel.names[j] for j in keep)), {j: i for i, j in enumerate(keep)}
     if isinstance(rel, Filter):
+        if _implied_by_limit(rel):  # it drops nothing: without it, nothing may need the rank
+            return _prune(rel.input, needed)
         below, m = _prune(rel.input, needed | rel.predicate.columns())
         return Filter(below, remapped(rel.predicate, m)), m
+    if isinstance(rel, TopK):
+        # Row numbers nobody reads: the rows kept are the same (numbered copies of a row, counted instead).
+        # The input keeps every column: the whole row breaks ties, so a narrower row could keep another one.
+        if rel.rank == "row_number" and len(rel.input.schema) not in needed:
+            rel = dataclasses.replace(rel, rank=None)
+        whole = _map_inputs(rel, lambda r: _prune(r, set(range(len(r.schema))))[0])
+        return whole, {i: i for i in range(len(rel.schema))}
     if isinstance(rel, Join):
         nl = len(rel.left.schema)
         used = set(needed)
@@ -376,6 +388,26 @@ def _prune(rel: Rel, needed: set[int]) -> tuple[Rel, dict[int, int]]:
         return dataclasses.replace(rel, **changes), remap
     whole = _map_inputs(rel, lambda r: _prune(r, set(range(len(r.schema))))[0])
     return whole, {i: i for i in range(len(rel.schema))}
+
+
+def _implied_by_limit(f: Filter) -> bool:
+    """``rank <= k`` (``< k``, ``= 1``) over a projected ranking whose limit keeps only ranks that pass it.
+
+    The SQL planner sets a ranking's limit from such a filter and leaves
+    the filter above (:func:`ddflow.sql.planner._limit_ranks`); ranks start at 1.
+    """
+    pred, p = f.predicate, f.input
+    if not (isinstance(pred, Call) and pred.op in ("<=", "<", "=") and isinstance(pred.args[0], Col)
+            and isinstance(pred.args[1], Lit) and type(pred.args[1].value) is int):
+        return False
+    if not (isinstance(p, Project) and isinstance(p.input, TopK) and p.input.rank is not None
+            and p.input.limit is not None):
+        return False
+    e = p.exprs[pred.args[0].index]
+    if not (isinstance(e, Col) and e.index == len(p.input.input.schema)):
+        return False
+    k, limit = pred.args[1].value, p.input.limit
+    return limit <= k if pred.op == "<=" else limit < k if pred.op == "<" else k == 1 and limit <= 1
 
 
 def _narrowed(rel: Rel, remap: dict[int, int], needed: set[int]) -> tuple[Rel, dict[int, int]]:
