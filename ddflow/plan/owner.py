@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from ddflow.collection import Collection
 from ddflow.plan.ir import Rel
 from ddflow.plan.lower import Lowering
-from ddflow.plan.rewrite import lift_closes, prune_columns, push_filters
+from ddflow.plan.rewrite import equate_extremes, lift_closes, prune_columns, push_filters
 
 if TYPE_CHECKING:
     from ddflow.dataflow import Dataflow
@@ -43,7 +43,7 @@ class PlanOwner:
 
     def rewritten(self, rel: Rel) -> Rel:
         """``rel`` after the rewrites that never change a result (none with ``rewrite=False``).  O(plan size)."""
-        return prune_columns(push_filters(lift_closes(rel))) if self.rewrite else rel
+        return prune_columns(equate_extremes(push_filters(lift_closes(rel)))) if self.rewrite else rel
 
     def lower(self, rel: Rel) -> Collection:
         """The collection of a plan from any front end, rewritten, with its named columns.  Cost: O(plan size)."""

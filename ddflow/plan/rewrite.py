@@ -314,6 +314,74 @@ def equi_key(c: Expr, nl: int) -> tuple[Expr, Expr] | None:
     return None
 
 
+def equate_extremes(rel: Rel) -> Rel:
+    """``rel`` with each inner join on a group's MAX compared by ``>=`` (MIN by ``<=``) made an equality.  O(plan size).
+
+    ``L JOIN (SELECT g, max(x) AS m FROM L' GROUP BY g) ON L.g = g AND L.x >= m``
+    where ``L`` and ``L'`` project the same relation, so that each row of
+    ``L`` is among those its group's max is taken over: then ``L.x <= m``
+    always, and ``L.x >= m`` holds exactly when ``L.x = m`` (NULLs fail
+    both).  As an equality the comparison is a join key, so a new max
+    meets only its group's rows that reach it, not the whole group (the
+    residual made Nexmark q5 quadratic).  Not for doubles (NaN).
+    """
+    rel = _map_inputs(rel, equate_extremes)
+    if not (isinstance(rel, Join) and rel.kind == "inner" and rel.residual is not None):
+        return rel
+    nl = len(rel.left.schema)
+    parts = conjuncts(rel.residual)
+    for i, c in enumerate(parts):
+        pair = equi_key(Call("=", c.args, "boolean"), nl) if _reaches_extreme(rel, c, nl) else None
+        if pair is None:
+            continue
+        lk, rk = pair
+        rest = conjunction(parts[:i] + parts[i + 1:])
+        return equate_extremes(dataclasses.replace(rel, left_keys=rel.left_keys + (lk,),
+                                                   right_keys=rel.right_keys + (rk,), residual=rest))
+    return rel
+
+
+def _reaches_extreme(join: Join, c: Expr, nl: int) -> bool:
+    """``c`` is ``L.x >= m`` (or ``m <= L.x``; ``<=`` for MIN) as :func:`equate_extremes` asks."""
+    if not (isinstance(c, Call) and c.op in (">=", "<=") and all(isinstance(x, Col) for x in c.args)):
+        return False
+    (a, b), op = c.args, c.op
+    if a.index >= nl:
+        a, b, op = b, a, _FLIPPED[op]
+    if not (a.index < nl <= b.index) or "double" in (a.type, b.type):
+        return False
+    right = _projected(join.right)
+    agg = right[1][b.index - nl] if right else None
+    if not (right and isinstance(right[0], Aggregate) and isinstance(agg, Col) and agg.index >= len(right[0].group)):
+        return False
+    grouped = right[0]
+    a_ = grouped.aggs[agg.index - len(grouped.group)]
+    if a_.distinct or a_.func != ("max" if op == ">=" else "min") or not isinstance(a_.arg, Col):
+        return False
+    left, inner = _projected(join.left), _projected(grouped.input)
+    if not (left and inner and left[0] == inner[0]):
+        return False
+    same = lambda lcol, icol: canonical(left[1][lcol]) == canonical(inner[1][icol])  # noqa: E731
+    if not same(a.index, a_.arg.index):
+        return False
+    # Every group column is equated with the left column that is the same expression of the same rows.
+    keys = {(canonical(lk), canonical(rk)) for lk, rk in zip(join.left_keys, join.right_keys)}
+    for j, g in enumerate(grouped.group):
+        at = [k for k, e in enumerate(right[1]) if canonical(e) == Col(j, e.type)]
+        if not (isinstance(g, Col) and any((Col(lc, left[1][lc].type), Col(k, right[1][k].type)) in keys
+                                           and same(lc, g.index) for k in at for lc in range(nl))):
+            return False
+    return True
+
+
+def _projected(rel: Rel) -> tuple[Rel, tuple[Expr, ...]] | None:
+    """``(input, exprs)`` of a projection of columns, or a relation as its own identity projection."""
+    if isinstance(rel, Project):
+        return rel.input, rel.exprs
+    s = rel.schema
+    return rel, tuple(Col(i, t, n) for i, (n, t) in enumerate(zip(s.names, s.types)))
+
+
 def prune_columns(rel: Rel) -> Rel:
     """``rel`` with each join input, window and session cut to the columns used above it, so state holds less.  O(plan size).
 

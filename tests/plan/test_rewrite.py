@@ -115,3 +115,42 @@ def test_windows_and_sessions_cut_to_the_columns_read_change_nothing(seed):
     flow.run()
     for q, (a, b) in zip(WINDOWED, pairs):
         assert a.changes() == b.changes(), q
+
+
+EXTREMES = [  # (query, whether the comparison becomes a join key)
+    ("SELECT a.k, a.x FROM a JOIN (SELECT k, MAX(x) AS m FROM a GROUP BY k) b ON a.k = b.k AND a.x >= b.m", True),
+    ("SELECT a.k, a.x FROM a JOIN (SELECT MIN(x) AS m, k FROM a GROUP BY k) b ON b.k = a.k WHERE b.m >= a.x", True),
+    ("SELECT c.k, c.n FROM (SELECT k, x, COUNT(*) AS n FROM a GROUP BY k, x) c "
+     "JOIN (SELECT k, MAX(n) AS m FROM (SELECT k, x, COUNT(*) AS n FROM a GROUP BY k, x) d GROUP BY k) e "
+     "ON c.k = e.k AND c.n >= e.m", True),
+    # not the same rows on both sides, or not grouped by what is equated: the comparison stays a residual
+    ("SELECT a.k, a.x FROM a JOIN (SELECT k, MAX(x) AS m FROM a WHERE x < 2 GROUP BY k) b ON a.k = b.k AND a.x >= b.m",
+     False),
+    ("SELECT a.k, a.x FROM a JOIN (SELECT k, MAX(x) AS m FROM a GROUP BY k) b ON a.x >= b.m", False),
+    ("SELECT a.k, a.x FROM a JOIN (SELECT k, MAX(x) AS m FROM a GROUP BY k) b ON a.k = b.k AND a.x <= b.m", False),
+]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(rows, st.booleans()), max_size=16))
+def test_a_comparison_with_the_groups_own_max_becomes_an_equality_and_changes_nothing(updates):
+    flow = ddflow.Dataflow()
+    a_in = flow.new_collection("a", schema={"k": "bigint", "x": "bigint"})[0]
+    plain, rewritten = SqlFrontend(flow, rewrite=False, share=False), SqlFrontend(flow)
+    for q, keyed in EXTREMES:
+        assert (">= m" not in rewritten.explain(q) and "m >=" not in rewritten.explain(q)
+                and "<= m" not in rewritten.explain(q)) == keyed, q
+    pairs = [(plain.sql(q).capture(), rewritten.sql(q).capture()) for q, _ in EXTREMES]
+    present: list = []
+    for t, (row, insert) in enumerate(updates):
+        if insert or row not in present:
+            present.append(row)
+            a_in.update([row], t, 1)
+        else:
+            present.remove(row)
+            a_in.update([row], t, -1)
+    flow.advance_to(len(updates) + 1)
+    flow.run()
+    for (q, _), (x, y) in zip(EXTREMES, pairs):
+        for t in range(len(updates) + 1):
+            assert x.contents(t) == y.contents(t), (q, t)
