@@ -749,21 +749,27 @@ class Collection:
         """
         return self._reduce_arranged(self.arrange(), ExtremeLogic("max"), name)
 
-    def top_k(self, k: int, name: str | None = None) -> "Collection":
+    def top_k(self, k: int, numbered: bool = False, name: str | None = None) -> "Collection":
         """The ``k`` smallest values per key (with multiplicity), as ``(key, *value)``.
 
-        Cost: as ``min`` (plus ranking the values once per step).
+        ``numbered``: each copy kept once as ``(key, *value, n)``, ``n`` its
+        row number 1..k within the key (SQL's ``ROW_NUMBER() OVER
+        (PARTITION BY key ORDER BY value) <= k``).  Cost: as ``min`` (plus
+        ranking the values once per step).
 
         >>> flow = ddflow.Dataflow()
         >>> edges_in, edges = flow.new_collection("edges")
         >>> out = edges.top_k(2).capture()
+        >>> ranked = edges.top_k(2, numbered=True).capture()
         >>> edges_in.update([(1, 4), (1, 2), (1, 3)], times=0); flow.advance_to(1); flow.run()
         >>> out.drain()
         [((1, 2), 0, 1), ((1, 3), 0, 1)]
+        >>> ranked.drain()
+        [((1, 2, 1), 0, 1), ((1, 3, 2), 0, 1)]
         """
         if k < 1:
             raise UsageError(f"top_k needs k >= 1, got {k}")
-        return self._reduce_arranged(self.arrange(), ExtremeLogic("top_k", k), name)
+        return self._reduce_arranged(self.arrange(), ExtremeLogic("row_number" if numbered else "top_k", k), name)
 
     # -- iteration ------------------------------------------------------------------
     def iterate(self, fn: Callable[["Variable"], "Collection"], name: str | None = None,

@@ -177,10 +177,10 @@ class Lowering:
     def _topk(self, rel: TopK) -> Collection:
         """Keyed by the first partition column; one reduce ranks each partition (Python per changed key).
 
-        Without rank numbers, with a limit, and with no string sorted
-        descending, :meth:`_top_k_walk` instead (compiled, no Python per key).
+        With row numbers or none, a limit, and no string sorted descending,
+        :meth:`_top_k_walk` instead (compiled, no Python per key).
         """
-        if (not TOPK_REDUCE and rel.rank is None and rel.limit is not None and rel.limit >= 1
+        if (not TOPK_REDUCE and rel.rank in (None, "row_number") and rel.limit is not None and rel.limit >= 1
                 and not any(o.desc and KIND.get(o.expr.type, "i") == "o" for o in rel.order)):
             return self._top_k_walk(rel)
         src = rel.input.schema
@@ -203,7 +203,7 @@ class Lowering:
         return ranked.project(*range(1, width + 1))
 
     def _top_k_walk(self, rel: TopK) -> Collection:
-        """ORDER BY ... LIMIT per partition as :meth:`~ddflow.collection.Collection.top_k`: the compiled walk.
+        """ORDER BY ... LIMIT per partition (ROW_NUMBER() <= k) as :meth:`~ddflow.collection.Collection.top_k`.
 
         Rows are keyed by the whole partition (:func:`~ddflow.plan.aggregate.group_key`)
         and carry, before the stored row, two int64 fields per sort key
@@ -241,8 +241,11 @@ class Lowering:
 
         rows = self.lower(rel.input).map_columns(keyed)
         rows.partitioned = self._placed_by(rel.input, rel.partition[0] if rel.partition else None)
-        first = 1 + 2 * len(rel.order)
-        return rows.top_k(rel.limit).project(*range(first, first + len(src) + 1))
+        first, n = 1 + 2 * len(rel.order), len(src)
+        if rel.rank is None:
+            return rows.top_k(rel.limit).project(*range(first, first + n + 1))
+        # (key, sort keys, row, mask, number) -> (row, number, mask)
+        return rows.top_k(rel.limit, numbered=True).project(*range(first, first + n), first + n + 1, first + n)
 
     def _one_row(self, rel: OneRow) -> Collection:
         """Every row under one constant key; a reduce passes them on while there is at most one, else raises.

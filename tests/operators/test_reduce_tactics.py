@@ -79,7 +79,10 @@ EXTREMES = {
     "min": lambda: ExtremeLogic("min"),
     "max": lambda: ExtremeLogic("max"),
     "top_k": lambda: ExtremeLogic("top_k", 2),
+    "row_number": lambda: ExtremeLogic("row_number", 3),
 }
+#: Logics whose output is a value, so a loop can feed it back (row_number adds a field).
+VALUED = sorted(set(EXTREMES) - {"row_number"})
 
 
 def test_the_reference_accepts_everything_and_each_tactic_only_its_cases():
@@ -156,7 +159,7 @@ def test_walk_tactic_orders_float_and_several_value_fields_as_tuples(logic, sche
 
 
 @settings(max_examples=40)
-@given(logic=st.sampled_from(sorted(EXTREMES)),
+@given(logic=st.sampled_from(VALUED),
        schedule=schedules({"x": int_rows(2, 0, 15)}, max_updates=20, diffs=(1, 1, 1, -1)))
 def test_walk_tactic_matches_the_reference_in_a_loop(logic, schedule):
     a = _run_extreme(_walk_loop, logic, WalkTactic, schedule, ("i", "i"))

@@ -1,7 +1,7 @@
-"""ORDER BY ... LIMIT and ROW_NUMBER() <= k without the number: the compiled top_k walk against the reduce it replaces.
+"""ORDER BY ... LIMIT and ROW_NUMBER() <= k: the compiled top_k walk against the reduce it replaces.
 
 Random queries (partitions of none, one or two columns, strings among
-them; sort keys of every type, ascending and descending, NULLs first and
+them; the row number read or not; sort keys of every type, ascending and descending, NULLs first and
 last; limits 1-3) over random update streams with NULLs, removals and
 ties, several data times per advance, at one and two workers.  The
 reference is the same plan lowered through the per-partition reduce
@@ -34,7 +34,8 @@ def _query(rng: random.Random) -> str:
     if rng.random() < 0.3:
         return f"SELECT p, q, x, y, s FROM t ORDER BY {', '.join(orders)} LIMIT {k}"
     parts = rng.choice([["p"], ["q"], ["p", "q"], ["q", "p"]])
-    return (f"SELECT p, q, x, y, s FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY {', '.join(parts)} "
+    shown = rng.choice(["p, q, x, y, s", "s, rn, p", "rn"])  # the row number read, or not
+    return (f"SELECT {shown} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY {', '.join(parts)} "
             f"ORDER BY {', '.join(orders)}) AS rn FROM t) WHERE rn {rng.choice(['<=', '<'])} {k + 1}")
 
 

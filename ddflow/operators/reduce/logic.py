@@ -119,7 +119,7 @@ class SumLogic(Logic):
 
 
 class ExtremeLogic(Logic):
-    """min / max / top_k of the values of each key."""
+    """min / max / top_k of the values of each key; ``row_number``: top_k with each copy numbered 1..k."""
 
     min_arity = 2
 
@@ -141,12 +141,16 @@ class ExtremeLogic(Logic):
             if left <= 0:
                 break
             take = min(m, left)
-            out.append((v, take))
+            if self.kind == "row_number":
+                first = self.k - left + 1
+                out.extend((v + (n,), 1) for n in range(first, first + take))
+            else:
+                out.append((v, take))
             left -= take
         return out
 
     def out_kinds(self, in_kinds):
-        return in_kinds
+        return in_kinds + ("i",) if self.kind == "row_number" else in_kinds
 
 
 def _checked(out: Any, name: str) -> list[tuple[tuple, int]]:

@@ -48,7 +48,7 @@ from ddflow.operators.reduce.logic import ExtremeLogic, Logic
 from ddflow.traces.layout import histories
 
 #: Logics as the kernel numbers them.
-MODES = {"min": 0, "max": 1, "top_k": 2}
+MODES = {"min": 0, "max": 1, "top_k": 2, "row_number": 3}
 
 
 class WalkTactic(GeneralTactic):
@@ -70,15 +70,17 @@ class WalkTactic(GeneralTactic):
         keys = np.unique(skeys)
         # A trace of int64 columns is read in one compiled call, its histories already sorted by (key, time).
         presorted = trace.ints and (self.out_trace is None or self.out_trace.ints)
+        numbered = logic.name == "row_number"  # the output's last field is the row number, not a value
         in_q, inp = _read(trace, keys, presorted)
         if self.out_trace is not None:
             out_q, outp = _read(self.out_trace, keys, presorted)
         else:
-            out_q, outp = np.zeros(0, dtype=np.int64), Updates.empty(trace.kinds, depth)
-        if any(k == "f" and np.isnan(c).any() for c, k in zip((*inp.cols[1:], *outp.cols[1:]), vkinds * 2)):
+            out_q, outp = np.zeros(0, dtype=np.int64), Updates.empty(logic.out_kinds(trace.kinds), depth)
+        out_vals = outp.cols[1:-1] if numbered else outp.cols[1:]
+        if any(k == "f" and np.isnan(c).any() for c, k in zip((*inp.cols[1:], *out_vals), vkinds * 2)):
             return super()._retire(new, pk, pt, bound)
         # Values ranked in tuple order; the rank's first row holds its columns.
-        vcols = [np.concatenate([a, b]) for a, b in zip(inp.cols[1:], outp.cols[1:])]
+        vcols = [np.concatenate([a, b]) for a, b in zip(inp.cols[1:], out_vals)]
         lo = _narrow_int_range(vcols, vkinds)
         if lo is not None:  # one integer value in a narrow range: its offset from the least is an order-keeping rank
             vrank = vcols[0] - lo
@@ -95,11 +97,12 @@ class WalkTactic(GeneralTactic):
         s_o = pair_order(sg, stimes[:, 0])
         i_o = slice(None) if presorted else pair_order(in_q, inp.times[:, 0])
         o_o = slice(None) if presorted else pair_order(out_q, outp.times[:, 0])
+        out_n = outp.cols[-1][o_o] if numbered else np.zeros(len(outp), dtype=np.int64)
         emitted, pending = key_walk(
             MODES[logic.name], getattr(logic, "k", 1), r, int(bound[0]), n_values,
             sg[s_o], stimes[s_o, 0],
             in_q[i_o], inp.times[i_o, 0], _iterations(inp.times)[i_o], vrank[:n_in][i_o], inp.diffs[i_o],
-            out_q[o_o], outp.times[o_o, 0], _iterations(outp.times)[o_o], vrank[n_in:][o_o], outp.diffs[o_o])
+            out_q[o_o], outp.times[o_o, 0], _iterations(outp.times)[o_o], vrank[n_in:][o_o], outp.diffs[o_o], out_n)
         if len(pending):
             self.add_pending(keys[pending[:, 0]], pending[:, 1:1 + depth])
         if not len(emitted):
@@ -109,8 +112,10 @@ class WalkTactic(GeneralTactic):
         else:
             rows = vfirst[emitted[:, 1]]
             cols = (keys[emitted[:, 0]], *(c[rows] for c in vcols))
-        times = emitted[:, 2:3] if depth == 1 else np.column_stack([emitted[:, 2], np.full(len(emitted), r)])
-        self.output(consolidate(Updates(cols, times, emitted[:, 3].copy(), trace.kinds)))
+        if numbered:
+            cols = (*cols, emitted[:, 2].copy())
+        times = emitted[:, 3:4] if depth == 1 else np.column_stack([emitted[:, 3], np.full(len(emitted), r)])
+        self.output(consolidate(Updates(cols, times, emitted[:, 4].copy(), logic.out_kinds(trace.kinds))))
 
 
 def _read(trace, keys: np.ndarray, presorted: bool) -> tuple[np.ndarray, Updates]:
@@ -190,16 +195,19 @@ def _dense_rank(cols: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]
 def key_walk(mode, k, r, bound_a, n_values,
              seed_g, seed_a,
              in_g, in_a, in_i, in_v, in_d,
-             out_g, out_a, out_i, out_v, out_d):
-    """Output updates and pending times of min (mode 0), max (1) or top_k (2) per seeded group.
+             out_g, out_a, out_i, out_v, out_d, out_n):
+    """Output updates and pending times of min (mode 0), max (1), top_k (2) or numbered top_k (3) per seeded group.
 
     Every array is sorted by (group, outer time).  Seeds are
     ``(seed_g, seed_a)`` (all at iteration ``r``); the input history of the
     seeded groups is ``in_*`` (group, outer time, iteration, value rank in
     ``range(n_values)``, diff) and their output history likewise
-    ``out_*``.  Returns ``(E, P)``: ``E`` rows ``(g, value rank, outer time,
-    diff)``, the output at iteration ``r`` (outer times ``< bound_a``
-    only), and ``P`` rows ``(g, outer time, iteration)`` still to retire.
+    ``out_*``, with ``out_n`` each output row's number (mode 3; else
+    unused).  Returns ``(E, P)``: ``E`` rows ``(g, value rank, number,
+    outer time, diff)``, the output at iteration ``r`` (outer times
+    ``< bound_a`` only; the number is 0 but in mode 3), and ``P`` rows
+    ``(g, outer time, iteration)`` still to retire.  Mode 3 keys its
+    counts by (value, number) pairs, ``value * (k + 1) + number``.
     Contract as in the module docstring.  One pass per group over its
     sorted history with counts in arrays indexed by value rank (reset
     after each group, never reallocated): for min and max O(h + |chain| x
@@ -209,7 +217,7 @@ def key_walk(mode, k, r, bound_a, n_values,
     each group's values.
     """
     BIG = np.iinfo(np.int64).max
-    E = np.empty((16, 4), dtype=np.int64)
+    E = np.empty((16, 5), dtype=np.int64)
     ne = 0
     P = np.empty((16, 3), dtype=np.int64)
     npd = 0
@@ -222,6 +230,13 @@ def key_walk(mode, k, r, bound_a, n_values,
     mark = np.zeros(n_values, dtype=np.bool_)  # min/max: values in ``st``, the ones this chain step changes
     st = np.empty(n_values, dtype=np.int64)
     chain = np.empty(len(seed_a) + len(in_a) + len(out_a), dtype=np.int64)
+    W = k + 1 if mode == 3 else 0  # mode 3: pairs (value, number) as value * W + number
+    pdelta = np.zeros(n_values * W, dtype=np.int64)
+    pmark = np.zeros(n_values * W, dtype=np.bool_)
+    pst = np.empty(n_values * W, dtype=np.int64)
+    prevl = np.empty(k if mode == 3 else 0, dtype=np.int64)  # the pairs kept at the previous chain time
+    desl = np.empty(k if mode == 3 else 0, dtype=np.int64)
+    nprev = 0
     ns = len(seed_g)
     s0 = 0
     i0 = 0
@@ -233,6 +248,7 @@ def key_walk(mode, k, r, bound_a, n_values,
         o0, o1 = run_of(out_g, o0, g)
         ms = seed_a[s0]  # seeds are sorted: the earliest
         pm = -1  # min/max: the group's output value rank at the previous chain time (-1: none)
+        nprev = 0
         # The group's values visible at iteration r.
         nt = 0
         for j in range(i0, i1):
@@ -301,6 +317,60 @@ def key_walk(mode, k, r, bound_a, n_values,
                         q += 1
                     pm = m
                     changed, nch = st, nst
+                elif mode == 3:
+                    # numbered top_k: the kept copies are (value, number) pairs; the previous ones leave,
+                    # the new ones come, the output history read here is subtracted, and what is left is emitted.
+                    nps = 0
+                    for x in range(nprev):
+                        pp = prevl[x]
+                        pdelta[pp] -= 1
+                        if not pmark[pp]:
+                            pmark[pp] = True
+                            pst[nps] = pp
+                            nps += 1
+                    ndes = 0
+                    for x in range(nt):
+                        if ndes >= k:
+                            break
+                        v = vals[x]
+                        take = min(cnt[v], k - ndes) if cnt[v] > 0 else 0
+                        for _ in range(take):
+                            pp = v * W + ndes + 1
+                            desl[ndes] = pp
+                            ndes += 1
+                            pdelta[pp] += 1
+                            if not pmark[pp]:
+                                pmark[pp] = True
+                                pst[nps] = pp
+                                nps += 1
+                    while q < o1 and out_a[q] <= c:
+                        if out_i[q] <= r:
+                            if out_n[q] < 1 or out_n[q] > k:
+                                raise ValueError("key_walk: an output row number outside 1..k")
+                            pp = out_v[q] * W + out_n[q]
+                            pdelta[pp] -= out_d[q]
+                            if not pmark[pp]:
+                                pmark[pp] = True
+                                pst[nps] = pp
+                                nps += 1
+                        q += 1
+                    E = grown(E, ne, ne + nps)
+                    for x in range(nps):
+                        pp = pst[x]
+                        if pdelta[pp] != 0:
+                            E[ne, 0] = g
+                            E[ne, 1] = pp // W
+                            E[ne, 2] = pp % W
+                            E[ne, 3] = c
+                            E[ne, 4] = pdelta[pp]
+                            ne += 1
+                        pdelta[pp] = 0
+                        pmark[pp] = False
+                    for x in range(ndes):
+                        prevl[x] = desl[x]
+                    nprev = ndes
+                    nch = 0
+                    changed = st
                 else:
                     for x in range(nt):
                         des[vals[x]] = 0
@@ -328,8 +398,9 @@ def key_walk(mode, k, r, bound_a, n_values,
                     if delta[v] != 0:
                         E[ne, 0] = g
                         E[ne, 1] = v
-                        E[ne, 2] = c
-                        E[ne, 3] = delta[v]
+                        E[ne, 2] = 0
+                        E[ne, 3] = c
+                        E[ne, 4] = delta[v]
                         ne += 1
                     delta[v] = 0
                     mark[v] = False
