@@ -170,7 +170,19 @@ def _longer(A, n, need):
     return B
 
 
-@lazy_jit(uses=(_longer,))
+def _copy_rows(R, C, S, E, lo, hi, R2, C2, S2, E2, at):
+    """Rows ``lo:hi`` of a state (rows, counts, starts, ends) into another from row ``at``; returns the row after."""
+    for x in range(lo, hi):
+        for c in range(R.shape[1]):
+            R2[at, c] = R[x, c]
+        C2[at] = C[x]
+        S2[at] = S[x]
+        E2[at] = E[x]
+        at += 1
+    return at
+
+
+@lazy_jit(uses=(_longer, _copy_rows))
 def session_step(R, C, S, E, U, ut, ud, limit, gap, expire):
     """One step of the session operator over its state; see the module docstring for the contract.
 
@@ -216,26 +228,13 @@ def session_step(R, C, S, E, U, ut, ud, limit, gap, expire):
         while j1 < m and U[j1, 0] == key:
             j1 += 1
         if j1 == j and not (expire and i1 > i and E[i] + 1 < limit):  # untouched: kept as it is
-            for x in range(i, i1):
-                for c in range(w):
-                    R2[n2, c] = R[x, c]
-                C2[n2] = C[x]
-                S2[n2] = S[x]
-                E2[n2] = E[x]
-                n2 += 1
+            n2 = _copy_rows(R, C, S, E, i, i1, R2, C2, S2, E2, n2)
             if expire and i1 > i:
                 wake = min(wake, E[i] + 1)
             i, j = i1, j1
             continue
-        nb = 0
-        for x in range(i, i1):
-            for c in range(w):
-                B[nb, c] = R[x, c]
-            bc[nb] = C[x]
-            bsc[nb] = C[x]
-            bs[nb] = S[x]
-            be[nb] = E[x]
-            nb += 1
+        nb = _copy_rows(R, C, S, E, i, i1, B, bc, bs, be, 0)
+        bsc[:nb] = C[i:i1]
         p = j
         while True:  # this key's input times and closes, in time order
             due = expire and nb > 0 and be[0] + 1 < limit
@@ -344,13 +343,7 @@ def session_step(R, C, S, E, U, ut, ud, limit, gap, expire):
                         k += 1
                 x = y
             nb = k
-        for x in range(nb):
-            for c in range(w):
-                R2[n2, c] = B[x, c]
-            C2[n2] = bc[x]
-            S2[n2] = bs[x]
-            E2[n2] = be[x]
-            n2 += 1
+        n2 = _copy_rows(B, bc, bs, be, 0, nb, R2, C2, S2, E2, n2)
         if expire and nb > 0:
             wake = min(wake, be[0] + 1)
         i, j = i1, j1

@@ -193,3 +193,21 @@ def test_walk_tactic_hands_objects_python_cannot_order_to_the_reference():
     flow.advance_to(3)
     flow.run()
     assert cap.contents(2) == {(1, 7): 1, (2, "c"): 1}
+
+
+def test_numbered_top_k_past_its_pair_arrays_takes_the_reference(monkeypatch):
+    """More (value, number) pairs than PAIRS_AT_MOST: the step goes to the general tactic, with the same output."""
+    import ddflow.operators.reduce.walk as walk
+
+    schedule = [([("x", (1, v), t, 1) for t, v in enumerate([5, 3, 9, 3, 1])], 6), ([("x", (1, 3), 6, -1)], 8)]
+    want = _run_extreme(_walk_top, "row_number", GeneralTactic, schedule, ("i", "i"))
+    general, went = GeneralTactic._retire, []
+
+    def spied(self, *args):
+        went.append(type(self).__name__)
+        return general(self, *args)
+
+    monkeypatch.setattr(GeneralTactic, "_retire", spied)
+    assert _run_extreme(_walk_top, "row_number", WalkTactic, schedule, ("i", "i")) == want and not went
+    monkeypatch.setattr(walk, "PAIRS_AT_MOST", 4)
+    assert _run_extreme(_walk_top, "row_number", WalkTactic, schedule, ("i", "i")) == want and went

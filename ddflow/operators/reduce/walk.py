@@ -49,6 +49,9 @@ from ddflow.traces.layout import histories
 
 #: Logics as the kernel numbers them.
 MODES = {"min": 0, "max": 1, "top_k": 2, "row_number": 3}
+#: Numbered top_k counts (value, number) pairs in arrays of n_values x (k + 1); a step needing more goes to
+#: the general tactic (a large k over many values), so the arrays stay under about 70 MB.
+PAIRS_AT_MOST = 1 << 22
 
 
 class WalkTactic(GeneralTactic):
@@ -92,6 +95,8 @@ class WalkTactic(GeneralTactic):
                 return super()._retire(new, pk, pt, bound)
             vrank, vfirst = _dense_rank(ordered, len(inp) + len(outp))
             n_values = len(vfirst)
+        if numbered and n_values * (logic.k + 1) > PAIRS_AT_MOST:
+            return super()._retire(new, pk, pt, bound)
         n_in = len(inp)
         sg = np.searchsorted(keys, skeys)
         s_o = pair_order(sg, stimes[:, 0])
@@ -191,7 +196,17 @@ def _dense_rank(cols: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]
     return rank, order[new]
 
 
-@lazy_jit(uses=(grown, run_of, sorted_unique, later_rounds, next_chain_time))
+def add_changed(delta, mark, st, n, x, d):
+    """``delta[x] += d``, listing ``x`` in ``st[:n]`` the first time it changes; returns the list's new length."""
+    delta[x] += d
+    if not mark[x]:
+        mark[x] = True
+        st[n] = x
+        n += 1
+    return n
+
+
+@lazy_jit(uses=(grown, run_of, sorted_unique, later_rounds, next_chain_time, add_changed))
 def key_walk(mode, k, r, bound_a, n_values,
              seed_g, seed_a,
              in_g, in_a, in_i, in_v, in_d,
@@ -296,24 +311,12 @@ def key_walk(mode, k, r, bound_a, n_values,
                     nst = 0
                     if m != pm:
                         if pm >= 0:
-                            delta[pm] -= 1
-                            mark[pm] = True
-                            st[nst] = pm
-                            nst += 1
+                            nst = add_changed(delta, mark, st, nst, pm, -1)
                         if m >= 0:
-                            delta[m] += 1
-                            if not mark[m]:
-                                mark[m] = True
-                                st[nst] = m
-                                nst += 1
+                            nst = add_changed(delta, mark, st, nst, m, 1)
                     while q < o1 and out_a[q] <= c:
                         if out_i[q] <= r:
-                            v = out_v[q]
-                            delta[v] -= out_d[q]
-                            if not mark[v]:
-                                mark[v] = True
-                                st[nst] = v
-                                nst += 1
+                            nst = add_changed(delta, mark, st, nst, out_v[q], -out_d[q])
                         q += 1
                     pm = m
                     changed, nch = st, nst
@@ -322,12 +325,7 @@ def key_walk(mode, k, r, bound_a, n_values,
                     # the new ones come, the output history read here is subtracted, and what is left is emitted.
                     nps = 0
                     for x in range(nprev):
-                        pp = prevl[x]
-                        pdelta[pp] -= 1
-                        if not pmark[pp]:
-                            pmark[pp] = True
-                            pst[nps] = pp
-                            nps += 1
+                        nps = add_changed(pdelta, pmark, pst, nps, prevl[x], -1)
                     ndes = 0
                     for x in range(nt):
                         if ndes >= k:
@@ -335,24 +333,14 @@ def key_walk(mode, k, r, bound_a, n_values,
                         v = vals[x]
                         take = min(cnt[v], k - ndes) if cnt[v] > 0 else 0
                         for _ in range(take):
-                            pp = v * W + ndes + 1
-                            desl[ndes] = pp
+                            desl[ndes] = v * W + ndes + 1
+                            nps = add_changed(pdelta, pmark, pst, nps, desl[ndes], 1)
                             ndes += 1
-                            pdelta[pp] += 1
-                            if not pmark[pp]:
-                                pmark[pp] = True
-                                pst[nps] = pp
-                                nps += 1
                     while q < o1 and out_a[q] <= c:
                         if out_i[q] <= r:
                             if out_n[q] < 1 or out_n[q] > k:
                                 raise ValueError("key_walk: an output row number outside 1..k")
-                            pp = out_v[q] * W + out_n[q]
-                            pdelta[pp] -= out_d[q]
-                            if not pmark[pp]:
-                                pmark[pp] = True
-                                pst[nps] = pp
-                                nps += 1
+                            nps = add_changed(pdelta, pmark, pst, nps, out_v[q] * W + out_n[q], -out_d[q])
                         q += 1
                     E = grown(E, ne, ne + nps)
                     for x in range(nps):
