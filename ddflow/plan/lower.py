@@ -9,10 +9,13 @@ operators:
 - Join: each side keyed by its join key (rows with a NULL key dropped:
   they match nothing), an arranged ``join``, then one ``map_columns``
   that lays the pair out and a ``filter_columns`` for the residual.
-- Aggregate: keyed by the first group column, one ``reduce`` whose
-  logic computes every aggregate of each group (Python per changed key,
-  proportional to its history); a global aggregate adds its one default
-  row (a constant collection) while its input is empty.
+- Aggregate: :mod:`ddflow.plan.aggregate` (diff-weighted sums, and
+  ``min``/``max`` walks, met per group by left joins; a global aggregate
+  adds its one default row while its input is empty).
+- TopK: with row numbers or none and a limit, ``top_k`` keyed by the whole
+  partition (:meth:`Lowering._top_k_walk`, compiled); RANK, DENSE_RANK and
+  strings sorted descending, one ``reduce`` per partition (Python per
+  changed key, proportional to its history).
 - Distinct and Union: ``distinct`` and ``concat``.
 
 A plan node used twice is lowered once (``Lowering.memo``), so a shared
