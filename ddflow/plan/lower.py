@@ -13,7 +13,7 @@ operators:
   ``min``/``max`` walks, met per group by left joins; a global aggregate
   adds its one default row while its input is empty).
 - TopK: with row numbers or none and a limit, ``top_k`` keyed by the whole
-  partition (:meth:`Lowering._top_k_walk`, compiled); RANK, DENSE_RANK and
+  partition (:mod:`ddflow.plan.ranking`, compiled); RANK, DENSE_RANK and
   strings sorted descending, one ``reduce`` per partition (Python per
   changed key, proportional to its history).
 - Distinct and Union: ``distinct`` and ``concat``.
@@ -181,7 +181,7 @@ class Lowering:
         """Keyed by the first partition column; one reduce ranks each partition (Python per changed key).
 
         With row numbers or none, a limit, and no string sorted descending,
-        :meth:`_top_k_walk` instead (compiled, no Python per key).
+        :mod:`ddflow.plan.ranking` instead (compiled, no Python per key).
         """
         if (not TOPK_REDUCE and rel.rank in (None, "row_number") and rel.limit is not None and rel.limit >= 1
                 and not any(o.desc and KIND.get(o.expr.type, "i") == "o" for o in rel.order)):
@@ -206,49 +206,9 @@ class Lowering:
         return ranked.project(*range(1, width + 1))
 
     def _top_k_walk(self, rel: TopK) -> Collection:
-        """ORDER BY ... LIMIT per partition (ROW_NUMBER() <= k) as :meth:`~ddflow.collection.Collection.top_k`.
+        from ddflow.plan.ranking import lower_top_k
 
-        Rows are keyed by the whole partition (:func:`~ddflow.plan.aggregate.group_key`)
-        and carry, before the stored row, two int64 fields per sort key
-        that order as the reduce of :meth:`_topk` compares: a null rank
-        (NULLs first or last) and the value (floats by their order-keeping
-        int64 key; descending as its bitwise complement, which reverses
-        the order of every int64).  Ties then break by the stored row, as
-        there, so the rows kept are the same.  Cost: as ``top_k``, plus
-        building the partition key per changed row.
-        """
-        from ddflow.base.kernels import float_keys
-        from ddflow.plan.aggregate import group_key
-
-        src = rel.input.schema
-        ptypes = tuple(e.type if e.type != "null" else "bigint" for e in rel.partition)
-        otypes = tuple(o.expr.type if o.expr.type != "null" else "bigint" for o in rel.order)
-
-        def keyed(*cols):
-            ins = columns_of(cols, src)
-            n = len(cols[0])
-            if rel.partition:
-                key = group_key(list(stored([evaluate(e, ins) for e in rel.partition], ptypes, n)), ptypes)
-            else:
-                key = np.zeros(n, dtype=np.int64)
-            sort = []
-            for o, typ in zip(rel.order, otypes):
-                vals, null = evaluate(o.expr, ins)
-                v = filled(as_type(vals, typ), null, typ)
-                if KIND[typ] == "f":
-                    v = float_keys(v)
-                elif KIND[typ] != "o":
-                    v = np.asarray(v, dtype=np.int64)
-                sort += [(~null if o.nulls_first else null).astype(np.int64), ~v if o.desc else v]
-            return (key, *sort, *cols)
-
-        rows = self.lower(rel.input).map_columns(keyed)
-        rows.partitioned = self._placed_by(rel.input, rel.partition[0] if rel.partition else None)
-        first, n = 1 + 2 * len(rel.order), len(src)
-        if rel.rank is None:
-            return rows.top_k(rel.limit).project(*range(first, first + n + 1))
-        # (key, sort keys, row, mask, number) -> (row, number, mask)
-        return rows.top_k(rel.limit, numbered=True).project(*range(first, first + n), first + n + 1, first + n)
+        return lower_top_k(self, rel)
 
     def _one_row(self, rel: OneRow) -> Collection:
         """Every row under one constant key; a reduce passes them on while there is at most one, else raises.

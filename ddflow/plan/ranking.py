@@ -1,0 +1,63 @@
+"""Lowering a ranking (:class:`~ddflow.plan.ir.TopK`) with a limit, and row numbers or none, to the compiled walk.
+
+``ORDER BY ... LIMIT k`` per partition (and ``ROW_NUMBER() ... <= k``)
+is :meth:`~ddflow.collection.Collection.top_k` keyed by the whole
+partition (:func:`~ddflow.plan.aggregate.group_key`).  Each row carries,
+before its stored fields, two int64 fields per sort key that order as
+the per-partition reduce of :meth:`ddflow.plan.lower.Lowering._topk`
+compares: a null rank (NULLs first or last) and the value (floats by
+their order-keeping int64 key; descending as its bitwise complement,
+which reverses the order of every int64).  Ties then break by the stored
+row, as there, so the rows kept are the same.  Cost: as ``top_k``, plus
+building the partition key per changed row.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ddflow.base.kernels import float_keys
+from ddflow.base.schema import KIND
+from ddflow.collection import Collection
+from ddflow.plan.expr import as_type, evaluate, filled
+from ddflow.plan.ir import TopK
+
+if TYPE_CHECKING:
+    from ddflow.plan.lower import Lowering
+
+
+def lower_top_k(low: "Lowering", rel: TopK) -> Collection:
+    """The stored rows of ``rel`` (a limit; row numbers or none): the row, the number if any, the mask."""
+    from ddflow.plan.aggregate import group_key
+    from ddflow.plan.lower import columns_of, stored
+
+    src = rel.input.schema
+    ptypes = tuple(e.type if e.type != "null" else "bigint" for e in rel.partition)
+    otypes = tuple(o.expr.type if o.expr.type != "null" else "bigint" for o in rel.order)
+
+    def keyed(*cols):
+        ins = columns_of(cols, src)
+        n = len(cols[0])
+        if rel.partition:
+            key = group_key(list(stored([evaluate(e, ins) for e in rel.partition], ptypes, n)), ptypes)
+        else:
+            key = np.zeros(n, dtype=np.int64)
+        sort = []
+        for o, typ in zip(rel.order, otypes):
+            vals, null = evaluate(o.expr, ins)
+            v = filled(as_type(vals, typ), null, typ)
+            if KIND[typ] == "f":
+                v = float_keys(v)
+            elif KIND[typ] != "o":
+                v = np.asarray(v, dtype=np.int64)
+            sort += [(~null if o.nulls_first else null).astype(np.int64), ~v if o.desc else v]
+        return (key, *sort, *cols)
+
+    rows = low.lower(rel.input).map_columns(keyed)
+    rows.partitioned = low._placed_by(rel.input, rel.partition[0] if rel.partition else None)
+    first, n = 1 + 2 * len(rel.order), len(src)
+    if rel.rank is None:
+        return rows.top_k(rel.limit).project(*range(first, first + n + 1))
+    # (key, sort keys, row, mask, number) -> (row, number, mask)
+    return rows.top_k(rel.limit, numbered=True).project(*range(first, first + n), first + n + 1, first + n)
