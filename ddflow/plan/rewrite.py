@@ -458,24 +458,33 @@ def _prune(rel: Rel, needed: set[int]) -> tuple[Rel, dict[int, int]]:
     return whole, {i: i for i in range(len(rel.schema))}
 
 
-def _implied_by_limit(f: Filter) -> bool:
-    """``rank <= k`` (``< k``, ``= 1``) over a projected ranking whose limit keeps only ranks that pass it.
+def ranks_kept(rel: Rel, pred: Expr) -> int | None:
+    """The largest rank ``pred`` keeps when it is ``rank <= k`` (``< k``, ``= 1``) over ``rel``, a projected ranking.
 
-    The SQL planner sets a ranking's limit from such a filter and leaves
-    the filter above (:func:`ddflow.sql.planner._limit_ranks`); ranks start at 1.
+    None for any other predicate or relation.  The SQL planner sets a
+    ranking's limit from it (and leaves the filter above); a filter whose
+    ranking's limit is within it drops nothing (:func:`_prune`).  Ranks
+    start at 1.
     """
-    pred, p = f.predicate, f.input
     if not (isinstance(pred, Call) and pred.op in ("<=", "<", "=") and isinstance(pred.args[0], Col)
-            and isinstance(pred.args[1], Lit) and type(pred.args[1].value) is int):
-        return False
-    if not (isinstance(p, Project) and isinstance(p.input, TopK) and p.input.rank is not None
-            and p.input.limit is not None):
-        return False
-    e = p.exprs[pred.args[0].index]
-    if not (isinstance(e, Col) and e.index == len(p.input.input.schema)):
-        return False
-    k, limit = pred.args[1].value, p.input.limit
-    return limit <= k if pred.op == "<=" else limit < k if pred.op == "<" else k == 1 and limit <= 1
+            and isinstance(pred.args[1], Lit) and isinstance(pred.args[1].value, int)
+            and not isinstance(pred.args[1].value, bool)):
+        return None
+    if not (isinstance(rel, Project) and isinstance(rel.input, TopK) and rel.input.rank is not None):
+        return None
+    e = rel.exprs[pred.args[0].index]
+    if not (isinstance(e, Col) and e.index == len(rel.input.input.schema)):
+        return None
+    k = pred.args[1].value
+    if pred.op == "=":
+        return 1 if k == 1 else None
+    return k - 1 if pred.op == "<" else k
+
+
+def _implied_by_limit(f: Filter) -> bool:
+    """A filter on a projected ranking's rank that keeps every rank its limit does."""
+    k = ranks_kept(f.input, f.predicate)
+    return k is not None and f.input.input.limit is not None and f.input.input.limit <= k
 
 
 def _narrowed(rel: Rel, remap: dict[int, int], needed: set[int]) -> tuple[Rel, dict[int, int]]:

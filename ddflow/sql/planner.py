@@ -37,7 +37,7 @@ from ddflow.plan.functions import common_type as common_types
 from ddflow.plan.expr import Call, Col, Expr, Lit, conjunction, conjuncts, remapped
 from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive, Rel,
                             Scan, SemiJoin, SetOp, TopK, Union)
-from ddflow.plan.rewrite import factor_or, key_pair, keyable
+from ddflow.plan.rewrite import factor_or, key_pair, keyable, ranks_kept
 from ddflow.sql import eventtime
 from ddflow.sql.scalars import AGGREGATES as _AGGS
 from ddflow.sql.scalars import Expressions, retyped_expr
@@ -691,19 +691,10 @@ def _limit_ranks(rel: Rel, pred: Expr) -> Rel:
 
     The filter stays above it, so this only prunes what it would drop.
     """
-    if not (isinstance(pred, Call) and pred.op in ("<=", "<", "=") and isinstance(pred.args[0], Col)
-            and isinstance(pred.args[1], Lit) and isinstance(pred.args[1].value, int)):
-        return rel
-    if not (isinstance(rel, Project) and isinstance(rel.input, TopK) and rel.input.limit is None
-            and rel.input.rank is not None):
+    k = ranks_kept(rel, pred)
+    if k is None or rel.input.limit is not None:
         return rel
     top = rel.input
-    e = rel.exprs[pred.args[0].index]
-    if not (isinstance(e, Col) and e.index == len(top.input.schema)):
-        return rel
-    k = pred.args[1].value - (1 if pred.op == "<" else 0)
-    if pred.op == "=" and k != 1:
-        return rel
     return Project(TopK(top.input, top.partition, top.order, max(k, 0), top.rank, top.rank_name), rel.exprs, rel.names)
 
 
