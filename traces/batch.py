@@ -29,7 +29,7 @@ from ddflow.base.lattice import Antichain, advance_by
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError, UsageError
 
-from .layout import batch_row
+from .layout import batch_row, trie_with_row
 from .merge import merge_rows
 
 
@@ -48,8 +48,16 @@ class Description:
         >>> Description.covering(1)
         Description(lower=Antichain({0}), upper=Antichain({}), since=Antichain({0}))
         """
+        if lower is None and upper is None:  # what every untiled insert asks for: one shared (frozen) description
+            d = _COVERING.get(depth)
+            if d is None:
+                d = _COVERING[depth] = cls(Antichain.minimum(depth), Antichain.empty(depth), Antichain.minimum(depth))
+            return d
         low = lower if lower is not None else Antichain.minimum(depth)
         return cls(low, upper if upper is not None else Antichain.empty(depth), Antichain.minimum(depth))
+
+
+_COVERING: dict[int, Description] = {}
 
 
 def offset_dtype(n: int) -> type:
@@ -142,6 +150,26 @@ class Batch:
         n = len(u)
         if n == 0:
             return cls.empty(u.kinds, u.depth, desc, key.dtype, [v.dtype for v in vals])
+        if n < 2**31 and all(c.dtype == np.int64 for c in u.cols):
+            return cls._from_ints(u, desc, check)
+        return cls._from_any(u, desc, check)
+
+    @classmethod
+    def _from_ints(cls, u: Updates, desc: Description, check: bool, kernel=trie_with_row) -> "Batch":
+        """From consolidated updates whose columns are all int64: the trie and its table row in one call.
+
+        What a trace's table describes; :meth:`_from_any` is the reference.  O(n m).
+        """
+        times, diffs = np.ascontiguousarray(u.times), np.ascontiguousarray(u.diffs)
+        keys, key_offs, V, val_offs, row = kernel(key_matrix(u.cols), times, diffs)
+        b = cls(keys, tuple(V), key_offs, val_offs, times, diffs, desc, u.kinds, check)
+        b._row = (row, [])
+        return b
+
+    @classmethod
+    def _from_any(cls, u: Updates, desc: Description, check: bool) -> "Batch":
+        """From consolidated non-empty updates of any column kinds (one grouping kernel, then numpy).  O(n m)."""
+        key, vals, n = u.cols[0], tuple(u.cols[1:]), len(u)
         off = offset_dtype(n)
         kstarts, vstarts, key_offs = kernels().trie_starts(key_matrix(u.cols))
         key_offs = key_offs.astype(off)

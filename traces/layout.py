@@ -74,6 +74,68 @@ def batch_row(b, keep: list) -> np.ndarray:
     return row
 
 
+@lazy_jit
+def trie_with_row(K, times, diffs):
+    """A batch's trie levels and its table row, from consolidated updates, in one compiled call.
+
+    ``K`` is the ``(n, m)`` int64 matrix of the updates' record columns
+    (key first), sorted and consolidated with their ``times`` and
+    ``diffs`` (both C-contiguous; the batch keeps them as they are).
+    Returns ``(keys, key_offs, V, val_offs, row)``: the distinct keys, for
+    each key its first value row (plus the end), the value columns as the
+    rows of ``V`` (``(m - 1, values)``), for each value row its first
+    update (plus the end), and :func:`batch_row`'s row for these arrays
+    (offsets in 32 bits, as ``offset_dtype`` gives below 2**31 updates).
+    What building a batch from a small step costs in one call instead of
+    a grouping kernel, a few numpy calls and one address per array.
+    O(n m).
+    """
+    n, m = K.shape
+    nk = 0
+    nv = 0
+    kstart = np.empty(n, dtype=np.int64)
+    vstart = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        newkey = i == 0 or K[i, 0] != K[i - 1, 0]
+        newval = newkey
+        if not newval:
+            for j in range(1, m):
+                if K[i, j] != K[i - 1, j]:
+                    newval = True
+                    break
+        if newkey:
+            kstart[nk] = nv
+            nk += 1
+        if newval:
+            vstart[nv] = i
+            nv += 1
+    keys = np.empty(nk, dtype=np.int64)
+    key_offs = np.empty(nk + 1, dtype=np.int32)
+    V = np.empty((m - 1, nv), dtype=np.int64)
+    val_offs = np.empty(nv + 1, dtype=np.int32)
+    for g in range(nk):
+        key_offs[g] = kstart[g]
+        keys[g] = K[vstart[kstart[g]], 0]
+    key_offs[nk] = nv
+    for v in range(nv):
+        val_offs[v] = vstart[v]
+        for j in range(1, m):
+            V[j - 1, v] = K[vstart[v], j]
+    val_offs[nv] = n
+    row = np.zeros(VAL0 + m - 1, dtype=np.int64)
+    row[NKEYS] = nk
+    row[NVALS] = nv
+    row[NUPD] = n
+    row[KEYS] = keys.ctypes.data
+    row[KOFFS32] = key_offs.ctypes.data
+    row[VOFFS32] = val_offs.ctypes.data
+    row[TIMES] = times.ctypes.data
+    row[DIFFS] = diffs.ctypes.data
+    for j in range(m - 1):
+        row[VAL0 + j] = V.ctypes.data + 8 * j * nv
+    return keys, key_offs, V, val_offs, row
+
+
 def all_int(batch) -> bool:
     """Whether every column of ``batch`` is int64 (what a table can describe)."""
     return batch.keys.dtype == np.int64 and all(v.dtype == np.int64 for v in batch.vals)

@@ -146,3 +146,30 @@ def test_merge_table_reports_an_overflow():
     with np.errstate(over="ignore"):  # the plain kernel's int64 sum wraps (and says so) before it is reported
         for kernel in (merge_table, merge_table.plain):
             assert kernel(BatchTable.of(b, 1, 1).matrix, 1, 1, np.zeros((0, 1), dtype=np.int64))[-1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 3), st.sampled_from([1, 2, 7, 40]), st.integers(0, 2**32 - 1), st.booleans())
+def test_trie_with_row_builds_the_batch_and_row_of_the_reference(depth, arity, n, seed, plain):
+    """A batch built in one call (``Batch._from_ints``) is the reference's trie, and its row is ``batch_row``'s."""
+    from ddflow.base.consolidate import consolidate
+    from ddflow.traces.batch import Description
+    from ddflow.traces.layout import batch_row, trie_with_row
+
+    rng = np.random.default_rng(seed)
+    cols = tuple(rng.integers(-3, 4, size=n) for _ in range(arity))
+    u = consolidate(Updates(cols, rng.integers(0, 3, size=(n, depth)), rng.choice([-1, 1, 2], size=n), ("i",) * arity))
+    if not len(u):
+        return
+    desc = Description.covering(depth)
+    got = Batch._from_ints(u, desc, True, trie_with_row.plain if plain else trie_with_row)
+    ref = Batch._from_any(u, desc, True)
+    for a, b in [(got.keys, ref.keys), (got.key_offs, ref.key_offs), (got.val_offs, ref.val_offs),
+                 (got.times, ref.times), (got.diffs, ref.diffs), *zip(got.vals, ref.vals)]:
+        assert a.dtype == b.dtype and a.tolist() == b.tolist()
+    assert len(got.vals) == len(ref.vals) == arity - 1
+    assert got.table_row().tolist() == batch_row(got, []).tolist()
+    # the row reads back: a seek through the table finds every update of the batch
+    keys = np.unique(u.cols[0])
+    q, rcols, times, diffs = seek_table_within(BatchTable.of([got], depth, arity).matrix, keys, arity, depth, 1 << 40)[:4]
+    assert _rows([keys[q], *rcols], times, diffs) == _rows([u.cols[0], *u.cols], u.times, u.diffs)
