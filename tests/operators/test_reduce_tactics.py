@@ -211,3 +211,41 @@ def test_numbered_top_k_past_its_pair_arrays_takes_the_reference(monkeypatch):
     assert _run_extreme(_walk_top, "row_number", WalkTactic, schedule, ("i", "i")) == want and not went
     monkeypatch.setattr(walk, "PAIRS_AT_MOST", 4)
     assert _run_extreme(_walk_top, "row_number", WalkTactic, schedule, ("i", "i")) == want and went
+
+
+def _inner_updates(logic_name, tactic, schedule, schema):
+    """The reduce's own output inside the loop, at loop times ``(t, i)``, consolidated per step."""
+    flow = ddflow.Dataflow()
+    x_in, x = flow.new_collection("x", schema=schema)
+    logic, seen, out = EXTREMES[logic_name](), [], []
+    step = 1 if logic.kind != "max" else -1
+
+    def body(v):
+        moved = v.map(lambda r: (r[0] // 2, r[1] + step, *r[2:])).concat(x)
+        return moved._reduce_arranged(moved.arrange(), logic, tactic=tactic).inspect(seen.append)
+    x.iterate(body, max_iterations=64).capture()
+    for ups, frontier in schedule:
+        for _, row, t, d in ups:
+            x_in.update([row], times=t, diffs=d)
+        flow.advance_to(frontier)
+        flow.run()
+        acc: dict = {}
+        for row, t, d in seen:
+            acc[(row, t)] = acc.get((row, t), 0) + d
+        out.append(sorted((k, d) for k, d in acc.items() if d))
+        seen.clear()
+    return out
+
+
+@settings(max_examples=40)
+@given(logic=st.sampled_from(VALUED), schema=st.sampled_from([("i", "i"), ("i", "i", "b")]), data=st.data())
+def test_walk_tactic_emits_the_references_updates_at_each_loop_time(logic, schema, data):
+    """Inside the loop, not only after it: an update at the wrong iteration can still converge to the same fixed point."""
+    row = st.tuples(st.integers(0, 15), st.integers(0, 15)) if len(schema) == 2 else \
+        st.tuples(st.integers(0, 15), st.integers(0, 15), st.booleans())
+    schedule = data.draw(schedules({"x": row}, max_updates=20, diffs=(1, 1, 1, -1)))
+    try:
+        want = _inner_updates(logic, GeneralTactic, schedule, schema)
+    except NonConvergence:
+        return
+    assert _inner_updates(logic, WalkTactic, schedule, schema) == want

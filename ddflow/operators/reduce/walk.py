@@ -40,11 +40,13 @@ import numpy as np
 
 from ddflow.base.columnar import pair_order
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import grown, key_matrix, lazy_jit, run_of, sort_rows, sorted_unique
+from ddflow.base.kernels import grown, key_matrix, lazy_jit, lex_order, run_of, sort_rows, sorted_unique
 from ddflow.base.updates import Updates
+from ddflow.graph.node import any_complete
 from ddflow.operators.reduce.general import GeneralTactic, seeds
 from ddflow.operators.reduce.chain import later_rounds, next_chain_time
 from ddflow.operators.reduce.logic import ExtremeLogic, Logic
+from ddflow.operators.reduce.pending import due_seeds, merge_pending
 from ddflow.traces.layout import histories
 
 #: Logics as the kernel numbers them.
@@ -60,6 +62,62 @@ class WalkTactic(GeneralTactic):
     @classmethod
     def accepts(cls, logic: Logic, depth: int) -> bool:
         return isinstance(logic, ExtremeLogic) and depth in (1, 2)
+
+    def step(self, new: Updates | None, bound: np.ndarray) -> None:
+        trace = self.node.source.trace
+        if trace.ints and (self.out_trace is None or self.out_trace.ints) and all(k in "ib" for k in trace.kinds[1:]):
+            self._step_ints(new, bound, trace)
+        else:
+            super().step(new, bound)
+
+    def _step_ints(self, new: Updates | None, bound: np.ndarray, trace) -> None:
+        """The step over int64 traces of integer values: a fixed number of compiled calls, whatever the number of keys.
+
+        :func:`~.pending.due_seeds` (the seeds, grouped and sorted), one
+        :func:`histories` per trace, :func:`rank_values`, :func:`key_walk`,
+        :func:`walk_rows`, one consolidation and
+        :func:`~.pending.merge_pending`.  A step outside the walk's
+        contract (a seed at another iteration, too many numbered pairs)
+        goes to :meth:`GeneralTactic.step`, before anything has changed.
+        """
+        depth = len(bound)
+        pk, pt = self.pending_keys, self.pending_times
+        if pk is None:
+            pk = np.zeros(0, dtype=np.int64)
+        if new is None and not (len(pt) and any_complete(pt, bound)):
+            return
+        if new is not None:
+            nk, nt = new.cols[0], new.times
+        else:
+            nk, nt = pk[:0], pt[:0]
+        keys, sg, sa, waiting, bad = due_seeds(nk, nt, pk, pt, bound)
+        if bad:
+            return super().step(new, bound)
+        logic = self.node.logic
+        numbered = logic.name == "row_number"
+        m = len(trace.kinds) - 1
+        r = int(bound[-1]) - 1 if depth == 2 else 0
+        groups = keys[None, :]
+        in_g, Ci, it, idf = histories(trace.spine.table().matrix, groups, len(trace.kinds), depth)
+        out_kinds = logic.out_kinds(trace.kinds)
+        if self.out_trace is not None:
+            out_g, Co, ot, odf = histories(self.out_trace.spine.table().matrix, groups, len(out_kinds), depth)
+        else:
+            out_g, odf = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+            Co, ot = np.zeros((len(out_kinds), 0), dtype=np.int64), np.zeros((0, depth), dtype=np.int64)
+        vrank, vfirst, n_values, lo, narrow = rank_values(Ci, Co, m)
+        if numbered and n_values * (logic.k + 1) > PAIRS_AT_MOST:
+            return super().step(new, bound)
+        ni = len(idf)
+        out_n = Co[-1] if numbered else np.zeros(len(odf), dtype=np.int64)
+        emitted, later = key_walk(
+            MODES[logic.name], getattr(logic, "k", 1), r, int(bound[0]), n_values, sg, sa,
+            in_g, it[:, 0], _iterations(it), vrank[:ni], idf,
+            out_g, ot[:, 0], _iterations(ot), vrank[ni:], odf, out_n)
+        self.pending_keys, self.pending_times = merge_pending(pk, pt, waiting, keys, later)
+        if len(emitted):
+            cols, times = walk_rows(emitted, keys, vfirst, lo, narrow, Ci, Co, m, numbered, depth, r)
+            self.output(consolidate(Updates(tuple(cols), times, emitted[:, 4].copy(), out_kinds)))
 
     def _retire(self, new, pk, pt, bound):
         trace = self.node.source.trace
@@ -194,6 +252,83 @@ def _dense_rank(cols: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.cumsum(new) - 1
     return rank, order[new]
+
+
+@lazy_jit(uses=(lex_order,))
+def rank_values(Ci, Co, m):
+    """Each history row's value rank, the values being rows ``1..m`` of ``Ci`` (input) then ``Co`` (output).
+
+    Returns ``(rank, first, n_values, lo, narrow)``.  One integer value
+    whose range is under twice the rows (``narrow``): its offset from the
+    least, ``lo``, ranks it in order, no sort.  Otherwise the dense rank
+    in tuple order and ``first``, each rank's first row (input rows
+    first, then output rows).  What :func:`_narrow_int_range` and
+    :func:`_dense_rank` give, in one call.  O(n), or O(n m log n) sorted.
+    """
+    ni = Ci.shape[1]
+    n = ni + Co.shape[1]
+    if m == 1 and n > 0:
+        lo = Ci[1, 0] if ni else Co[1, 0]
+        hi = lo
+        for i in range(n):
+            v = Ci[1, i] if i < ni else Co[1, i - ni]
+            lo = min(lo, v)
+            hi = max(hi, v)
+        if not (lo < 0 and hi > lo + np.iinfo(np.int64).max) and hi - lo < 2 * n:  # the span fits in int64
+            rank = np.empty(n, dtype=np.int64)
+            for i in range(n):
+                rank[i] = (Ci[1, i] if i < ni else Co[1, i - ni]) - lo
+            return rank, np.zeros(0, dtype=np.int64), hi - lo + 1, lo, True
+    V = np.empty((n, m), dtype=np.int64)
+    for i in range(n):
+        for c in range(m):
+            V[i, c] = Ci[1 + c, i] if i < ni else Co[1 + c, i - ni]
+    order = lex_order(V)
+    rank = np.empty(n, dtype=np.int64)
+    first = np.empty(n, dtype=np.int64)
+    nv = 0
+    for x in range(n):
+        i = order[x]
+        new = x == 0
+        if not new:
+            for c in range(m):
+                if V[i, c] != V[order[x - 1], c]:
+                    new = True
+                    break
+        if new:
+            first[nv] = i
+            nv += 1
+        rank[i] = nv - 1
+    return rank, first[:nv], nv, 0, False
+
+
+@lazy_jit
+def walk_rows(E, keys, first, lo, narrow, Ci, Co, m, numbered, depth, r):
+    """The output rows of :func:`key_walk`'s ``E`` as columns and times: ``(C, T)``.
+
+    ``C`` is ``(1 + m (+ 1 numbered), ne)``: the key, the value (``rank +
+    lo`` when ``narrow``, else the columns of the rank's first row, see
+    :func:`rank_values`) and the row number; ``T`` the ``(ne, depth)``
+    times, at iteration ``r`` in a loop.  O(ne m).
+    """
+    ne = E.shape[0]
+    ni = Ci.shape[1]
+    C = np.empty((1 + m + (1 if numbered else 0), ne), dtype=np.int64)
+    T = np.empty((ne, depth), dtype=np.int64)
+    for e in range(ne):
+        C[0, e] = keys[E[e, 0]]
+        if narrow:
+            C[1, e] = E[e, 1] + lo
+        else:
+            i = first[E[e, 1]]
+            for c in range(m):
+                C[1 + c, e] = Ci[1 + c, i] if i < ni else Co[1 + c, i - ni]
+        if numbered:
+            C[1 + m, e] = E[e, 2]
+        T[e, 0] = E[e, 3]
+        if depth == 2:
+            T[e, 1] = r
+    return C, T
 
 
 def add_changed(delta, mark, st, n, x, d):

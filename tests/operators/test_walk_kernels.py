@@ -1,0 +1,62 @@
+"""The walk's value ranking and row assembly (``reduce/walk.py``), compiled and plain, against references."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from ddflow.operators.reduce.walk import _dense_rank, _narrow_int_range, rank_values, walk_rows
+
+
+@st.composite
+def histories(draw):
+    m = draw(st.integers(1, 3))
+    values = st.integers(-3, 3) if draw(st.booleans()) else st.sampled_from([-(2**63), -(10**15), -1, 3, 2**62, 2**63 - 1])
+    ni, no = draw(st.integers(0, 8)), draw(st.integers(0, 8))
+    Ci = np.vstack([np.zeros((1, ni), dtype=np.int64), draw(hnp.arrays(np.int64, (m, ni), elements=values))])
+    Co = np.vstack([np.zeros((1, no), dtype=np.int64), draw(hnp.arrays(np.int64, (m, no), elements=values))])
+    return Ci, Co, m
+
+
+@settings(max_examples=200, deadline=None)
+@given(histories(), st.booleans())
+def test_rank_values_ranks_as_the_numpy_reference(h, plain):
+    Ci, Co, m = h
+    kernel = rank_values.plain if plain else rank_values
+    rank, first, n_values, lo, narrow = kernel(Ci, Co, m)
+    cols = [np.concatenate([Ci[1 + c], Co[1 + c]]) for c in range(m)]
+    n = len(cols[0])
+    ref_lo = _narrow_int_range(cols, ("i",) * m)
+    assert bool(narrow) == (ref_lo is not None)
+    if narrow:
+        assert lo == ref_lo and rank.tolist() == (cols[0] - lo).tolist() and n_values == int(cols[0].max()) - lo + 1
+    else:
+        ref_rank, ref_first = _dense_rank(cols, n)
+        assert rank.tolist() == ref_rank.tolist() and first.tolist() == ref_first.tolist() and n_values == len(ref_first)
+
+
+@settings(max_examples=200, deadline=None)
+@given(histories(), st.data(), st.booleans(), st.booleans(), st.booleans())
+def test_walk_rows_lays_out_the_emitted_rows(h, data, numbered, loop, plain):
+    Ci, Co, m = h
+    rank, first, n_values, lo, narrow = rank_values(Ci, Co, m)
+    if not n_values:
+        return
+    keys = np.array([4, 7, 9], dtype=np.int64)
+    ne = data.draw(st.integers(0, 6))
+    E = np.column_stack([data.draw(hnp.arrays(np.int64, ne, elements=st.integers(0, 2))),
+                         data.draw(hnp.arrays(np.int64, ne, elements=st.integers(0, n_values - 1))),
+                         data.draw(hnp.arrays(np.int64, ne, elements=st.integers(1, 3))),
+                         data.draw(hnp.arrays(np.int64, ne, elements=st.integers(0, 9))),
+                         data.draw(hnp.arrays(np.int64, ne, elements=st.sampled_from([-1, 2])))]).astype(np.int64)
+    depth, r = (2, 5) if loop else (1, 0)
+    kernel = walk_rows.plain if plain else walk_rows
+    C, T = kernel(E, keys, first, lo, narrow, Ci, Co, m, numbered, depth, r)
+    vals = [np.concatenate([Ci[1 + c], Co[1 + c]]) for c in range(m)]
+    for e in range(ne):
+        value = [E[e, 1] + lo] if narrow else [v[first[E[e, 1]]] for v in vals]
+        want = [keys[E[e, 0]], *value] + ([E[e, 2]] if numbered else [])
+        assert C[:, e].tolist() == want
+        assert T[e].tolist() == [E[e, 3]] + ([r] if loop else [])
+    assert C.shape == (1 + m + numbered, ne)
