@@ -69,3 +69,62 @@ def test_loop_pending_is_the_sorted_distinct_union(s, data, plain, in_order):
                   | {tuple(groups[:, p[0]]) + (p[1], p[2]) for p in P.tolist()})
     got = [tuple(cols[:, i]) + tuple(times[i]) for i in range(len(times))]
     assert got == [tuple(int(x) for x in w) for w in want]
+
+
+@st.composite
+def chains(draw):
+    """Chain rows by (group, time) and output history first visible at some of them, as ``chain_walk`` leaves them."""
+    ng = draw(st.integers(1, 2))
+    has_val = draw(st.booleans())
+    rows = sorted(set(map(tuple, draw(hnp.arrays(np.int64, (draw(st.integers(1, 4)), ng), elements=st.integers(-2, 2))).tolist())))
+    groups = np.array(rows, dtype=np.int64).T.reshape(ng, len(rows))
+    c_gid, c_a = [], []
+    for g in range(len(rows)):
+        for a in sorted(set(draw(st.lists(st.integers(0, 6), min_size=1, max_size=4)))):
+            c_gid.append(g)
+            c_a.append(a)
+    n = len(c_gid)
+    values = st.integers(-2, 2) if draw(st.booleans()) else st.sampled_from([-(2**62), 0, 2**62])
+    mult = draw(hnp.arrays(np.int64, n, elements=st.sampled_from([0, 0, 1, 2, -1])))
+    val = draw(hnp.arrays(np.int64, n if has_val else 0, elements=values))
+    nh = draw(st.integers(0, 8))
+    out_pos = draw(hnp.arrays(np.int64, nh, elements=st.integers(-1, n - 1)))
+    ocols = np.zeros((ng + has_val, nh), dtype=np.int64)
+    for q, i in enumerate(out_pos.tolist()):
+        ocols[:ng, q] = groups[:, c_gid[max(i, 0)]]
+        if has_val:
+            ocols[ng, q] = draw(values)
+    odiffs = draw(hnp.arrays(np.int64, nh, elements=st.sampled_from([-1, 1, 2])))
+    return (np.array(c_gid, dtype=np.int64), np.array(c_a, dtype=np.int64), mult, val, has_val, groups, ocols,
+            odiffs, out_pos)
+
+
+@settings(max_examples=300, deadline=None)
+@given(chains(), st.booleans())
+def test_chain_output_is_the_consolidated_assembly(ch, plain):
+    """The compiled, consolidating writer against ``_assemble`` (vectorized numpy, then a consolidation)."""
+    from ddflow.base.updates import Updates
+    from ddflow.operators.reduce.chain import _assemble, chain_output
+
+    c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_pos = ch
+    r = 3
+    kinds = ("i",) * len(ocols)
+    kernel = chain_output.plain if plain else chain_output
+    cols, times, diffs, overflow = kernel(r, c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_pos)
+    assert not overflow
+    out = Updates(tuple(ocols), np.zeros((len(odiffs), 2), dtype=np.int64), odiffs, kinds)
+    want = _assemble(list(groups), c_gid, c_a, mult, val if has_val else None, out, out_pos, None, kinds, r)
+    assert [c.tolist() for c in cols] == [c.tolist() for c in want.cols]
+    assert times.tolist() == want.times.tolist() and diffs.tolist() == want.diffs.tolist()
+
+
+def test_chain_output_reports_an_overflow():
+    from ddflow.operators.reduce.chain import chain_output
+
+    big = np.iinfo(np.int64).max
+    one = np.zeros(1, dtype=np.int64)
+    args = (0, one, one, np.array([big]), one[:0], False, np.zeros((1, 1), dtype=np.int64),
+            np.zeros((1, 1), dtype=np.int64), np.array([-5]), one)
+    with np.errstate(over="ignore"):
+        for kernel in (chain_output, chain_output.plain):
+            assert kernel(*args)[-1]

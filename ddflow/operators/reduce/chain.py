@@ -18,7 +18,7 @@ import numpy as np
 
 from ddflow.base.columnar import pair_order
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import grown, lazy_jit, run_of, sorted_unique
+from ddflow.base.kernels import grown, lazy_jit, lex_order, run_of, sorted_unique
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 
@@ -90,51 +90,93 @@ def _assemble(groups, c_gid, c_a, mult, val, out: Updates, out_pos, oo, kinds, r
     return consolidate(Updates.concat(parts))
 
 
-@lazy_jit
+@lazy_jit(uses=(lex_order,))
 def chain_output(r, c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_pos):
-    """The output of round ``r`` along the chains, unconsolidated: what :func:`scalar_loop` emits.
+    """The output of round ``r`` along the chains, consolidated and sorted: what :func:`_assemble` emits, for ints.
 
     For chain row ``i`` (group ``g``, outer time ``a_i``): ``+D_i`` at
     ``(a_i, r)`` and ``-D_(i-1)`` (the group's previous chain row) there;
     for each output history update ``q`` first visible at chain row
     ``out_pos[q]``, its negation there.  ``D`` is the group's row
     (``groups[:, g]``, then ``val[i]`` if ``has_val``) with multiplicity
-    ``mult[i]``.  Returns ``(cols, times, diffs)`` with ``cols`` an
-    ``(arity, n)`` matrix.  O(chain + history), one pass.
+    ``mult[i]``.  Equal rows at equal times are added up and zeros
+    dropped, so the result is what a consolidation of those updates
+    gives, in its order (by row, then time): chain rows come by group
+    (groups are sorted rows) and time, so only a value column makes the
+    final sort (a natural merge sort) do more than find one run.
+    Returns ``(cols, times, diffs, overflow)`` with ``cols`` an ``(arity,
+    n)`` matrix; ``overflow`` when a sum leaves int64 (the rest is then
+    meaningless).  O(chain + history), O(m log m) for m entries with values.
     """
     n = len(c_gid)
     ng = groups.shape[0]
     arity = ng + 1 if has_val else ng
-    cap = 2 * n + len(out_pos)
-    cols = np.empty((arity, cap), dtype=np.int64)
-    times = np.empty((cap, 2), dtype=np.int64)
-    diffs = np.empty(cap, dtype=np.int64)
-    k = 0
+    # The history entries of each chain row (a counting sort by chain row).
+    start = np.zeros(n + 1, dtype=np.int64)
+    for q in range(len(out_pos)):
+        if out_pos[q] >= 0:
+            start[out_pos[q] + 1] += 1
+    for i in range(n):
+        start[i + 1] += start[i]
+    fill = start[:n].copy()
+    hist = np.empty(start[n], dtype=np.int64)
+    for q in range(len(out_pos)):
+        i = out_pos[q]
+        if i >= 0:
+            hist[fill[i]] = q
+            fill[i] += 1
+    # Entries (group, value, chain row) with their diffs, in chain order.
+    cap = 2 * n + start[n]
+    M = np.empty((cap, 3), dtype=np.int64)
+    D = np.empty(cap, dtype=np.int64)
+    m = 0
     for i in range(n):
         g = c_gid[i]
         for src in range(2):
             j = i if src == 0 else i - 1
             if j < 0 or c_gid[j] != g or mult[j] == 0:
                 continue
+            M[m, 0] = g
+            M[m, 1] = val[j] if has_val else 0
+            M[m, 2] = i
+            D[m] = mult[j] if src == 0 else -mult[j]
+            m += 1
+        for x in range(start[i], start[i + 1]):
+            q = hist[x]
+            M[m, 0] = g
+            M[m, 1] = ocols[ng, q] if has_val else 0
+            M[m, 2] = i
+            D[m] = -odiffs[q]
+            m += 1
+    M = M[:m]
+    order = lex_order(M)
+    cols = np.empty((arity, m), dtype=np.int64)
+    times = np.empty((m, 2), dtype=np.int64)
+    diffs = np.empty(m, dtype=np.int64)
+    k = 0
+    x = 0
+    while x < m:
+        e = order[x]
+        s = D[e]
+        y = x + 1
+        while y < m and M[order[y], 0] == M[e, 0] and M[order[y], 1] == M[e, 1] and M[order[y], 2] == M[e, 2]:
+            d = D[order[y]]
+            t = s + d
+            if ((s ^ t) & (d ^ t)) < 0:
+                return cols[:, :0], times[:0], diffs[:0], True
+            s = t
+            y += 1
+        if s != 0:
             for c in range(ng):
-                cols[c, k] = groups[c, g]
+                cols[c, k] = groups[c, M[e, 0]]
             if has_val:
-                cols[ng, k] = val[j]
-            times[k, 0] = c_a[i]
+                cols[ng, k] = M[e, 1]
+            times[k, 0] = c_a[M[e, 2]]
             times[k, 1] = r
-            diffs[k] = mult[j] if src == 0 else -mult[j]
+            diffs[k] = s
             k += 1
-    for q in range(len(out_pos)):
-        i = out_pos[q]
-        if i < 0:
-            continue
-        for c in range(arity):
-            cols[c, k] = ocols[c, q]
-        times[k, 0] = c_a[i]
-        times[k, 1] = r
-        diffs[k] = -odiffs[q]
-        k += 1
-    return cols[:, :k], times[:k], diffs[:k]
+        x = y
+    return cols[:, :k], times[:k], diffs[:k], False
 
 
 def later_rounds(P, npd, g, r, ms, chain, nc, in_a, in_i, i0, i1, out_a, out_i, o0, o1):

@@ -62,7 +62,7 @@ class LoopTactic(ReduceTactic):
 
         :func:`loop_seeds` (the ready seeds, grouped and sorted), one
         :func:`histories` per trace, :func:`chain_walk`, the logic,
-        :func:`chain_output`, one consolidation, and :func:`loop_pending`
+        :func:`chain_output` (consolidated as it writes), and :func:`loop_pending`
         (the seeds for later rounds, kept sorted and distinct).
         """
         ng = len(trace.kinds)
@@ -94,8 +94,11 @@ class LoopTactic(ReduceTactic):
             emitted = _assemble(list(gmat), c_gid, c_a, mult, val, out, out_pos, None, out_kinds, r)
         else:
             v = np.zeros(0, dtype=np.int64) if val is None else np.asarray(val)
-            cols, times, diffs = chain_output(r, c_gid, c_a, mult, v, val is not None, gmat, o_cols, o_diffs, out_pos)
-            emitted = consolidate(Updates(tuple(cols), times, diffs, out_kinds))
+            cols, times, diffs, overflow = chain_output(r, c_gid, c_a, mult, v, val is not None, gmat, o_cols, o_diffs,
+                                                        out_pos)
+            if overflow:
+                raise SchemaError(overflow_message(self.node.logic))
+            emitted = Updates(tuple(cols), times, diffs, out_kinds)
         later, later_t = loop_pending(pk, pt, waiting, gmat, P)
         self.pending_rows = Updates(tuple(later), later_t, np.ones(len(later_t), dtype=np.int64), trace.kinds) \
             if len(later_t) else None
