@@ -34,6 +34,27 @@ def ready_mask(times: np.ndarray, bound: np.ndarray) -> np.ndarray:
 
 
 @lazy_jit
+def ready_split(times, bound):
+    """``(ready_mask(times, bound), how many are complete)`` in one compiled pass.  O(n depth).
+
+    What a step that retires only complete times asks first: with the
+    count, "all of it" and "none of it" cost nothing more.
+    """
+    n = times.shape[0]
+    mask = np.empty(n, dtype=np.bool_)
+    count = 0
+    for i in range(n):
+        ok = True
+        for j in range(times.shape[1]):
+            if times[i, j] >= bound[j]:
+                ok = False
+                break
+        mask[i] = ok
+        count += ok
+    return mask, count
+
+
+@lazy_jit
 def any_complete(times, bound):
     """Whether some row of ``times`` is complete under ``bound`` (``ready_mask(times, bound).any()``).
 

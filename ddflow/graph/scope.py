@@ -277,7 +277,10 @@ class Scheduler:
                     f"input times {loop.changing_times(outer_bound)}); a loop over a collection that goes negative "
                     "(a removal of an absent record) may never converge: declare the input nonnegative")
             loop.rounds_run = max(loop.rounds_run, r + 1)
-            self.step_scope(loop, np.append(outer_bound, r + 1))
+            bound = np.empty(len(outer_bound) + 1, dtype=np.int64)
+            bound[:-1] = outer_bound
+            bound[-1] = r + 1
+            self.step_scope(loop, bound)
 
     # -- hooks -------------------------------------------------------------------------
     def begin_epoch(self) -> None:

@@ -13,7 +13,7 @@ import numpy as np
 
 from ddflow.base.consolidate import consolidate
 from ddflow.base.updates import Updates
-from ddflow.graph.node import Node, object_columns
+from ddflow.graph.node import Node, any_complete, object_columns, ready_split
 from ddflow.graph.scope import Scope
 
 
@@ -74,10 +74,20 @@ class VariableNode(Node):
         if not self.held:
             return
         u = Updates.concat(self.held) if len(self.held) > 1 else self.held[0]
-        ready = np.all(u.times < bound, axis=1)
-        self.held = [u.take(np.flatnonzero(~ready))] if not ready.all() else []
-        if ready.any():
-            self.emit(consolidate(u.take(np.flatnonzero(ready))))
+        ready, due = ready_split(u.times, bound)
+        if due == len(u):  # the usual case: last round's feedback, all of it due now (no copies)
+            self.held = []
+        elif not due:
+            self.held = [u]
+            return
+        else:
+            self.held = [u.take(np.flatnonzero(~ready))]
+            u = u.take(np.flatnonzero(ready))
+        self.emit(consolidate(u))
+
+    def has_ready_work(self, bound: np.ndarray) -> bool:
+        """Queued input, or held feedback due under ``bound``: a step with neither does nothing.  O(held) compiled."""
+        return any(self.queues) or any(any_complete(u.times, bound) for u in self.held)
 
     def _fit(self, u: Updates) -> Updates:
         """Bring feedback to the variable's column kinds (as concat does), or fail naming the variable."""

@@ -9,7 +9,7 @@ from hypothesis.extra import numpy as hnp
 
 import ddflow
 from ddflow.errors import DataflowError, NonConvergence
-from ddflow.graph.node import any_complete, ready_mask
+from ddflow.graph.node import any_complete, ready_mask, ready_split
 from ddflow.graph.scope import IterativeScope, Scheduler, least_round
 from ddflow.workers.runtime import WorkerRuntime
 
@@ -81,6 +81,17 @@ def test_any_complete_matches_the_ready_mask(data, plain):
     bound = data.draw(hnp.arrays(np.int64, depth, elements=st.integers(0, 5)))
     kernel = any_complete.plain if plain else any_complete
     assert kernel(times, bound) == bool(ready_mask(times, bound).any())
+
+
+@settings(max_examples=200)
+@given(data=st.data(), plain=st.booleans())
+def test_ready_split_is_the_ready_mask_and_its_count(data, plain):
+    depth = data.draw(st.integers(1, 3))
+    times = data.draw(hnp.arrays(np.int64, (data.draw(st.integers(0, 8)), depth), elements=st.integers(0, 4)))
+    bound = data.draw(hnp.arrays(np.int64, depth, elements=st.integers(0, 5)))
+    mask, count = (ready_split.plain if plain else ready_split)(times, bound)
+    want = np.all(times < bound, axis=1)
+    assert mask.dtype == bool and mask.tolist() == want.tolist() and count == int(want.sum())
 
 
 def test_a_reduce_whose_work_is_all_later_is_not_stepped():

@@ -6,7 +6,7 @@ from typing import Iterable
 import numpy as np
 
 from ddflow.errors import SchemaError, UsageError
-from ddflow.graph.node import Node, any_complete, ready_mask
+from ddflow.graph.node import Node, any_complete, ready_split
 from ddflow.graph.scope import Scope
 from ddflow.operators.arrange import ArrangeNode
 from ddflow.operators.reduce.general import GeneralTactic
@@ -65,11 +65,11 @@ class ReduceNode(Node):
     def step(self, bound: np.ndarray) -> None:
         new = self.dequeue()
         if new is not None:
-            ok = ready_mask(new.times, bound)
-            if not ok.any():  # all of it waits (in a loop, the next round's input often arrives early)
+            ok, due = ready_split(new.times, bound)
+            if not due:  # all of it waits (in a loop, the next round's input often arrives early)
                 self.queues[0] = [new]
                 new = None
-            elif not ok.all():
+            elif due < len(new):
                 self.queues[0] = [new.take(np.flatnonzero(~ok))]
                 new = new.take(np.flatnonzero(ok))
             if new is not None and new.arity < self.logic.min_arity:
