@@ -38,7 +38,7 @@ import numpy as np
 
 from ddflow.base import memory
 from ddflow.base.address import address, view_2d, view_i32, view_i64
-from ddflow.base.kernels import lazy_jit
+from ddflow.base.kernels import _consolidate_small, group_sums, lazy_jit
 from ddflow.errors import DataflowError
 
 #: The columns of a table row: counts, then addresses (offsets in 32 or 64 bits: the other view is empty).
@@ -74,21 +74,10 @@ def batch_row(b, keep: list) -> np.ndarray:
     return row
 
 
-@lazy_jit
-def trie_with_row(K, times, diffs):
-    """A batch's trie levels and its table row, from consolidated updates, in one compiled call.
+def build_trie(K, times, diffs):
+    """The trie levels and table row of consolidated updates: see :func:`trie_with_row` (a kernel helper).
 
-    ``K`` is the ``(n, m)`` int64 matrix of the updates' record columns
-    (key first), sorted and consolidated with their ``times`` and
-    ``diffs`` (both C-contiguous; the batch keeps them as they are).
-    Returns ``(keys, key_offs, V, val_offs, row)``: the distinct keys, for
-    each key its first value row (plus the end), the value columns as the
-    rows of ``V`` (``(m - 1, values)``), for each value row its first
-    update (plus the end), and :func:`batch_row`'s row for these arrays
-    (offsets in 32 bits, as ``offset_dtype`` gives below 2**31 updates).
-    What building a batch from a small step costs in one call instead of
-    a grouping kernel, a few numpy calls and one address per array.
-    O(n m).
+    ``K`` may be any ``(n, m)`` view (a transposed column-major matrix too).
     """
     n, m = K.shape
     nk = 0
@@ -134,6 +123,55 @@ def trie_with_row(K, times, diffs):
     for j in range(m - 1):
         row[VAL0 + j] = V.ctypes.data + 8 * j * nv
     return keys, key_offs, V, val_offs, row
+
+
+@lazy_jit(uses=(build_trie,))
+def trie_with_row(K, times, diffs):
+    """A batch's trie levels and its table row, from consolidated updates, in one compiled call.
+
+    ``K`` is the ``(n, m)`` int64 matrix of the updates' record columns
+    (key first), sorted and consolidated with their ``times`` and
+    ``diffs`` (both C-contiguous; the batch keeps them as they are).
+    Returns ``(keys, key_offs, V, val_offs, row)``: the distinct keys, for
+    each key its first value row (plus the end), the value columns as the
+    rows of ``V`` (``(m - 1, values)``), for each value row its first
+    update (plus the end), and :func:`batch_row`'s row for these arrays
+    (offsets in 32 bits, as ``offset_dtype`` gives below 2**31 updates).
+    What building a batch from a small step costs in one call instead of
+    a grouping kernel, a few numpy calls and one address per array.
+    O(n m).
+    """
+    return build_trie(K, times, diffs)
+
+
+@lazy_jit(uses=(build_trie, _consolidate_small, group_sums))
+def consolidated_trie(K, diffs, m):
+    """A few updates consolidated and built into a batch's trie and table row, in one compiled call.
+
+    ``K`` is the ``(n, m + depth)`` int64 matrix of the updates' record
+    columns then time coordinates, in any order; equal rows add up their
+    ``diffs`` and zero sums drop, as ``consolidate`` does (its small-batch
+    kernel, ``_consolidate_small``, does it here).  Returns ``(C, T, D,
+    keys, key_offs, V, val_offs, row, overflow)``: the consolidated
+    updates (columns as the rows of ``C``, times ``T``, diffs ``D``)
+    sorted as ``consolidate`` sorts them, then :func:`trie_with_row`'s
+    results over them; ``overflow`` when a sum leaves int64 (the rest is
+    then meaningless).  O(n^2 (m + depth)): for the few rows
+    (``SMALL_ROWS``) of a small step.
+    """
+    w = K.shape[1]
+    sel, D, overflow = _consolidate_small(K, diffs)
+    k = len(sel)
+    D = D.copy()
+    C = np.empty((m, k), dtype=np.int64)
+    T = np.empty((k, w - m), dtype=np.int64)
+    for x in range(k):
+        for c in range(m):
+            C[c, x] = K[sel[x], c]
+        for c in range(w - m):
+            T[x, c] = K[sel[x], m + c]
+    keys, key_offs, V, val_offs, row = build_trie(C.T, T, D)
+    return C, T, D, keys, key_offs, V, val_offs, row, overflow
 
 
 def all_int(batch) -> bool:

@@ -12,14 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from ddflow.base.kernels import kernels
+from ddflow.base.kernels import SMALL_ROWS, kernels, key_matrix
 from ddflow.base.consolidate import consolidate
 from ddflow.base.lattice import Antichain, MutableAntichain, as_time
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError, UsageError
 
 from .batch import Batch, Description
-from .layout import BatchTable, seek_table
+from .layout import BatchTable, consolidated_trie, seek_table
 from .spine import Spine
 
 
@@ -102,6 +102,41 @@ class Trace:
         b = Batch.from_updates(u, desc, consolidated=consolidated, check=check)
         self.spine.insert(b)
         return b
+
+    def insert_consolidating(self, u: Updates) -> Updates:
+        """Consolidate ``u``, insert it untiled (as :meth:`insert_updates`) and return it consolidated.
+
+        What an arrangement does with every batch it receives.  Up to
+        ``SMALL_ROWS`` updates of int64 columns, consolidating and building
+        the batch are one compiled call (:func:`traces.layout.consolidated_trie`);
+        otherwise ``consolidate`` then :meth:`insert_updates`.  A sum of
+        diffs past int64 is the ``SchemaError`` that ``consolidate`` raises,
+        and nothing is inserted.  Cost: O(n^2) for the few, else O(n log n),
+        plus the spine's amortized merges.
+
+        >>> from ddflow.base.interner import Interner
+        >>> from ddflow.base.updates import from_rows
+        >>> it = Interner(); t = Trace(("i", "i"), depth=1)
+        >>> t.insert_consolidating(from_rows([(2, 5), (1, 4), (2, 5)], 0, 1, it)).to_rows(it)
+        [((1, 4), 0, 1), ((2, 5), 0, 2)]
+        >>> t.contents(0)
+        {(1, 4): 1, (2, 5): 2}
+        """
+        if not 1 < len(u) <= SMALL_ROWS or not all(c.dtype == np.int64 for c in u.cols):
+            u = consolidate(u)
+            if len(u):
+                self.insert_updates(u, consolidated=True)
+            return u
+        C, T, D, keys, key_offs, V, val_offs, row, overflow = consolidated_trie(key_matrix(u.cols, u.times), u.diffs,
+                                                                                  len(u.cols))
+        if overflow:
+            consolidate(u)  # raises, naming the record and time
+        out = Updates(tuple(C), T, D, u.kinds)
+        if len(D):
+            b = Batch(keys, tuple(V), key_offs, val_offs, T, D, Description.covering(self.depth), u.kinds, check=False)
+            b._row = (row, [])
+            self.spine.insert(b)
+        return out
 
     def compact(self) -> None:
         """Merge all batches into one, advancing times to the compaction frontier."""

@@ -30,22 +30,27 @@ class ArrangeNode(Node):
         self.handle: TraceHandle | None = None
 
     def step(self, bound: np.ndarray) -> None:
-        """Consolidate what arrived (O(n log n)), insert it into the trace and emit it to the readers."""
+        """Consolidate what arrived (O(n log n)), insert it into the trace and emit it to the readers.
+
+        A few updates are consolidated and built into the trace's batch in
+        one compiled call (:meth:`ddflow.traces.Trace.insert_consolidating`).
+        """
         u = self.dequeue()
         if u is None:
             return
         if u.arity < 1:
             raise SchemaError(f"arrangement {self.name!r}: keyed operators need records with at least one field (the key)")
-        u = consolidate(u)
-        if not len(u):
-            return
         if self.trace is None:
+            u = consolidate(u)
+            if not len(u):
+                return
             self.trace = Trace(u.kinds, u.depth, name=self.name)
             self.handle = self.trace.reader()
         elif u.kinds != self.trace.kinds:
             u = self.ctx.coerce(u, self.trace.kinds, self.name)
-        self.trace.insert_updates(u, consolidated=True)
-        self.emit(u)
+        u = self.trace.insert_consolidating(u)
+        if len(u):
+            self.emit(u)
 
     def held_columns(self) -> Iterable[np.ndarray]:
         """Queued input and the trace's object columns (keys and values).  O(batches)."""
