@@ -38,7 +38,7 @@ import numpy as np
 
 from ddflow.base import memory
 from ddflow.base.address import address, view_2d, view_i32, view_i64
-from ddflow.base.kernels import _consolidate_small, group_sums, lazy_jit
+from ddflow.base.kernels import _consolidate_small, _trie_starts, group_sums, lazy_jit
 from ddflow.errors import DataflowError
 
 #: The columns of a table row: counts, then addresses (offsets in 32 or 64 bits: the other view is empty).
@@ -77,39 +77,25 @@ def batch_row(b, keep: list) -> np.ndarray:
 def build_trie(K, times, diffs):
     """The trie levels and table row of consolidated updates: see :func:`trie_with_row` (a kernel helper).
 
+    The levels are where ``_trie_starts`` (the general build's grouping) finds them.
+
     ``K`` may be any ``(n, m)`` view (a transposed column-major matrix too).
     """
     n, m = K.shape
-    nk = 0
-    nv = 0
-    kstart = np.empty(n, dtype=np.int64)
-    vstart = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        newkey = i == 0 or K[i, 0] != K[i - 1, 0]
-        newval = newkey
-        if not newval:
-            for j in range(1, m):
-                if K[i, j] != K[i - 1, j]:
-                    newval = True
-                    break
-        if newkey:
-            kstart[nk] = nv
-            nk += 1
-        if newval:
-            vstart[nv] = i
-            nv += 1
+    kstarts, vstarts, koffs = _trie_starts(K)
+    nk, nv = len(kstarts), len(vstarts)
     keys = np.empty(nk, dtype=np.int64)
     key_offs = np.empty(nk + 1, dtype=np.int32)
     V = np.empty((m - 1, nv), dtype=np.int64)
     val_offs = np.empty(nv + 1, dtype=np.int32)
     for g in range(nk):
-        key_offs[g] = kstart[g]
-        keys[g] = K[vstart[kstart[g]], 0]
-    key_offs[nk] = nv
+        keys[g] = K[kstarts[g], 0]
+    for g in range(nk + 1):
+        key_offs[g] = koffs[g]
     for v in range(nv):
-        val_offs[v] = vstart[v]
+        val_offs[v] = vstarts[v]
         for j in range(1, m):
-            V[j - 1, v] = K[vstart[v], j]
+            V[j - 1, v] = K[vstarts[v], j]
     val_offs[nv] = n
     row = np.zeros(VAL0 + m - 1, dtype=np.int64)
     row[NKEYS] = nk
@@ -125,7 +111,7 @@ def build_trie(K, times, diffs):
     return keys, key_offs, V, val_offs, row
 
 
-@lazy_jit(uses=(build_trie,))
+@lazy_jit(uses=(build_trie, _trie_starts))
 def trie_with_row(K, times, diffs):
     """A batch's trie levels and its table row, from consolidated updates, in one compiled call.
 
@@ -144,7 +130,7 @@ def trie_with_row(K, times, diffs):
     return build_trie(K, times, diffs)
 
 
-@lazy_jit(uses=(build_trie, _consolidate_small, group_sums))
+@lazy_jit(uses=(build_trie, _trie_starts, _consolidate_small, group_sums))
 def consolidated_trie(K, diffs, m):
     """A few updates consolidated and built into a batch's trie and table row, in one compiled call.
 

@@ -33,7 +33,18 @@ def ready_mask(times: np.ndarray, bound: np.ndarray) -> np.ndarray:
     return np.all(times < bound, axis=1)
 
 
-@lazy_jit
+def complete_row(times, i, bound):
+    """Whether row ``i`` of ``times`` is complete under ``bound``: its first ``len(bound)`` coordinates below it.
+
+    A kernel helper (compiled with the kernels that call it).  O(len(bound)).
+    """
+    for j in range(len(bound)):
+        if times[i, j] >= bound[j]:
+            return False
+    return True
+
+
+@lazy_jit(uses=(complete_row,))
 def ready_split(times, bound):
     """``(ready_mask(times, bound), how many are complete)`` in one compiled pass.  O(n depth).
 
@@ -44,29 +55,19 @@ def ready_split(times, bound):
     mask = np.empty(n, dtype=np.bool_)
     count = 0
     for i in range(n):
-        ok = True
-        for j in range(times.shape[1]):
-            if times[i, j] >= bound[j]:
-                ok = False
-                break
-        mask[i] = ok
-        count += ok
+        mask[i] = complete_row(times, i, bound)
+        count += mask[i]
     return mask, count
 
 
-@lazy_jit
+@lazy_jit(uses=(complete_row,))
 def any_complete(times, bound):
     """Whether some row of ``times`` is complete under ``bound`` (``ready_mask(times, bound).any()``).
 
     O(n depth), stopping at the first complete row: one compiled call.
     """
     for i in range(times.shape[0]):
-        ok = True
-        for j in range(times.shape[1]):
-            if times[i, j] >= bound[j]:
-                ok = False
-                break
-        if ok:
+        if complete_row(times, i, bound):
             return True
     return False
 

@@ -30,7 +30,7 @@ import numpy as np
 from ddflow.base.kernels import lazy_jit
 from ddflow.base.lattice import Antichain
 from ddflow.errors import DataflowError, NonConvergence
-from ddflow.graph.node import Node
+from ddflow.graph.node import Node, complete_row
 
 if TYPE_CHECKING:
     from ddflow.graph.context import Context
@@ -204,7 +204,7 @@ class IterativeScope(Scope):
             yield from n.work_times()
 
 
-@lazy_jit
+@lazy_jit(uses=(complete_row,))
 def least_round(times, outer_bound):
     """The least iteration ``times[i, k]`` (``k = len(outer_bound)``) of a row with ``times[i, :k] < outer_bound``; -1 if none.
 
@@ -215,12 +215,7 @@ def least_round(times, outer_bound):
     k = len(outer_bound)
     best = -1
     for i in range(times.shape[0]):
-        ok = True
-        for j in range(k):
-            if times[i, j] >= outer_bound[j]:
-                ok = False
-                break
-        if ok:
+        if complete_row(times, i, outer_bound):
             r = times[i, k] if times.shape[1] > k else 0
             if best < 0 or r < best:
                 best = r

@@ -18,7 +18,7 @@ import numpy as np
 
 from ddflow.base.columnar import pair_order
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import grown, lazy_jit, lex_order, run_of, sorted_unique
+from ddflow.base.kernels import group_sums, grown, lazy_jit, lex_order, run_of, sorted_unique
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 
@@ -90,7 +90,7 @@ def _assemble(groups, c_gid, c_a, mult, val, out: Updates, out_pos, oo, kinds, r
     return consolidate(Updates.concat(parts))
 
 
-@lazy_jit(uses=(lex_order,))
+@lazy_jit(uses=(lex_order, group_sums))
 def chain_output(r, c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_pos):
     """The output of round ``r`` along the chains, consolidated and sorted: what :func:`_assemble` emits, for ints.
 
@@ -149,34 +149,21 @@ def chain_output(r, c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_p
             D[m] = -odiffs[q]
             m += 1
     M = M[:m]
-    order = lex_order(M)
-    cols = np.empty((arity, m), dtype=np.int64)
-    times = np.empty((m, 2), dtype=np.int64)
-    diffs = np.empty(m, dtype=np.int64)
-    k = 0
-    x = 0
-    while x < m:
-        e = order[x]
-        s = D[e]
-        y = x + 1
-        while y < m and M[order[y], 0] == M[e, 0] and M[order[y], 1] == M[e, 1] and M[order[y], 2] == M[e, 2]:
-            d = D[order[y]]
-            t = s + d
-            if ((s ^ t) & (d ^ t)) < 0:
-                return cols[:, :0], times[:0], diffs[:0], True
-            s = t
-            y += 1
-        if s != 0:
-            for c in range(ng):
-                cols[c, k] = groups[c, M[e, 0]]
-            if has_val:
-                cols[ng, k] = M[e, 1]
-            times[k, 0] = c_a[M[e, 2]]
-            times[k, 1] = r
-            diffs[k] = s
-            k += 1
-        x = y
-    return cols[:, :k], times[:k], diffs[:k], False
+    sel, sums, overflow = group_sums(M, lex_order(M), D)
+    if overflow:
+        return np.empty((arity, 0), dtype=np.int64), np.empty((0, 2), dtype=np.int64), sums, True
+    k = len(sel)
+    cols = np.empty((arity, k), dtype=np.int64)
+    times = np.empty((k, 2), dtype=np.int64)
+    for x in range(k):
+        e = sel[x]
+        for c in range(ng):
+            cols[c, x] = groups[c, M[e, 0]]
+        if has_val:
+            cols[ng, x] = M[e, 1]
+        times[x, 0] = c_a[M[e, 2]]
+        times[x, 1] = r
+    return cols, times, sums, False
 
 
 def later_rounds(P, npd, g, r, ms, chain, nc, in_a, in_i, i0, i1, out_a, out_i, o0, o1):

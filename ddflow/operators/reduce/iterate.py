@@ -21,7 +21,7 @@ from ddflow.base.consolidate import consolidate
 from ddflow.base.kernels import key_matrix, lazy_jit, lex_order
 from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError, SchemaError
-from ddflow.graph.node import any_complete, object_columns, ready_mask
+from ddflow.graph.node import any_complete, complete_row, object_columns, ready_mask
 from ddflow.operators.reduce.chain import _assemble, chain_output, chain_walk, overflow_message, scalar_loop
 from ddflow.operators.reduce.logic import Logic
 from ddflow.operators.reduce.tactic import ReduceTactic
@@ -161,7 +161,7 @@ class LoopTactic(ReduceTactic):
         return list(groups), seed_gid, in_gid, hist, out_gid, oh
 
 
-@lazy_jit(uses=(lex_order,))
+@lazy_jit(uses=(lex_order, complete_row))
 def loop_seeds(nk, nt, pk, pt, bound):
     """This round's seeds: the new ones (rows ``nk`` at times ``nt``) and the pending ones complete under ``bound``.
 
@@ -182,12 +182,7 @@ def loop_seeds(nk, nt, pk, pt, bound):
         src[ns] = i
         ns += 1
     for i in range(npend):
-        ready = True
-        for j in range(d):
-            if pt[i, j] >= bound[j]:
-                ready = False
-                break
-        if ready:
+        if complete_row(pt, i, bound):
             src[ns] = nn + i
             ns += 1
         else:

@@ -23,9 +23,10 @@ from __future__ import annotations
 import numpy as np
 
 from ddflow.base.kernels import lazy_jit, lex_order
+from ddflow.graph.node import complete_row
 
 
-@lazy_jit(uses=(lex_order,))
+@lazy_jit(uses=(lex_order, complete_row))
 def due_seeds(nk, nt, pk, pt, bound):
     """This step's seeds: every new ``(nk[i], nt[i])`` and the pending ``(pk[i], pt[i])`` complete under ``bound``.
 
@@ -49,12 +50,7 @@ def due_seeds(nk, nt, pk, pt, bound):
             M[ns, 1 + j] = nt[i, j]
         ns += 1
     for i in range(p):
-        ready = True
-        for j in range(d):
-            if pt[i, j] >= bound[j]:
-                ready = False
-                break
-        if ready:
+        if complete_row(pt, i, bound):
             M[ns, 0] = pk[i]
             for j in range(d):
                 M[ns, 1 + j] = pt[i, j]
@@ -90,10 +86,7 @@ def merge_pending(pk, pt, waiting, keys, P):
     O(p) when ``P`` comes sorted (the waiting part always is).
     """
     d = pt.shape[1]
-    nw = 0
-    for i in range(len(waiting)):
-        if waiting[i]:
-            nw += 1
+    nw = np.count_nonzero(waiting)
     n = nw + P.shape[0]
     M = np.empty((n, 1 + d), dtype=np.int64)
     x = 0
