@@ -6,6 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from ddflow.base.consolidate import consolidate
+from ddflow.base.updates import Updates
 from ddflow.operators.reduce.walk import _dense_rank, _narrow_int_range, rank_values, walk_rows
 
 
@@ -55,13 +57,21 @@ def test_walk_rows_lays_out_the_emitted_rows(h, data, numbered, loop, plain):
                          data.draw(hnp.arrays(np.int64, ne, elements=st.integers(1, 3))),
                          data.draw(hnp.arrays(np.int64, ne, elements=st.integers(0, 9))),
                          data.draw(hnp.arrays(np.int64, ne, elements=st.sampled_from([-1, 2])))]).astype(np.int64)
+    if not numbered:
+        E[:, 2] = 0  # as key_walk leaves it: the number is 0 but in mode 3
     depth, r = (2, 5) if loop else (1, 0)
     kernel = walk_rows.plain if plain else walk_rows
-    C, T = kernel(E, keys, first, lo, narrow, Ci, Co, m, numbered, depth, r)
+    C, T, D, overflow = kernel(E, keys, first, lo, narrow, Ci, Co, m, numbered, depth, r)
+    assert not overflow
     vals = [np.concatenate([Ci[1 + c], Co[1 + c]]) for c in range(m)]
+    rows, times = [], []
     for e in range(ne):
         value = [E[e, 1] + lo] if narrow else [v[first[E[e, 1]]] for v in vals]
-        want = [keys[E[e, 0]], *value] + ([E[e, 2]] if numbered else [])
-        assert C[:, e].tolist() == want
-        assert T[e].tolist() == [E[e, 3]] + ([r] if loop else [])
-    assert C.shape == (1 + m + numbered, ne)
+        rows.append([keys[E[e, 0]], *value] + ([E[e, 2]] if numbered else []))
+        times.append([E[e, 3]] + ([r] if loop else []))
+    width = 1 + m + numbered
+    ref = Updates(tuple(np.array([row[c] for row in rows], dtype=np.int64) for c in range(width)),
+                  np.array(times, dtype=np.int64).reshape(ne, depth), E[:, 4].copy(), ("i",) * width)
+    want = consolidate(ref)  # the reference: every row as laid out, then consolidated
+    assert C.shape == (width, len(want)) and [c.tolist() for c in C] == [c.tolist() for c in want.cols]
+    assert T.tolist() == want.times.tolist() and D.tolist() == want.diffs.tolist()

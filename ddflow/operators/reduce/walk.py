@@ -40,8 +40,9 @@ import numpy as np
 
 from ddflow.base.columnar import pair_order
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import grown, key_matrix, lazy_jit, lex_order, run_of, sort_rows, sorted_unique
+from ddflow.base.kernels import group_sums, grown, key_matrix, lazy_jit, lex_order, run_of, sort_rows, sorted_unique
 from ddflow.base.updates import Updates
+from ddflow.errors import SchemaError
 from ddflow.graph.node import any_complete
 from ddflow.operators.reduce.general import GeneralTactic, seeds
 from ddflow.operators.reduce.chain import later_rounds, next_chain_time
@@ -75,7 +76,7 @@ class WalkTactic(GeneralTactic):
 
         :func:`~.pending.due_seeds` (the seeds, grouped and sorted), one
         :func:`histories` per trace, :func:`rank_values`, :func:`key_walk`,
-        :func:`walk_rows`, one consolidation and
+        :func:`walk_rows` (consolidated as it writes) and
         :func:`~.pending.merge_pending`.  A step outside the walk's
         contract (a seed at another iteration, too many numbered pairs)
         goes to :meth:`GeneralTactic.step`, before anything has changed.
@@ -116,8 +117,11 @@ class WalkTactic(GeneralTactic):
             out_g, ot[:, 0], _iterations(ot), vrank[ni:], odf, out_n)
         self.pending_keys, self.pending_times = merge_pending(pk, pt, waiting, keys, later)
         if len(emitted):
-            cols, times = walk_rows(emitted, keys, vfirst, lo, narrow, Ci, Co, m, numbered, depth, r)
-            self.output(consolidate(Updates(tuple(cols), times, emitted[:, 4].copy(), out_kinds)))
+            cols, times, diffs, overflow = walk_rows(emitted, keys, vfirst, lo, narrow, Ci, Co, m, numbered, depth, r)
+            if overflow:
+                raise SchemaError(f"{logic.name} {self.node.name!r}: a sum of output diffs does not fit in int64")
+            if len(diffs):
+                self.output(Updates(tuple(cols), times, diffs, out_kinds))
 
     def _retire(self, new, pk, pt, bound):
         trace = self.node.source.trace
@@ -326,33 +330,41 @@ def rank_values(Ci, Co, m, order):
     return rank, first[:nv], nv, 0, False
 
 
-@lazy_jit
+@lazy_jit(uses=(lex_order, group_sums))
 def walk_rows(E, keys, first, lo, narrow, Ci, Co, m, numbered, depth, r):
-    """The output rows of :func:`key_walk`'s ``E`` as columns and times: ``(C, T)``.
+    """The output rows of :func:`key_walk`'s ``E``, consolidated: ``(C, T, D, overflow)``.
 
-    ``C`` is ``(1 + m (+ 1 numbered), ne)``: the key, the value (``rank +
-    lo`` when ``narrow``, else the columns of the rank's first row, see
-    :func:`rank_values`) and the row number; ``T`` the ``(ne, depth)``
-    times, at iteration ``r`` in a loop.  O(ne m).
+    ``C`` is ``(1 + m (+ 1 numbered), n)``: the key, the value (``rank +
+    lo`` when ``narrow``, else the columns of the rank's representative
+    row, see :func:`rank_values`) and the row number; ``T`` the ``(n,
+    depth)`` times, at iteration ``r`` in a loop; ``D`` the diffs.  Rows
+    of ``E`` equal in (group, rank, number, outer time) are added up and
+    zeros dropped; as keys are sorted and ranks follow the values' order,
+    sorting by those is sorting by (record, time), so the result is what
+    ``consolidate`` gives, in its order.  ``overflow`` when a sum leaves
+    int64 (the rest is then meaningless).  O(n log n + n m).
     """
-    ne = E.shape[0]
+    K = E[:, :4]
+    sel, D, overflow = group_sums(K, lex_order(K), E[:, 4])
+    n = len(sel)
     ni = Ci.shape[1]
-    C = np.empty((1 + m + (1 if numbered else 0), ne), dtype=np.int64)
-    T = np.empty((ne, depth), dtype=np.int64)
-    for e in range(ne):
-        C[0, e] = keys[E[e, 0]]
+    C = np.empty((1 + m + (1 if numbered else 0), n), dtype=np.int64)
+    T = np.empty((n, depth), dtype=np.int64)
+    for x in range(n):
+        e = sel[x]
+        C[0, x] = keys[E[e, 0]]
         if narrow:
-            C[1, e] = E[e, 1] + lo
+            C[1, x] = E[e, 1] + lo
         else:
             i = first[E[e, 1]]
             for c in range(m):
-                C[1 + c, e] = Ci[1 + c, i] if i < ni else Co[1 + c, i - ni]
+                C[1 + c, x] = Ci[1 + c, i] if i < ni else Co[1 + c, i - ni]
         if numbered:
-            C[1 + m, e] = E[e, 2]
-        T[e, 0] = E[e, 3]
+            C[1 + m, x] = E[e, 2]
+        T[x, 0] = E[e, 3]
         if depth == 2:
-            T[e, 1] = r
-    return C, T
+            T[x, 1] = r
+    return C, T, D, overflow
 
 
 def add_changed(delta, mark, st, n, x, d):
