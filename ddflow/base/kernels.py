@@ -414,6 +414,19 @@ def lex_order(M):
     return a
 
 
+def rows_differ(M, a, b, ncols):
+    """Whether rows ``a`` and ``b`` of ``M`` differ in their first ``ncols`` columns.  O(ncols).
+
+    For kernels that walk rows in sorted order and start a new group, rank
+    or distinct row where one differs from the previous (compiled with the
+    kernels that call it).
+    """
+    for c in range(ncols):
+        if M[a, c] != M[b, c]:
+            return True
+    return False
+
+
 def run_of(sorted_ids, lo, g):
     """``(start, end)``: the run of value ``g`` in ``sorted_ids``, searched from ``lo`` on.  O(skipped + run).
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from ddflow.base.columnar import lookup_rows
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import key_matrix, lazy_jit, lex_order
+from ddflow.base.kernels import key_matrix, lazy_jit, lex_order, rows_differ
 from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError, SchemaError
 from ddflow.graph.node import any_complete, complete_row, object_columns, ready_mask
@@ -161,7 +161,7 @@ class LoopTactic(ReduceTactic):
         return list(groups), seed_gid, in_gid, hist, out_gid, oh
 
 
-@lazy_jit(uses=(lex_order, complete_row))
+@lazy_jit(uses=(lex_order, complete_row, rows_differ))
 def loop_seeds(nk, nt, pk, pt, bound):
     """This round's seeds: the new ones (rows ``nk`` at times ``nt``) and the pending ones complete under ``bound``.
 
@@ -203,14 +203,7 @@ def loop_seeds(nk, nt, pk, pt, bound):
     G = 0
     for i in range(ns):
         x = order[i]
-        new = i == 0
-        if not new:
-            p = firsts[G - 1]
-            for c in range(m):
-                if M[x, c] != M[p, c]:
-                    new = True
-                    break
-        if new:
+        if i == 0 or rows_differ(M, x, firsts[G - 1], m):
             firsts[G] = x
             G += 1
         gid[i] = G - 1
@@ -222,7 +215,7 @@ def loop_seeds(nk, nt, pk, pt, bound):
     return groups, gid, t, waiting, bad
 
 
-@lazy_jit(uses=(lex_order,))
+@lazy_jit(uses=(lex_order, rows_differ))
 def loop_pending(pk, pt, waiting, groups, P):
     """The seeds for later rounds: the pending ones still ``waiting`` and the new ones ``P``, distinct and sorted.
 
@@ -261,14 +254,8 @@ def loop_pending(pk, pt, waiting, groups, P):
     out = 0
     for x in range(n):
         r = order[x]
-        if out > 0:
-            same = True
-            for c in range(m + 2):
-                if M[r, c] != M[order[x - 1], c]:
-                    same = False
-                    break
-            if same:
-                continue
+        if out > 0 and not rows_differ(M, r, order[x - 1], m + 2):
+            continue
         for c in range(m):
             cols[c, out] = M[r, c]
         times[out, 0] = M[r, m]

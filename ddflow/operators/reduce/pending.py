@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.kernels import lazy_jit, lex_order
+from ddflow.base.kernels import lazy_jit, lex_order, rows_differ
 from ddflow.graph.node import complete_row
 
 
@@ -76,7 +76,7 @@ def due_seeds(nk, nt, pk, pt, bound):
     return keys[:G], g, a, waiting, bad
 
 
-@lazy_jit(uses=(lex_order,))
+@lazy_jit(uses=(lex_order, rows_differ))
 def merge_pending(pk, pt, waiting, keys, P):
     """The pending pairs after a step: those still ``waiting`` and the walk's new ones ``P``, sorted, distinct.
 
@@ -107,14 +107,8 @@ def merge_pending(pk, pt, waiting, keys, P):
     m = 0
     for y in range(n):
         i = order[y]
-        if m > 0:
-            same = M[i, 0] == out_k[m - 1]
-            for j in range(d):
-                if not same:
-                    break
-                same = M[i, 1 + j] == out_t[m - 1, j]
-            if same:
-                continue
+        if y > 0 and not rows_differ(M, i, order[y - 1], 1 + d):
+            continue
         out_k[m] = M[i, 0]
         for j in range(d):
             out_t[m, j] = M[i, 1 + j]

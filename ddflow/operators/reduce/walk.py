@@ -40,7 +40,8 @@ import numpy as np
 
 from ddflow.base.columnar import pair_order
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import group_sums, grown, key_matrix, lazy_jit, lex_order, run_of, sort_rows, sorted_unique
+from ddflow.base.kernels import (group_sums, grown, key_matrix, lazy_jit, lex_order, rows_differ, run_of, sort_rows,
+                                 sorted_unique)
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import any_complete
@@ -280,7 +281,7 @@ def _value_order(Ci: np.ndarray, Co: np.ndarray, m: int) -> np.ndarray:
     return sort_rows(key_matrix(vals))
 
 
-@lazy_jit(uses=(lex_order,))
+@lazy_jit(uses=(lex_order, rows_differ))
 def rank_values(Ci, Co, m, order):
     """Each history row's value rank, the values being rows ``1..m`` of ``Ci`` (input) then ``Co`` (output).
 
@@ -317,13 +318,7 @@ def rank_values(Ci, Co, m, order):
     nv = 0
     for x in range(n):
         i = order[x]
-        new = x == 0
-        if not new:
-            for c in range(m):
-                if V[i, c] != V[order[x - 1], c]:
-                    new = True
-                    break
-        if new:
+        if x == 0 or rows_differ(V, i, order[x - 1], m):
             first[nv] = i
             nv += 1
         rank[i] = nv - 1
