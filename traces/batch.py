@@ -162,7 +162,18 @@ class Batch:
         """
         times, diffs = np.ascontiguousarray(u.times), np.ascontiguousarray(u.diffs)
         keys, key_offs, V, val_offs, row = kernel(key_matrix(u.cols), times, diffs)
-        b = cls(keys, tuple(V), key_offs, val_offs, times, diffs, desc, u.kinds, check)
+        return cls.with_row(keys, V, key_offs, val_offs, times, diffs, desc, u.kinds, row, check)
+
+    @classmethod
+    def with_row(cls, keys: np.ndarray, V: np.ndarray, key_offs: np.ndarray, val_offs: np.ndarray, times: np.ndarray,
+                 diffs: np.ndarray, desc: Description, kinds: tuple[str, ...], row: np.ndarray,
+                 check: bool = True) -> "Batch":
+        """A batch of trie arrays as ``traces.layout.build_trie`` returns them, with the table row it made for them.
+
+        The value columns are the rows of ``V``; ``row`` points at exactly
+        these arrays, so it is kept as the batch's row.  O(arity).
+        """
+        b = cls(keys, tuple(V), key_offs, val_offs, times, diffs, desc, kinds, check)
         b._row = (row, [])
         return b
 

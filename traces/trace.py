@@ -133,9 +133,8 @@ class Trace:
             consolidate(u)  # raises, naming the record and time
         out = Updates(tuple(C), T, D, u.kinds)
         if len(D):
-            b = Batch(keys, tuple(V), key_offs, val_offs, T, D, Description.covering(self.depth), u.kinds, check=False)
-            b._row = (row, [])
-            self.spine.insert(b)
+            self.spine.insert(Batch.with_row(keys, V, key_offs, val_offs, T, D, Description.covering(self.depth),
+                                             u.kinds, row, check=False))
         return out
 
     def compact(self) -> None:
