@@ -40,17 +40,20 @@ class ArrangeNode(Node):
             return
         if u.arity < 1:
             raise SchemaError(f"arrangement {self.name!r}: keyed operators need records with at least one field (the key)")
-        if self.trace is None:
+        if self.trace is None:  # the first batch fixes the trace's kinds (a batch that cancels out makes none)
             u = consolidate(u)
             if not len(u):
                 return
             self.trace = Trace(u.kinds, u.depth, name=self.name)
             self.handle = self.trace.reader()
-        elif u.kinds != self.trace.kinds:
-            u = self.ctx.coerce(u, self.trace.kinds, self.name)
-        u = self.trace.insert_consolidating(u)
-        if len(u):
-            self.emit(u)
+            self.trace.insert_updates(u, consolidated=True)
+        else:
+            if u.kinds != self.trace.kinds:
+                u = self.ctx.coerce(u, self.trace.kinds, self.name)
+            u = self.trace.insert_consolidating(u)
+            if not len(u):
+                return
+        self.emit(u)
 
     def held_columns(self) -> Iterable[np.ndarray]:
         """Queued input and the trace's object columns (keys and values).  O(batches)."""
