@@ -654,13 +654,17 @@ class Collection:
         """
         return self._reduce_arranged(self.arrange(), ThresholdLogic(fn), name)
 
-    def accumulate(self, groups: int = 1, weights: int = 1, name: str | None = None) -> "Collection":
+    def accumulate(self, groups: int = 1, weights: int = 1, floats: int = 0,
+                   name: str | None = None) -> "Collection":
         """``(*group, count, *sums)`` per group: the count and diff-weighted sums of its weights, from the changes.
 
-        Records are ``(g_0..g_(groups-1), w_1..w_weights)``: the group (any
-        kinds), then int64 weights.  Each group with a nonzero count ``c``
-        (the sum of its diffs) has one record ``(*g, c, S_1, ..)`` with
-        ``S_j`` the sum of ``diff * w_j``; a sum past int64 is an error.
+        Records are ``(g_0..g_(groups-1), w_1..w_weights, x_1..x_floats)``:
+        the group (any kinds), then int64 weights, then float64 ones.  Each
+        group with a nonzero count ``c`` (the sum of its diffs) has one
+        record ``(*g, c, S_1, .., X_1, ..)`` with ``S_j`` the sum of
+        ``diff * w_j`` (a sum past int64 is an error) and ``X_j`` the sum of
+        ``diff * x_j`` computed exactly and rounded once, so retractions
+        undo exactly (:mod:`ddflow.base.exactsum`).
         Cost: at the top level O(n (w + 1) log n) vectorized per batch of n
         updates plus one seek of their first fields, reading O(w + 1)
         compacted rows per changed group (never its history, no Python per
@@ -675,27 +679,35 @@ class Collection:
         >>> sales_in.update([("a", 3)], times=1, diffs=-1); flow.advance_to(2); flow.run()
         >>> out.drain()
         [(('a', 2, 5), 0, 1), (('b', 1, 1), 0, 1), (('a', 1, 2), 1, 1), (('a', 2, 5), 1, -1)]
+        >>> flow = ddflow.Dataflow()
+        >>> prices_in, prices = flow.new_collection("prices")
+        >>> total = prices.accumulate(groups=1, weights=0, floats=1).capture()
+        >>> prices_in.update([("a", 0.1), ("a", 0.2)], times=0); flow.advance_to(1); flow.run()
+        >>> prices_in.update([("a", 0.1)], times=1, diffs=-1); flow.advance_to(2); flow.run()
+        >>> total.drain()  # exactly 0.2 at time 1, where 0.1 + 0.2 - 0.1 is 0.20000000000000004
+        [(('a', 2, 0.30000000000000004), 0, 1), (('a', 1, 0.2), 1, 1), (('a', 2, 0.30000000000000004), 1, -1)]
         """
         from ddflow.operators.reduce.accumulate import AccumulateLogic, AccumulateTactic, ExplodeNode
         from ddflow.operators.reduce.general import GeneralTactic
 
-        if groups < 1 or weights < 0:
-            raise UsageError(f"accumulate needs groups >= 1 and weights >= 0, got {groups} and {weights}")
-        if weights == 0:
+        if groups < 1 or weights < 0 or floats < 0:
+            raise UsageError(f"accumulate needs groups >= 1 and weights, floats >= 0, got {groups}, {weights} "
+                             f"and {floats}")
+        if weights == 0 and floats == 0:
             # No weights: records are the groups, and this is ``count`` exactly (its total-order tactic is
             # the fastest path there is; its output is on the worker of its first field, as ours).
             out = self.count(name)
             out.partitioned = True
             return out
         name = self._name("accumulate", name)
-        logic = AccumulateLogic(groups, weights, name)
+        logic = AccumulateLogic(groups, weights, name, floats)
         if self.scope.depth > 1:
             return self._reduce_arranged(self.arrange(), logic, name, tactic=GeneralTactic)
         src = self
         if self.ctx.workers > 1 and not self.partitioned:
             # Move the records, not their m + 1 exploded forms, to the group's worker.
             src = self._derive(ExchangeNode(self.scope, f"{name}.exchange", self.ctx.workers))
-        exploded = src._derive(ExplodeNode(self.scope, f"{name}.explode", groups, weights, name))
+        exploded = src._derive(ExplodeNode(self.scope, f"{name}.explode", groups, weights, name, floats))
         exploded.partitioned = True
         arr = exploded.arrange(f"{name}.arrange")
         out = Collection(ReduceNode(self.scope, name, arr.node, logic, AccumulateTactic))
