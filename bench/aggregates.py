@@ -1,9 +1,10 @@
 """Per-refresh time of a GROUP BY view as its table grows: diff-weighted sums against the former per-key reduce.
 
-``python -m bench.aggregates [--sizes 10000,100000,1000000] [--refreshes 7] [--batch 100]``
+``python -m bench.aggregates [--sizes 10000,100000,1000000] [--refreshes 7] [--batch 100] [--type double]``
 
 The view is ``SELECT g, COUNT(*), SUM(x), AVG(x) FROM t GROUP BY g`` over
-4 groups.  Each table size gets two dataflows, one lowered the former way
+4 groups, ``x`` a bigint (``--type double``: a double with two decimals,
+summed exactly either way).  Each table size gets two dataflows, one lowered the former way
 (:data:`ddflow.plan.aggregate.GENERIC`: one reduce whose Python function
 re-reads each changed group's rows) and one the new way (an accumulate of
 weights: O(1) state per group); both load the table, then take the same
@@ -35,10 +36,18 @@ QUERY = "SELECT g, COUNT(*) AS n, SUM(x) AS s, AVG(x) AS a FROM t GROUP BY g"
 #: them by the first column: with ``g`` (4 values) first that seek reads the whole table every refresh,
 #: whatever the view does, so by default ``x`` (distinct values) comes first (``--first g`` shows it).
 FIRST = "x"
+#: The SQL type of ``x``: bigint, or double.
+TYPE = "bigint"
+
+
+def _values(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Distinct values of x (the former reduce's state per group is then its rows)."""
+    x = rng.integers(-10**9, 10**9, n)
+    return x if TYPE == "bigint" else x / 100.0
 
 
 def _table(g: np.ndarray, x: np.ndarray) -> pa.Table:
-    cols = {"g": pa.array(g, pa.int64()), "x": pa.array(x, pa.int64())}
+    cols = {"g": pa.array(g, pa.int64()), "x": pa.array(x, pa.int64() if TYPE == "bigint" else pa.float64())}
     return pa.table({c: cols[c] for c in ((FIRST, "g" if FIRST == "x" else "x"))})
 
 
@@ -47,7 +56,8 @@ class View:
 
     def __init__(self, generic: bool, g: np.ndarray, x: np.ndarray):
         self.flow = ddflow.Dataflow()
-        self.t_in, _ = self.flow.new_collection("t", schema={c: "bigint" for c in _table(g[:0], x[:0]).column_names})
+        self.t_in, _ = self.flow.new_collection("t", schema={c: "bigint" if c == "g" else TYPE
+                                                             for c in _table(g[:0], x[:0]).column_names})
         old, aggregate.GENERIC = aggregate.GENERIC, generic
         try:
             self.cap = self.flow.sql(QUERY).capture()
@@ -81,7 +91,7 @@ class View:
 def run(size: int, refreshes: int, batch: int, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     g = rng.integers(0, 4, size)
-    x = rng.integers(-10**9, 10**9, size)  # distinct values: the former reduce's state is the whole table
+    x = _values(rng, size)
     views = {"old": View(True, g, x), "new": View(False, g, x)}
     con = duckdb.connect()
     con.register("src", _table(g, x))
@@ -89,7 +99,7 @@ def run(size: int, refreshes: int, batch: int, seed: int = 0) -> dict:
     times: dict[str, list[float]] = {"old": [], "new": [], "duckdb": []}
     removed = 0
     for r in range(refreshes):
-        ins = (rng.integers(0, 4, batch), rng.integers(-10**9, 10**9, batch))
+        ins = (rng.integers(0, 4, batch), _values(rng, batch))
         dels = (g[removed:removed + batch], x[removed:removed + batch])
         removed += batch
         for name in (("old", "new") if r % 2 == 0 else ("new", "old")):
@@ -115,9 +125,10 @@ def main() -> None:
     ap.add_argument("--refreshes", type=int, default=7)
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--first", choices=("x", "g"), default="x", help="the table's first column (see FIRST)")
+    ap.add_argument("--type", choices=("bigint", "double"), default="bigint", help="the SQL type of x")
     args = ap.parse_args()
-    global FIRST
-    FIRST = args.first
+    global FIRST, TYPE
+    FIRST, TYPE = args.first, args.type
     rows = []
     print(f"{'rows':>9} {'old ms':>10} {'new ms':>9} {'duckdb ms':>10} {'old/new':>8} {'new/duckdb':>11}")
     for size in (int(s) for s in args.sizes.split(",")):
@@ -126,7 +137,7 @@ def main() -> None:
         m = res["refresh_ms"]
         print(f"{size:>9} {m['old']:>10.2f} {m['new']:>9.2f} {m['duckdb']:>10.2f} {res['speedup_new_vs_old']:>8} "
               f"{res['new_vs_duckdb']:>11}", flush=True)
-    print(json.dumps({"bench": "aggregates", "query": QUERY, "first_column": FIRST, "results": rows}))
+    print(json.dumps({"bench": "aggregates", "query": QUERY, "type": TYPE, "first_column": FIRST, "results": rows}))
 
 
 if __name__ == "__main__":

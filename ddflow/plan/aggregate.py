@@ -20,13 +20,15 @@ takes the cheapest exact route:
   the step).  The group key is :func:`group_key`: the group value itself
   for one string column (NULL is None, never a string), else a tuple of
   the group values and their null bits (built per changed row).
-- SUM and AVG over double cannot be kept under retraction exactly (float
-  addition does not undo), so they keep the per-key reduce of
-  :func:`ddflow.plan.lower._aggregate_logic`.
+- SUM and AVG over double are the same diff-weighted sums, with the value
+  as a float weight of the accumulate: summed exactly (its integer limbs,
+  :mod:`ddflow.base.exactsum`) and rounded once, so a retraction undoes
+  exactly and the result depends only on the group's rows, never on the
+  order of their updates.  AVG is that sum divided by the count.
 
 The parts meet in one stored row per group (group values, aggregates,
 null mask) by left joins of the accumulate's rows (one per group) with
-each MIN/MAX/double part (at most one per group), on the first group field
+each MIN/MAX part (at most one per group), on the first group field
 and then equal group fields and null bits.  NULL group values group
 together; a global aggregate has exactly one row, also over no input
 (counts 0, the other aggregates NULL).
@@ -72,12 +74,12 @@ def _kind(t: str) -> str:
     return "i" if decimal_scale(t) else KIND.get(t, "i" if t == "null" else "o")
 
 
-def _exact(a: Agg) -> bool:
-    """COUNT, and SUM/AVG of integers or decimals: kept as diff-weighted sums."""
-    if a.func in ("count", "count_star"):
-        return True
-    return a.func in ("sum", "avg") and a.arg is not None and (a.arg.type in ("bigint", "null")
-                                                               or decimal_scale(a.arg.type) is not None)
+#: Weights that are float64 (exact sums of doubles); the others are int64.
+_FLOAT_WEIGHTS = ("fval", "dfsum")
+
+
+def _float_arg(a: Agg) -> bool:
+    return a.arg is not None and a.arg.type == "double"
 
 
 def lower_aggregate(low: "Lowering", rel: Aggregate, generic: bool | None = None) -> "Collection":
@@ -115,32 +117,35 @@ class _Plan:
         rel, low, src = self.rel, self.low, self.src
         aggs = rel.aggs
         distinct_args: list[Expr] = []
-        plan: list[tuple] = []  # per aggregate: how its value is read
-        parts: list[tuple] = []  # ("extreme", agg) | ("double", [aggregate indices])
-        doubles = [i for i, a in enumerate(aggs) if not _exact(a) and a.func in ("sum", "avg")]
-        for i, a in enumerate(aggs):
-            if i in doubles:
-                if ("double", doubles) not in parts:
-                    parts.append(("double", doubles))
-                plan.append(("double", parts.index(("double", doubles)), doubles.index(i)))
-            elif a.func in ("min", "max"):
-                parts.append(("extreme", a))
+        plan: list[tuple] = []  # per aggregate: how its value is read (weights by their index in self.weights)
+        parts: list[Agg] = []  # the MIN/MAX aggregates, each a side joined to the accumulate's rows
+        for a in aggs:
+            floating = _float_arg(a)
+            if a.func in ("min", "max"):
+                parts.append(a)
                 plan.append(("extreme", len(parts) - 1, 0))
             elif a.distinct and a.func != "count_star":
                 if a.arg not in distinct_args:
                     distinct_args.append(a.arg)
                 plan.append(("distinct", self.weight(("dcount", a.arg)),
-                             self.weight(("dsum", a.arg)) if a.func != "count" else None))
+                             self.weight(("dfsum" if floating else "dsum", a.arg)) if a.func != "count" else None))
             elif a.func == "count_star":
                 plan.append(("star",))
             elif a.func == "count":
                 plan.append(("count", self.weight(("nn", a.arg))))
             else:
-                plan.append(("sum", self.weight(("nn", a.arg)), self.weight(("val", a.arg))))
+                plan.append(("sum", self.weight(("nn", a.arg)), self.weight(("fval" if floating else "val", a.arg))))
         star = None
         if distinct_args:  # the count is then no longer the rows' count: weigh the rows themselves
             star = self.weight(("one",))
-        weights = list(self.weights)
+        # The accumulate's weights: the int64 ones, then the float64 ones.
+        weights = [w for w in self.weights if w[0] not in _FLOAT_WEIGHTS]
+        weights += [w for w in self.weights if w[0] in _FLOAT_WEIGHTS]
+        at = [weights.index(w) for w in self.weights]
+        plan = [(how[0], *(None if i is None else at[i] for i in how[1:])) if how[0] in ("sum", "distinct", "count")
+                else how for how in plan]
+        star = None if star is None else at[star]
+        floats = sum(w[0] in _FLOAT_WEIGHTS for w in weights)
 
         def main(*cols):
             n = len(cols[0])
@@ -150,17 +155,19 @@ class _Plan:
             for j, spec in enumerate(weights):
                 if spec[0] == "one":
                     out.append(np.ones(n, dtype=np.int64))
-                elif spec[0] in ("nn", "val"):
+                elif spec[0] in ("nn", "val", "fval"):
                     key = id(spec[1])
                     if key not in cache:
                         cache[key] = evaluate(spec[1], ins)
                     vals, null = cache[key]
                     if spec[0] == "nn":
                         out.append((~null).astype(np.int64))
-                    else:
+                    elif spec[0] == "val":
                         out.append(_int_values(vals, null))
+                    else:
+                        out.append(np.where(null, 0.0, vals).astype(np.float64))
                 else:
-                    out.append(np.zeros(n, dtype=np.int64))
+                    out.append(np.zeros(n, dtype=np.float64 if spec[0] in _FLOAT_WEIGHTS else np.int64))
             return tuple(out)
 
         base = low.lower(rel.input)
@@ -172,18 +179,18 @@ class _Plan:
             feeds.append(self._distinct_feed(base, x, weights))
         fed = feeds[0].concat(*feeds[1:]) if len(feeds) > 1 else feeds[0]
         fed.partitioned = placed and len(feeds) == 1
-        acc = fed.accumulate(groups=self.nf, weights=len(weights))
+        acc = fed.accumulate(groups=self.nf, weights=len(weights) - floats, floats=floats)
         # acc rows: (group fields.., c, S_0..); each part adds (values.., null bits).
         width = self.nf + 1 + len(weights)
         widths = []
         combined = acc
-        for part in parts:
-            side, types = self._extreme(base, part[1]) if part[0] == "extreme" else self._doubles(base, part[1])
+        for a in parts:
+            side, types = self._extreme(base, a)
             combined = self._left_join(combined, width, side, types)
             width += len(types) + 1
             widths.append(len(types))
         out_types = rel.schema.types
-        result = combined.map_columns(self._finish(plan, star, widths, out_types))
+        result = combined.map_columns(self._finish(plan, star, widths, out_types, len(weights)))
         if self.k:
             return result
         return self._with_default(acc, result, out_types)
@@ -209,8 +216,10 @@ class _Plan:
                     out.append(np.ones(n, dtype=np.int64))
                 elif spec[0] == "dsum" and spec[1] == x:
                     out.append(_int_values(cols[nf], np.zeros(n, dtype=bool)))
+                elif spec[0] == "dfsum" and spec[1] == x:
+                    out.append(np.asarray(cols[nf], dtype=np.float64))
                 else:
-                    out.append(np.zeros(n, dtype=np.int64))
+                    out.append(np.zeros(n, dtype=np.float64 if spec[0] in _FLOAT_WEIGHTS else np.int64))
             return tuple(out)
 
         # filter first, then map: map_columns keeps the row count, so NULL x rows are dropped by a filter.
@@ -248,35 +257,6 @@ class _Plan:
         side = best.map_columns(lambda key, v: (*self._unkey(key), v, np.zeros(len(v), dtype=np.int64)))
         return side, (a.type,)
 
-    def _doubles(self, base: "Collection", idx: list[int]) -> tuple["Collection", tuple[str, ...]]:
-        """SUM/AVG over double by the per-key reduce: (group fields.., values.., null bits)."""
-        from ddflow.plan.lower import _aggregate_logic, columns_of, stored
-
-        rel, src, k = self.rel, self.src, self.k
-        aggs = tuple(rel.aggs[i] for i in idx)
-        args = [a.arg for a in aggs]
-        arg_pos = [k + j for j in range(len(aggs))]
-        types = self.gtypes + tuple(x.type for x in args)
-
-        def prepared(*cols):
-            ins = columns_of(cols, src)
-            fields = stored([evaluate(e, ins) for e in (*rel.group, *args)], types, len(cols[0]))
-            return fields if k else (np.zeros(len(fields[-1]), dtype=np.int64), *fields)
-
-        keyed = base.map_columns(prepared)
-        keyed.partitioned = self.low._placed_by(rel.input, rel.group[0] if k else None)
-        reduced = keyed.reduce(_aggregate_logic(k, aggs, arg_pos, self.gtypes + tuple(a.type for a in aggs)))
-        n = len(aggs)
-        gbits = (1 << k) - 1
-
-        def laid_out(*cols):
-            mask = np.asarray(cols[-1], dtype=np.int64)
-            if k:
-                return (*cols[:k], mask & gbits, *cols[k:k + n], mask >> k)
-            return (cols[0], *cols[1:1 + n], mask)
-
-        return reduced.map_columns(laid_out), tuple(a.type for a in aggs)
-
     def _left_join(self, left: "Collection", width: int, side: "Collection", types: tuple[str, ...]) -> "Collection":
         """``left`` rows (one per group) with ``side``'s values of the same group, or NULLs where it has none."""
         nf, nvals = self.nf, len(types)
@@ -303,12 +283,12 @@ class _Plan:
         out.partitioned = True
         return out
 
-    def _finish(self, plan: list[tuple], star: int | None, widths: list[int], out_types: tuple[str, ...]):
+    def _finish(self, plan: list[tuple], star: int | None, widths: list[int], out_types: tuple[str, ...],
+                nw: int):
         """The map from combined records to the stored output row."""
         from ddflow.plan.lower import stored
 
         k, nf, aggs = self.k, self.nf, self.rel.aggs
-        nw = len(self.weights)
         offsets, at = [], nf + 1 + nw
         for w in widths:
             offsets.append(at)
@@ -318,7 +298,7 @@ class _Plan:
         def finish(*cols):
             n = len(cols[0])
             c = np.asarray(cols[nf], dtype=np.int64)
-            S = [np.asarray(cols[nf + 1 + j], dtype=np.int64) for j in range(nw)]
+            S = [np.asarray(cols[nf + 1 + j]) for j in range(nw)]
             out = []
             if k:
                 gmask = np.asarray(cols[k], dtype=np.int64)

@@ -34,6 +34,7 @@ from typing import Callable
 
 import numpy as np
 
+from ddflow.base.exactsum import exact_sum_reference
 from ddflow.base.schema import KIND, NULL_VALUE, Schema
 from ddflow.collection import Collection, Variable
 from ddflow.errors import DataflowError, SchemaError
@@ -550,6 +551,9 @@ def _one_aggregate(a: Agg, p: int | None, rows: list) -> tuple:
         return sum(m for _, m in live), False
     if not live:
         return None, True
+    if a.func in ("sum", "avg") and a.arg.type == "double":  # the exact sum, rounded once
+        total = exact_sum_reference([v for v, _ in live], [m for _, m in live])
+        return (total if a.func == "sum" else total / sum(m for _, m in live)), False
     if a.func == "sum":
         total = sum(v * m for v, m in live)
         if a.type == "bigint":
