@@ -761,27 +761,43 @@ class Collection:
         """
         return self._reduce_arranged(self.arrange(), ExtremeLogic("max"), name)
 
-    def top_k(self, k: int, numbered: bool = False, name: str | None = None) -> "Collection":
+    def top_k(self, k: int, numbered: bool | str = False, ties: int = 1, name: str | None = None) -> "Collection":
         """The ``k`` smallest values per key (with multiplicity), as ``(key, *value)``.
 
-        ``numbered``: each copy kept once as ``(key, *value, n)``, ``n`` its
-        row number 1..k within the key (SQL's ``ROW_NUMBER() OVER
-        (PARTITION BY key ORDER BY value) <= k``).  Cost: as ``min`` (plus
-        ranking the values once per step).
+        ``numbered``: each row ends in a number, as SQL's ranking functions
+        over ``PARTITION BY key ORDER BY value``: ``True`` or
+        ``"row_number"``, each copy kept once as ``(key, *value, n)``, ``n``
+        its row number 1..k within the key; ``"rank"`` and
+        ``"dense_rank"``, every copy of a value under one number, RANK()
+        or DENSE_RANK() with values tying when their first ``ties`` fields
+        are equal, kept while the number is at most ``k`` (so more than
+        ``k`` rows where values tie).  Cost: as ``min`` (plus ranking the
+        values once per step).
 
         >>> flow = ddflow.Dataflow()
         >>> edges_in, edges = flow.new_collection("edges")
         >>> out = edges.top_k(2).capture()
         >>> ranked = edges.top_k(2, numbered=True).capture()
-        >>> edges_in.update([(1, 4), (1, 2), (1, 3)], times=0); flow.advance_to(1); flow.run()
+        >>> ranks = edges.top_k(3, numbered="rank").capture()
+        >>> dense = edges.top_k(3, numbered="dense_rank").capture()
+        >>> edges_in.update([(1, 4), (1, 2), (1, 2), (1, 3)], times=0); flow.advance_to(1); flow.run()
         >>> out.drain()
-        [((1, 2), 0, 1), ((1, 3), 0, 1)]
+        [((1, 2), 0, 2)]
         >>> ranked.drain()
-        [((1, 2, 1), 0, 1), ((1, 3, 2), 0, 1)]
+        [((1, 2, 1), 0, 1), ((1, 2, 2), 0, 1)]
+        >>> ranks.drain()  # both copies of 2 rank 1, and 3 ranks 3
+        [((1, 2, 1), 0, 2), ((1, 3, 3), 0, 1)]
+        >>> dense.drain()
+        [((1, 2, 1), 0, 2), ((1, 3, 2), 0, 1), ((1, 4, 3), 0, 1)]
         """
         if k < 1:
             raise UsageError(f"top_k needs k >= 1, got {k}")
-        return self._reduce_arranged(self.arrange(), ExtremeLogic("row_number" if numbered else "top_k", k), name)
+        kind = {False: "top_k", True: "row_number"}.get(numbered, numbered) if isinstance(numbered, bool) else numbered
+        if kind not in ("top_k", "row_number", "rank", "dense_rank"):
+            raise UsageError(f"top_k: numbered is True, False, 'row_number', 'rank' or 'dense_rank', got {numbered!r}")
+        if kind in ("rank", "dense_rank") and ties < 1:
+            raise UsageError(f"top_k: ties counts the value fields that rank, at least 1, got {ties}")
+        return self._reduce_arranged(self.arrange(), ExtremeLogic(kind, k, ties), name)
 
     # -- iteration ------------------------------------------------------------------
     def iterate(self, fn: Callable[["Variable"], "Collection"], name: str | None = None,

@@ -33,6 +33,8 @@ WITH_EXAMPLES = [
     "ddflow.base.lattice",
     "ddflow.base.updates",
     "ddflow.base.consolidate",
+    "ddflow.base.exactsum",
+    "ddflow.operators.reduce.walk",
     "ddflow.base.columnar",
     "ddflow.base.interner",
     "ddflow.base.kinds",

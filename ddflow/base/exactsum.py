@@ -50,6 +50,10 @@ def float_limbs(x):
     A finite nonzero ``x[r]`` gives its nonzero limbs ``(r, 3 + i, ±l_i)``;
     NaN gives ``(r, NAN, 1)`` and an infinity ``(r, POS_INF or NEG_INF, 1)``;
     a zero gives nothing.
+
+    >>> row, slot, val = float_limbs(np.array([1.0, -0.5, 0.0, np.inf]))
+    >>> row.tolist(), (slot - FIRST_LIMB).tolist()[:2], val.tolist()  # 1.0 is 2**1074 units: 2**18 in limb 44
+    ([0, 1, 3], [44, 44], [262144, -131072, 1])
     """
     n = len(x)
     row = np.empty(4 * n, dtype=np.int64)
@@ -192,7 +196,7 @@ def round_limbs(sums, subs):
 def exact_sum_reference(values, diffs) -> float:
     """``sum(d * x)`` rounded once, in plain Python: the oracle of :func:`float_limbs` and :func:`round_limbs`.
 
-    >>> exact_sum_reference([0.1, 0.2, 0.3, 0.1], [1, 1, -1, -1])
+    >>> exact_sum_reference([0.1, 0.2, 0.1], [1, 1, -1])  # a running float sum gives 0.20000000000000004
     0.2
     >>> exact_sum_reference([1e308, 1e308, float("inf")], [1, 1, 0])
     inf

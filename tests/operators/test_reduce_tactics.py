@@ -80,9 +80,12 @@ EXTREMES = {
     "max": lambda: ExtremeLogic("max"),
     "top_k": lambda: ExtremeLogic("top_k", 2),
     "row_number": lambda: ExtremeLogic("row_number", 3),
+    # Values tie on their first field: over several fields, rows differing after it share a number.
+    "rank": lambda: ExtremeLogic("rank", 3, ties=1),
+    "dense_rank": lambda: ExtremeLogic("dense_rank", 2, ties=1),
 }
-#: Logics whose output is a value, so a loop can feed it back (row_number adds a field).
-VALUED = sorted(set(EXTREMES) - {"row_number"})
+#: Logics whose output is a value, so a loop can feed it back (the numbered ones add a field).
+VALUED = sorted(set(EXTREMES) - {"row_number", "rank", "dense_rank"})
 
 
 def test_the_reference_accepts_everything_and_each_tactic_only_its_cases():
@@ -147,6 +150,16 @@ def test_walk_tactic_matches_the_reference_at_the_top_level(logic, values, data)
     schedule = data.draw(schedules({"x": st.tuples(st.integers(0, 5), VALUES[values])}, max_updates=30))
     a = _run_extreme(_walk_top, logic, WalkTactic, schedule, ("i", "i"))
     assert a == _run_extreme(_walk_top, logic, GeneralTactic, schedule, ("i", "i"))
+
+
+@settings(max_examples=40)
+@given(logic=st.sampled_from(["rank", "dense_rank", "row_number"]), wide=st.booleans(), data=st.data())
+def test_walk_tactic_ranks_rows_of_int_fields_tying_on_the_first(logic, wide, data):
+    """The int-trace step: rows tie on their first value field and differ in the second (one tie group, many rows)."""
+    v = st.sampled_from([-(10**15), 3, 2**62]) if wide else st.integers(0, 2)
+    schedule = data.draw(schedules({"x": st.tuples(st.integers(0, 3), v, st.integers(0, 3))}, max_updates=30))
+    a = _run_extreme(_walk_top, logic, WalkTactic, schedule, ("i", "i", "i"))
+    assert a == _run_extreme(_walk_top, logic, GeneralTactic, schedule, ("i", "i", "i"))
 
 
 @settings(max_examples=40)

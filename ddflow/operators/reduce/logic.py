@@ -119,12 +119,20 @@ class SumLogic(Logic):
 
 
 class ExtremeLogic(Logic):
-    """min / max / top_k of the values of each key; ``row_number``: top_k with each copy numbered 1..k."""
+    """min / max / top_k of the values of each key, or the first ``k`` numbered.
+
+    ``row_number``: top_k with each copy numbered 1..k.  ``rank`` and
+    ``dense_rank``: every copy of each value numbered by SQL's RANK (1 +
+    the copies before its tie group) or DENSE_RANK (1 + the tie groups
+    before it), kept while the number is at most ``k``; values tie when
+    their first ``ties`` fields are equal.
+    """
 
     min_arity = 2
 
-    def __init__(self, kind: str, k: int = 1):
+    def __init__(self, kind: str, k: int = 1, ties: int = 0):
         self.kind, self.k = kind, k
+        self.ties = ties if kind in ("rank", "dense_rank") else 0
         self.name = kind
 
     def evaluate(self, key, vals):
@@ -136,6 +144,8 @@ class ExtremeLogic(Logic):
             return [(min(live, key=_sort_key)[0], 1)]
         if self.kind == "max":
             return [(max(live, key=_sort_key)[0], 1)]
+        if self.kind in ("rank", "dense_rank"):
+            return self._ranked(sorted(live, key=_sort_key))
         out, left = [], self.k
         for v, m in sorted(live, key=_sort_key):
             if left <= 0:
@@ -149,8 +159,21 @@ class ExtremeLogic(Logic):
             left -= take
         return out
 
+    def _ranked(self, live: list[tuple[tuple, int]]) -> list[tuple[tuple, int]]:
+        out, copies, groups, before, last = [], 0, 0, 0, None
+        for v, m in live:
+            lead = _orderable(v[:self.ties])
+            if last is None or lead != last:
+                last, before, groups = lead, copies, groups + 1
+            number = before + 1 if self.kind == "rank" else groups
+            if number > self.k:
+                break
+            out.append((v + (number,), m))
+            copies += m
+        return out
+
     def out_kinds(self, in_kinds):
-        return in_kinds + ("i",) if self.kind == "row_number" else in_kinds
+        return in_kinds + ("i",) if self.kind in ("row_number", "rank", "dense_rank") else in_kinds
 
 
 def _checked(out: Any, name: str) -> list[tuple[tuple, int]]:

@@ -1,4 +1,8 @@
-"""The walk tactic: min, max and top_k by one compiled walk over each changed key's history.
+"""The walk tactic: min, max, top_k and its numbered forms by one compiled walk over each changed key's history.
+
+The numbered forms are SQL's ranking functions kept to the first ``k``:
+row numbers, and RANK and DENSE_RANK, under which the values tying on
+their leading fields (:func:`tie_groups`) share one number.
 
 Times are ``(a,)`` at the top level and ``(a, i)`` in a loop.  In round
 ``r`` of a loop every seed (a changed key) is at iteration ``r``, so the
@@ -52,14 +56,17 @@ from ddflow.operators.reduce.pending import due_seeds, merge_pending
 from ddflow.traces.layout import histories
 
 #: Logics as the kernel numbers them.
-MODES = {"min": 0, "max": 1, "top_k": 2, "row_number": 3}
+MODES = {"min": 0, "max": 1, "top_k": 2, "row_number": 3, "rank": 4, "dense_rank": 5}
+#: Logics whose output rows end in a number (a row number or a rank).
+NUMBERED = ("row_number", "rank", "dense_rank")
+_NO_TIES = np.zeros(0, dtype=np.int64)
 #: Numbered top_k counts (value, number) pairs in arrays of n_values x (k + 1); a step needing more goes to
 #: the general tactic (a large k over many values), so the arrays stay under about 70 MB.
 PAIRS_AT_MOST = 1 << 22
 
 
 class WalkTactic(GeneralTactic):
-    """min, max, top_k at depth 1 and 2 (numeric values; others fall back to the reference)."""
+    """min, max, top_k (numbered or not) at depth 1 and 2 (numeric values; others fall back to the reference)."""
 
     @classmethod
     def accepts(cls, logic: Logic, depth: int) -> bool:
@@ -96,7 +103,7 @@ class WalkTactic(GeneralTactic):
         if bad:
             return super().step(new, bound)
         logic = self.node.logic
-        numbered = logic.name == "row_number"
+        numbered = logic.name in NUMBERED
         m = len(trace.kinds) - 1
         r = int(bound[-1]) - 1 if depth == 2 else 0
         groups = keys[None, :]
@@ -112,10 +119,14 @@ class WalkTactic(GeneralTactic):
             return super().step(new, bound)
         ni = len(idf)
         out_n = Co[-1] if numbered else np.zeros(len(odf), dtype=np.int64)
+        tie = _NO_TIES
+        if logic.ties:
+            tie = (np.arange(n_values, dtype=np.int64) if narrow
+                   else tie_groups([np.concatenate([Ci[1 + c], Co[1 + c]]) for c in range(logic.ties)], vfirst))
         emitted, later = key_walk(
             MODES[logic.name], getattr(logic, "k", 1), r, int(bound[0]), n_values, sg, sa,
             in_g, it[:, 0], _iterations(it), vrank[:ni], idf,
-            out_g, ot[:, 0], _iterations(ot), vrank[ni:], odf, out_n)
+            out_g, ot[:, 0], _iterations(ot), vrank[ni:], odf, out_n, tie)
         self.pending_keys, self.pending_times = merge_pending(pk, pt, waiting, keys, later)
         if len(emitted):
             cols, times, diffs, overflow = walk_rows(emitted, keys, vfirst, lo, narrow, Ci, Co, m, numbered, depth, r)
@@ -136,7 +147,7 @@ class WalkTactic(GeneralTactic):
         keys = np.unique(skeys)
         # A trace of int64 columns is read in one compiled call, its histories already sorted by (key, time).
         presorted = trace.ints and (self.out_trace is None or self.out_trace.ints)
-        numbered = logic.name == "row_number"  # the output's last field is the row number, not a value
+        numbered = logic.name in NUMBERED  # the output's last field is the number, not a value
         in_q, inp = _read(trace, keys, presorted)
         if self.out_trace is not None:
             out_q, outp = _read(self.out_trace, keys, presorted)
@@ -148,16 +159,22 @@ class WalkTactic(GeneralTactic):
         # Values ranked in tuple order; the rank's first row holds its columns.
         vcols = [np.concatenate([a, b]) for a, b in zip(inp.cols[1:], out_vals)]
         lo = _narrow_int_range(vcols, vkinds)
+        tie = _NO_TIES
         if lo is not None:  # one integer value in a narrow range: its offset from the least is an order-keeping rank
             vrank = vcols[0] - lo
             vfirst = None
             n_values = int(vrank.max()) + 1 if len(vrank) else 0
+            if logic.ties:
+                tie = np.arange(n_values, dtype=np.int64)
         else:
             ordered = _comparable(vcols, vkinds, self.node.ctx.interner)
             if ordered is None:  # objects Python cannot order among themselves: the reference says what happens
                 return super()._retire(new, pk, pt, bound)
             vrank, vfirst = _dense_rank(ordered, len(inp) + len(outp))
             n_values = len(vfirst)
+            if logic.ties:  # ties: equal in the leading fields (objects by their decoded order, not their codes)
+                at = np.cumsum([0] + [2 if k == "o" else 1 for k in vkinds])
+                tie = tie_groups([ordered[at[f]] for f in range(logic.ties)], vfirst)
         if numbered and n_values * (logic.k + 1) > PAIRS_AT_MOST:
             return super()._retire(new, pk, pt, bound)
         n_in = len(inp)
@@ -170,7 +187,8 @@ class WalkTactic(GeneralTactic):
             MODES[logic.name], getattr(logic, "k", 1), r, int(bound[0]), n_values,
             sg[s_o], stimes[s_o, 0],
             in_q[i_o], inp.times[i_o, 0], _iterations(inp.times)[i_o], vrank[:n_in][i_o], inp.diffs[i_o],
-            out_q[o_o], outp.times[o_o, 0], _iterations(outp.times)[o_o], vrank[n_in:][o_o], outp.diffs[o_o], out_n)
+            out_q[o_o], outp.times[o_o, 0], _iterations(outp.times)[o_o], vrank[n_in:][o_o], outp.diffs[o_o], out_n,
+            tie)
         if len(pending):
             self.add_pending(keys[pending[:, 0]], pending[:, 1:1 + depth])
         if not len(emitted):
@@ -257,6 +275,24 @@ def _dense_rank(cols: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.cumsum(new) - 1
     return rank, order[new]
+
+
+def tie_groups(cols: list[np.ndarray], first: np.ndarray) -> np.ndarray:
+    """Each value rank's tie group: ranks whose first rows agree in ``cols`` share one, numbered in rank order.
+
+    Values are ranked in tuple order, so rows equal in the leading fields
+    have consecutive ranks and the groups are nondecreasing.  O(n_values).
+
+    >>> tie_groups([np.array([5, 5, 7, 5])], np.array([0, 3, 2])).tolist()
+    [0, 0, 1]
+    """
+    if not len(first):
+        return np.zeros(0, dtype=np.int64)
+    new = np.zeros(len(first), dtype=np.int64)
+    for c in cols:
+        v = c[first]
+        new[1:] |= v[1:] != v[:-1]
+    return np.cumsum(new)
 
 
 #: Above this many history rows the walk's values are sorted by numpy (a vectorized sort, several times
@@ -376,8 +412,9 @@ def add_changed(delta, mark, st, n, x, d):
 def key_walk(mode, k, r, bound_a, n_values,
              seed_g, seed_a,
              in_g, in_a, in_i, in_v, in_d,
-             out_g, out_a, out_i, out_v, out_d, out_n):
-    """Output updates and pending times of min (mode 0), max (1), top_k (2) or numbered top_k (3) per seeded group.
+             out_g, out_a, out_i, out_v, out_d, out_n, tie):
+    """Output updates and pending times of min (mode 0), max (1), top_k (2), numbered top_k (3), rank (4) or
+    dense rank (5) per seeded group.
 
     Every array is sorted by (group, outer time).  Seeds are
     ``(seed_g, seed_a)`` (all at iteration ``r``); the input history of the
@@ -388,7 +425,10 @@ def key_walk(mode, k, r, bound_a, n_values,
     outer time, diff)``, the output at iteration ``r`` (outer times
     ``< bound_a`` only; the number is 0 but in mode 3), and ``P`` rows
     ``(g, outer time, iteration)`` still to retire.  Mode 3 keys its
-    counts by (value, number) pairs, ``value * (k + 1) + number``.
+    counts by (value, number) pairs, ``value * (k + 1) + number``.  Modes 4
+    and 5 too, with every copy of a value under one number: 1 + the copies
+    (mode 4) or the tie groups (mode 5) before its tie group, ``tie[v]``
+    (nondecreasing in ``v``), for every value numbered at most ``k``.
     Contract as in the module docstring.  One pass per group over its
     sorted history with counts in arrays indexed by value rank (reset
     after each group, never reallocated): for min and max O(h + |chain| x
@@ -411,12 +451,15 @@ def key_walk(mode, k, r, bound_a, n_values,
     mark = np.zeros(n_values, dtype=np.bool_)  # min/max: values in ``st``, the ones this chain step changes
     st = np.empty(n_values, dtype=np.int64)
     chain = np.empty(len(seed_a) + len(in_a) + len(out_a), dtype=np.int64)
-    W = k + 1 if mode == 3 else 0  # mode 3: pairs (value, number) as value * W + number
+    W = k + 1 if mode >= 3 else 0  # modes 3-5: pairs (value, number) as value * W + number
     pdelta = np.zeros(n_values * W, dtype=np.int64)
     pmark = np.zeros(n_values * W, dtype=np.bool_)
     pst = np.empty(n_values * W, dtype=np.int64)
-    prevl = np.empty(k if mode == 3 else 0, dtype=np.int64)  # the pairs kept at the previous chain time
-    desl = np.empty(k if mode == 3 else 0, dtype=np.int64)
+    kept = k if mode == 3 else (n_values if mode >= 4 else 0)  # rank: any number of values may tie
+    prevl = np.empty(kept, dtype=np.int64)  # the pairs kept at the previous chain time, and their copies
+    prevm = np.ones(kept, dtype=np.int64)
+    desl = np.empty(kept, dtype=np.int64)
+    desm = np.ones(kept, dtype=np.int64)
     nprev = 0
     ns = len(seed_g)
     s0 = 0
@@ -486,22 +529,44 @@ def key_walk(mode, k, r, bound_a, n_values,
                         q += 1
                     pm = m
                     changed, nch = st, nst
-                elif mode == 3:
-                    # numbered top_k: the kept copies are (value, number) pairs; the previous ones leave,
-                    # the new ones come, the output history read here is subtracted, and what is left is emitted.
+                elif mode >= 3:
+                    # numbered: the kept copies are (value, number) pairs; the previous ones leave, the new
+                    # ones come, the output history read here is subtracted, and what is left is emitted.
                     nps = 0
                     for x in range(nprev):
-                        nps = add_changed(pdelta, pmark, pst, nps, prevl[x], -1)
+                        nps = add_changed(pdelta, pmark, pst, nps, prevl[x], -prevm[x])
                     ndes = 0
-                    for x in range(nt):
-                        if ndes >= k:
-                            break
-                        v = vals[x]
-                        take = min(cnt[v], k - ndes) if cnt[v] > 0 else 0
-                        for _ in range(take):
-                            desl[ndes] = v * W + ndes + 1
-                            nps = add_changed(pdelta, pmark, pst, nps, desl[ndes], 1)
+                    if mode == 3:
+                        for x in range(nt):
+                            if ndes >= k:
+                                break
+                            v = vals[x]
+                            take = min(cnt[v], k - ndes) if cnt[v] > 0 else 0
+                            for _ in range(take):
+                                desl[ndes] = v * W + ndes + 1
+                                nps = add_changed(pdelta, pmark, pst, nps, desl[ndes], 1)
+                                ndes += 1
+                    else:
+                        copies = 0  # copies of the values so far
+                        groups = 0  # tie groups so far
+                        before = 0  # copies before the current tie group
+                        last = -1
+                        for x in range(nt):
+                            v = vals[x]
+                            if cnt[v] <= 0:
+                                continue
+                            if tie[v] != last:
+                                last = tie[v]
+                                before = copies
+                                groups += 1
+                            number = before + 1 if mode == 4 else groups
+                            if number > k:
+                                break
+                            desl[ndes] = v * W + number
+                            desm[ndes] = cnt[v]
+                            nps = add_changed(pdelta, pmark, pst, nps, desl[ndes], cnt[v])
                             ndes += 1
+                            copies += cnt[v]
                     while q < o1 and out_a[q] <= c:
                         if out_i[q] <= r:
                             if out_n[q] < 1 or out_n[q] > k:
@@ -522,6 +587,7 @@ def key_walk(mode, k, r, bound_a, n_values,
                         pmark[pp] = False
                     for x in range(ndes):
                         prevl[x] = desl[x]
+                        prevm[x] = desm[x]
                     nprev = ndes
                     nch = 0
                     changed = st
