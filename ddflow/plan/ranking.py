@@ -1,14 +1,15 @@
-"""Lowering a ranking (:class:`~ddflow.plan.ir.TopK`) with a limit, and row numbers or none, to the compiled walk.
+"""Lowering a ranking (:class:`~ddflow.plan.ir.TopK`) with a limit to the compiled walk.
 
-``ORDER BY ... LIMIT k`` per partition (and ``ROW_NUMBER() ... <= k``)
-is :meth:`~ddflow.collection.Collection.top_k` keyed by the whole
-partition (:func:`~ddflow.plan.aggregate.group_key`).  Each row carries,
+``ORDER BY ... LIMIT k`` per partition (and ``ROW_NUMBER()``, ``RANK()``
+or ``DENSE_RANK() ... <= k``) is :meth:`~ddflow.collection.Collection.top_k`
+keyed by the whole partition (:func:`~ddflow.plan.aggregate.group_key`).  Each row carries,
 before its stored fields, two int64 fields per sort key that order as
 the per-partition reduce of :meth:`ddflow.plan.lower.Lowering._topk`
 compares: a null rank (NULLs first or last) and the value (floats by
 their order-keeping int64 key; descending as its bitwise complement,
 which reverses the order of every int64).  Ties then break by the stored
-row, as there, so the rows kept are the same.  Cost: as ``top_k``, plus
+row, as there, so the rows kept are the same; RANK and DENSE_RANK number
+the rows tying on the sort-key fields alike.  Cost: as ``top_k``, plus
 building the partition key per changed row.
 """
 from __future__ import annotations
@@ -59,5 +60,6 @@ def lower_top_k(low: "Lowering", rel: TopK) -> Collection:
     first, n = 1 + 2 * len(rel.order), len(src)
     if rel.rank is None:
         return rows.top_k(rel.limit).project(*range(first, first + n + 1))
-    # (key, sort keys, row, mask, number) -> (row, number, mask)
-    return rows.top_k(rel.limit, numbered=True).project(*range(first, first + n), first + n + 1, first + n)
+    # (key, sort keys, row, mask, number) -> (row, number, mask); ties: equal sort keys (two fields each)
+    ranked = rows.top_k(rel.limit, numbered=rel.rank, ties=2 * len(rel.order))
+    return ranked.project(*range(first, first + n), first + n + 1, first + n)
