@@ -63,7 +63,8 @@ class View:
         self.flow.advance_to(1)
         self.flow.run()
         self.load_s = time.perf_counter() - start
-        self.cap.drain()
+        self.acc: Counter = Counter()
+        self._add(self.cap.drain())
 
     def refresh(self, ins: pa.Table, dels: pa.Table) -> float:
         """Seconds to apply one refresh (inserts and deletes over 4 data times) and drain its changes."""
@@ -74,11 +75,18 @@ class View:
         self.time += 4
         self.flow.advance_to(self.time)
         self.flow.run()
-        self.cap.drain()
-        return time.perf_counter() - start
+        drained = self.cap.drain()
+        took = time.perf_counter() - start
+        self._add(drained)
+        return took
+
+    def _add(self, updates: list) -> None:
+        for row, _, d in updates:
+            self.acc[row] += d
 
     def contents(self) -> dict:
-        return self.cap.contents(self.time - 1)
+        """The view's rows now: every drained update added up."""
+        return {r: m for r, m in self.acc.items() if m}
 
 
 def run(size: int, refreshes: int, batch: int, seed: int = 0) -> dict:
@@ -102,7 +110,10 @@ def run(size: int, refreshes: int, batch: int, seed: int = 0) -> dict:
         times["duckdb"].append(time.perf_counter() - start)
     got = views["walk"].contents()
     assert got == views["reduce"].contents(), "the two lowerings disagree"
-    assert got == dict(Counter(tuple(row) for row in want)), "the walk disagrees with DuckDB"
+    # ROW_NUMBER numbers tying rows in no set order in DuckDB: compare without the row's identity y there.
+    strip = (lambda r: (r[0], r[1], r[3])) if FN == "ROW_NUMBER" else tuple
+    assert Counter(strip(r) for r, m in got.items() for _ in range(m)) == Counter(strip(tuple(r)) for r in want), \
+        "the walk disagrees with DuckDB"
     med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
     return {"rows": size, "batch": batch, "refreshes": refreshes, "fn": FN,
             "load_ms": {k: round(v.load_s * 1e3, 1) for k, v in views.items()},
