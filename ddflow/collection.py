@@ -761,7 +761,8 @@ class Collection:
         """
         return self._reduce_arranged(self.arrange(), ExtremeLogic("max"), name)
 
-    def top_k(self, k: int, numbered: bool | str = False, ties: int = 1, name: str | None = None) -> "Collection":
+    def top_k(self, k: int, numbered: bool | str = False, ties: int = 1, desc: tuple[int, ...] = (),
+              name: str | None = None) -> "Collection":
         """The ``k`` smallest values per key (with multiplicity), as ``(key, *value)``.
 
         ``numbered``: each row ends in a number, as SQL's ranking functions
@@ -771,8 +772,9 @@ class Collection:
         ``"dense_rank"``, every copy of a value under one number, RANK()
         or DENSE_RANK() with values tying when their first ``ties`` fields
         are equal, kept while the number is at most ``k`` (so more than
-        ``k`` rows where values tie).  Cost: as ``min`` (plus ranking the
-        values once per step).
+        ``k`` rows where values tie).  ``desc``: the value fields (0-based)
+        ordered descending.  Cost: as ``min`` (plus ranking the values once
+        per step).
 
         >>> flow = ddflow.Dataflow()
         >>> edges_in, edges = flow.new_collection("edges")
@@ -797,7 +799,7 @@ class Collection:
             raise UsageError(f"top_k: numbered is True, False, 'row_number', 'rank' or 'dense_rank', got {numbered!r}")
         if kind in ("rank", "dense_rank") and ties < 1:
             raise UsageError(f"top_k: ties counts the value fields that rank, at least 1, got {ties}")
-        return self._reduce_arranged(self.arrange(), ExtremeLogic(kind, k, ties), name)
+        return self._reduce_arranged(self.arrange(), ExtremeLogic(kind, k, ties, desc), name)
 
     # -- iteration ------------------------------------------------------------------
     def iterate(self, fn: Callable[["Variable"], "Collection"], name: str | None = None,

@@ -181,11 +181,10 @@ class Lowering:
     def _topk(self, rel: TopK) -> Collection:
         """Keyed by the first partition column; one reduce ranks each partition (Python per changed key).
 
-        With a limit and no string sorted descending, :mod:`ddflow.plan.ranking`
-        instead (compiled, no Python per key).
+        With a limit, :mod:`ddflow.plan.ranking` instead (compiled, no
+        Python per key).
         """
-        if (not TOPK_REDUCE and rel.limit is not None and rel.limit >= 1
-                and not any(o.desc and KIND.get(o.expr.type, "i") == "o" for o in rel.order)):
+        if not TOPK_REDUCE and rel.limit is not None and rel.limit >= 1:
             return self._top_k_walk(rel)
         src = rel.input.schema
         npart, nrow = len(rel.partition), len(src)

@@ -7,7 +7,8 @@ before its stored fields, two int64 fields per sort key that order as
 the per-partition reduce of :meth:`ddflow.plan.lower.Lowering._topk`
 compares: a null rank (NULLs first or last) and the value (floats by
 their order-keeping int64 key; descending as its bitwise complement,
-which reverses the order of every int64).  Ties then break by the stored
+which reverses the order of every int64; strings descending are fields
+the walk compares reversed).  Ties then break by the stored
 row, as there, so the rows kept are the same; RANK and DENSE_RANK number
 the rows tying on the sort-key fields alike.  Cost: as ``top_k``, plus
 building the partition key per changed row.
@@ -52,14 +53,18 @@ def lower_top_k(low: "Lowering", rel: TopK) -> Collection:
                 v = float_keys(v)
             elif KIND[typ] != "o":
                 v = np.asarray(v, dtype=np.int64)
-            sort += [(~null if o.nulls_first else null).astype(np.int64), ~v if o.desc else v]
+            numeric_desc = o.desc and KIND[typ] != "o"  # strings descending: the walk's desc fields
+            sort += [(~null if o.nulls_first else null).astype(np.int64), ~v if numeric_desc else v]
         return (key, *sort, *cols)
+
+    # Value fields of the strings sorted descending (each sort key is two fields: its null rank, its value).
+    desc = tuple(2 * j + 1 for j, (o, typ) in enumerate(zip(rel.order, otypes)) if o.desc and KIND[typ] == "o")
 
     rows = low.lower(rel.input).map_columns(keyed)
     rows.partitioned = low._placed_by(rel.input, rel.partition[0] if rel.partition else None)
     first, n = 1 + 2 * len(rel.order), len(src)
     if rel.rank is None:
-        return rows.top_k(rel.limit).project(*range(first, first + n + 1))
+        return rows.top_k(rel.limit, desc=desc).project(*range(first, first + n + 1))
     # (key, sort keys, row, mask, number) -> (row, number, mask); ties: equal sort keys (two fields each)
-    ranked = rows.top_k(rel.limit, numbered=rel.rank, ties=2 * len(rel.order))
+    ranked = rows.top_k(rel.limit, numbered=rel.rank, ties=2 * len(rel.order), desc=desc)
     return ranked.project(*range(first, first + n), first + n + 1, first + n)

@@ -125,15 +125,22 @@ class ExtremeLogic(Logic):
     ``dense_rank``: every copy of each value numbered by SQL's RANK (1 +
     the copies before its tie group) or DENSE_RANK (1 + the tie groups
     before it), kept while the number is at most ``k``; values tie when
-    their first ``ties`` fields are equal.
+    their first ``ties`` fields are equal.  ``desc``: the value fields
+    (0-based) compared in descending order.
     """
 
     min_arity = 2
 
-    def __init__(self, kind: str, k: int = 1, ties: int = 0):
+    def __init__(self, kind: str, k: int = 1, ties: int = 0, desc: tuple[int, ...] = ()):
         self.kind, self.k = kind, k
         self.ties = ties if kind in ("rank", "dense_rank") else 0
+        self.desc = tuple(sorted(set(desc)))
         self.name = kind
+
+    def _key(self, item: tuple[tuple, int]):
+        if not self.desc:
+            return _sort_key(item)
+        return tuple(_Descending(_orderable(x)) if i in self.desc else _orderable(x) for i, x in enumerate(item[0]))
 
     def evaluate(self, key, vals):
         """In :func:`_sort_key`'s order: None first, and values Python cannot compare (a str, an int) still ordered."""
@@ -141,13 +148,13 @@ class ExtremeLogic(Logic):
         if not live:
             return []
         if self.kind == "min":
-            return [(min(live, key=_sort_key)[0], 1)]
+            return [(min(live, key=self._key)[0], 1)]
         if self.kind == "max":
-            return [(max(live, key=_sort_key)[0], 1)]
+            return [(max(live, key=self._key)[0], 1)]
         if self.kind in ("rank", "dense_rank"):
-            return self._ranked(sorted(live, key=_sort_key))
+            return self._ranked(sorted(live, key=self._key))
         out, left = [], self.k
-        for v, m in sorted(live, key=_sort_key):
+        for v, m in sorted(live, key=self._key):
             if left <= 0:
                 break
             take = min(m, left)
@@ -196,6 +203,26 @@ def _sort_key(item: tuple[tuple, int]) -> tuple:
     Python's ``<``).
     """
     return _orderable(item[0])
+
+
+class _Descending:
+    """An orderable value compared the other way round (a descending field of :class:`ExtremeLogic`)."""
+
+    __slots__ = ("x",)
+
+    def __init__(self, x):
+        self.x = x
+
+    def __lt__(self, other):
+        return other.x < self.x
+
+    def __gt__(self, other):
+        return other.x > self.x
+
+    def __eq__(self, other):
+        return self.x == other.x
+
+    __hash__ = None
 
 
 def _orderable(x) -> tuple:

@@ -74,7 +74,8 @@ class WalkTactic(GeneralTactic):
 
     def step(self, new: Updates | None, bound: np.ndarray) -> None:
         trace = self.node.source.trace
-        if trace.ints and (self.out_trace is None or self.out_trace.ints) and all(k in "ib" for k in trace.kinds[1:]):
+        if (trace.ints and (self.out_trace is None or self.out_trace.ints) and all(k in "ib" for k in trace.kinds[1:])
+                and not self.node.logic.desc):
             self._step_ints(new, bound, trace)
         else:
             super().step(new, bound)
@@ -158,7 +159,7 @@ class WalkTactic(GeneralTactic):
             return super()._retire(new, pk, pt, bound)
         # Values ranked in tuple order; the rank's first row holds its columns.
         vcols = [np.concatenate([a, b]) for a, b in zip(inp.cols[1:], out_vals)]
-        lo = _narrow_int_range(vcols, vkinds)
+        lo = _narrow_int_range(vcols, vkinds) if not logic.desc else None
         tie = _NO_TIES
         if lo is not None:  # one integer value in a narrow range: its offset from the least is an order-keeping rank
             vrank = vcols[0] - lo
@@ -167,7 +168,7 @@ class WalkTactic(GeneralTactic):
             if logic.ties:
                 tie = np.arange(n_values, dtype=np.int64)
         else:
-            ordered = _comparable(vcols, vkinds, self.node.ctx.interner)
+            ordered = _comparable(vcols, vkinds, self.node.ctx.interner, logic.desc)
             if ordered is None:  # objects Python cannot order among themselves: the reference says what happens
                 return super()._retire(new, pk, pt, bound)
             vrank, vfirst = _dense_rank(ordered, len(inp) + len(outp))
@@ -233,21 +234,25 @@ def _narrow_int_range(cols: list[np.ndarray], kinds: tuple[str, ...]) -> int | N
     return lo if hi - lo < 2 * len(cols[0]) else None
 
 
-def _comparable(cols: list[np.ndarray], kinds: tuple[str, ...], interner) -> list[np.ndarray] | None:
+def _comparable(cols: list[np.ndarray], kinds: tuple[str, ...], interner,
+                desc: tuple[int, ...] = ()) -> list[np.ndarray] | None:
     """``cols`` with each object column (interned codes) as two int64 columns ordered as its values are.
 
     The first is the value's rank among the column's decoded values (None
     first, as :func:`~ddflow.operators.reduce.logic._sort_key` puts it),
     the second the code itself, so distinct objects that compare equal
-    stay distinct values.  None when some values cannot be compared (a
-    ``TypeError``).  O(n log n): decoding is vectorized and the sort
-    compares in C.
+    stay distinct values.  The columns of the fields in ``desc`` are
+    reversed (negated; integers complemented).  None when some values
+    cannot be compared (a ``TypeError``).  O(n log n): decoding is
+    vectorized and the sort compares in C.
     """
-    if "o" not in kinds:
+    if "o" not in kinds and not desc:
         return cols
     out = []
-    for c, k in zip(cols, kinds):
+    for f, (c, k) in enumerate(zip(cols, kinds)):
         if k != "o":
+            if f in desc:
+                c = -c if k == "f" else ~np.asarray(c, dtype=np.int64)
             out.append(c)
             continue
         vals = interner.decode(c)
@@ -259,7 +264,7 @@ def _comparable(cols: list[np.ndarray], kinds: tuple[str, ...], interner) -> lis
             except TypeError:
                 return None
             rank[some] = inv.reshape(-1)
-        out += [rank, c]
+        out += [-rank, -np.asarray(c, dtype=np.int64)] if f in desc else [rank, c]
     return out
 
 
