@@ -762,7 +762,7 @@ class Collection:
         return self._reduce_arranged(self.arrange(), ExtremeLogic("max"), name)
 
     def top_k(self, k: int, numbered: bool | str = False, ties: int = 1, desc: tuple[int, ...] = (),
-              name: str | None = None) -> "Collection":
+              partition: int = 0, name: str | None = None) -> "Collection":
         """The ``k`` smallest values per key (with multiplicity), as ``(key, *value)``.
 
         ``numbered``: each row ends in a number, as SQL's ranking functions
@@ -773,8 +773,11 @@ class Collection:
         or DENSE_RANK() with values tying when their first ``ties`` fields
         are equal, kept while the number is at most ``k`` (so more than
         ``k`` rows where values tie).  ``desc``: the value fields (0-based)
-        ordered descending.  Cost: as ``min`` (plus ranking the values once
-        per step).
+        ordered descending.  ``partition``: the first ``partition`` value
+        fields belong to the key (``PARTITION BY key, v_0, ..``): the values
+        of a key equal in them are ranked on their own, so a partition of
+        several fields needs no composite key.  Cost: as ``min`` (plus
+        ranking the values once per step).
 
         >>> flow = ddflow.Dataflow()
         >>> edges_in, edges = flow.new_collection("edges")
@@ -799,7 +802,9 @@ class Collection:
             raise UsageError(f"top_k: numbered is True, False, 'row_number', 'rank' or 'dense_rank', got {numbered!r}")
         if kind in ("rank", "dense_rank") and ties < 1:
             raise UsageError(f"top_k: ties counts the value fields that rank, at least 1, got {ties}")
-        return self._reduce_arranged(self.arrange(), ExtremeLogic(kind, k, ties, desc), name)
+        if partition < 0:
+            raise UsageError(f"top_k: partition counts value fields, at least 0, got {partition}")
+        return self._reduce_arranged(self.arrange(), ExtremeLogic(kind, k, ties, desc, partition), name)
 
     # -- iteration ------------------------------------------------------------------
     def iterate(self, fn: Callable[["Variable"], "Collection"], name: str | None = None,

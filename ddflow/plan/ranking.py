@@ -2,7 +2,10 @@
 
 ``ORDER BY ... LIMIT k`` per partition (and ``ROW_NUMBER()``, ``RANK()``
 or ``DENSE_RANK() ... <= k``) is :meth:`~ddflow.collection.Collection.top_k`
-keyed by the whole partition (:func:`~ddflow.plan.aggregate.group_key`).  Each row carries,
+keyed by the partition: a partition of numbers by its first column, the
+rest (null bits, other columns) leading the value as top_k's
+``partition`` fields; one with strings by one field for the whole
+partition (:func:`~ddflow.plan.aggregate.group_key`).  Each row carries,
 before its stored fields, two int64 fields per sort key that order as
 the per-partition reduce of :meth:`ddflow.plan.lower.Lowering._topk`
 compares: a null rank (NULLs first or last) and the value (floats by
@@ -10,8 +13,8 @@ their order-keeping int64 key; descending as its bitwise complement,
 which reverses the order of every int64; strings descending are fields
 the walk compares reversed).  Ties then break by the stored
 row, as there, so the rows kept are the same; RANK and DENSE_RANK number
-the rows tying on the sort-key fields alike.  Cost: as ``top_k``, plus
-building the partition key per changed row.
+the rows tying on the sort-key fields alike.  Cost: as ``top_k``, plus,
+for a partition with strings, building its key per changed row.
 """
 from __future__ import annotations
 
@@ -37,34 +40,49 @@ def lower_top_k(low: "Lowering", rel: TopK) -> Collection:
     src = rel.input.schema
     ptypes = tuple(e.type if e.type != "null" else "bigint" for e in rel.partition)
     otypes = tuple(o.expr.type if o.expr.type != "null" else "bigint" for o in rel.order)
+    # A partition of numbers (no strings) is the first column's order key as the top_k key, and its null bits
+    # and the other columns' keys as the leading value fields (top_k's ``partition``): int64 throughout, no
+    # Python per row.  With a string among them, the key is one field per partition (group_key).
+    numeric = bool(rel.partition) and all(KIND[t] != "o" for t in ptypes)
+    lead = len(rel.partition) if numeric else 0  # the value fields that belong to the partition
+
+    def order_key(vals: np.ndarray, null: np.ndarray, typ: str) -> np.ndarray:
+        """Values as int64 in their order (floats by float_keys; NULL as the canonical value), or objects."""
+        v = filled(as_type(vals, typ), null, typ)
+        if KIND[typ] == "f":
+            return float_keys(v)
+        return v if KIND[typ] == "o" else np.asarray(v, dtype=np.int64)
 
     def keyed(*cols):
         ins = columns_of(cols, src)
         n = len(cols[0])
-        if rel.partition:
+        parts: list[np.ndarray] = []
+        if numeric:
+            pv = [evaluate(e, ins) for e in rel.partition]
+            keys = [order_key(vals, null, t) for (vals, null), t in zip(pv, ptypes)]
+            nulls = sum(null.astype(np.int64) << j for j, (_, null) in enumerate(pv))
+            key, parts = keys[0], [np.asarray(nulls, dtype=np.int64), *keys[1:]]
+        elif rel.partition:
             key = group_key(list(stored([evaluate(e, ins) for e in rel.partition], ptypes, n)), ptypes)
         else:
             key = np.zeros(n, dtype=np.int64)
         sort = []
         for o, typ in zip(rel.order, otypes):
             vals, null = evaluate(o.expr, ins)
-            v = filled(as_type(vals, typ), null, typ)
-            if KIND[typ] == "f":
-                v = float_keys(v)
-            elif KIND[typ] != "o":
-                v = np.asarray(v, dtype=np.int64)
+            v = order_key(vals, null, typ)
             numeric_desc = o.desc and KIND[typ] != "o"  # strings descending: the walk's desc fields
             sort += [(~null if o.nulls_first else null).astype(np.int64), ~v if numeric_desc else v]
-        return (key, *sort, *cols)
+        return (key, *parts, *sort, *cols)
 
     # Value fields of the strings sorted descending (each sort key is two fields: its null rank, its value).
-    desc = tuple(2 * j + 1 for j, (o, typ) in enumerate(zip(rel.order, otypes)) if o.desc and KIND[typ] == "o")
+    desc = tuple(lead + 2 * j + 1 for j, (o, typ) in enumerate(zip(rel.order, otypes))
+                 if o.desc and KIND[typ] == "o")
 
     rows = low.lower(rel.input).map_columns(keyed)
     rows.partitioned = low._placed_by(rel.input, rel.partition[0] if rel.partition else None)
-    first, n = 1 + 2 * len(rel.order), len(src)
+    first, n = 1 + lead + 2 * len(rel.order), len(src)
     if rel.rank is None:
-        return rows.top_k(rel.limit, desc=desc).project(*range(first, first + n + 1))
-    # (key, sort keys, row, mask, number) -> (row, number, mask); ties: equal sort keys (two fields each)
-    ranked = rows.top_k(rel.limit, numbered=rel.rank, ties=2 * len(rel.order), desc=desc)
+        return rows.top_k(rel.limit, desc=desc, partition=lead).project(*range(first, first + n + 1))
+    # (key, partition, sort keys, row, mask, number) -> (row, number, mask); ties: equal sort keys (two each)
+    ranked = rows.top_k(rel.limit, numbered=rel.rank, ties=lead + 2 * len(rel.order), desc=desc, partition=lead)
     return ranked.project(*range(first, first + n), first + n + 1, first + n)

@@ -87,6 +87,11 @@ EXTREMES = {
     "min_desc": lambda: ExtremeLogic("min", desc=(0,)),
     "top_k_desc": lambda: ExtremeLogic("top_k", 2, desc=(0,)),
     "rank_desc": lambda: ExtremeLogic("rank", 3, ties=1, desc=(0,)),
+    # The first value field with the key makes the partition: each part of a key's values ranked on its own.
+    "top_k_part": lambda: ExtremeLogic("top_k", 1, partition=1),
+    "row_number_part": lambda: ExtremeLogic("row_number", 2, partition=1),
+    "rank_part": lambda: ExtremeLogic("rank", 2, ties=2, partition=1),
+    "dense_rank_part": lambda: ExtremeLogic("dense_rank", 1, ties=2, partition=1),
 }
 #: Logics whose output is a value, so a loop can feed it back (the numbered ones add a field).
 VALUED = sorted({"min", "max", "top_k"})
@@ -148,7 +153,7 @@ def _run_extreme(build, logic_name, tactic, schedule, schema):
 VALUES = {"narrow": st.integers(0, 5), "wide": st.sampled_from([-(10**15), -1, 3, 10**15, 2**62])}
 
 
-@settings(max_examples=90)
+@settings(max_examples=120)
 @given(logic=st.sampled_from(sorted(EXTREMES)), values=st.sampled_from(sorted(VALUES)), data=st.data())
 def test_walk_tactic_matches_the_reference_at_the_top_level(logic, values, data):
     schedule = data.draw(schedules({"x": st.tuples(st.integers(0, 5), VALUES[values])}, max_updates=30))
@@ -156,14 +161,17 @@ def test_walk_tactic_matches_the_reference_at_the_top_level(logic, values, data)
     assert a == _run_extreme(_walk_top, logic, GeneralTactic, schedule, ("i", "i"))
 
 
-@settings(max_examples=40)
-@given(logic=st.sampled_from(["rank", "dense_rank", "row_number"]), wide=st.booleans(), data=st.data())
+@settings(max_examples=80)
+@given(logic=st.sampled_from(["rank", "dense_rank", "row_number", "top_k_part", "row_number_part", "rank_part",
+                               "dense_rank_part"]), wide=st.booleans(), data=st.data())
 def test_walk_tactic_ranks_rows_of_int_fields_tying_on_the_first(logic, wide, data):
-    """The int-trace step: rows tie on their first value field and differ in the second (one tie group, many rows)."""
+    """The int-trace step: rows tie on their first value field and differ in the next (one tie group, many rows);
+    or the first field partitions the key's values, and rows tie on the second."""
     v = st.sampled_from([-(10**15), 3, 2**62]) if wide else st.integers(0, 2)
-    schedule = data.draw(schedules({"x": st.tuples(st.integers(0, 3), v, st.integers(0, 3))}, max_updates=30))
-    a = _run_extreme(_walk_top, logic, WalkTactic, schedule, ("i", "i", "i"))
-    assert a == _run_extreme(_walk_top, logic, GeneralTactic, schedule, ("i", "i", "i"))
+    schedule = data.draw(schedules({"x": st.tuples(st.integers(0, 3), v, st.integers(0, 2), st.integers(0, 3))},
+                                   max_updates=30))
+    a = _run_extreme(_walk_top, logic, WalkTactic, schedule, ("i", "i", "i", "i"))
+    assert a == _run_extreme(_walk_top, logic, GeneralTactic, schedule, ("i", "i", "i", "i"))
 
 
 @settings(max_examples=40)
@@ -183,7 +191,7 @@ def test_walk_tactic_matches_the_reference_in_a_loop(logic, schedule):
     assert a == _run_extreme(_walk_loop, logic, GeneralTactic, schedule, ("i", "i"))
 
 
-@settings(max_examples=60)
+@settings(max_examples=80)
 @given(logic=st.sampled_from(sorted(EXTREMES)),
        schedule=schedules({"x": st.tuples(st.integers(0, 4), st.sampled_from(["b", "a", "ab", "", None]),
                                           st.integers(0, 2))}, max_updates=25))

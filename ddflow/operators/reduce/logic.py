@@ -8,6 +8,7 @@ in :mod:`ddflow.operators.reduce.tactic` and its neighbours.
 """
 from __future__ import annotations
 
+import itertools
 from abc import ABC, abstractmethod
 from typing import Any, Callable
 
@@ -126,15 +127,18 @@ class ExtremeLogic(Logic):
     the copies before its tie group) or DENSE_RANK (1 + the tie groups
     before it), kept while the number is at most ``k``; values tie when
     their first ``ties`` fields are equal.  ``desc``: the value fields
-    (0-based) compared in descending order.
+    (0-based) compared in descending order.  ``partition`` (top_k and the
+    numbered kinds): a key's values equal in their first ``partition``
+    fields are ranked on their own, as if those fields were part of the key.
     """
 
     min_arity = 2
 
-    def __init__(self, kind: str, k: int = 1, ties: int = 0, desc: tuple[int, ...] = ()):
+    def __init__(self, kind: str, k: int = 1, ties: int = 0, desc: tuple[int, ...] = (), partition: int = 0):
         self.kind, self.k = kind, k
         self.ties = ties if kind in ("rank", "dense_rank") else 0
         self.desc = tuple(sorted(set(desc)))
+        self.partition = partition if kind not in ("min", "max") else 0
         self.name = kind
 
     def _key(self, item: tuple[tuple, int]):
@@ -151,10 +155,17 @@ class ExtremeLogic(Logic):
             return [(min(live, key=self._key)[0], 1)]
         if self.kind == "max":
             return [(max(live, key=self._key)[0], 1)]
+        ordered = sorted(live, key=self._key)
+        if self.partition:  # each part (a run of values equal in the first fields) on its own
+            runs = itertools.groupby(ordered, key=lambda item: _orderable(item[0][:self.partition]))
+            return [row for _, run in runs for row in self._first_k(list(run))]
+        return self._first_k(ordered)
+
+    def _first_k(self, ordered: list[tuple[tuple, int]]) -> list[tuple[tuple, int]]:
         if self.kind in ("rank", "dense_rank"):
-            return self._ranked(sorted(live, key=self._key))
+            return self._ranked(ordered)
         out, left = [], self.k
-        for v, m in sorted(live, key=self._key):
+        for v, m in ordered:
             if left <= 0:
                 break
             take = min(m, left)

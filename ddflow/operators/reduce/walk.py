@@ -120,14 +120,20 @@ class WalkTactic(GeneralTactic):
             return super().step(new, bound)
         ni = len(idf)
         out_n = Co[-1] if numbered else np.zeros(len(odf), dtype=np.int64)
-        tie = _NO_TIES
-        if logic.ties:
-            tie = (np.arange(n_values, dtype=np.int64) if narrow
-                   else tie_groups([np.concatenate([Ci[1 + c], Co[1 + c]]) for c in range(logic.ties)], vfirst))
+
+        def leading(fields: int) -> np.ndarray:  # the groups of values equal in their first fields
+            fields = min(fields, m)
+            if not fields:
+                return _NO_TIES
+            if narrow:
+                return np.arange(n_values, dtype=np.int64)
+            return tie_groups([np.concatenate([Ci[1 + c], Co[1 + c]]) for c in range(fields)], vfirst)
+
+        tie, part = leading(logic.ties), leading(logic.partition)
         emitted, later = key_walk(
             MODES[logic.name], getattr(logic, "k", 1), r, int(bound[0]), n_values, sg, sa,
             in_g, it[:, 0], _iterations(it), vrank[:ni], idf,
-            out_g, ot[:, 0], _iterations(ot), vrank[ni:], odf, out_n, tie)
+            out_g, ot[:, 0], _iterations(ot), vrank[ni:], odf, out_n, tie, part)
         self.pending_keys, self.pending_times = merge_pending(pk, pt, waiting, keys, later)
         if len(emitted):
             cols, times, diffs, overflow = walk_rows(emitted, keys, vfirst, lo, narrow, Ci, Co, m, numbered, depth, r)
@@ -160,22 +166,22 @@ class WalkTactic(GeneralTactic):
         # Values ranked in tuple order; the rank's first row holds its columns.
         vcols = [np.concatenate([a, b]) for a, b in zip(inp.cols[1:], out_vals)]
         lo = _narrow_int_range(vcols, vkinds) if not logic.desc else None
-        tie = _NO_TIES
         if lo is not None:  # one integer value in a narrow range: its offset from the least is an order-keeping rank
             vrank = vcols[0] - lo
             vfirst = None
             n_values = int(vrank.max()) + 1 if len(vrank) else 0
-            if logic.ties:
-                tie = np.arange(n_values, dtype=np.int64)
+            tie, part = (np.arange(n_values, dtype=np.int64) if f else _NO_TIES
+                         for f in (logic.ties, logic.partition))
         else:
             ordered = _comparable(vcols, vkinds, self.node.ctx.interner, logic.desc)
             if ordered is None:  # objects Python cannot order among themselves: the reference says what happens
                 return super()._retire(new, pk, pt, bound)
             vrank, vfirst = _dense_rank(ordered, len(inp) + len(outp))
             n_values = len(vfirst)
-            if logic.ties:  # ties: equal in the leading fields (objects by their decoded order, not their codes)
-                at = np.cumsum([0] + [2 if k == "o" else 1 for k in vkinds])
-                tie = tie_groups([ordered[at[f]] for f in range(logic.ties)], vfirst)
+            # Ties and parts: equal in the leading fields (objects by their decoded order, not their codes).
+            at = np.cumsum([0] + [2 if k == "o" else 1 for k in vkinds])
+            tie, part = (tie_groups([ordered[at[c]] for c in range(min(f, len(vkinds)))], vfirst) if f else _NO_TIES
+                         for f in (logic.ties, logic.partition))
         if numbered and n_values * (logic.k + 1) > PAIRS_AT_MOST:
             return super()._retire(new, pk, pt, bound)
         n_in = len(inp)
@@ -189,7 +195,7 @@ class WalkTactic(GeneralTactic):
             sg[s_o], stimes[s_o, 0],
             in_q[i_o], inp.times[i_o, 0], _iterations(inp.times)[i_o], vrank[:n_in][i_o], inp.diffs[i_o],
             out_q[o_o], outp.times[o_o, 0], _iterations(outp.times)[o_o], vrank[n_in:][o_o], outp.diffs[o_o], out_n,
-            tie)
+            tie, part)
         if len(pending):
             self.add_pending(keys[pending[:, 0]], pending[:, 1:1 + depth])
         if not len(emitted):
@@ -417,7 +423,7 @@ def add_changed(delta, mark, st, n, x, d):
 def key_walk(mode, k, r, bound_a, n_values,
              seed_g, seed_a,
              in_g, in_a, in_i, in_v, in_d,
-             out_g, out_a, out_i, out_v, out_d, out_n, tie):
+             out_g, out_a, out_i, out_v, out_d, out_n, tie, part):
     """Output updates and pending times of min (mode 0), max (1), top_k (2), numbered top_k (3), rank (4) or
     dense rank (5) per seeded group.
 
@@ -434,6 +440,8 @@ def key_walk(mode, k, r, bound_a, n_values,
     and 5 too, with every copy of a value under one number: 1 + the copies
     (mode 4) or the tie groups (mode 5) before its tie group, ``tie[v]``
     (nondecreasing in ``v``), for every value numbered at most ``k``.
+    Modes 2-5 with ``part`` (nondecreasing in ``v``; empty: one part) rank
+    each part of a key's values on its own.
     Contract as in the module docstring.  One pass per group over its
     sorted history with counts in arrays indexed by value rank (reset
     after each group, never reallocated): for min and max O(h + |chain| x
@@ -460,7 +468,9 @@ def key_walk(mode, k, r, bound_a, n_values,
     pdelta = np.zeros(n_values * W, dtype=np.int64)
     pmark = np.zeros(n_values * W, dtype=np.bool_)
     pst = np.empty(n_values * W, dtype=np.int64)
-    kept = k if mode == 3 else (n_values if mode >= 4 else 0)  # rank: any number of values may tie
+    parted = len(part) > 0
+    n_parts = part[n_values - 1] + 1 if parted and n_values > 0 else 1
+    kept = k * n_parts if mode == 3 else (n_values if mode >= 4 else 0)  # rank: any number of values may tie
     prevl = np.empty(kept, dtype=np.int64)  # the pairs kept at the previous chain time, and their copies
     prevm = np.ones(kept, dtype=np.int64)
     desl = np.empty(kept, dtype=np.int64)
@@ -542,30 +552,46 @@ def key_walk(mode, k, r, bound_a, n_values,
                         nps = add_changed(pdelta, pmark, pst, nps, prevl[x], -prevm[x])
                     ndes = 0
                     if mode == 3:
+                        taken = 0  # copies kept in this part
+                        lastp = -1
                         for x in range(nt):
-                            if ndes >= k:
-                                break
                             v = vals[x]
-                            take = min(cnt[v], k - ndes) if cnt[v] > 0 else 0
+                            if parted and part[v] != lastp:
+                                lastp = part[v]
+                                taken = 0
+                            if taken >= k:
+                                if parted:
+                                    continue
+                                break
+                            take = min(cnt[v], k - taken) if cnt[v] > 0 else 0
                             for _ in range(take):
-                                desl[ndes] = v * W + ndes + 1
+                                taken += 1
+                                desl[ndes] = v * W + taken
                                 nps = add_changed(pdelta, pmark, pst, nps, desl[ndes], 1)
                                 ndes += 1
                     else:
-                        copies = 0  # copies of the values so far
+                        copies = 0  # copies of the values so far (in this part)
                         groups = 0  # tie groups so far
                         before = 0  # copies before the current tie group
                         last = -1
+                        lastp = -1
                         for x in range(nt):
                             v = vals[x]
                             if cnt[v] <= 0:
                                 continue
+                            if parted and part[v] != lastp:
+                                lastp = part[v]
+                                copies = 0
+                                groups = 0
+                                last = -1
                             if tie[v] != last:
                                 last = tie[v]
                                 before = copies
                                 groups += 1
                             number = before + 1 if mode == 4 else groups
                             if number > k:
+                                if parted:
+                                    continue
                                 break
                             desl[ndes] = v * W + number
                             desm[ndes] = cnt[v]
@@ -600,10 +626,16 @@ def key_walk(mode, k, r, bound_a, n_values,
                     for x in range(nt):
                         des[vals[x]] = 0
                     left = k
+                    lastp = -1
                     for x in range(nt):
-                        if left <= 0:
-                            break
                         v = vals[x]
+                        if parted and part[v] != lastp:
+                            lastp = part[v]
+                            left = k
+                        if left <= 0:
+                            if parted:
+                                continue
+                            break
                         if cnt[v] > 0:
                             take = min(cnt[v], left)
                             des[v] = take
