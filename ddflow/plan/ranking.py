@@ -2,10 +2,11 @@
 
 ``ORDER BY ... LIMIT k`` per partition (and ``ROW_NUMBER()``, ``RANK()``
 or ``DENSE_RANK() ... <= k``) is :meth:`~ddflow.collection.Collection.top_k`
-keyed by the partition: a partition of numbers by its first column, the
-rest (null bits, other columns) leading the value as top_k's
-``partition`` fields; one with strings by one field for the whole
-partition (:func:`~ddflow.plan.aggregate.group_key`).  Each row carries,
+keyed by the partition: a partition of numbers by a hash of its columns,
+which (null bits, then the columns) lead the value as top_k's
+``partition`` fields, so colliding hashes never merge partitions; one
+with strings by one field for the whole partition
+(:func:`~ddflow.plan.aggregate.group_key`).  Each row carries,
 before its stored fields, two int64 fields per sort key that order as
 the per-partition reduce of :meth:`ddflow.plan.lower.Lowering._topk`
 compares: a null rank (NULLs first or last) and the value (floats by
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ddflow.base.kernels import float_keys
+from ddflow.base.kernels import float_keys, row_hashes
 from ddflow.base.schema import KIND
 from ddflow.collection import Collection
 from ddflow.plan.expr import as_type, evaluate, filled
@@ -40,11 +41,12 @@ def lower_top_k(low: "Lowering", rel: TopK) -> Collection:
     src = rel.input.schema
     ptypes = tuple(e.type if e.type != "null" else "bigint" for e in rel.partition)
     otypes = tuple(o.expr.type if o.expr.type != "null" else "bigint" for o in rel.order)
-    # A partition of numbers (no strings) is the first column's order key as the top_k key, and its null bits
-    # and the other columns' keys as the leading value fields (top_k's ``partition``): int64 throughout, no
-    # Python per row.  With a string among them, the key is one field per partition (group_key).
+    # A partition of numbers (no strings) is keyed by a 64-bit hash of its columns, which lead the value as
+    # top_k's ``partition`` fields (null bits, then each column's order key), so a hash collision only
+    # shares a key and never merges partitions: int64 throughout, no Python per row.  With a string among
+    # them, the key is one field per partition (group_key).
     numeric = bool(rel.partition) and all(KIND[t] != "o" for t in ptypes)
-    lead = len(rel.partition) if numeric else 0  # the value fields that belong to the partition
+    lead = 1 + len(rel.partition) if numeric else 0  # the value fields that belong to the partition
 
     def order_key(vals: np.ndarray, null: np.ndarray, typ: str) -> np.ndarray:
         """Values as int64 in their order (floats by float_keys; NULL as the canonical value), or objects."""
@@ -61,7 +63,8 @@ def lower_top_k(low: "Lowering", rel: TopK) -> Collection:
             pv = [evaluate(e, ins) for e in rel.partition]
             keys = [order_key(vals, null, t) for (vals, null), t in zip(pv, ptypes)]
             nulls = sum(null.astype(np.int64) << j for j, (_, null) in enumerate(pv))
-            key, parts = keys[0], [np.asarray(nulls, dtype=np.int64), *keys[1:]]
+            parts = [np.asarray(nulls, dtype=np.int64), *keys]
+            key = row_hashes(parts)
         elif rel.partition:
             key = group_key(list(stored([evaluate(e, ins) for e in rel.partition], ptypes, n)), ptypes)
         else:

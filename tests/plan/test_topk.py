@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 import ddflow
@@ -52,6 +53,20 @@ def _walks(flow) -> int:
 
 @pytest.mark.parametrize("seed,workers", [(s, 1) for s in range(14)] + [(14, 2), (15, 2)])
 def test_top_k_walk_equals_the_reduce(seed, workers):
+    _check(seed, workers)
+
+
+def test_partitions_whose_hashes_collide_stay_apart(monkeypatch):
+    """A partition of numbers is keyed by a hash of its columns: with every hash equal, the walk still ranks
+    each partition on its own (its columns lead the value)."""
+    from ddflow.plan import ranking
+
+    monkeypatch.setattr(ranking, "row_hashes", lambda cols: np.zeros(len(cols[0]), dtype=np.int64))
+    for seed in (20, 21, 22):
+        _check(seed, 1)
+
+
+def _check(seed: int, workers: int) -> None:
     rng = random.Random(seed)
     queries = [_query(rng) for _ in range(4)]
     with ddflow.Dataflow(workers=workers) as flow:
