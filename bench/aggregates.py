@@ -21,13 +21,12 @@ import argparse
 import json
 import statistics
 import time
-from collections import Counter
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
-import ddflow
+from bench.views import RefreshedView
 from ddflow.plan import aggregate
 
 QUERY = "SELECT g, COUNT(*) AS n, SUM(x) AS s, AVG(x) AS a FROM t GROUP BY g"
@@ -52,56 +51,13 @@ def _table(g: np.ndarray, x: np.ndarray) -> pa.Table:
     return pa.table({c: cols[c] for c in ((FIRST, "g" if FIRST == "x" else "x"))})
 
 
-class View:
-    """One dataflow holding the table and the view, lowered the old or the new way."""
-
-    def __init__(self, generic: bool, g: np.ndarray, x: np.ndarray):
-        self.flow = ddflow.Dataflow()
-        self.t_in, _ = self.flow.new_collection("t", schema={c: "bigint" if c == "g" else TYPE
-                                                             for c in _table(g[:0], x[:0]).column_names})
-        old, aggregate.GENERIC = aggregate.GENERIC, generic
-        try:
-            self.cap = self.flow.sql(QUERY).capture()
-        finally:
-            aggregate.GENERIC = old
-        self.t_in.update(_table(g, x), times=0)
-        self.time = 1
-        start = time.perf_counter()
-        self.flow.advance_to(1)
-        self.flow.run()
-        self.load_s = time.perf_counter() - start
-        self.acc: Counter = Counter()
-        self._add(self.cap.drain())
-
-    def refresh(self, ins: tuple[np.ndarray, np.ndarray], dels: tuple[np.ndarray, np.ndarray]) -> float:
-        """Seconds to apply one refresh (inserts and deletes over 4 data times) and drain its changes."""
-        n = len(ins[0])
-        times = self.time + np.arange(n) % 4
-        start = time.perf_counter()
-        self.t_in.update(_table(*ins), times=times.tolist())
-        self.t_in.update(_table(*dels), times=times.tolist(), diffs=-1)
-        self.time += 4
-        self.flow.advance_to(self.time)
-        self.flow.run()
-        drained = self.cap.drain()
-        took = time.perf_counter() - start
-        self._add(drained)
-        return took
-
-    def _add(self, updates: list) -> None:
-        for row, _, d in updates:
-            self.acc[row] += d
-
-    def contents(self) -> dict:
-        """The view's rows now: every drained update added up."""
-        return {r: m for r, m in self.acc.items() if m}
-
-
 def run(size: int, refreshes: int, batch: int, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     g = rng.integers(0, 4, size)
     x = _values(rng, size)
-    views = {"old": View(True, g, x), "new": View(False, g, x)}
+    schema = {c: "bigint" if c == "g" else TYPE for c in _table(g[:0], x[:0]).column_names}
+    views = {name: RefreshedView(QUERY, schema, _table(g, x), (aggregate, "GENERIC", name == "old"))
+             for name in ("old", "new")}
     con = duckdb.connect()
     con.register("src", _table(g, x))
     con.execute("CREATE TABLE t AS SELECT * FROM src")
@@ -112,7 +68,7 @@ def run(size: int, refreshes: int, batch: int, seed: int = 0) -> dict:
         dels = (g[removed:removed + batch], x[removed:removed + batch])
         removed += batch
         for name in (("old", "new") if r % 2 == 0 else ("new", "old")):
-            times[name].append(views[name].refresh(ins, dels))
+            times[name].append(views[name].refresh(_table(*ins), _table(*dels)))
         con.register("ins", _table(*ins))
         con.execute("INSERT INTO t SELECT * FROM ins")
         start = time.perf_counter()

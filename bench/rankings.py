@@ -27,7 +27,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-import ddflow
+from bench.views import RefreshedView
 from ddflow.plan import lower
 
 FN = "RANK"
@@ -46,53 +46,12 @@ def _rows(rng: np.random.Generator, n: int, start: int) -> pa.Table:
                      "x": pa.array(rng.integers(0, VALUES, n), pa.int64())})
 
 
-class View:
-    """One dataflow holding the table and the view, lowered through the reduce or the walk."""
-
-    def __init__(self, reduce: bool, table: pa.Table):
-        self.flow = ddflow.Dataflow()
-        self.t_in, _ = self.flow.new_collection("t", schema={"y": "bigint", "g": "bigint", "x": "bigint"})
-        old, lower.TOPK_REDUCE = lower.TOPK_REDUCE, reduce
-        try:
-            self.cap = self.flow.sql(query()).capture()
-        finally:
-            lower.TOPK_REDUCE = old
-        self.t_in.update(table, times=0)
-        self.time = 1
-        start = time.perf_counter()
-        self.flow.advance_to(1)
-        self.flow.run()
-        self.load_s = time.perf_counter() - start
-        self.acc: Counter = Counter()
-        self._add(self.cap.drain())
-
-    def refresh(self, ins: pa.Table, dels: pa.Table) -> float:
-        """Seconds to apply one refresh (inserts and deletes over 4 data times) and drain its changes."""
-        times = (self.time + np.arange(len(ins)) % 4).tolist()
-        start = time.perf_counter()
-        self.t_in.update(ins, times=times)
-        self.t_in.update(dels, times=times, diffs=-1)
-        self.time += 4
-        self.flow.advance_to(self.time)
-        self.flow.run()
-        drained = self.cap.drain()
-        took = time.perf_counter() - start
-        self._add(drained)
-        return took
-
-    def _add(self, updates: list) -> None:
-        for row, _, d in updates:
-            self.acc[row] += d
-
-    def contents(self) -> dict:
-        """The view's rows now: every drained update added up."""
-        return {r: m for r, m in self.acc.items() if m}
-
-
 def run(size: int, refreshes: int, batch: int, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     table = _rows(rng, size, 0)
-    views = {"reduce": View(True, table), "walk": View(False, table)}
+    schema = {"y": "bigint", "g": "bigint", "x": "bigint"}
+    views = {name: RefreshedView(query(), schema, table, (lower, "TOPK_REDUCE", name == "reduce"))
+             for name in ("reduce", "walk")}
     con = duckdb.connect()
     con.register("src", table)
     con.execute("CREATE TABLE t AS SELECT * FROM src")

@@ -154,13 +154,7 @@ def test_double_sum_and_avg_are_the_exact_sum_rounded_once(steps, workers):
         glob = flow.sql("SELECT SUM(y) AS s FROM t").capture()
         acc: Counter = Counter()
         for t, batch in enumerate(steps):
-            for row, d in batch:
-                if d < 0 and acc[row] <= 0:
-                    continue
-                acc[row] += d
-                t_in.update([row], t, d)
-            flow.advance_to(t + 1)
-            flow.run()
+            _feed(flow, t_in, acc, t, batch)
             want, every = {}, []
             for g in sorted({r[0] for r, m in acc.items() if m > 0}):
                 vals = [(r[1], m) for r, m in acc.items() if m > 0 and r[0] == g and r[1] is not None]
@@ -176,6 +170,17 @@ def test_double_sum_and_avg_are_the_exact_sum_rounded_once(steps, workers):
             assert _nan_safe(got) == _nan_safe(want), f"time {t}"
             total = exact_sum_reference([v for v, _ in every], [m for _, m in every]) if every else None
             assert _nan_safe(glob.contents(t)) == _nan_safe({(total,): 1}), f"time {t}"
+
+
+def _feed(flow, t_in, acc: Counter, t: int, batch: list) -> None:
+    """``(row, diff)`` updates at time ``t`` (removals of rows not present skipped), then advance past ``t`` and run."""
+    for row, d in batch:
+        if d < 0 and acc[row] <= 0:
+            continue
+        acc[row] += d
+        t_in.update([row], t, d)
+    flow.advance_to(t + 1)
+    flow.run()
 
 
 def _nan_safe(bag: dict) -> dict:
@@ -253,14 +258,7 @@ def test_decimal_sum_and_avg_equal_exact_decimal_arithmetic(steps):
     cap = view.capture()
     acc: Counter = Counter()
     for t, batch in enumerate(steps):
-        for (g, cents), d in batch:
-            row = (g, None if cents is None else Decimal(cents).scaleb(-2))
-            if d < 0 and acc[row] <= 0:
-                continue
-            acc[row] += d
-            t_in.update([row], t, d)
-        flow.advance_to(t + 1)
-        flow.run()
+        _feed(flow, t_in, acc, t, [((g, None if c is None else Decimal(c).scaleb(-2)), d) for (g, c), d in batch])
         want = {}
         for g in {r[0] for r, m in acc.items() if m > 0}:
             vals = [r[1] for r, m in acc.items() if m > 0 and r[0] == g for _ in range(m) if r[1] is not None]
