@@ -717,7 +717,10 @@ class Collection:
     def sum(self, name: str | None = None) -> "Collection":
         """``(key, sum of the first value field)`` per key, weighted by multiplicity.
 
-        Cost: as ``reduce``: per changed key, Python work proportional to its history.
+        A float sum is exact, rounded once, so it depends on the key's
+        records alone (not on their order).  Cost: as ``reduce``: per changed
+        key, Python work proportional to its history; ``accumulate`` keeps
+        sums from the changes alone.
 
         >>> flow = ddflow.Dataflow()
         >>> sales_in, sales = flow.new_collection("sales")

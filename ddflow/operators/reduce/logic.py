@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ddflow.base.exactsum import exact_sum_reference
 from ddflow.errors import SchemaError
 
 ReduceFn = Callable[[Any, list[tuple[tuple, int]]], list[tuple[tuple, int]]]
@@ -111,8 +112,11 @@ class SumLogic(Logic):
     min_arity = 2
 
     def evaluate(self, key, vals):
+        """Floats: the exact sum rounded once (:mod:`ddflow.base.exactsum`), whatever the order of ``vals``."""
         if not vals:
             return []
+        if any(isinstance(v[0], (float, np.floating)) for v, _ in vals):
+            return [((exact_sum_reference([v[0] for v, _ in vals], [m for _, m in vals]),), 1)]
         return [((sum(v[0] * m for v, m in vals),), 1)]
 
     def out_kinds(self, in_kinds):

@@ -59,7 +59,7 @@ from ddflow.traces.layout import histories
 MODES = {"min": 0, "max": 1, "top_k": 2, "row_number": 3, "rank": 4, "dense_rank": 5}
 #: Logics whose output rows end in a number (a row number or a rank).
 NUMBERED = ("row_number", "rank", "dense_rank")
-_NO_TIES = np.zeros(0, dtype=np.int64)
+_NO_GROUPS = np.zeros(0, dtype=np.int64)
 #: Numbered top_k counts (value, number) pairs in arrays of n_values x (k + 1); a step needing more goes to
 #: the general tactic (a large k over many values), so the arrays stay under about 70 MB.
 PAIRS_AT_MOST = 1 << 22
@@ -120,16 +120,9 @@ class WalkTactic(GeneralTactic):
             return super().step(new, bound)
         ni = len(idf)
         out_n = Co[-1] if numbered else np.zeros(len(odf), dtype=np.int64)
-
-        def leading(fields: int) -> np.ndarray:  # the groups of values equal in their first fields
-            fields = min(fields, m)
-            if not fields:
-                return _NO_TIES
-            if narrow:
-                return np.arange(n_values, dtype=np.int64)
-            return tie_groups([np.concatenate([Ci[1 + c], Co[1 + c]]) for c in range(fields)], vfirst)
-
-        tie, part = leading(logic.ties), leading(logic.partition)
+        field = lambda c: np.concatenate([Ci[1 + c], Co[1 + c]])  # noqa: E731
+        first = None if narrow else vfirst
+        tie, part = (_leading(min(f, m), field, n_values, first) for f in (logic.ties, logic.partition))
         emitted, later = key_walk(
             MODES[logic.name], getattr(logic, "k", 1), r, int(bound[0]), n_values, sg, sa,
             in_g, it[:, 0], _iterations(it), vrank[:ni], idf,
@@ -170,8 +163,7 @@ class WalkTactic(GeneralTactic):
             vrank = vcols[0] - lo
             vfirst = None
             n_values = int(vrank.max()) + 1 if len(vrank) else 0
-            tie, part = (np.arange(n_values, dtype=np.int64) if f else _NO_TIES
-                         for f in (logic.ties, logic.partition))
+            tie, part = (_leading(f, None, n_values, None) for f in (logic.ties, logic.partition))
         else:
             ordered = _comparable(vcols, vkinds, self.node.ctx.interner, logic.desc)
             if ordered is None:  # objects Python cannot order among themselves: the reference says what happens
@@ -180,7 +172,7 @@ class WalkTactic(GeneralTactic):
             n_values = len(vfirst)
             # Ties and parts: equal in the leading fields (objects by their decoded order, not their codes).
             at = np.cumsum([0] + [2 if k == "o" else 1 for k in vkinds])
-            tie, part = (tie_groups([ordered[at[c]] for c in range(min(f, len(vkinds)))], vfirst) if f else _NO_TIES
+            tie, part = (_leading(min(f, len(vkinds)), lambda c: ordered[at[c]], n_values, vfirst)
                          for f in (logic.ties, logic.partition))
         if numbered and n_values * (logic.k + 1) > PAIRS_AT_MOST:
             return super()._retire(new, pk, pt, bound)
@@ -286,6 +278,17 @@ def _dense_rank(cols: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.cumsum(new) - 1
     return rank, order[new]
+
+
+def _leading(fields: int, field, n_values: int, first: np.ndarray | None) -> np.ndarray:
+    """The groups of value ranks equal in their first ``fields`` value fields (``field(c)``: field ``c`` of
+    every history row), for the kernel's ``tie`` and ``part``; none when ``fields`` is 0; one a rank when the
+    ranks are offsets (``first`` None: one value field)."""
+    if not fields:
+        return _NO_GROUPS
+    if first is None:
+        return np.arange(n_values, dtype=np.int64)
+    return tie_groups([field(c) for c in range(fields)], first)
 
 
 def tie_groups(cols: list[np.ndarray], first: np.ndarray) -> np.ndarray:
