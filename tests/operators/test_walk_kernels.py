@@ -1,4 +1,4 @@
-"""The walk's value ranking and row assembly (``reduce/walk.py``), compiled and plain, against references."""
+"""The walk's value ranking and row assembly (``reduce/keywalk.py``), compiled and plain, against references."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +8,8 @@ from hypothesis.extra import numpy as hnp
 
 from ddflow.base.consolidate import consolidate
 from ddflow.base.updates import Updates
-from ddflow.operators.reduce.walk import _dense_rank, _narrow_int_range, rank_values, walk_rows
+from ddflow.operators.reduce.keywalk import rank_values, walk_rows
+from ddflow.operators.reduce.walk import _dense_rank, _narrow_int_range
 
 
 @st.composite
