@@ -96,7 +96,17 @@ class VariableNode(Node):
         return self.ctx.coerce(u, self.kinds, self.name)
 
     def work_times(self):
-        yield from super().work_times()
+        """Initial input, and feedback at the iteration it enters: the body's round ``i`` feeds round ``i + 1``.
+
+        Reporting queued feedback at its own iteration would make the loop
+        rerun round ``i`` just to step this variable (every iteration twice,
+        and with several workers twice the coordination).
+        """
+        yield from (u.times for u in self.queues[0])
+        for u in self.queues[self.feedback_port]:
+            t = u.times.copy()
+            t[:, -1] += 1
+            yield t
         for u in self.held:
             yield u.times
 

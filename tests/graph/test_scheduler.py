@@ -152,3 +152,29 @@ def test_nodes_without_work_are_not_stepped():
             todo.extend(t for t, _ in n.targets)
     assert len(stepped) == len(set(flow.top.all_nodes()) - y_side) > 0
     assert not y_side & set(stepped)
+
+
+@pytest.mark.parametrize("steps", [1, 7])
+def test_a_loop_runs_each_iteration_once(steps):
+    """Feedback the body makes in round ``i`` is work for round ``i + 1``, not a rerun of round ``i``.
+
+    A loop counting 0, 1, ..., ``steps`` changes once per iteration, so it
+    takes ``steps + 1`` rounds: iterations 0 to ``steps``, each run once
+    (a variable reporting its feedback at the body's iteration ran every
+    round twice).
+    """
+    flow = ddflow.Dataflow()
+    x_in, x = flow.new_collection("x")
+    out = x.iterate(lambda v: v.map(lambda r: (min(r[0] + 1, steps),)).distinct()).capture()
+    rounds = []
+
+    class Recording(Scheduler):
+        def agree_round(self, mine):
+            rounds.append(mine)
+            return mine
+
+    x_in.insert((0,), 0)
+    flow.advance_to(1)
+    Recording().step_scope(flow.top, np.array([1]))
+    assert rounds == [*range(steps + 1), None]
+    assert out.contents(0) == {(steps,): 1}
