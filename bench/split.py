@@ -35,6 +35,9 @@ WORKLOADS = {"reach": (1000, 2000, 10), "sssp": (1000, 2000, 10), "components": 
 _acc: collections.Counter = collections.Counter()
 _calls: collections.Counter = collections.Counter()
 _depth = [0]  # 1 inside an operator step, 2 inside a kernel called there
+_by_op: collections.Counter = collections.Counter()  # seconds in steps, per operator class
+_by_op_kernels: collections.Counter = collections.Counter()  # of which in kernels
+_by_op_calls: collections.Counter = collections.Counter()
 
 
 def _timed(fn):
@@ -78,12 +81,17 @@ def _wrap_steps() -> None:
 
     def timed_run_step(self, bound):
         _depth[0] = 1
-        t = time.perf_counter()
+        t, k = time.perf_counter(), _acc["kernels"]
         try:
             return run_step(self, bound)
         finally:
-            _acc["steps"] += time.perf_counter() - t
+            dt = time.perf_counter() - t
+            _acc["steps"] += dt
             _calls["steps"] += 1
+            op = type(self).__name__
+            _by_op[op] += dt
+            _by_op_kernels[op] += _acc["kernels"] - k
+            _by_op_calls[op] += 1
             _depth[0] = 0
 
     def timed_step_scope(self, s, bound):
@@ -140,10 +148,18 @@ def main(argv: list[str] | None = None) -> dict:
           f"{_calls['steps'] / args.updates:.0f} operator steps and {_calls['kernels'] / args.updates:.0f} kernel calls")
     for name, ms in shares.items():
         print(f"  {name:45s} {ms:6.2f} ms  {ms / total:4.0%}")
+    print("  per operator class: steps an update, us a step (of which kernels)")
+    for op, sec in _by_op.most_common():
+        n = _by_op_calls[op]
+        print(f"    {op:24s} {n / args.updates:5.1f}  {sec / n * 1e6:6.1f} us  ({_by_op_kernels[op] / n * 1e6:5.1f})")
     system.close()
     line = {"bench": args.bench, "batch": args.batch, "updates": args.updates, "ms_per_update": total,
             "operator_steps": _calls["steps"] / args.updates, "kernel_calls": _calls["kernels"] / args.updates,
-            "ms": shares}
+            "ms": shares,
+            "per_operator_us": {op: {"steps_per_update": _by_op_calls[op] / args.updates,
+                                     "us_per_step": sec / _by_op_calls[op] * 1e6,
+                                     "kernel_us_per_step": _by_op_kernels[op] / _by_op_calls[op] * 1e6}
+                                for op, sec in _by_op.items()}}
     print(json.dumps(line))
     return line
 

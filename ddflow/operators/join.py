@@ -13,16 +13,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from ddflow.base.address import view_2d, view_i64
 from ddflow.base.columnar import ranges, wrapping_products
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import kernels
+from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidate_rows, group_sums, kernels, lazy_jit
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import Node
 from ddflow.graph.scope import Scope
 from ddflow.operators.arrange import ArrangeNode
 from ddflow.traces import Trace
-from ddflow.traces.layout import seek_table
+from ddflow.traces import layout
+from ddflow.traces.layout import (DIFFS, KEYS, NKEYS, NUPD, NVALS, TIMES, VAL0, find_key, key_offsets,
+                                  offset, seek_table, val_offsets)
+
 
 
 def match_pairs(a_keys: np.ndarray, b_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -98,6 +102,93 @@ def join_trace(delta: Updates, trace: Trace, delta_left: bool, where: str = "joi
     return Updates.concat(parts) if len(parts) > 1 else (parts[0] if parts else None)
 
 
+def checked_product(a, b):
+    """``(a * b, True)``, or ``(0, False)`` when the product leaves int64.  A kernel helper.
+
+    Decided on the magnitudes as uint64 before multiplying (a compiled
+    signed product that wraps is undefined, so a check after it can be
+    optimized away): ``|a| * |b|`` fits under ``2**63 - 1``, or ``2**63``
+    when the product is negative.
+    """
+    ua = np.uint64(-(a + 1)) + np.uint64(1) if a < 0 else np.uint64(a)
+    ub = np.uint64(-(b + 1)) + np.uint64(1) if b < 0 else np.uint64(b)
+    limit = np.uint64(0x8000000000000000) if (a < 0) != (b < 0) else np.uint64(0x7FFFFFFFFFFFFFFF)
+    if ua != np.uint64(0) and ub > limit // ua:
+        return 0, False
+    return a * b, True
+
+
+@lazy_jit(uses=(offset, find_key, key_offsets, val_offsets, checked_product, _consolidate_small, group_sums))
+def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
+    """One side of a join step in one call: a delta's updates against every batch of table ``T``.
+
+    ``C``: the delta's columns, an ``(m, n)`` int64 matrix (row 0 the
+    key); ``dtimes, ddiffs`` its times and diffs; ``arity``, ``depth``:
+    the trace's.  Every pair of a delta update and a trace update of the
+    same key becomes a row of ``M``, the output's sort key: the key, the
+    delta's values then the trace's (``delta_left``) or the other way
+    round, then the join of the two times; its diff is the product.
+
+    Returns ``(M, diffs, sel, sums, status, total)``.  ``status`` 0: up to
+    ``SMALL_ROWS`` rows are also consolidated (``sel`` the first row of each
+    group with a nonzero ``sums``, in order); 1: ``M`` is not consolidated
+    (more rows); 2: a product or a sum left int64; 3: more than ``limit``
+    updates would be read, and only ``total`` was counted.
+    O(k log n) per batch for k delta updates, plus O(output), O(output^2)
+    consolidating a small one.
+    """
+    nb = T.shape[0]
+    m = C.shape[0]
+    nk = C.shape[1]
+    width = m + arity - 1
+    pos = np.empty((nb, nk), dtype=np.int64)
+    total = 0
+    for b in range(nb):
+        bk = view_i64(T[b, KEYS], T[b, NKEYS])
+        ko64, ko32 = key_offsets(T, b)
+        vo64, vo32 = val_offsets(T, b)
+        for i in range(nk):
+            p = find_key(bk, C[0, i])
+            pos[b, i] = p
+            if p >= 0:
+                total += offset(vo64, vo32, offset(ko64, ko32, p + 1)) - offset(vo64, vo32, offset(ko64, ko32, p))
+    none = np.empty(0, dtype=np.int64)
+    M = np.empty((0 if total > limit else total, width + depth), dtype=np.int64)
+    D = np.empty(M.shape[0], dtype=np.int64)
+    if total > limit:
+        return M, D, none, none, 3, total
+    mine = 1 if delta_left else arity  # where the delta's values start in a row
+    theirs = m if delta_left else 1
+    k = 0
+    for b in range(nb):
+        ko64, ko32 = key_offsets(T, b)
+        vo64, vo32 = val_offsets(T, b)
+        bt = view_2d(T[b, TIMES], T[b, NUPD], depth)
+        bd = view_i64(T[b, DIFFS], T[b, NUPD])
+        for i in range(nk):
+            p = pos[b, i]
+            if p < 0:
+                continue
+            for v in range(offset(ko64, ko32, p), offset(ko64, ko32, p + 1)):
+                for u in range(offset(vo64, vo32, v), offset(vo64, vo32, v + 1)):
+                    M[k, 0] = C[0, i]
+                    for j in range(1, m):
+                        M[k, mine + j - 1] = C[j, i]
+                    for j in range(1, arity):
+                        M[k, theirs + j - 1] = view_i64(T[b, VAL0 + j - 1], T[b, NVALS])[v]
+                    for c in range(depth):
+                        M[k, width + c] = max(dtimes[i, c], bt[u, c])
+                    d, ok = checked_product(ddiffs[i], bd[u])
+                    if not ok:
+                        return M, D, none, none, 2, total
+                    D[k] = d
+                    k += 1
+    if total > SMALL_ROWS:  # the caller sorts with numpy
+        return M, D, none, none, 1, total
+    sel, sums, overflow = _consolidate_small(M, D)
+    return M, D, sel, sums, 2 if overflow else 0, total
+
+
 class JoinNode(Node):
     """Joins two arrangements; port 0 gets the left batches, port 1 the right."""
 
@@ -115,6 +206,15 @@ class JoinNode(Node):
         if ta is not None and tb is not None and ta.kinds[0] != tb.kinds[0]:
             raise SchemaError(f"join {self.name!r}: key kinds differ, {ta.kinds[0]!r} on the left and {tb.kinds[0]!r} on the right")
         where = f"join {self.name!r}"
+        if (da is None) != (db is None):  # the usual step: one side changed
+            d, t, left = (da, tb, True) if da is not None else (db, ta, False)
+            if t is None:
+                return
+            u = self._join_one(d, t, left, where)
+            if u is not None:
+                if len(u):
+                    self.emit(u)
+                return
         parts = []
         if da is not None and tb is not None:
             parts.append(join_trace(da, tb, True, where))
@@ -126,3 +226,28 @@ class JoinNode(Node):
         parts = [p for p in parts if p is not None and len(p)]
         if parts:
             self.emit(consolidate(Updates.concat(parts)))
+
+    def _join_one(self, delta: Updates, trace: Trace, delta_left: bool, where: str) -> Updates | None:
+        """``consolidate(join_trace(delta, trace, delta_left))`` in one compiled call, where it applies.
+
+        Applies to int64 columns on both sides and outputs of up to
+        ``CHECK_ABOVE`` updates; None otherwise, and wherever a product or a
+        sum leaves int64 (the general path then raises, naming the record).
+        """
+        if not trace.ints or any(c.dtype != np.int64 for c in delta.cols):
+            return None
+        C = np.array(delta.cols) if len(delta.cols) > 1 else delta.cols[0].reshape(1, -1)
+        M, D, sel, sums, status, _ = join_table(trace.spine.table().matrix, C, delta.times, delta.diffs,
+                                                len(trace.kinds), trace.depth, delta_left, layout.CHECK_ABOVE)
+        if status >= 2:
+            return None
+        if status == 1:
+            try:
+                sel, sums = consolidate_rows(M, D, where)
+            except SchemaError:
+                return None
+        width = M.shape[1] - trace.depth
+        kinds = delta.kinds + trace.kinds[1:] if delta_left else trace.kinds + delta.kinds[1:]
+        K = M[sel]
+        return Updates(tuple(np.ascontiguousarray(K[:, j]) for j in range(width)), np.ascontiguousarray(K[:, width:]),
+                       sums, kinds)

@@ -1,4 +1,4 @@
-"""The seek kernel as join uses it (unsorted keys with repeats) against a plain reference, and products of diffs that do not fit."""
+"""The seek kernel as join uses it (unsorted keys with repeats) and the one-call join step against plain references, and products of diffs that do not fit."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +11,10 @@ from ddflow.base.interner import Interner
 from ddflow.base.updates import from_rows
 from ddflow.errors import DataflowError, SchemaError
 from ddflow.base.kernels import kernels
-from ddflow.operators.join import _products
+from ddflow.operators.join import _products, join_table
 from ddflow.traces import Batch
+from ddflow.traces.layout import BatchTable
+from tests.traces.test_layout import traces
 
 I64 = np.iinfo(np.int64)
 
@@ -34,6 +36,60 @@ def test_seek_of_unsorted_repeated_keys_matches_the_reference(rows, times, dkeys
     assert all(b.val_offs[v] <= u < b.val_offs[v + 1] for v, u in zip(vrow.tolist(), urow.tolist()))
 
 
+def _reference_join(batches, depth, arity, C, times, diffs, delta_left):
+    """Every pair of a delta update and a trace update with its key, consolidated: plain Python."""
+    out: dict = {}
+    for b in batches:
+        f = b.flatten()
+        for u in range(len(f)):
+            theirs = [int(c[u]) for c in f.cols]
+            for i in range(C.shape[1]):
+                if int(C[0, i]) != theirs[0]:
+                    continue
+                mine = C[1:, i].tolist()
+                row = (theirs[0], *(mine + theirs[1:] if delta_left else theirs[1:] + mine))
+                t = tuple(max(a, b) for a, b in zip(times[i].tolist(), f.times[u].tolist()))
+                out[row + t] = out.get(row + t, 0) + int(diffs[i]) * int(f.diffs[u])
+    return sorted((k, d) for k, d in out.items() if d)
+
+
+@settings(max_examples=150, deadline=None)
+@given(traces(), st.integers(0, 2), st.lists(st.integers(-4, 4), max_size=8), st.booleans(), st.booleans(),
+       st.integers(0, 2**32 - 1))
+def test_join_table_is_the_consolidated_pairs_of_the_reference(tr, m, keys, delta_left, plain, seed):
+    """The join's one-call step, compiled and plain: both small (consolidated in the kernel) and larger outputs."""
+    batches, depth, arity = tr
+    rng = np.random.default_rng(seed)
+    n = len(keys)
+    C = np.vstack([np.array(keys, dtype=np.int64).reshape(1, n), rng.integers(-2, 3, size=(m, n))])
+    times = rng.integers(0, 4, size=(n, depth))
+    diffs = rng.choice([-2, -1, 1, 2], size=n)
+    kernel = join_table.plain if plain else join_table
+    M, D, sel, sums, status, total = kernel(BatchTable.of(batches, depth, arity).matrix, C, times, diffs, arity, depth,
+                                            delta_left, 1 << 40)
+    assert status in (0, 1) and total == len(M) == len(D)
+    if status == 1:
+        sel, sums = kernels().consolidate(M, np.lexsort(M.T[::-1]), D)[:2]
+    got = [(tuple(M[s].tolist()), d) for s, d in zip(sel.tolist(), sums.tolist())]
+    assert got == _reference_join(batches, depth, arity, C, times, diffs, delta_left)  # sorted, as consolidated
+    if total:  # over the limit: counted, nothing read
+        assert kernel(BatchTable.of(batches, depth, arity).matrix, C, times, diffs, arity, depth, delta_left,
+                      total - 1)[4:] == (3, total)
+
+
+def test_join_table_reports_products_and_sums_past_int64():
+    b = Batch.from_updates(from_rows([(1, 5), (1, 6)], 0, [2**62, 2**62], Interner(), kinds=("i", "i")))
+    T = BatchTable.of([b], 1, 2).matrix
+    times = np.zeros((1, 1), dtype=np.int64)
+    for kernel in (join_table, join_table.plain):
+        with np.errstate(over="ignore"):
+            assert kernel(T, np.array([[1]]), times, np.array([4]), 2, 1, True, 1 << 40)[4] == 2  # a product
+            b2 = Batch.from_updates(from_rows([(1, 5), (1, 5)], [0, 1], [2**62, 2**62], Interner(), kinds=("i", "i")))
+            # (1, 5) at times 0 and 1 joined at time 1: two products of 2**62 * 1 that sum past int64
+            assert kernel(BatchTable.of([b2], 1, 2).matrix, np.array([[1]]), np.ones((1, 1), dtype=np.int64),
+                          np.array([1]), 2, 1, True, 1 << 40)[4] == 2
+
+
 def test_products_of_diffs_past_int64_are_errors():
     x = np.array([2, I64.max, -1, 3037000499], dtype=np.int64)
     assert _products(x, np.array([3, 1, I64.max, 3037000499]), "j").tolist() == [6, I64.max, -I64.max, 3037000499 ** 2]
@@ -53,6 +109,22 @@ def test_a_join_whose_diffs_multiply_past_int64_names_the_join():
     flow.advance_to(1)
     with pytest.raises(SchemaError, match="join 'big': a product of diffs does not fit in int64"):
         flow.run()
+
+
+def test_a_one_sided_join_step_whose_diffs_multiply_past_int64_names_the_join():
+    """The same when only one side changes in the step (the one-call path), on either side."""
+    for left in (True, False):
+        flow = ddflow.Dataflow()
+        a_in, a = flow.new_collection("a")
+        b_in, b = flow.new_collection("b")
+        a.join(b, name="big").capture()
+        (b_in if left else a_in).update([(1, 3)], 0, 4)
+        flow.advance_to(1)
+        flow.run()
+        (a_in if left else b_in).update([(1, 10)], 1, 2**62)
+        flow.advance_to(2)
+        with pytest.raises(SchemaError, match="join 'big': a product of diffs does not fit in int64"):
+            flow.run()
 
 
 def _square_join(flow, n):
