@@ -113,6 +113,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--nodes", type=int, default=None, help="the graph's nodes (default: the benchmark's own)")
+    p.add_argument("--edges", type=int, default=None, help="the graph's edges (default: the benchmark's own)")
     args = p.parse_args(argv)
     _wrap_kernels()
     import importlib
@@ -120,7 +122,10 @@ def main(argv: list[str] | None = None) -> dict:
     from bench.harness import DdflowSystem
 
     mod = importlib.import_module(f"bench.{args.bench}")
-    w = mod.Workload.make(*WORKLOADS[args.bench], args.seed)
+    shape = list(WORKLOADS[args.bench])
+    shape[0] = args.nodes or shape[0]
+    shape[1] = args.edges or shape[1]
+    w = mod.Workload.make(*shape, args.seed)
     system = DdflowSystem(w, mod.build)
     window = collections.deque(map(tuple, w.initial.tolist()))
     t = 1
