@@ -276,13 +276,13 @@ def _check_fits(where: str, need: int, what: str) -> None:
             "at many distinct times) needs fewer distinct times per step, or another plan")
 
 
-@lazy_jit(uses=(offset, find_key, key_offsets, val_offsets))
-def seek_table_within(T, keys, arity, depth, limit):
-    """:func:`seek_table`'s kernel, plus the number of updates found: ``(q, cols, times, diffs, total)``.
+def key_positions(T, keys):
+    """``(pos, total)``: where each of ``keys`` sits in each batch of table ``T``, and how many updates they hold.
 
-    When ``total`` exceeds ``limit`` it returns after counting, the arrays
-    empty (no output is allocated; the count needs a batches x keys table
-    of positions).  O(k log n) per batch, plus O(output).
+    ``pos[b, i]`` is the position of ``keys[i]`` among batch ``b``'s keys,
+    -1 if absent; ``total`` counts every update of every found key, once
+    per query.  What a seek counts before it allocates its output.  A
+    kernel helper.  O(k log n) per batch for k keys.
     """
     nb = T.shape[0]
     nk = len(keys)
@@ -297,21 +297,27 @@ def seek_table_within(T, keys, arity, depth, limit):
             pos[b, i] = p
             if p >= 0:
                 total += offset(vo64, vo32, offset(ko64, ko32, p + 1)) - offset(vo64, vo32, offset(ko64, ko32, p))
-    if total > limit:
-        return (np.empty(0, dtype=np.int64), np.empty((arity, 0), dtype=np.int64), np.empty((0, depth), dtype=np.int64),
-                np.empty(0, dtype=np.int64), total)
+    return pos, total
+
+
+def gather_found(T, pos, total, arity, depth):
+    """Every update :func:`key_positions` found: ``(q, cols, times, diffs)``, grouped by batch, then by query.
+
+    ``q`` the index of each update's query key, ``cols`` an ``(arity, total)``
+    matrix.  A kernel helper.  O(total).
+    """
     q = np.empty(total, dtype=np.int64)
     cols = np.empty((arity, total), dtype=np.int64)
     times = np.empty((total, depth), dtype=np.int64)
     diffs = np.empty(total, dtype=np.int64)
     k = 0
-    for b in range(nb):
+    for b in range(T.shape[0]):
         bk = view_i64(T[b, KEYS], T[b, NKEYS])
         ko64, ko32 = key_offsets(T, b)
         vo64, vo32 = val_offsets(T, b)
         bt = view_2d(T[b, TIMES], T[b, NUPD], depth)
         bd = view_i64(T[b, DIFFS], T[b, NUPD])
-        for i in range(nk):
+        for i in range(pos.shape[1]):
             p = pos[b, i]
             if p < 0:
                 continue
@@ -325,6 +331,22 @@ def seek_table_within(T, keys, arity, depth, limit):
                         times[k, c] = bt[u, c]
                     diffs[k] = bd[u]
                     k += 1
+    return q, cols, times, diffs
+
+
+@lazy_jit(uses=(offset, find_key, key_offsets, val_offsets, key_positions, gather_found))
+def seek_table_within(T, keys, arity, depth, limit):
+    """:func:`seek_table`'s kernel, plus the number of updates found: ``(q, cols, times, diffs, total)``.
+
+    When ``total`` exceeds ``limit`` it returns after counting, the arrays
+    empty (no output is allocated; the count needs a batches x keys table
+    of positions).  O(k log n) per batch, plus O(output).
+    """
+    pos, total = key_positions(T, keys)
+    if total > limit:
+        return (np.empty(0, dtype=np.int64), np.empty((arity, 0), dtype=np.int64), np.empty((0, depth), dtype=np.int64),
+                np.empty(0, dtype=np.int64), total)
+    q, cols, times, diffs = gather_found(T, pos, total, arity, depth)
     return q, cols, times, diffs, total
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.address import view_2d, view_i64
 from ddflow.base.columnar import ranges, wrapping_products
 from ddflow.base.consolidate import consolidate
 from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidate_rows, group_sums, kernels, lazy_jit
@@ -24,8 +23,7 @@ from ddflow.graph.scope import Scope
 from ddflow.operators.arrange import ArrangeNode
 from ddflow.traces import Trace
 from ddflow.traces import layout
-from ddflow.traces.layout import (DIFFS, KEYS, NKEYS, NUPD, NVALS, TIMES, VAL0, find_key, key_offsets,
-                                  offset, seek_table, val_offsets)
+from ddflow.traces.layout import find_key, gather_found, key_offsets, key_positions, offset, seek_table, val_offsets
 
 
 
@@ -118,7 +116,8 @@ def checked_product(a, b):
     return a * b, True
 
 
-@lazy_jit(uses=(offset, find_key, key_offsets, val_offsets, checked_product, _consolidate_small, group_sums))
+@lazy_jit(uses=(offset, find_key, key_offsets, val_offsets, key_positions, gather_found, checked_product,
+                _consolidate_small, group_sums))
 def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
     """One side of a join step in one call: a delta's updates against every batch of table ``T``.
 
@@ -137,52 +136,30 @@ def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
     O(k log n) per batch for k delta updates, plus O(output), O(output^2)
     consolidating a small one.
     """
-    nb = T.shape[0]
     m = C.shape[0]
-    nk = C.shape[1]
     width = m + arity - 1
-    pos = np.empty((nb, nk), dtype=np.int64)
-    total = 0
-    for b in range(nb):
-        bk = view_i64(T[b, KEYS], T[b, NKEYS])
-        ko64, ko32 = key_offsets(T, b)
-        vo64, vo32 = val_offsets(T, b)
-        for i in range(nk):
-            p = find_key(bk, C[0, i])
-            pos[b, i] = p
-            if p >= 0:
-                total += offset(vo64, vo32, offset(ko64, ko32, p + 1)) - offset(vo64, vo32, offset(ko64, ko32, p))
+    pos, total = key_positions(T, C[0])
     none = np.empty(0, dtype=np.int64)
     M = np.empty((0 if total > limit else total, width + depth), dtype=np.int64)
     D = np.empty(M.shape[0], dtype=np.int64)
     if total > limit:
         return M, D, none, none, 3, total
+    q, cols, times, diffs = gather_found(T, pos, total, arity, depth)
     mine = 1 if delta_left else arity  # where the delta's values start in a row
     theirs = m if delta_left else 1
-    k = 0
-    for b in range(nb):
-        ko64, ko32 = key_offsets(T, b)
-        vo64, vo32 = val_offsets(T, b)
-        bt = view_2d(T[b, TIMES], T[b, NUPD], depth)
-        bd = view_i64(T[b, DIFFS], T[b, NUPD])
-        for i in range(nk):
-            p = pos[b, i]
-            if p < 0:
-                continue
-            for v in range(offset(ko64, ko32, p), offset(ko64, ko32, p + 1)):
-                for u in range(offset(vo64, vo32, v), offset(vo64, vo32, v + 1)):
-                    M[k, 0] = C[0, i]
-                    for j in range(1, m):
-                        M[k, mine + j - 1] = C[j, i]
-                    for j in range(1, arity):
-                        M[k, theirs + j - 1] = view_i64(T[b, VAL0 + j - 1], T[b, NVALS])[v]
-                    for c in range(depth):
-                        M[k, width + c] = max(dtimes[i, c], bt[u, c])
-                    d, ok = checked_product(ddiffs[i], bd[u])
-                    if not ok:
-                        return M, D, none, none, 2, total
-                    D[k] = d
-                    k += 1
+    for k in range(total):
+        i = q[k]
+        M[k, 0] = cols[0, k]
+        for j in range(1, m):
+            M[k, mine + j - 1] = C[j, i]
+        for j in range(1, arity):
+            M[k, theirs + j - 1] = cols[j, k]
+        for c in range(depth):
+            M[k, width + c] = max(dtimes[i, c], times[k, c])
+        d, ok = checked_product(ddiffs[i], diffs[k])
+        if not ok:
+            return M, D, none, none, 2, total
+        D[k] = d
     if total > SMALL_ROWS:  # the caller sorts with numpy
         return M, D, none, none, 1, total
     sel, sums, overflow = _consolidate_small(M, D)
