@@ -91,9 +91,33 @@ def _sort_segment(T, D, lo, hi, scratch_t, scratch_d):
             break
     if ordered:
         return
-    # Bottom-up merge sort between the segment and the scratch arrays.
     n = hi - lo
     d = T.shape[1]
+    if n <= 32:  # a few updates: a stable insertion sort in place, no passes through the scratch arrays
+        for u in range(lo + 1, hi):
+            if not _time_less(T, u, u - 1):
+                continue
+            for c in range(d):
+                scratch_t[0, c] = T[u, c]
+            x = D[u]
+            v = u
+            while v > lo:
+                less = False  # the held time before row v - 1
+                for c in range(d):
+                    if scratch_t[0, c] != T[v - 1, c]:
+                        less = scratch_t[0, c] < T[v - 1, c]
+                        break
+                if not less:
+                    break
+                for c in range(d):
+                    T[v, c] = T[v - 1, c]
+                D[v] = D[v - 1]
+                v -= 1
+            for c in range(d):
+                T[v, c] = scratch_t[0, c]
+            D[v] = x
+        return
+    # Bottom-up merge sort between the segment and the scratch arrays.
     width = 1
     src_t, src_d, dst_t, dst_d = T, D, scratch_t, scratch_d
     s_off, d_off = lo, 0
