@@ -166,30 +166,33 @@ def chain_output(r, c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_p
     return cols, times, sums, False
 
 
-def later_rounds(P, npd, g, r, ms, chain, nc, in_a, in_i, i0, i1, out_a, out_i, o0, o1):
-    """Append to ``P`` (rows ``(group, outer time, iteration)``, ``npd`` used) group ``g``'s later rounds.
-
-    A kernel helper (compiled with the kernels that call it).
-    The group's history at iterations past ``r`` (input rows ``i0:i1``,
-    output rows ``o0:o1``) makes this round's change visible again there:
-    each of those iterations, crossed with every candidate outer time (the
-    group's ``nc`` chain times and its later history's outer times from the
-    earliest seed ``ms`` on).  Returns ``(P, npd)``.  O(h + p log p) for h
-    history rows and p pending times; nothing when no history is later.
-    """
-    n_later = 0
+def n_later(r, in_i, i0, i1, out_i, o0, o1):
+    """How many of a group's history rows (input ``i0:i1``, output ``o0:o1``) lie past iteration ``r``.  A kernel helper."""
+    n = 0
     for j in range(i0, i1):
         if in_i[j] > r:
-            n_later += 1
+            n += 1
     for j in range(o0, o1):
         if out_i[j] > r:
-            n_later += 1
-    if not n_later:
-        return P, npd
+            n += 1
+    return n
+
+
+def later_rounds(P, npd, g, r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, out_a, out_i, o0, o1):
+    """Append to ``P`` (rows ``(group, outer time, iteration)``, ``npd`` used) group ``g``'s later rounds.
+
+    A kernel helper (compiled with the kernels that call it), called for a
+    group with ``n_later`` (:func:`n_later`) history rows past ``r``.
+    Those rows make this round's change visible again at their iterations:
+    each of those iterations, crossed with every candidate outer time (the
+    group's ``nc`` chain times ``chain[c0:c0 + nc]`` and its later history's
+    outer times from the earliest seed ``ms`` on).  Returns ``(P, npd)``.
+    O(h + p log p) for h history rows and p pending times.
+    """
     its = np.empty(n_later, dtype=np.int64)
     outer = np.empty(nc + n_later, dtype=np.int64)
     for x in range(nc):
-        outer[x] = chain[x]
+        outer[x] = chain[c0 + x]
     nout = nc
     x = 0
     for j in range(i0, i1):
@@ -240,7 +243,7 @@ def next_chain_time(c, r, sp, s1, seed_a, p, i1, in_a, in_i, q, o1, out_a, out_i
     return nxt, sp
 
 
-@lazy_jit(uses=(grown, run_of, sorted_unique, later_rounds, next_chain_time))
+@lazy_jit(uses=(grown, run_of, sorted_unique, n_later, later_rounds, next_chain_time))
 def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
     """The chain of each seeded group at iteration ``r``, its input counts, and the pending times.
 
@@ -297,7 +300,9 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
             acc[nc] = total
             nc += 1
             c, sp = next_chain_time(c, r, sp, s1, seed_a, p, i1, in_a, in_i, q, o1, out_a, out_i)
-        P, npd = later_rounds(P, npd, g, r, ms, ca[c0:nc], nc - c0, in_a, in_i, i0, i1, out_a, out_i, o0, o1)
+        later = n_later(r, in_i, i0, i1, out_i, o0, o1)
+        if later:  # P is reassigned only here: an array reassigned on every pass costs the loop reference counting
+            P, npd = later_rounds(P, npd, g, r, ms, ca, c0, nc - c0, later, in_a, in_i, i0, i1, out_a, out_i, o0, o1)
         s0, i0, o0 = s1, i1, o1
     return cg[:nc], ca[:nc], acc[:nc], out_pos, P[:npd], overflow
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ddflow.base.kernels import group_sums, grown, lazy_jit, lex_order, rows_differ, run_of, sorted_unique
-from ddflow.operators.reduce.chain import later_rounds, next_chain_time
+from ddflow.operators.reduce.chain import later_rounds, n_later, next_chain_time
 
 
 @lazy_jit(uses=(lex_order, rows_differ))
@@ -105,7 +105,7 @@ def add_changed(delta, mark, st, n, x, d):
     return n
 
 
-@lazy_jit(uses=(grown, run_of, sorted_unique, later_rounds, next_chain_time, add_changed))
+@lazy_jit(uses=(grown, run_of, sorted_unique, n_later, later_rounds, next_chain_time, add_changed))
 def key_walk(mode, k, r, bound_a, n_values,
              seed_g, seed_a,
              in_g, in_a, in_i, in_v, in_d,
@@ -355,6 +355,8 @@ def key_walk(mode, k, r, bound_a, n_values,
             cnt[v] = 0
             prev[v] = 0
             seen[v] = False
-        P, npd = later_rounds(P, npd, g, r, ms, chain, nc, in_a, in_i, i0, i1, out_a, out_i, o0, o1)
+        later = n_later(r, in_i, i0, i1, out_i, o0, o1)
+        if later:  # P is reassigned only here (see chain_walk)
+            P, npd = later_rounds(P, npd, g, r, ms, chain, 0, nc, later, in_a, in_i, i0, i1, out_a, out_i, o0, o1)
         s0, i0, o0 = s1, i1, o1
     return E[:ne], P[:npd]
