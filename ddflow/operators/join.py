@@ -3,11 +3,14 @@
 For new batches dA and dB with traces A and B that already contain them,
 ``d(A join B) = dA join B + A join dB - dA join dB``: every pair of
 updates is counted exactly once, at the join of its two times with the
-product of its diffs.  A batch meets a trace in one compiled pass per
-trie batch of the trace (the trace seek kernel over the batch's keys as
-they are: a binary search per run of equal keys, then every pair), and
-two batches meet by ``searchsorted`` ranges.  A product of diffs past
-int64 is an error, never a wrapped count.
+product of its diffs.  A step where one side changed, over int64
+columns, is one compiled call (:func:`join_table`: the seek into every
+batch of the other side's trace, the pairs, their times and products,
+and a small output's consolidation).  Otherwise a batch meets a trace in
+one compiled pass per trie batch of the trace (the trace seek kernel over
+the batch's keys as they are: a binary search per run of equal keys, then
+every pair), and two batches meet by ``searchsorted`` ranges.  A product
+of diffs past int64 is an error, never a wrapped count.
 """
 from __future__ import annotations
 
