@@ -82,6 +82,14 @@ def _copy_advanced(T, D, nu, src_t, src_d, lo, hi, F):
     return nu
 
 
+def _longest_row(offs):
+    """The most updates one row holds, from a batch's ``val_offs``.  O(rows)."""
+    most = 0
+    for r in range(len(offs) - 1):
+        most = max(most, offs[r + 1] - offs[r])
+    return most
+
+
 def _sort_segment(T, D, lo, hi, scratch_t, scratch_d):
     """Sort updates ``lo:hi`` of ``T, D`` by time, stably, if they are out of order.  O(k) if sorted, else O(k log k)."""
     ordered = True
@@ -101,14 +109,7 @@ def _sort_segment(T, D, lo, hi, scratch_t, scratch_d):
                 scratch_t[0, c] = T[u, c]
             x = D[u]
             v = u
-            while v > lo:
-                less = False  # the held time before row v - 1
-                for c in range(d):
-                    if scratch_t[0, c] != T[v - 1, c]:
-                        less = scratch_t[0, c] < T[v - 1, c]
-                        break
-                if not less:
-                    break
+            while v > lo and _row_cmp(scratch_t, 0, T, v - 1) < 0:  # the held time before row v - 1
                 for c in range(d):
                     T[v, c] = T[v - 1, c]
                 D[v] = D[v - 1]
@@ -181,7 +182,7 @@ def _consolidate_segment(T, D, lo, hi):
     return k, False
 
 
-@lazy_jit(uses=(_row_cmp, _time_less, _copy_advanced, _sort_segment, _consolidate_segment))
+@lazy_jit(uses=(_row_cmp, _time_less, _copy_advanced, _longest_row, _sort_segment, _consolidate_segment))
 def merge_rows(KA, offA, tA, dA, KB, offB, tB, dB, F):
     """Merge two batches' (key, value) rows and their updates; see the module's contract.
 
@@ -203,14 +204,9 @@ def merge_rows(KA, offA, tA, dA, KB, offB, tB, dB, F):
     D = np.empty(cap, dtype=np.int64)
     # Scratch for sorting one row's updates, as long as the longest pair of rows: allocated once, since an
     # array reassigned inside the loop costs the loop reference counting (the loop ran 1.6x slower).
-    most_a = 0
-    for r in range(nA):
-        most_a = max(most_a, offA[r + 1] - offA[r])
-    most_b = 0
-    for r in range(nB):
-        most_b = max(most_b, offB[r + 1] - offB[r])
-    scratch_t = np.empty((most_a + most_b, d), dtype=np.int64)
-    scratch_d = np.empty(most_a + most_b, dtype=np.int64)
+    most = _longest_row(offA) + _longest_row(offB)
+    scratch_t = np.empty((most, d), dtype=np.int64)
+    scratch_d = np.empty(most, dtype=np.int64)
     voffs[0] = 0
     i = 0
     j = 0

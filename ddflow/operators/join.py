@@ -29,7 +29,6 @@ from ddflow.traces import layout
 from ddflow.traces.layout import find_key, gather_found, key_offsets, key_positions, offset, seek_table, val_offsets
 
 
-
 def match_pairs(a_keys: np.ndarray, b_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Index pairs (i, j) with ``a_keys[i] == b_keys[j]``, all of them."""
     if not len(a_keys) or not len(b_keys):
