@@ -62,8 +62,9 @@ def _wrap_kernels() -> None:
     def lazy_jit(f=None, *, uses=()):
         if f is None:
             return lambda g: lazy_jit(g, uses=uses)
-        call = _timed(lazy(f, uses=uses))
-        call.plain = f
+        inner = lazy(f, uses=uses)
+        call = _timed(inner)
+        call.plain, call.uses = inner.plain, inner.uses
         return call
 
     def kernels():

@@ -133,9 +133,21 @@ class Trace:
             consolidate(u)  # raises, naming the record and time
         out = Updates(tuple(C), T, D, u.kinds)
         if len(D):
-            self.spine.insert(Batch.with_row(keys, V, key_offs, val_offs, T, D, Description.covering(self.depth),
-                                             u.kinds, row, check=False))
+            self.insert_trie(out, keys, V, key_offs, val_offs, row)
         return out
+
+    def insert_trie(self, u: Updates, keys: np.ndarray, V: np.ndarray, key_offs: np.ndarray, val_offs: np.ndarray,
+                    row: np.ndarray) -> None:
+        """Insert consolidated int64 updates ``u`` untiled, given the trie a kernel built of them.
+
+        ``keys``, ``V``, ``key_offs``, ``val_offs`` and ``row`` are what
+        :func:`traces.layout.build_trie` returns for ``u``'s columns, times
+        and diffs (its row points at ``u.times`` and ``u.diffs``): a kernel
+        that made ``u`` builds them in the same call.  O(arity) plus the
+        spine's amortized merges.
+        """
+        self.spine.insert(Batch.with_row(keys, V, key_offs, val_offs, u.times, u.diffs, Description.covering(self.depth),
+                                         u.kinds, row, check=False))
 
     def compact(self) -> None:
         """Merge all batches into one, advancing times to the compaction frontier."""

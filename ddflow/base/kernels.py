@@ -483,6 +483,8 @@ def lazy_jit(f=None, *, uses=()):
                 register_views()
 
                 jitted = {h.__name__: njit_cached(h, uses) for h in uses}
+                for h in uses:  # a kernel rebound as another's helper still offers its plain function
+                    jitted[h.__name__].plain, jitted[h.__name__].uses = h, _uses_of.get(h, ())
                 for space in {id(x.__globals__): x.__globals__ for x in (f, *uses)}.values():
                     space.update({name: d for name, d in jitted.items() if name in space})
                 compiled = njit_cached(f, uses)
@@ -490,8 +492,31 @@ def lazy_jit(f=None, *, uses=()):
                 compiled = f
         return compiled(*args)
 
-    call.__name__, call.__doc__, call.plain = f.__name__, f.__doc__, f
+    call.__name__, call.__doc__, call.plain, call.uses = f.__name__, f.__doc__, f, uses
+    _uses_of[f] = uses
     return call
+
+
+#: Each lazy kernel's plain function and the helpers it lists (for :func:`helpers_of`, and for a kernel
+#: that another compiles as its helper).
+_uses_of: dict = {}
+
+
+def helpers_of(*fs) -> tuple:
+    """The plain functions a kernel calling each of ``fs`` must list in its ``uses``.
+
+    A :func:`lazy_jit` kernel contributes its plain function and its own
+    ``uses``; a plain helper contributes itself.  What lets one kernel call
+    several others, so that an operator's step is one compiled call.
+
+    >>> [f.__name__ for f in helpers_of(rows_differ)]
+    ['rows_differ']
+    """
+    out: dict = {}
+    for f in fs:
+        for h in (getattr(f, "plain", f), *getattr(f, "uses", ())):
+            out.setdefault(getattr(h, "py_func", h), None)
+    return tuple(out)
 
 
 def sort_rows(K: np.ndarray) -> np.ndarray:

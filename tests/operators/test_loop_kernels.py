@@ -128,3 +128,96 @@ def test_chain_output_reports_an_overflow():
     with np.errstate(over="ignore"):
         for kernel in (chain_output, chain_output.plain):
             assert kernel(*args)[-1]
+
+
+def _random_trace(draw, arity: int, values):
+    """A trace of depth 2 of up to three batches (empty and single-row ones too) of int rows."""
+    from ddflow.base.updates import Updates
+    from ddflow.traces import Trace
+
+    trace = Trace(("i",) * arity, depth=2)
+    for _ in range(draw(st.integers(0, 3))):
+        n = draw(st.integers(0, 6))
+        cols = tuple(draw(hnp.arrays(np.int64, n, elements=values)) for _ in range(arity))
+        times = draw(hnp.arrays(np.int64, (n, 2), elements=st.integers(0, 4)))
+        diffs = draw(hnp.arrays(np.int64, n, elements=st.sampled_from([-1, 1, 1, 2])))
+        trace.insert_updates(Updates(cols, times, diffs, ("i",) * arity))
+    return trace
+
+
+@st.composite
+def loop_steps(draw):
+    """A loop step's arguments: traces, new seeds (some not yet complete), pending seeds, the bound, the logic."""
+    from ddflow.operators.reduce import CountLogic, DistinctLogic
+    from ddflow.traces.layout import VAL0
+
+    logic = draw(st.sampled_from([CountLogic(), DistinctLogic()]))
+    ng = draw(st.integers(1, 2))
+    values = st.integers(0, 3)
+    r = draw(st.integers(0, 3))
+    bound = np.array([draw(st.integers(1, 5)), r + 1], dtype=np.int64)
+    in_trace = _random_trace(draw, ng, values)
+    out_arity = ng + 1 if logic.scalar_code == 0 else ng
+    # The traces go with the arguments: their tables hold the addresses of the traces' arrays.
+    out_trace = _random_trace(draw, out_arity, values) if draw(st.booleans()) else None
+    out_T = out_trace.spine.table().matrix if out_trace is not None else np.zeros((0, VAL0 + out_arity - 1), dtype=np.int64)
+    nn, npd = draw(st.integers(0, 6)), draw(st.integers(0, 6))
+    nk = draw(hnp.arrays(np.int64, (nn, ng), elements=values))
+    # New seeds at the round, or later (a later outer time or iteration: they wait); rarely an earlier iteration.
+    outer = draw(hnp.arrays(np.int64, nn, elements=st.integers(0, 6)))
+    it = draw(hnp.arrays(np.int64, nn, elements=st.sampled_from([r, r, r, r + 1, r + 2] + ([r - 1] if r else []))))
+    nt = np.column_stack([outer, it]).reshape(nn, 2).astype(np.int64)
+    pk = draw(hnp.arrays(np.int64, (npd, ng), elements=values))
+    pt = np.column_stack([draw(hnp.arrays(np.int64, npd, elements=st.integers(0, 6))),
+                          draw(hnp.arrays(np.int64, npd, elements=st.integers(r, r + 2)))]).reshape(npd, 2)
+    return nk, nt, pk, pt.astype(np.int64), bound, in_trace.spine.table().matrix, out_T, logic, (in_trace, out_trace)
+
+
+@settings(max_examples=300, deadline=None)
+@given(loop_steps(), st.booleans())
+def test_loop_step_is_the_step_by_parts(s, plain):
+    """The one-call step (compiled and plain) against its kernels called one by one, the logic in Python between.
+
+    Also: the trie it builds for the output trace is ``build_trie``'s, and
+    its table row points at the output arrays it returns.
+    """
+    from ddflow.operators.reduce.iterate import BAD_ROUND, DONE, loop_step, loop_step_by_parts
+    from ddflow.traces.layout import DIFFS, NUPD, TIMES, build_trie
+
+    nk, nt, pk, pt, bound, in_T, out_T, logic, _ = s
+    kinds = logic.out_kinds(("i",) * nk.shape[1])
+    kernel = loop_step.plain if plain else loop_step
+    cols, times, diffs, keys, key_offs, V, val_offs, row, later, later_t, status = kernel(
+        nk, nt, pk, pt, bound, in_T, out_T, len(kinds), logic.scalar_code)
+    want, w_later, w_later_t, w_status = loop_step_by_parts(nk, nt, pk, pt, bound, in_T, out_T, logic, kinds)
+    assert status == w_status
+    if status != DONE:
+        assert status == BAD_ROUND and len(diffs) == 0
+        return
+    assert [c.tolist() for c in cols] == [c.tolist() for c in want.cols]
+    assert times.tolist() == want.times.tolist() and diffs.tolist() == want.diffs.tolist()
+    assert later.tolist() == w_later.tolist() and later_t.tolist() == w_later_t.tolist()
+    if len(diffs):
+        k2, ko2, V2, vo2, _ = build_trie(np.ascontiguousarray(cols.T), times, diffs)
+        assert (keys.tolist(), key_offs.tolist(), V.tolist(), val_offs.tolist()) == \
+            (k2.tolist(), ko2.tolist(), V2.tolist(), vo2.tolist())
+        assert (row[NUPD], row[TIMES], row[DIFFS]) == (len(diffs), times.ctypes.data, diffs.ctypes.data)
+
+
+def test_loop_step_reports_a_count_past_int64():
+    from ddflow.base.updates import Updates
+    from ddflow.operators.reduce import CountLogic
+    from ddflow.operators.reduce.iterate import OVERFLOW, loop_step, loop_step_by_parts
+    from ddflow.traces import Trace
+    from ddflow.traces.layout import VAL0
+
+    big = np.iinfo(np.int64).max
+    trace = Trace(("i",), depth=2)
+    for _ in range(2):
+        trace.insert_updates(Updates((np.array([7]),), np.array([[0, 0]]), np.array([big]), ("i",)))
+    args = (np.array([[7]]), np.array([[0, 0]]), np.zeros((0, 1), dtype=np.int64), np.zeros((0, 2), dtype=np.int64),
+            np.array([1, 1]), trace.spine.table().matrix, np.zeros((0, VAL0 + 1), dtype=np.int64))
+    with np.errstate(over="ignore"):
+        for kernel in (loop_step, loop_step.plain):
+            assert kernel(*args, 2, CountLogic.scalar_code)[-1] == OVERFLOW
+        assert loop_step_by_parts(*args, CountLogic(), ("i", "i"))[-1] == OVERFLOW

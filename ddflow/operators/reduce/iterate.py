@@ -18,18 +18,20 @@ import numpy as np
 
 from ddflow.base.columnar import lookup_rows
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import key_matrix, lazy_jit, lex_order, rows_differ
+from ddflow.base.kernels import helpers_of, key_matrix, lazy_jit, lex_order, rows_differ
 from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError, SchemaError
-from ddflow.graph.node import any_complete, complete_row, object_columns, ready_mask
+from ddflow.graph.node import any_complete, complete_row, object_columns, ready_mask, ready_split
 from ddflow.operators.reduce.chain import _assemble, chain_output, chain_walk, overflow_message, scalar_loop
-from ddflow.operators.reduce.logic import Logic
+from ddflow.operators.reduce.logic import SCALAR_COUNT, Logic
 from ddflow.operators.reduce.tactic import ReduceTactic
-from ddflow.traces.layout import histories
+from ddflow.traces.layout import VAL0, build_trie, histories
 
 
 class LoopTactic(ReduceTactic):
     """Scalar logics inside a top-level loop (depth 2); seeds for later rounds wait by group."""
+
+    takes_unready = True
 
     @classmethod
     def accepts(cls, logic: Logic, depth: int) -> bool:
@@ -50,60 +52,53 @@ class LoopTactic(ReduceTactic):
             yield from object_columns(self.pending_rows)
 
     def step(self, new: Updates | None, bound: np.ndarray) -> None:
+        """Everything dequeued arrives here, complete or not: seeds for later rounds wait in ``pending_rows``."""
         trace = self.node.source.trace
         out_kinds = self.node.logic.out_kinds(trace.kinds)
         if trace.ints and (self.out_trace is None or self.out_trace.ints):
             self._step_ints(new, bound, trace, out_kinds)
         else:
-            self._step_read(new, bound, trace, out_kinds)
+            self._step_read(self.node.ready_part(new, bound), bound, trace, out_kinds)
 
     def _step_ints(self, new: Updates | None, bound: np.ndarray, trace, out_kinds: tuple[str, ...]) -> None:
-        """The step over int64 traces: a fixed number of compiled calls, whatever the number of groups.
+        """The step over int64 traces: for count and distinct one compiled call (:func:`loop_step`).
 
-        :func:`loop_seeds` (the ready seeds, grouped and sorted), one
-        :func:`histories` per trace, :func:`chain_walk`, the logic,
-        :func:`chain_output` (consolidated as it writes), and :func:`loop_pending`
-        (the seeds for later rounds, kept sorted and distinct).
+        Other logics (threshold's user function) take :func:`loop_step_by_parts`,
+        the same kernels called one by one with the logic evaluated in
+        between.  Either way the output's trie is built once, for the
+        output trace, by the call that made it.
         """
         ng = len(trace.kinds)
-        r = int(bound[-1]) - 1
         pend = self.pending_rows
         if new is None and (pend is None or not any_complete(pend.times, bound)):
             return
-        empty_k, empty_t = np.zeros((0, ng), dtype=np.int64), np.zeros((0, 2), dtype=np.int64)
-        nk, nt = (key_matrix(new.cols), new.times) if new is not None else (empty_k, empty_t)
-        pk, pt = (key_matrix(pend.cols), pend.times) if pend is not None else (empty_k, empty_t)
-        gmat, seed_gid, seed_t, waiting, bad = loop_seeds(nk, nt, pk, pt, bound)
-        if bad:
-            raise DataflowError(f"reduce {self.node.name!r}: internal error, seeds at iterations other than the current round {r}")
-        in_gid, _, in_times, in_diffs = histories(trace.spine.table().matrix, gmat, ng, 2)
-        if self.out_trace is not None:
-            out_gid, o_cols, o_times, o_diffs = histories(self.out_trace.spine.table().matrix, gmat, len(out_kinds), 2)
-        else:
-            out_gid, o_cols = np.zeros(0, dtype=np.int64), np.zeros((len(out_kinds), 0), dtype=np.int64)
-            o_times, o_diffs = empty_t, np.zeros(0, dtype=np.int64)
-        c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid, seed_t, in_gid, in_times[:, 0], in_times[:, 1],
-                                                          in_diffs, out_gid, o_times[:, 0], o_times[:, 1])
-        if overflow:
-            raise SchemaError(overflow_message(self.node.logic))
-        val, mult = self.node.logic.scalar_rows(acc)
-        mult = np.asarray(mult, dtype=np.int64)
-        if val is not None and np.asarray(val).dtype != np.int64:
-            # A logic with float output: the general assembly (the output trace then reads batch by batch).
-            out = Updates(tuple(o_cols), o_times, o_diffs, out_kinds)
-            emitted = _assemble(list(gmat), c_gid, c_a, mult, val, out, out_pos, None, out_kinds, r)
-        else:
-            v = np.zeros(0, dtype=np.int64) if val is None else np.asarray(val)
-            cols, times, diffs, overflow = chain_output(r, c_gid, c_a, mult, v, val is not None, gmat, o_cols, o_diffs,
-                                                        out_pos)
-            if overflow:
-                raise SchemaError(overflow_message(self.node.logic))
+        nk, nt = (key_matrix(new.cols), new.times) if new is not None else (_no_rows(ng), _no_rows(2))
+        pk, pt = (key_matrix(pend.cols), pend.times) if pend is not None else (_no_rows(ng), _no_rows(2))
+        in_T = trace.spine.table().matrix
+        out_T = self.out_trace.spine.table().matrix if self.out_trace is not None else _no_rows(VAL0 + len(out_kinds) - 1)
+        logic = self.node.logic
+        if logic.scalar_code is not None:
+            cols, times, diffs, keys, key_offs, V, val_offs, row, later, later_t, status = loop_step(
+                nk, nt, pk, pt, bound, in_T, out_T, len(out_kinds), logic.scalar_code)
+            self._raise(status, bound)
             emitted = Updates(tuple(cols), times, diffs, out_kinds)
-        later, later_t = loop_pending(pk, pt, waiting, gmat, P)
+            trie = (keys, V, key_offs, val_offs, row)
+        else:
+            emitted, later, later_t, status = loop_step_by_parts(nk, nt, pk, pt, bound, in_T, out_T, logic, out_kinds)
+            self._raise(status, bound)
+            trie = None
         self.pending_rows = Updates(tuple(later), later_t, np.ones(len(later_t), dtype=np.int64), trace.kinds) \
             if len(later_t) else None
         if len(emitted):
-            self.output(emitted)
+            self.output(emitted, trie)
+
+    def _raise(self, status: int, bound: np.ndarray) -> None:
+        """The error a step's ``status`` (:data:`BAD_ROUND`, :data:`OVERFLOW`) stands for, if any."""
+        if status == BAD_ROUND:
+            raise DataflowError(f"reduce {self.node.name!r}: internal error, seeds at iterations other than "
+                                f"the current round {int(bound[-1]) - 1}")
+        if status == OVERFLOW:
+            raise SchemaError(overflow_message(self.node.logic))
 
     def _step_read(self, new: Updates | None, bound: np.ndarray, trace, out_kinds: tuple[str, ...]) -> None:
         """The step over traces with a float column: histories read batch by batch (:meth:`_read`)."""
@@ -159,6 +154,54 @@ class LoopTactic(ReduceTactic):
         else:
             oh, out_gid = Updates.empty(out_kinds, 2), np.zeros(0, dtype=np.int64)
         return list(groups), seed_gid, in_gid, hist, out_gid, oh
+
+
+#: A step's status: done, a seed at an iteration other than the round (an internal error), a count past int64.
+DONE, BAD_ROUND, OVERFLOW = 0, 1, 2
+
+
+def _no_rows(width: int) -> np.ndarray:
+    return np.zeros((0, width), dtype=np.int64)
+
+
+def loop_step_by_parts(nk, nt, pk, pt, bound, in_T, out_T, logic, out_kinds):
+    """:func:`loop_step` with the logic evaluated in Python between its kernels: for any scalar logic.
+
+    The reference :func:`loop_step` is tested against, and the path of
+    threshold (a user function) and of logics with float output.
+    Returns ``(emitted, later cols, later times, status)``.  Cost: six
+    kernel calls and the logic's vectorized evaluation.
+    """
+    ok, due = ready_split(nt, bound)
+    if due < len(nt):  # new seeds of later rounds wait with the pending ones
+        pk, pt = np.concatenate([pk, nk[~ok]]), np.concatenate([pt, nt[~ok]])
+        nk, nt = nk[ok], nt[ok]
+    r = int(bound[-1]) - 1
+    gmat, seed_gid, seed_t, waiting, bad = loop_seeds(nk, nt, pk, pt, bound)
+    if bad:
+        return None, None, None, BAD_ROUND
+    ng, arity = gmat.shape[0], len(out_kinds)
+    in_gid, _, in_times, in_diffs = histories(in_T, gmat, ng, 2)
+    out_gid, o_cols, o_times, o_diffs = histories(out_T, gmat, arity, 2)
+    c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid, seed_t, in_gid, in_times[:, 0], in_times[:, 1],
+                                                      in_diffs, out_gid, o_times[:, 0], o_times[:, 1])
+    if overflow:
+        return None, None, None, OVERFLOW
+    val, mult = logic.scalar_rows(acc)
+    mult = np.asarray(mult, dtype=np.int64)
+    if val is not None and np.asarray(val).dtype != np.int64:
+        # A logic with float output: the general assembly.
+        out = Updates(tuple(o_cols), o_times, o_diffs, out_kinds)
+        emitted = _assemble(list(gmat), c_gid, c_a, mult, val, out, out_pos, None, out_kinds, r)
+    else:
+        v = np.zeros(0, dtype=np.int64) if val is None else np.asarray(val)
+        cols, times, diffs, overflow = chain_output(r, c_gid, c_a, mult, v, val is not None, gmat, o_cols, o_diffs,
+                                                    out_pos)
+        if overflow:
+            return None, None, None, OVERFLOW
+        emitted = Updates(tuple(cols), times, diffs, out_kinds)
+    later, later_t = loop_pending(pk, pt, waiting, gmat, P)
+    return emitted, later, later_t, DONE
 
 
 @lazy_jit(uses=(lex_order, complete_row, rows_differ))
@@ -262,6 +305,75 @@ def loop_pending(pk, pt, waiting, groups, P):
         times[out, 1] = M[r, m + 1]
         out += 1
     return cols[:, :out], times[:out]
+
+
+@lazy_jit(uses=helpers_of(complete_row, loop_seeds, histories, chain_walk, chain_output, loop_pending, build_trie))
+def loop_step(nk, nt, pk, pt, bound, in_T, out_T, out_arity, code):
+    """A loop tactic's step for count (``code`` ``SCALAR_COUNT``) or distinct (``SCALAR_DISTINCT``), one compiled call.
+
+    ``nk``/``nt``: the new input's rows and times, complete under
+    ``bound`` or not; ``pk``/``pt``: the pending seeds; ``in_T``/``out_T``:
+    the input and output traces' tables.  What :func:`loop_step_by_parts`
+    does, with the logic evaluated here, and the output's trie built for
+    the output trace (:func:`traces.layout.build_trie`).  Returns ``(cols,
+    times, diffs, keys, key_offs, V, val_offs, row, later, later_t,
+    status)``: the output (columns as rows of ``cols``), its trie levels
+    and table row, the seeds for later rounds (sorted, distinct), and
+    :data:`DONE`, :data:`BAD_ROUND` or :data:`OVERFLOW` (the rest is then
+    empty).  Cost: as the kernels it calls, O(s log s + chain + history).
+    """
+    ng = nk.shape[1]
+    r = bound[len(bound) - 1] - 1
+    nn, npd = nk.shape[0], pk.shape[0]
+    ready = np.empty(nn, dtype=np.bool_)
+    nr = 0
+    for i in range(nn):
+        ready[i] = complete_row(nt, i, bound)
+        nr += ready[i]
+    # New seeds of later rounds wait with the pending ones (after them, so a sorted pending set stays one run).
+    rk, rt = np.empty((nr, ng), dtype=np.int64), np.empty((nr, 2), dtype=np.int64)
+    wk, wt = np.empty((npd + nn - nr, ng), dtype=np.int64), np.empty((npd + nn - nr, 2), dtype=np.int64)
+    for i in range(npd):
+        for c in range(ng):
+            wk[i, c] = pk[i, c]
+        wt[i, 0], wt[i, 1] = pt[i, 0], pt[i, 1]
+    x, y = 0, npd
+    for i in range(nn):
+        if ready[i]:
+            for c in range(ng):
+                rk[x, c] = nk[i, c]
+            rt[x, 0], rt[x, 1] = nt[i, 0], nt[i, 1]
+            x += 1
+        else:
+            for c in range(ng):
+                wk[y, c] = nk[i, c]
+            wt[y, 0], wt[y, 1] = nt[i, 0], nt[i, 1]
+            y += 1
+    empty1, empty2 = np.empty(0, dtype=np.int64), np.empty((0, 2), dtype=np.int64)
+    no_offs, no_row = np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int64)
+    no_cols, no_vals, no_later = np.empty((out_arity, 0), dtype=np.int64), np.empty((out_arity - 1, 0), dtype=np.int64), \
+        np.empty((ng, 0), dtype=np.int64)
+    gmat, seed_gid, seed_t, waiting, bad = loop_seeds(rk, rt, wk, wt, bound)
+    if bad:
+        return no_cols, empty2, empty1, empty1, no_offs, no_vals, no_offs, no_row, no_later, empty2, BAD_ROUND
+    in_gid, _, in_times, in_diffs = histories(in_T, gmat, ng, 2)
+    out_gid, o_cols, o_times, o_diffs = histories(out_T, gmat, out_arity, 2)
+    c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid, seed_t, in_gid, in_times[:, 0], in_times[:, 1],
+                                                      in_diffs, out_gid, o_times[:, 0], o_times[:, 1])
+    if overflow:
+        return no_cols, empty2, empty1, empty1, no_offs, no_vals, no_offs, no_row, no_later, empty2, OVERFLOW
+    mult = np.empty(len(acc), dtype=np.int64)
+    for i in range(len(acc)):  # CountLogic.scalar_rows and DistinctLogic.scalar_rows
+        mult[i] = (acc[i] != 0) if code == SCALAR_COUNT else (acc[i] > 0)
+    cols, times, diffs, overflow = chain_output(r, c_gid, c_a, mult, acc if code == SCALAR_COUNT else empty1, code == SCALAR_COUNT, gmat,
+                                                o_cols, o_diffs, out_pos)
+    if overflow:
+        return no_cols, empty2, empty1, empty1, no_offs, no_vals, no_offs, no_row, no_later, empty2, OVERFLOW
+    later, later_t = loop_pending(wk, wt, waiting, gmat, P)
+    if len(diffs) == 0:
+        return cols, times, diffs, empty1, no_offs, no_vals, no_offs, no_row, later, later_t, DONE
+    keys, key_offs, V, val_offs, row = build_trie(cols.T, times, diffs)
+    return cols, times, diffs, keys, key_offs, V, val_offs, row, later, later_t, DONE
 
 
 def _dedupe(u: Updates) -> Updates:

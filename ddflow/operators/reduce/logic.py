@@ -19,6 +19,9 @@ from ddflow.errors import SchemaError
 
 ReduceFn = Callable[[Any, list[tuple[tuple, int]]], list[tuple[tuple, int]]]
 
+#: :attr:`Logic.scalar_code` of count and of distinct: the scalar logics compiled steps evaluate themselves.
+SCALAR_COUNT, SCALAR_DISTINCT = 0, 1
+
 
 class Logic(ABC):
     """How a reduction turns a key's accumulated values into output values."""
@@ -30,6 +33,9 @@ class Logic(ABC):
     scalar = False
     #: Fields a record needs: the key, and for sum/min/max/top_k a value.
     min_arity = 1
+    #: A scalar logic a compiled step can evaluate without calling back into Python
+    #: (:data:`SCALAR_COUNT`, :data:`SCALAR_DISTINCT`); None for the rest (threshold calls a user function).
+    scalar_code: int | None = None
 
     @abstractmethod
     def evaluate(self, key: Any, vals: list[tuple[tuple, int]]) -> list[tuple[tuple, int]]:
@@ -49,7 +55,7 @@ class UserLogic(Logic):
 
 
 class CountLogic(Logic):
-    name, raw, scalar = "count", True, True
+    name, raw, scalar, scalar_code = "count", True, True, SCALAR_COUNT
 
     def evaluate(self, key, vals):
         return [(v + (m,), 1) for v, m in vals]
@@ -62,7 +68,7 @@ class CountLogic(Logic):
 
 
 class DistinctLogic(Logic):
-    name, raw, scalar = "distinct", True, True
+    name, raw, scalar, scalar_code = "distinct", True, True, SCALAR_DISTINCT
 
     def evaluate(self, key, vals):
         return [(v, 1) for v, m in vals if m > 0]

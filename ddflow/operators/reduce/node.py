@@ -5,6 +5,7 @@ from typing import Iterable
 
 import numpy as np
 
+from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError, UsageError
 from ddflow.graph.node import Node, any_complete, ready_split
 from ddflow.graph.scope import Scope
@@ -64,15 +65,25 @@ class ReduceNode(Node):
 
     def step(self, bound: np.ndarray) -> None:
         new = self.dequeue()
-        if new is not None:
-            ok, due = ready_split(new.times, bound)
-            if not due:  # all of it waits (in a loop, the next round's input often arrives early)
-                self.queues[0] = [new]
-                new = None
-            elif due < len(new):
-                self.queues[0] = [new.take(np.flatnonzero(~ok))]
-                new = new.take(np.flatnonzero(ok))
-            if new is not None and new.arity < self.logic.min_arity:
-                raise SchemaError(f"{self.logic.name} {self.name!r}: records need a key and a value field, "
-                                 f"got {new.arity} field(s)")
+        if new is not None and new.arity < self.logic.min_arity:
+            raise SchemaError(f"{self.logic.name} {self.name!r}: records need a key and a value field, "
+                             f"got {new.arity} field(s)")
+        if not self.tactic.takes_unready:
+            new = self.ready_part(new, bound)
         self.tactic.step(new, bound)
+
+    def ready_part(self, new: Updates | None, bound: np.ndarray) -> Updates | None:
+        """The updates of ``new`` complete under ``bound`` (None if none); the rest go back on the queue.
+
+        In a loop, the next round's input often arrives early.  O(n).
+        """
+        if new is None:
+            return None
+        ok, due = ready_split(new.times, bound)
+        if not due:
+            self.queues[0] = [new, *self.queues[0]]
+            return None
+        if due < len(new):
+            self.queues[0] = [new.take(np.flatnonzero(~ok)), *self.queues[0]]
+            return new.take(np.flatnonzero(ok))
+        return new

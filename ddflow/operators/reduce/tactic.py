@@ -44,6 +44,11 @@ if TYPE_CHECKING:
 class ReduceTactic(ABC):
     """How a reduce node retires times; see the module docstring for the contract."""
 
+    #: :meth:`step` is given all the input dequeued, complete under its bound or not, and keeps
+    #: what is not complete as its own work (reported by :meth:`work_times`); otherwise the
+    #: node gives it the complete part only and requeues the rest.
+    takes_unready = False
+
     def __init__(self, node: "ReduceNode"):
         self.node = node
         self.out_trace: Trace | None = None
@@ -69,13 +74,21 @@ class ReduceTactic(ABC):
     def trace_handles(self) -> list[TraceHandle]:
         return [self.out_handle] if self.out_handle is not None else []
 
-    def output(self, out: Updates) -> None:
-        """Record consolidated output in the output trace (what later steps subtract) and emit it."""
+    def output(self, out: Updates, trie: tuple | None = None) -> None:
+        """Record consolidated output in the output trace (what later steps subtract) and emit it.
+
+        ``trie``: ``out``'s trie levels and table row, as
+        :func:`ddflow.traces.layout.build_trie` returns them, when the kernel
+        that made ``out`` built them too (:meth:`ddflow.traces.Trace.insert_trie`).
+        """
         node = self.node
         if self.out_trace is None:
             self.out_trace = Trace(out.kinds, node.depth, name=f"{node.name}.output")
             self.out_handle = self.out_trace.reader()
         elif out.kinds != self.out_trace.kinds:
-            out = node.ctx.coerce(out, self.out_trace.kinds, node.name)
-        self.out_trace.insert_updates(out, consolidated=True)
+            out, trie = node.ctx.coerce(out, self.out_trace.kinds, node.name), None
+        if trie is not None:
+            self.out_trace.insert_trie(out, *trie)
+        else:
+            self.out_trace.insert_updates(out, consolidated=True)
         node.emit(out)
