@@ -8,6 +8,8 @@ changes after every run.
 """
 from __future__ import annotations
 
+from unittest import mock
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +19,7 @@ from ddflow.operators.reduce import CountLogic, DistinctLogic, ExtremeLogic, Thr
 from ddflow.operators.reduce.general import GeneralTactic
 from ddflow.operators.reduce.iterate import LoopTactic
 from ddflow.operators.reduce.total import TotalTactic
+from ddflow.operators.reduce import walk
 from ddflow.operators.reduce.walk import WalkTactic
 from oracle import int_rows, schedules
 
@@ -157,10 +160,13 @@ VALUES = {"narrow": st.integers(0, 5), "wide": st.sampled_from([-(10**15), -1, 3
 
 
 @settings(max_examples=120)
-@given(logic=st.sampled_from(sorted(EXTREMES)), values=st.sampled_from(sorted(VALUES)), data=st.data())
-def test_walk_tactic_matches_the_reference_at_the_top_level(logic, values, data):
+@given(logic=st.sampled_from(sorted(EXTREMES)), values=st.sampled_from(sorted(VALUES)), data=st.data(),
+       sort_all=st.booleans())
+def test_walk_tactic_matches_the_reference_at_the_top_level(logic, values, data, sort_all):
+    """``sort_all``: every step's values are ranked after a sort, as a step of more than ``NUMPY_SORT_ABOVE`` rows."""
     schedule = data.draw(schedules({"x": st.tuples(st.integers(0, 5), VALUES[values])}, max_updates=30))
-    a = _run_extreme(_walk_top, logic, WalkTactic, schedule, ("i", "i"))
+    with mock.patch.object(walk, "NUMPY_SORT_ABOVE", 0 if sort_all else walk.NUMPY_SORT_ABOVE):
+        a = _run_extreme(_walk_top, logic, WalkTactic, schedule, ("i", "i"))
     assert a == _run_extreme(_walk_top, logic, GeneralTactic, schedule, ("i", "i"))
 
 

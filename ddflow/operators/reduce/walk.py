@@ -44,7 +44,7 @@ import numpy as np
 
 from ddflow.base.columnar import pair_order
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import key_matrix, sort_rows
+from ddflow.base.kernels import helpers_of, key_matrix, lazy_jit, sort_rows
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import any_complete
@@ -52,7 +52,7 @@ from ddflow.operators.reduce.general import GeneralTactic, seeds
 from ddflow.operators.reduce.keywalk import key_walk, rank_values, walk_rows
 from ddflow.operators.reduce.logic import ExtremeLogic, Logic
 from ddflow.operators.reduce.pending import due_seeds, merge_pending
-from ddflow.traces.layout import histories
+from ddflow.traces.layout import VAL0, build_trie, histories
 
 #: Logics as the kernel numbers them.
 MODES = {"min": 0, "max": 1, "top_k": 2, "row_number": 3, "rank": 4, "dense_rank": 5}
@@ -88,6 +88,8 @@ class WalkTactic(GeneralTactic):
         :func:`~.pending.merge_pending`.  A step outside the walk's
         contract (a seed at another iteration, too many numbered pairs)
         goes to :meth:`GeneralTactic.step`, before anything has changed.
+        min, max and top_k of one value field take one call instead
+        (:meth:`_step_one_call`).
         """
         depth = len(bound)
         pk, pt = self.pending_keys, self.pending_times
@@ -99,12 +101,14 @@ class WalkTactic(GeneralTactic):
             nk, nt = new.cols[0], new.times
         else:
             nk, nt = pk[:0], pt[:0]
-        keys, sg, sa, waiting, bad = due_seeds(nk, nt, pk, pt, bound)
-        if bad:
-            return super().step(new, bound)
         logic = self.node.logic
         numbered = logic.name in NUMBERED
         m = len(trace.kinds) - 1
+        if m == 1 and not numbered and not logic.partition:
+            return self._step_one_call(new, nk, nt, pk, pt, bound, trace)
+        keys, sg, sa, waiting, bad = due_seeds(nk, nt, pk, pt, bound)
+        if bad:
+            return super().step(new, bound)
         r = int(bound[-1]) - 1 if depth == 2 else 0
         groups = keys[None, :]
         in_g, Ci, it, idf = histories(trace.spine.table().matrix, groups, len(trace.kinds), depth)
@@ -133,6 +137,22 @@ class WalkTactic(GeneralTactic):
                 raise SchemaError(f"{logic.name} {self.node.name!r}: a sum of output diffs does not fit in int64")
             if len(diffs):
                 self.output(Updates(tuple(cols), times, diffs, out_kinds))
+
+    def _step_one_call(self, new, nk, nt, pk, pt, bound, trace) -> None:
+        """min, max and top_k of one int value field: the whole step in one compiled call (:func:`walk_step`)."""
+        logic = self.node.logic
+        out_T = self.out_trace.spine.table().matrix if self.out_trace is not None else \
+            np.zeros((0, VAL0 + len(trace.kinds) - 1), dtype=np.int64)
+        cols, times, diffs, tkeys, key_offs, V, val_offs, row, pend_k, pend_t, status = walk_step(
+            MODES[logic.name], getattr(logic, "k", 1), nk, nt, pk, pt, bound, trace.spine.table().matrix, out_T,
+            NUMPY_SORT_ABOVE)
+        if status == BAD_ROUND:  # outside the walk's contract: the reference, before anything has changed
+            return super().step(new, bound)
+        if status == OVERFLOW:
+            raise SchemaError(f"{logic.name} {self.node.name!r}: a sum of output diffs does not fit in int64")
+        self.pending_keys, self.pending_times = pend_k, pend_t
+        if len(diffs):
+            self.output(Updates(tuple(cols), times, diffs, trace.kinds), (tkeys, V, key_offs, val_offs, row))
 
     def _retire(self, new, pk, pt, bound):
         trace = self.node.source.trace
@@ -328,3 +348,66 @@ def _value_order(Ci: np.ndarray, Co: np.ndarray, m: int) -> np.ndarray:
             return _NO_ORDER
         return np.argsort(vals[0])
     return sort_rows(key_matrix(vals))
+
+
+#: A one-call step's status: done, outside the walk's contract (a seed at another iteration), a sum past int64.
+DONE, BAD_ROUND, OVERFLOW = 0, 1, 2
+
+
+@lazy_jit(uses=helpers_of(due_seeds, histories, rank_values, key_walk, merge_pending, walk_rows, build_trie))
+def walk_step(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above):
+    """A walk tactic's step for min, max or top_k (``mode``) of one int value field, in one compiled call.
+
+    What :meth:`WalkTactic._step_ints` does in several calls for these
+    logics: :func:`~.pending.due_seeds`, :func:`histories` of both traces
+    (tables ``in_T``, ``out_T``), :func:`rank_values` (over
+    ``sort_above`` rows whose values are not narrow, ranked after a sort
+    of their values), :func:`key_walk`, :func:`~.pending.merge_pending`,
+    :func:`walk_rows`, and the output's trie for the output trace
+    (:func:`traces.layout.build_trie`).  Returns ``(cols, times, diffs,
+    keys, key_offs, V, val_offs, row, pending keys, pending times,
+    status)``, status :data:`DONE`, :data:`BAD_ROUND` (nothing else is
+    then meaningful) or :data:`OVERFLOW`.  Cost: as those kernels.
+    """
+    depth = len(bound)
+    r = bound[depth - 1] - 1 if depth == 2 else 0
+    arity = 2
+    empty1, emptyT, no_offs = np.empty(0, dtype=np.int64), np.empty((0, depth), dtype=np.int64), np.empty(0, dtype=np.int32)
+    no_cols, no_vals = np.empty((arity, 0), dtype=np.int64), np.empty((arity - 1, 0), dtype=np.int64)
+    keys, sg, sa, waiting, bad = due_seeds(nk, nt, pk, pt, bound)
+    if bad:
+        return no_cols, emptyT, empty1, empty1, no_offs, no_vals, no_offs, empty1, pk, pt, BAD_ROUND
+    groups = np.empty((1, len(keys)), dtype=np.int64)
+    for g in range(len(keys)):
+        groups[0, g] = keys[g]
+    in_g, Ci, it, idf = histories(in_T, groups, arity, depth)
+    out_g, Co, ot, odf = histories(out_T, groups, arity, depth)
+    ni, n = len(idf), len(idf) + len(odf)
+    order = empty1
+    if n > sort_above:  # many values: sorted here as numpy sorts, unless narrow (then ranked as offsets, unsorted)
+        v = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            v[i] = Ci[1, i] if i < ni else Co[1, i - ni]
+        lo, hi = v.min(), v.max()
+        if (lo < 0 and hi > lo + np.iinfo(np.int64).max) or hi - lo >= 2 * n:
+            order = np.argsort(v, kind="mergesort")
+    vrank, vfirst, n_values, lo, narrow = rank_values(Ci, Co, 1, order)
+    in_i, out_i = np.zeros(ni, dtype=np.int64), np.zeros(len(odf), dtype=np.int64)
+    for i in range(ni if depth == 2 else 0):
+        in_i[i] = it[i, 1]
+    for i in range(len(odf) if depth == 2 else 0):
+        out_i[i] = ot[i, 1]
+    emitted, later = key_walk(mode, k, r, bound[0], n_values, sg, sa,
+                              in_g, it[:, 0], in_i, vrank[:ni], idf,
+                              out_g, ot[:, 0], out_i, vrank[ni:], odf, np.zeros(len(odf), dtype=np.int64),
+                              empty1, empty1)
+    pend_k, pend_t = merge_pending(pk, pt, waiting, keys, later)
+    if len(emitted) == 0:
+        return no_cols, emptyT, empty1, empty1, no_offs, no_vals, no_offs, empty1, pend_k, pend_t, DONE
+    cols, times, diffs, overflow = walk_rows(emitted, keys, vfirst, lo, narrow, Ci, Co, 1, False, depth, r)
+    if overflow:
+        return no_cols, emptyT, empty1, empty1, no_offs, no_vals, no_offs, empty1, pend_k, pend_t, OVERFLOW
+    if len(diffs) == 0:
+        return cols, times, diffs, empty1, no_offs, no_vals, no_offs, empty1, pend_k, pend_t, DONE
+    tkeys, key_offs, V, val_offs, row = build_trie(cols.T, times, diffs)
+    return cols, times, diffs, tkeys, key_offs, V, val_offs, row, pend_k, pend_t, DONE
