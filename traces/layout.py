@@ -170,14 +170,17 @@ class BatchTable:
 
     ``matrix`` has one row per non-empty batch, oldest first.  Cost:
     O(batches) to build, plus a one-off O(arity) row per batch (cached on
-    the batch).
+    the batch).  :meth:`appended` is O(1) amortized: the tables a spine
+    makes by appending share one buffer with spare rows.
     """
 
-    __slots__ = ("matrix", "_keep")
+    __slots__ = ("matrix", "_keep", "_room")
 
-    def __init__(self, matrix: np.ndarray, keep: list):
+    def __init__(self, matrix: np.ndarray, keep: list, room: list | None = None):
         self.matrix = matrix
         self._keep = keep
+        # [buffer, rows used]: ``matrix`` is the buffer's first rows while this table is the buffer's newest.
+        self._room = room
 
     @classmethod
     def of(cls, batches: Sequence, depth: int, arity: int) -> "BatchTable":
@@ -193,10 +196,24 @@ class BatchTable:
         return cls(matrix, keep)
 
     def appended(self, batch) -> "BatchTable":
-        """This table with ``batch`` after its batches (the table of a spine that just had it appended).  O(batches)."""
+        """This table with ``batch`` after its batches (the table of a spine that just had it appended).
+
+        O(1) amortized: the row goes into the spare rows of a buffer shared
+        with this table, whose own rows stay as they are; appending to an
+        older table of the same buffer copies.  O(batches) when the
+        buffer grows.
+        """
         if not len(batch.diffs):
             return self
-        return BatchTable(np.concatenate([self.matrix, batch.table_row()[None, :]]), self._keep + [batch])
+        n = len(self.matrix)
+        room = self._room
+        if room is None or room[1] != n or n == len(room[0]):
+            buf = np.empty((max(2 * n, 8), self.matrix.shape[1]), dtype=np.int64)
+            buf[:n] = self.matrix
+            room = [buf, n]
+        room[0][n] = batch.table_row()
+        room[1] = n + 1
+        return BatchTable(room[0][: n + 1], self._keep + [batch], room)
 
 
 # -- kernels ------------------------------------------------------------------------------------------
