@@ -130,9 +130,11 @@ def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
     delta's values then the trace's (``delta_left``) or the other way
     round, then the join of the two times; its diff is the product.
 
-    Returns ``(M, diffs, sel, sums, status, total)``.  ``status`` 0: up to
-    ``SMALL_ROWS`` rows are also consolidated (``sel`` the first row of each
-    group with a nonzero ``sums``, in order); 1: ``M`` is not consolidated
+    Returns ``(M, diffs, sel, sums, status, total, cols, times)``.
+    ``status`` 0: up to ``SMALL_ROWS`` rows are also consolidated (``sel``
+    the first row of each group with a nonzero ``sums``, in order), and
+    ``cols`` (``(width, k)``) and ``times`` are those rows of ``M``, split,
+    the step's output; 1: ``M`` is not consolidated
     (more rows); 2: a product or a sum left int64; 3: more than ``limit``
     updates would be read, and only ``total`` was counted.
     O(k log n) per batch for k delta updates, plus O(output), O(output^2)
@@ -144,8 +146,9 @@ def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
     none = np.empty(0, dtype=np.int64)
     M = np.empty((0 if total > limit else total, width + depth), dtype=np.int64)
     D = np.empty(M.shape[0], dtype=np.int64)
+    OC, OT = np.empty((width, 0), dtype=np.int64), np.empty((0, depth), dtype=np.int64)
     if total > limit:
-        return M, D, none, none, 3, total
+        return M, D, none, none, 3, total, OC, OT
     q, cols, times, diffs = gather_found(T, pos, total, arity, depth)
     mine = 1 if delta_left else arity  # where the delta's values start in a row
     theirs = m if delta_left else 1
@@ -160,12 +163,20 @@ def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
             M[k, width + c] = max(dtimes[i, c], times[k, c])
         d, ok = checked_product(ddiffs[i], diffs[k])
         if not ok:
-            return M, D, none, none, 2, total
+            return M, D, none, none, 2, total, OC, OT
         D[k] = d
     if total > SMALL_ROWS:  # the caller sorts with numpy
-        return M, D, none, none, 1, total
+        return M, D, none, none, 1, total, OC, OT
     sel, sums, overflow = _consolidate_small(M, D)
-    return M, D, sel, sums, 2 if overflow else 0, total
+    if overflow:
+        return M, D, sel, sums, 2, total, OC, OT
+    OC, OT = np.empty((width, len(sel)), dtype=np.int64), np.empty((len(sel), depth), dtype=np.int64)
+    for x in range(len(sel)):
+        for j in range(width):
+            OC[j, x] = M[sel[x], j]
+        for c in range(depth):
+            OT[x, c] = M[sel[x], width + c]
+    return M, D, sel, sums, 0, total, OC, OT
 
 
 class JoinNode(Node):
@@ -216,17 +227,18 @@ class JoinNode(Node):
         if not trace.ints or any(c.dtype != np.int64 for c in delta.cols):
             return None
         C = np.array(delta.cols) if len(delta.cols) > 1 else delta.cols[0].reshape(1, -1)
-        M, D, sel, sums, status, _ = join_table(trace.spine.table().matrix, C, delta.times, delta.diffs,
-                                                len(trace.kinds), trace.depth, delta_left, layout.CHECK_ABOVE)
+        M, D, sel, sums, status, _, OC, OT = join_table(trace.spine.table().matrix, C, delta.times, delta.diffs,
+                                                        len(trace.kinds), trace.depth, delta_left, layout.CHECK_ABOVE)
         if status >= 2:
             return None
-        if status == 1:
-            try:
-                sel, sums = consolidate_rows(M, D, where)
-            except SchemaError:
-                return None
-        width = M.shape[1] - trace.depth
         kinds = delta.kinds + trace.kinds[1:] if delta_left else trace.kinds + delta.kinds[1:]
+        if status == 0:
+            return Updates(tuple(OC), OT, sums, kinds)
+        try:
+            sel, sums = consolidate_rows(M, D, where)
+        except SchemaError:
+            return None
+        width = M.shape[1] - trace.depth
         K = M[sel]
         return Updates(tuple(np.ascontiguousarray(K[:, j]) for j in range(width)), np.ascontiguousarray(K[:, width:]),
                        sums, kinds)

@@ -65,16 +65,18 @@ def test_join_table_is_the_consolidated_pairs_of_the_reference(tr, m, keys, delt
     times = rng.integers(0, 4, size=(n, depth))
     diffs = rng.choice([-2, -1, 1, 2], size=n)
     kernel = join_table.plain if plain else join_table
-    M, D, sel, sums, status, total = kernel(BatchTable.of(batches, depth, arity).matrix, C, times, diffs, arity, depth,
-                                            delta_left, 1 << 40)
+    M, D, sel, sums, status, total, OC, OT = kernel(BatchTable.of(batches, depth, arity).matrix, C, times, diffs,
+                                                    arity, depth, delta_left, 1 << 40)
     assert status in (0, 1) and total == len(M) == len(D)
+    if status == 0:  # the output, split into columns and times
+        assert np.vstack([OC, OT.T]).T.tolist() == M[sel].tolist()
     if status == 1:
         sel, sums = kernels().consolidate(M, np.lexsort(M.T[::-1]), D)[:2]
     got = [(tuple(M[s].tolist()), d) for s, d in zip(sel.tolist(), sums.tolist())]
     assert got == _reference_join(batches, depth, arity, C, times, diffs, delta_left)  # sorted, as consolidated
     if total:  # over the limit: counted, nothing read
         assert kernel(BatchTable.of(batches, depth, arity).matrix, C, times, diffs, arity, depth, delta_left,
-                      total - 1)[4:] == (3, total)
+                      total - 1)[4:6] == (3, total)
 
 
 def test_join_table_reports_products_and_sums_past_int64():
