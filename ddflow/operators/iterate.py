@@ -12,8 +12,9 @@ from typing import Iterable
 import numpy as np
 
 from ddflow.base.consolidate import consolidate
+from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, group_sums, key_matrix, lazy_jit
 from ddflow.base.updates import Updates
-from ddflow.graph.node import Node, any_complete, object_columns, ready_split
+from ddflow.graph.node import Node, any_complete, complete_row, object_columns, ready_split
 from ddflow.graph.scope import Scope
 
 
@@ -64,8 +65,21 @@ class VariableNode(Node):
         self.held: list[Updates] = []
 
     def step(self, bound: np.ndarray) -> None:
+        """Emit the initial input and the feedback due in this round, consolidated.
+
+        The usual step (a few rows of last round's feedback, all due now,
+        nothing held) is one compiled call (:func:`feedback_round`).
+        """
         init = self.dequeue(0)
         fb = self.dequeue(1)
+        if fb is not None and init is None and not self.held and len(fb) <= SMALL_ROWS:
+            fb = self._fit(fb)
+            if all(c.dtype == np.int64 for c in fb.cols):
+                C, T, D, due, overflow = feedback_round(key_matrix(fb.cols, fb.times), fb.diffs, len(fb.cols), bound)
+                if due and not overflow:
+                    if len(D):
+                        self.emit(Updates(tuple(C), T, D, fb.kinds))
+                    return
         if init is not None:
             self.emit(init)
             self.held.append(_next_iteration(self._fit(init.with_diffs(-init.diffs))))
@@ -115,6 +129,39 @@ class VariableNode(Node):
         yield from super().held_columns()
         for u in self.held:
             yield from object_columns(u)
+
+
+@lazy_jit(uses=(complete_row, _consolidate_small, group_sums))
+def feedback_round(K, diffs, m, bound):
+    """A few rows of feedback moved on one iteration and consolidated, if all of them are due under ``bound``.
+
+    ``K``: the ``(n, m + depth)`` matrix of the rows' ``m`` columns then
+    times.  Returns ``(C, T, D, due, overflow)``: the consolidated rows
+    (columns as the rows of ``C``), their times one iteration on, their
+    diffs, as ``consolidate`` orders them; ``due`` False when some row is
+    not complete under ``bound`` (nothing else is then computed);
+    ``overflow`` when a sum leaves int64.  O(n^2 (m + depth)): for the
+    ``SMALL_ROWS`` of a small step.
+    """
+    n, w = K.shape
+    A = K.copy()
+    for i in range(n):
+        A[i, w - 1] += 1
+    none_c, none_t = np.empty((m, 0), dtype=np.int64), np.empty((0, w - m), dtype=np.int64)
+    T = A[:, m:]
+    for i in range(n):
+        if not complete_row(T, i, bound):
+            return none_c, none_t, np.empty(0, dtype=np.int64), False, False
+    sel, D, overflow = _consolidate_small(A, diffs)
+    k = len(sel)
+    C = np.empty((m, k), dtype=np.int64)
+    TT = np.empty((k, w - m), dtype=np.int64)
+    for x in range(k):
+        for c in range(m):
+            C[c, x] = A[sel[x], c]
+        for c in range(w - m):
+            TT[x, c] = A[sel[x], m + c]
+    return C, TT, D.copy(), True, overflow
 
 
 def _next_iteration(u: Updates) -> Updates:

@@ -221,3 +221,39 @@ def test_loop_step_reports_a_count_past_int64():
         for kernel in (loop_step, loop_step.plain):
             assert kernel(*args, 2, CountLogic.scalar_code)[-1] == OVERFLOW
         assert loop_step_by_parts(*args, CountLogic(), ("i", "i"))[-1] == OVERFLOW
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.booleans())
+def test_feedback_round_is_the_next_iteration_consolidated(data, plain):
+    """The variable's one-call step against moving the times on and ``consolidate``, due or not."""
+    from ddflow.base.consolidate import consolidate
+    from ddflow.base.kernels import key_matrix
+    from ddflow.base.updates import Updates
+    from ddflow.operators.iterate import feedback_round
+
+    m, n = data.draw(st.integers(1, 3)), data.draw(st.integers(0, 12))
+    cols = tuple(data.draw(hnp.arrays(np.int64, n, elements=st.integers(0, 2))) for _ in range(m))
+    times = data.draw(hnp.arrays(np.int64, (n, 2), elements=st.integers(0, 3)))
+    diffs = data.draw(hnp.arrays(np.int64, n, elements=st.sampled_from([-1, 1, 2])))
+    bound = np.array([data.draw(st.integers(1, 4)), data.draw(st.integers(1, 5))], dtype=np.int64)
+    kernel = feedback_round.plain if plain else feedback_round
+    C, T, D, due, overflow = kernel(key_matrix(cols, times), diffs, m, bound)
+    moved = times.copy()
+    moved[:, -1] += 1
+    assert bool(due) == bool((moved < bound).all(axis=1).all())
+    if due:
+        want = consolidate(Updates(cols, moved, diffs, ("i",) * m))
+        assert not overflow
+        assert [c.tolist() for c in C] == [c.tolist() for c in want.cols]
+        assert T.tolist() == want.times.tolist() and D.tolist() == want.diffs.tolist()
+
+
+def test_feedback_round_reports_a_sum_past_int64():
+    from ddflow.operators.iterate import feedback_round
+
+    big = np.iinfo(np.int64).max
+    K = np.array([[1, 0, 0], [1, 0, 0]], dtype=np.int64)
+    with np.errstate(over="ignore"):
+        for kernel in (feedback_round, feedback_round.plain):
+            assert kernel(K, np.array([big, big]), 1, np.array([1, 2]))[-1]
