@@ -44,7 +44,7 @@ import numpy as np
 
 from ddflow.base.columnar import pair_order
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import helpers_of, key_matrix, lazy_jit, sort_rows
+from ddflow.base.kernels import helpers_of, key_matrix, lazy_jit, radix_order, sort_rows
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import any_complete
@@ -354,7 +354,8 @@ def _value_order(Ci: np.ndarray, Co: np.ndarray, m: int) -> np.ndarray:
 DONE, BAD_ROUND, OVERFLOW = 0, 1, 2
 
 
-@lazy_jit(uses=helpers_of(due_seeds, histories, rank_values, key_walk, merge_pending, walk_rows, build_trie))
+@lazy_jit(uses=helpers_of(due_seeds, histories, rank_values, key_walk, merge_pending, walk_rows, build_trie,
+                          radix_order))
 def walk_step(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above):
     """A walk tactic's step for min, max or top_k (``mode``) of one int value field, in one compiled call.
 
@@ -384,13 +385,13 @@ def walk_step(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above):
     out_g, Co, ot, odf = histories(out_T, groups, arity, depth)
     ni, n = len(idf), len(idf) + len(odf)
     order = empty1
-    if n > sort_above:  # many values: sorted here as numpy sorts, unless narrow (then ranked as offsets, unsorted)
+    if n > sort_above:  # many values: sorted here by radix, unless narrow (then ranked as offsets, unsorted)
         v = np.empty(n, dtype=np.int64)
         for i in range(n):
             v[i] = Ci[1, i] if i < ni else Co[1, i - ni]
         lo, hi = v.min(), v.max()
         if (lo < 0 and hi > lo + np.iinfo(np.int64).max) or hi - lo >= 2 * n:
-            order = np.argsort(v, kind="mergesort")
+            order = radix_order(v)
     vrank, vfirst, n_values, lo, narrow = rank_values(Ci, Co, 1, order)
     in_i, out_i = np.zeros(ni, dtype=np.int64), np.zeros(len(odf), dtype=np.int64)
     for i in range(ni if depth == 2 else 0):
@@ -409,5 +410,5 @@ def walk_step(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above):
         return no_cols, emptyT, empty1, empty1, no_offs, no_vals, no_offs, empty1, pend_k, pend_t, OVERFLOW
     if len(diffs) == 0:
         return cols, times, diffs, empty1, no_offs, no_vals, no_offs, empty1, pend_k, pend_t, DONE
-    tkeys, key_offs, V, val_offs, row = build_trie(cols.T, times, diffs)
+    tkeys, key_offs, V, val_offs, row = build_trie(np.ascontiguousarray(cols.T), times, diffs)
     return cols, times, diffs, tkeys, key_offs, V, val_offs, row, pend_k, pend_t, DONE
