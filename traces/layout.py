@@ -38,7 +38,7 @@ import numpy as np
 
 from ddflow.base import memory
 from ddflow.base.address import address, view_2d, view_i32, view_i64
-from ddflow.base.kernels import _consolidate_small, _trie_starts, group_sums, lazy_jit
+from ddflow.base.kernels import _consolidate_small, _trie_starts, consolidated_split, group_sums, lazy_jit
 from ddflow.errors import DataflowError
 
 #: The columns of a table row: counts, then addresses (offsets in 32 or 64 bits: the other view is empty).
@@ -111,6 +111,9 @@ def build_trie(K, times, diffs):
     return keys, key_offs, V, val_offs, row
 
 
+build_trie.uses = (_trie_starts,)  # what a kernel listing it in ``helpers_of`` must compile with it
+
+
 @lazy_jit(uses=(build_trie, _trie_starts))
 def trie_with_row(K, times, diffs):
     """A batch's trie levels and its table row, from consolidated updates, in one compiled call.
@@ -130,7 +133,7 @@ def trie_with_row(K, times, diffs):
     return build_trie(K, times, diffs)
 
 
-@lazy_jit(uses=(build_trie, _trie_starts, _consolidate_small, group_sums))
+@lazy_jit(uses=(build_trie, _trie_starts, consolidated_split, _consolidate_small, group_sums))
 def consolidated_trie(K, diffs, m):
     """A few updates consolidated and built into a batch's trie and table row, in one compiled call.
 
@@ -145,17 +148,7 @@ def consolidated_trie(K, diffs, m):
     then meaningless).  O(n^2 (m + depth)): for the few rows
     (``SMALL_ROWS``) of a small step.
     """
-    w = K.shape[1]
-    sel, D, overflow = _consolidate_small(K, diffs)
-    k = len(sel)
-    D = D.copy()
-    C = np.empty((m, k), dtype=np.int64)
-    T = np.empty((k, w - m), dtype=np.int64)
-    for x in range(k):
-        for c in range(m):
-            C[c, x] = K[sel[x], c]
-        for c in range(w - m):
-            T[x, c] = K[sel[x], m + c]
+    C, T, D, overflow = consolidated_split(K, diffs, m)
     keys, key_offs, V, val_offs, row = build_trie(C.T, T, D)
     return C, T, D, keys, key_offs, V, val_offs, row, overflow
 

@@ -271,6 +271,27 @@ def _seek(bkeys, key_offs, val_offs, keys):
     return q, vrow, urow
 
 
+def consolidated_split(K, diffs, m):
+    """A few rows consolidated (:func:`_consolidate_small`) and split: ``(C, T, D, overflow)``.  A kernel helper.
+
+    ``K``: ``(n, m + depth)`` rows of ``m`` columns then times.  ``C``
+    holds the columns as its rows (``(m, k)``), ``T`` the ``(k, depth)``
+    times and ``D`` the sums, in ``consolidate``'s order; ``overflow``
+    when a sum leaves int64.  O(n^2 (m + depth)): for ``SMALL_ROWS``.
+    """
+    w = K.shape[1]
+    sel, D, overflow = _consolidate_small(K, diffs)
+    k = len(sel)
+    C = np.empty((m, k), dtype=np.int64)
+    T = np.empty((k, w - m), dtype=np.int64)
+    for x in range(k):
+        for c in range(m):
+            C[c, x] = K[sel[x], c]
+        for c in range(w - m):
+            T[x, c] = K[sel[x], m + c]
+    return C, T, D.copy(), overflow
+
+
 def _trie_starts(K):
     """Group starts of a sorted key matrix: rows where column 0 (the key) changes, and where any column does.
 
@@ -506,7 +527,8 @@ def helpers_of(*fs) -> tuple:
     """The plain functions a kernel calling each of ``fs`` must list in its ``uses``.
 
     A :func:`lazy_jit` kernel contributes its plain function and its own
-    ``uses``; a plain helper contributes itself.  What lets one kernel call
+    ``uses``; a plain helper contributes itself and any helpers it names in
+    a ``uses`` attribute of its own.  What lets one kernel call
     several others, so that an operator's step is one compiled call.
 
     >>> [f.__name__ for f in helpers_of(rows_differ)]

@@ -12,7 +12,7 @@ from typing import Iterable
 import numpy as np
 
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, group_sums, key_matrix, lazy_jit
+from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidated_split, group_sums, key_matrix, lazy_jit
 from ddflow.base.updates import Updates
 from ddflow.graph.node import Node, any_complete, complete_row, object_columns, ready_split
 from ddflow.graph.scope import Scope
@@ -131,7 +131,7 @@ class VariableNode(Node):
             yield from object_columns(u)
 
 
-@lazy_jit(uses=(complete_row, _consolidate_small, group_sums))
+@lazy_jit(uses=(complete_row, consolidated_split, _consolidate_small, group_sums))
 def feedback_round(K, diffs, m, bound):
     """A few rows of feedback moved on one iteration and consolidated, if all of them are due under ``bound``.
 
@@ -152,16 +152,8 @@ def feedback_round(K, diffs, m, bound):
     for i in range(n):
         if not complete_row(T, i, bound):
             return none_c, none_t, np.empty(0, dtype=np.int64), False, False
-    sel, D, overflow = _consolidate_small(A, diffs)
-    k = len(sel)
-    C = np.empty((m, k), dtype=np.int64)
-    TT = np.empty((k, w - m), dtype=np.int64)
-    for x in range(k):
-        for c in range(m):
-            C[c, x] = A[sel[x], c]
-        for c in range(w - m):
-            TT[x, c] = A[sel[x], m + c]
-    return C, TT, D.copy(), True, overflow
+    C, TT, D, overflow = consolidated_split(A, diffs, m)
+    return C, TT, D, True, overflow
 
 
 def _next_iteration(u: Updates) -> Updates:
