@@ -6,7 +6,9 @@ changed.  The algebra (what to compute per key) is the node's
 visit times.  Modelled on differential dataflow's ``ReduceTactic``.
 
 Contract.  :meth:`ReduceTactic.step` is called with ``new``, the input
-updates complete under ``bound`` (already in the input trace), or None.
+updates complete under ``bound`` (already in the input trace), or None;
+a tactic that sets ``takes_unready`` gets all the input dequeued instead,
+and keeps the updates not yet complete as its own pending work.
 When it returns, for every key ``k`` and every time ``t < bound``
 (coordinate-wise):
 
