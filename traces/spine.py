@@ -220,7 +220,6 @@ class Spine:
         self.entries: list[Entry] = []
         self.upper = Antichain.minimum(depth)
         self._table: BatchTable | None = None  # of batches(); dropped whenever `entries` changes
-        self._merging = 0  # entries that are merges in progress (what _fuel visits), recounted where they change
         self._minimum = Antichain.minimum(depth)
         self._tail = 0  # small batches at the end, as :meth:`_start_merges` last counted them (plus appends since)
 
@@ -268,7 +267,7 @@ class Spine:
             if not (self.upper == batch.desc.lower):
                 raise UsageError(f"batch lower {batch.desc.lower} does not continue the trace, whose upper is {self.upper}")
             self.upper = batch.desc.upper
-        finished = self._merging and self._fuel(max(FUEL * len(batch), MIN_FUEL))
+        finished = self._fuel(max(FUEL * len(batch), MIN_FUEL))
         if len(batch):
             self.entries.append(batch)
             if self._table is not None:
@@ -297,12 +296,7 @@ class Spine:
                     self.entries[idx] = done
                     self._table = None
                     finished = True
-        if finished:
-            self._count_merging()
         return finished
-
-    def _count_merging(self) -> None:
-        self._merging = sum(isinstance(e, Merging) for e in self.entries)
 
     def _start_merges(self) -> None:
         """Pair up the newest neighbours whose sizes are within a factor of two.
@@ -334,7 +328,6 @@ class Spine:
                         self.entries[idx - 1 : idx + 1] = [a.merge(b, self._frontier())]
                     else:
                         self.entries[idx - 1 : idx + 1] = [Merging(a, b)]
-                        self._merging += 1
                     changed = True
                     break
 
@@ -357,7 +350,6 @@ class Spine:
         """
         tail = self._tail_length()
         assert not tail >= TAIL > 1, f"a full tail of {tail} batches was left unmerged"
-        assert self._merging == sum(isinstance(e, Merging) for e in self.entries), "the count of merges in progress is off"
         for idx in range(len(self.entries) - 1 - tail, 0, -1):
             a, b = self.entries[idx - 1], self.entries[idx]
             if not isinstance(a, Merging) and not isinstance(b, Merging):
@@ -413,7 +405,6 @@ class Spine:
                 changed = True
         if changed:
             self._table = None
-            self._count_merging()
             self._start_merges()
 
     def compact(self) -> None:
@@ -423,7 +414,6 @@ class Spine:
             if len(self.entries) > 1 and not any(isinstance(e, Merging) for e in self.entries):
                 a, b = self.entries[-2], self.entries[-1]
                 self.entries[-2:] = [Merging(a, b)]
-                self._merging += 1
         if len(self.entries) == 1 and isinstance(self.entries[0], Batch):
             b = self.entries[0]
             f = self._frontier()
