@@ -158,6 +158,11 @@ def all_int(batch) -> bool:
     return batch.keys.dtype == np.int64 and all(v.dtype == np.int64 for v in batch.vals)
 
 
+def empty_table(arity: int) -> np.ndarray:
+    """The table of no batches of records of ``arity`` fields.  O(1)."""
+    return np.zeros((0, VAL0 + arity - 1), dtype=np.int64)
+
+
 class BatchTable:
     """The table of some batches, and the references that keep its addresses valid.
 
@@ -185,7 +190,7 @@ class BatchTable:
             row = b.table_row()
             keep.append(b)
             rows.append(row)
-        matrix = np.stack(rows) if rows else np.zeros((0, VAL0 + arity - 1), dtype=np.int64)
+        matrix = np.stack(rows) if rows else empty_table(arity)
         return cls(matrix, keep)
 
     def appended(self, batch) -> "BatchTable":

@@ -23,8 +23,9 @@ def histories(draw):
 
 
 @settings(max_examples=200, deadline=None)
-@given(histories(), st.booleans(), st.booleans())
-def test_rank_values_ranks_as_the_numpy_reference(h, plain, by_numpy):
+@given(histories(), st.booleans(), st.booleans(), st.booleans())
+def test_rank_values_ranks_as_the_numpy_reference(h, plain, by_numpy, by_radix):
+    """``by_numpy``: the order given; else sorted in the kernel, one value by radix (``by_radix``) or all by rows."""
     Ci, Co, m = h
     cols = [np.concatenate([Ci[1 + c], Co[1 + c]]) for c in range(m)]
     n = len(cols[0])
@@ -33,7 +34,7 @@ def test_rank_values_ranks_as_the_numpy_reference(h, plain, by_numpy):
     if ref_lo is None and n and by_numpy:  # the order numpy gives many rows (unstable for one column)
         given = np.argsort(cols[0]) if m == 1 else np.lexsort(cols[::-1])
     kernel = rank_values.plain if plain else rank_values
-    rank, first, n_values, lo, narrow = kernel(Ci, Co, m, given)
+    rank, first, n_values, lo, narrow = kernel(Ci, Co, m, given, 0 if by_radix else 1 << 30)
     assert bool(narrow) == (ref_lo is not None)
     if narrow:
         assert lo == ref_lo and rank.tolist() == (cols[0] - lo).tolist() and n_values == int(cols[0].max()) - lo + 1
@@ -48,7 +49,7 @@ def test_rank_values_ranks_as_the_numpy_reference(h, plain, by_numpy):
 @given(histories(), st.data(), st.booleans(), st.booleans(), st.booleans())
 def test_walk_rows_lays_out_the_emitted_rows(h, data, numbered, loop, plain):
     Ci, Co, m = h
-    rank, first, n_values, lo, narrow = rank_values(Ci, Co, m, np.zeros(0, dtype=np.int64))
+    rank, first, n_values, lo, narrow = rank_values(Ci, Co, m, np.zeros(0, dtype=np.int64), 1 << 30)
     if not n_values:
         return
     keys = np.array([4, 7, 9], dtype=np.int64)

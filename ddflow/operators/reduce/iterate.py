@@ -24,8 +24,8 @@ from ddflow.errors import DataflowError, SchemaError
 from ddflow.graph.node import any_complete, complete_row, object_columns, ready_mask, ready_split
 from ddflow.operators.reduce.chain import _assemble, chain_output, chain_walk, overflow_message, scalar_loop
 from ddflow.operators.reduce.logic import SCALAR_COUNT, Logic
-from ddflow.operators.reduce.tactic import ReduceTactic
-from ddflow.traces.layout import VAL0, build_trie, histories
+from ddflow.operators.reduce.tactic import BAD_ROUND, DONE, OVERFLOW, ReduceTactic
+from ddflow.traces.layout import build_trie, histories
 
 
 class LoopTactic(ReduceTactic):
@@ -74,8 +74,7 @@ class LoopTactic(ReduceTactic):
             return
         nk, nt = (key_matrix(new.cols), new.times) if new is not None else (_no_rows(ng), _no_rows(2))
         pk, pt = (key_matrix(pend.cols), pend.times) if pend is not None else (_no_rows(ng), _no_rows(2))
-        in_T = trace.spine.table().matrix
-        out_T = self.out_trace.spine.table().matrix if self.out_trace is not None else _no_rows(VAL0 + len(out_kinds) - 1)
+        in_T, out_T = trace.spine.table().matrix, self.out_table(len(out_kinds))
         logic = self.node.logic
         if logic.scalar_code is not None:
             cols, times, diffs, keys, key_offs, V, val_offs, row, later, later_t, status = loop_step(
@@ -154,10 +153,6 @@ class LoopTactic(ReduceTactic):
         else:
             oh, out_gid = Updates.empty(out_kinds, 2), np.zeros(0, dtype=np.int64)
         return list(groups), seed_gid, in_gid, hist, out_gid, oh
-
-
-#: A step's status: done, a seed at an iteration other than the round (an internal error), a count past int64.
-DONE, BAD_ROUND, OVERFLOW = 0, 1, 2
 
 
 def _no_rows(width: int) -> np.ndarray:
@@ -362,11 +357,12 @@ def loop_step(nk, nt, pk, pt, bound, in_T, out_T, out_arity, code):
                                                       in_diffs, out_gid, o_times[:, 0], o_times[:, 1])
     if overflow:
         return no_cols, empty2, empty1, empty1, no_offs, no_vals, no_offs, no_row, no_later, empty2, OVERFLOW
+    count = code == SCALAR_COUNT
     mult = np.empty(len(acc), dtype=np.int64)
     for i in range(len(acc)):  # CountLogic.scalar_rows and DistinctLogic.scalar_rows
-        mult[i] = (acc[i] != 0) if code == SCALAR_COUNT else (acc[i] > 0)
-    cols, times, diffs, overflow = chain_output(r, c_gid, c_a, mult, acc if code == SCALAR_COUNT else empty1, code == SCALAR_COUNT, gmat,
-                                                o_cols, o_diffs, out_pos)
+        mult[i] = (acc[i] != 0) if count else (acc[i] > 0)
+    cols, times, diffs, overflow = chain_output(r, c_gid, c_a, mult, acc if count else empty1, count, gmat, o_cols,
+                                                o_diffs, out_pos)
     if overflow:
         return no_cols, empty2, empty1, empty1, no_offs, no_vals, no_offs, no_row, no_later, empty2, OVERFLOW
     later, later_t = loop_pending(wk, wt, waiting, gmat, P)

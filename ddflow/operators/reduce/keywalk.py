@@ -11,11 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from ddflow.base.kernels import group_sums, grown, lazy_jit, lex_order, rows_differ, run_of, sorted_unique
+from ddflow.base.radix import radix_order
 from ddflow.operators.reduce.chain import later_rounds, n_later, next_chain_time
 
 
-@lazy_jit(uses=(lex_order, rows_differ))
-def rank_values(Ci, Co, m, order):
+@lazy_jit(uses=(lex_order, rows_differ, radix_order))
+def rank_values(Ci, Co, m, order, sort_above):
     """Each history row's value rank, the values being rows ``1..m`` of ``Ci`` (input) then ``Co`` (output).
 
     Returns ``(rank, first, n_values, lo, narrow)``.  One integer value
@@ -23,8 +24,10 @@ def rank_values(Ci, Co, m, order):
     least, ``lo``, ranks it in order, no sort.  Otherwise the dense rank
     in tuple order and ``first``, one row of each rank (the first in
     ``order``: the rows sorted by value, given or, when empty, sorted
-    here).  What the walk's ``_narrow_int_range`` and ``_dense_rank`` give,
-    in one call.  O(n), or O(n m log n) sorted.
+    here: more than ``sort_above`` rows of one value by
+    :func:`~ddflow.base.radix.radix_order`, others by :func:`lex_order`).
+    What the walk's ``_narrow_int_range`` and ``_dense_rank`` give, in one
+    call.  O(n), or O(n m log n) sorted.
     """
     ni = Ci.shape[1]
     n = ni + Co.shape[1]
@@ -45,7 +48,7 @@ def rank_values(Ci, Co, m, order):
         for c in range(m):
             V[i, c] = Ci[1 + c, i] if i < ni else Co[1 + c, i - ni]
     if len(order) != n:
-        order = lex_order(V)
+        order = radix_order(V[:, 0]) if m == 1 and n > sort_above else lex_order(V)
     rank = np.empty(n, dtype=np.int64)
     first = np.empty(n, dtype=np.int64)
     nv = 0

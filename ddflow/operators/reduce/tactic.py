@@ -37,10 +37,16 @@ import numpy as np
 
 from ddflow.base.updates import Updates
 from ddflow.traces import Trace, TraceHandle
+from ddflow.traces.layout import empty_table
 
 if TYPE_CHECKING:
     from ddflow.operators.reduce.logic import Logic
     from ddflow.operators.reduce.node import ReduceNode
+
+
+#: What a tactic's one-call step reports: done; outside the tactic's contract (a seed at an iteration
+#: other than the round); a sum past int64.  The step changes nothing unless it is done.
+DONE, BAD_ROUND, OVERFLOW = 0, 1, 2
 
 
 class ReduceTactic(ABC):
@@ -75,6 +81,10 @@ class ReduceTactic(ABC):
 
     def trace_handles(self) -> list[TraceHandle]:
         return [self.out_handle] if self.out_handle is not None else []
+
+    def out_table(self, arity: int) -> np.ndarray:
+        """The output trace's table (:class:`ddflow.traces.layout.BatchTable`), empty before any output.  O(1) cached."""
+        return self.out_trace.spine.table().matrix if self.out_trace is not None else empty_table(arity)
 
     def output(self, out: Updates, trie: tuple | None = None) -> None:
         """Record consolidated output in the output trace (what later steps subtract) and emit it.

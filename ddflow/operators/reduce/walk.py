@@ -45,15 +45,15 @@ import numpy as np
 from ddflow.base.columnar import pair_order
 from ddflow.base.consolidate import consolidate
 from ddflow.base.kernels import helpers_of, key_matrix, lazy_jit, sort_rows
-from ddflow.base.radix import radix_order
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import any_complete
 from ddflow.operators.reduce.general import GeneralTactic, seeds
 from ddflow.operators.reduce.keywalk import key_walk, rank_values, walk_rows
 from ddflow.operators.reduce.logic import ExtremeLogic, Logic
+from ddflow.operators.reduce.tactic import BAD_ROUND, DONE, OVERFLOW
 from ddflow.operators.reduce.pending import due_seeds, merge_pending
-from ddflow.traces.layout import VAL0, build_trie, histories
+from ddflow.traces.layout import build_trie, histories
 
 #: Logics as the kernel numbers them.
 MODES = {"min": 0, "max": 1, "top_k": 2, "row_number": 3, "rank": 4, "dense_rank": 5}
@@ -119,7 +119,7 @@ class WalkTactic(GeneralTactic):
         else:
             out_g, odf = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
             Co, ot = np.zeros((len(out_kinds), 0), dtype=np.int64), np.zeros((0, depth), dtype=np.int64)
-        vrank, vfirst, n_values, lo, narrow = rank_values(Ci, Co, m, _value_order(Ci, Co, m))
+        vrank, vfirst, n_values, lo, narrow = rank_values(Ci, Co, m, _value_order(Ci, Co, m), NUMPY_SORT_ABOVE)
         if numbered and n_values * (logic.k + 1) > PAIRS_AT_MOST:
             return super().step(new, bound)
         ni = len(idf)
@@ -142,11 +142,9 @@ class WalkTactic(GeneralTactic):
     def _step_one_call(self, new, nk, nt, pk, pt, bound, trace) -> None:
         """min, max and top_k of one int value field: the whole step in one compiled call (:func:`walk_step`)."""
         logic = self.node.logic
-        out_T = self.out_trace.spine.table().matrix if self.out_trace is not None else \
-            np.zeros((0, VAL0 + len(trace.kinds) - 1), dtype=np.int64)
         cols, times, diffs, tkeys, key_offs, V, val_offs, row, pend_k, pend_t, status = walk_step(
-            MODES[logic.name], getattr(logic, "k", 1), nk, nt, pk, pt, bound, trace.spine.table().matrix, out_T,
-            NUMPY_SORT_ABOVE)
+            MODES[logic.name], getattr(logic, "k", 1), nk, nt, pk, pt, bound, trace.spine.table().matrix,
+            self.out_table(len(trace.kinds)), NUMPY_SORT_ABOVE)
         if status == BAD_ROUND:  # outside the walk's contract: the reference, before anything has changed
             return super().step(new, bound)
         if status == OVERFLOW:
@@ -351,20 +349,15 @@ def _value_order(Ci: np.ndarray, Co: np.ndarray, m: int) -> np.ndarray:
     return sort_rows(key_matrix(vals))
 
 
-#: A one-call step's status: done, outside the walk's contract (a seed at another iteration), a sum past int64.
-DONE, BAD_ROUND, OVERFLOW = 0, 1, 2
-
-
-@lazy_jit(uses=helpers_of(due_seeds, histories, rank_values, key_walk, merge_pending, walk_rows, build_trie,
-                          radix_order))
+@lazy_jit(uses=helpers_of(due_seeds, histories, rank_values, key_walk, merge_pending, walk_rows, build_trie))
 def walk_step(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above):
     """A walk tactic's step for min, max or top_k (``mode``) of one int value field, in one compiled call.
 
     What :meth:`WalkTactic._step_ints` does in several calls for these
     logics: :func:`~.pending.due_seeds`, :func:`histories` of both traces
     (tables ``in_T``, ``out_T``), :func:`rank_values` (over
-    ``sort_above`` rows whose values are not narrow, ranked after a sort
-    of their values), :func:`key_walk`, :func:`~.pending.merge_pending`,
+    ``sort_above`` rows whose values are not narrow, ranked after a radix
+    sort of their values), :func:`key_walk`, :func:`~.pending.merge_pending`,
     :func:`walk_rows`, and the output's trie for the output trace
     (:func:`traces.layout.build_trie`).  Returns ``(cols, times, diffs,
     keys, key_offs, V, val_offs, row, pending keys, pending times,
@@ -384,16 +377,8 @@ def walk_step(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above):
         groups[0, g] = keys[g]
     in_g, Ci, it, idf = histories(in_T, groups, arity, depth)
     out_g, Co, ot, odf = histories(out_T, groups, arity, depth)
-    ni, n = len(idf), len(idf) + len(odf)
-    order = empty1
-    if n > sort_above:  # many values: sorted here by radix, unless narrow (then ranked as offsets, unsorted)
-        v = np.empty(n, dtype=np.int64)
-        for i in range(n):
-            v[i] = Ci[1, i] if i < ni else Co[1, i - ni]
-        lo, hi = v.min(), v.max()
-        if (lo < 0 and hi > lo + np.iinfo(np.int64).max) or hi - lo >= 2 * n:
-            order = radix_order(v)
-    vrank, vfirst, n_values, lo, narrow = rank_values(Ci, Co, 1, order)
+    ni = len(idf)
+    vrank, vfirst, n_values, lo, narrow = rank_values(Ci, Co, 1, empty1, sort_above)
     in_i, out_i = np.zeros(ni, dtype=np.int64), np.zeros(len(odf), dtype=np.int64)
     for i in range(ni if depth == 2 else 0):
         in_i[i] = it[i, 1]
