@@ -411,7 +411,63 @@ def value_range(T, b, lo, hi, groups, g, ng):
     return lo, hi
 
 
-@lazy_jit(uses=(offset, lower_bound_from, value_range, key_offsets, val_offsets))
+#: A group's updates up to this many are put in time order by insertion, in place; more by a merge sort.
+INSERTION_RUN = 64
+
+
+def order_by_time(cols, times, diffs, start, k, ng):
+    """Rows ``[start, k)`` of ``cols``/``times``/``diffs`` stably sorted by first time coordinate, in place.
+
+    The rows are one group's updates, so their first ``ng`` columns are
+    equal and stay put.  They come as one time-ordered run per batch
+    (and value), the batches oldest first, so they are often in order
+    already.  Up to ``INSERTION_RUN`` rows an insertion sort: O(n) when
+    in order, allocating nothing; more, a stable argsort and a copy.
+    O(n * runs) for the few, O(n log n) for the many.
+    """
+    x = start + 1
+    while x < k and times[x, 0] >= times[x - 1, 0]:
+        x += 1
+    if x >= k:
+        return
+    arity, depth = cols.shape[0], times.shape[1]
+    if k - start <= INSERTION_RUN:
+        for x in range(x, k):
+            t0 = times[x, 0]
+            if t0 >= times[x - 1, 0]:
+                continue
+            y = x - 1
+            while y > start and times[y - 1, 0] > t0:
+                y -= 1
+            for j in range(ng, arity):  # row x moves to y, rows [y, x) one down
+                c = cols[j, x]
+                for z in range(x, y, -1):
+                    cols[j, z] = cols[j, z - 1]
+                cols[j, y] = c
+            for j in range(depth):
+                c = times[x, j]
+                for z in range(x, y, -1):
+                    times[z, j] = times[z - 1, j]
+                times[y, j] = c
+            d = diffs[x]
+            for z in range(x, y, -1):
+                diffs[z] = diffs[z - 1]
+            diffs[y] = d
+        return
+    order = np.argsort(times[start:k, 0], kind="mergesort")
+    tc = cols[ng:, start:k].copy()
+    tt = times[start:k].copy()
+    td = diffs[start:k].copy()
+    for x in range(k - start):
+        o = order[x]
+        for j in range(ng, arity):
+            cols[j, start + x] = tc[j - ng, o]
+        for c in range(depth):
+            times[start + x, c] = tt[o, c]
+        diffs[start + x] = td[o]
+
+
+@lazy_jit(uses=(offset, lower_bound_from, value_range, key_offsets, val_offsets, order_by_time))
 def histories(T, groups, arity, depth):
     """Every update in table ``T`` of the records that start with one of ``groups``' rows.
 
@@ -460,28 +516,13 @@ def histories(T, groups, arity, depth):
             for v in range(vlo[b, g], vhi[b, g]):
                 for u in range(offset(vo64, vo32, v), offset(vo64, vo32, v + 1)):
                     gid[k] = g
-                    cols[0, k] = groups[0, g]
-                    for j in range(1, arity):
+                    for j in range(ng):  # value_range matched the group's columns
+                        cols[j, k] = groups[j, g]
+                    for j in range(ng, arity):
                         cols[j, k] = view_i64(T[b, VAL0 + j - 1], T[b, NVALS])[v]
                     for c in range(depth):
                         times[k, c] = bt[u, c]
                     diffs[k] = bd[u]
                     k += 1
-        ordered = True
-        for x in range(start + 1, k):
-            if times[x, 0] < times[x - 1, 0]:
-                ordered = False
-                break
-        if not ordered:  # batches are oldest first, so a group's runs are usually in time order already
-            order = np.argsort(times[start:k, 0], kind="mergesort")
-            tc = cols[:, start:k].copy()
-            tt = times[start:k].copy()
-            td = diffs[start:k].copy()
-            for x in range(k - start):
-                o = order[x]
-                for j in range(arity):
-                    cols[j, start + x] = tc[j, o]
-                for c in range(depth):
-                    times[start + x, c] = tt[o, c]
-                diffs[start + x] = td[o]
+        order_by_time(cols, times, diffs, start, k, ng)
     return gid, cols, times, diffs
