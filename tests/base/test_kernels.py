@@ -218,3 +218,21 @@ def test_a_kernel_declared_after_its_helper_was_bound_compiled_still_compiles():
     helper_now = globals()["_twice"]  # what `from this_module import _twice` would now get
     second = lazy_jit(uses=(helper_now,))(_doubled_plus_one)
     assert second(3) == 7
+
+
+@functools.cache
+def _sorted_unique_compiled():
+    return lazy_jit(uses=K.helpers_of(K.sorted_unique))(_SORTED_UNIQUE)
+
+
+_SORTED_UNIQUE = getattr(K.sorted_unique, "py_func", K.sorted_unique)
+
+
+@settings(max_examples=200)
+@given(values=hnp.arrays(np.int64, st.integers(0, 60), elements=st.integers(-2**63, 2**63 - 1) | st.integers(-3, 3)),
+       compiled=st.booleans())
+def test_sorted_unique_matches_numpy_by_insertion_and_by_sort(values, compiled):
+    """Both of ``sort_small``'s paths (the insertion sort up to SORT_BY_INSERTION values, numba's sort past it)."""
+    ref = np.unique(values)
+    got = (_sorted_unique_compiled() if compiled else _SORTED_UNIQUE)(values.copy())
+    assert got.tolist() == ref.tolist()

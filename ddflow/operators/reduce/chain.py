@@ -18,7 +18,7 @@ import numpy as np
 
 from ddflow.base.columnar import pair_order
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import group_sums, grown, lazy_jit, lex_order, run_of, sorted_unique
+from ddflow.base.kernels import group_sums, grown, lazy_jit, lex_order, run_of, sort_small, sorted_unique
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 
@@ -178,7 +178,7 @@ def n_later(r, in_i, i0, i1, out_i, o0, o1):
     return n
 
 
-def later_rounds(P, npd, g, r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, out_a, out_i, o0, o1):
+def later_rounds(P, npd, g, r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, out_a, out_i, o0, o1, scratch):
     """Append to ``P`` (rows ``(group, outer time, iteration)``, ``npd`` used) group ``g``'s later rounds.
 
     A kernel helper (compiled with the kernels that call it), called for a
@@ -186,11 +186,13 @@ def later_rounds(P, npd, g, r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, o
     Those rows make this round's change visible again at their iterations:
     each of those iterations, crossed with every candidate outer time (the
     group's ``nc`` chain times ``chain[c0:c0 + nc]`` and its later history's
-    outer times from the earliest seed ``ms`` on).  Returns ``(P, npd)``.
+    outer times from the earliest seed ``ms`` on).  ``scratch``: at least
+    ``nc + 2 * n_later`` int64s the caller allocated once for every group
+    (an allocation per group cost as much as the rest).  Returns ``(P, npd)``.
     O(h + p log p) for h history rows and p pending times.
     """
-    its = np.empty(n_later, dtype=np.int64)
-    outer = np.empty(nc + n_later, dtype=np.int64)
+    its = scratch[:n_later]
+    outer = scratch[n_later:nc + 2 * n_later]
     for x in range(nc):
         outer[x] = chain[c0 + x]
     nout = nc
@@ -243,7 +245,7 @@ def next_chain_time(c, r, sp, s1, seed_a, p, i1, in_a, in_i, q, o1, out_a, out_i
     return nxt, sp
 
 
-@lazy_jit(uses=(grown, run_of, sorted_unique, n_later, later_rounds, next_chain_time))
+@lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, later_rounds, next_chain_time))
 def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
     """The chain of each seeded group at iteration ``r``, its input counts, and the pending times.
 
@@ -266,6 +268,7 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
     acc = np.empty(cap, dtype=np.int64)
     out_pos = np.full(no, -1, dtype=np.int64)
     P = np.empty((16, 3), dtype=np.int64)
+    scratch = np.empty(cap + ni + no, dtype=np.int64)  # later_rounds': a group's chain plus twice its history
     nc = 0
     npd = 0
     s0 = 0
@@ -302,7 +305,8 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
             c, sp = next_chain_time(c, r, sp, s1, seed_a, p, i1, in_a, in_i, q, o1, out_a, out_i)
         later = n_later(r, in_i, i0, i1, out_i, o0, o1)
         if later:  # P is reassigned only here: an array reassigned on every pass costs the loop reference counting
-            P, npd = later_rounds(P, npd, g, r, ms, ca, c0, nc - c0, later, in_a, in_i, i0, i1, out_a, out_i, o0, o1)
+            P, npd = later_rounds(P, npd, g, r, ms, ca, c0, nc - c0, later, in_a, in_i, i0, i1, out_a, out_i, o0, o1,
+                                  scratch)
         s0, i0, o0 = s1, i1, o1
     return cg[:nc], ca[:nc], acc[:nc], out_pos, P[:npd], overflow
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.kernels import group_sums, grown, lazy_jit, lex_order, rows_differ, run_of, sorted_unique
+from ddflow.base.kernels import group_sums, grown, lazy_jit, lex_order, rows_differ, run_of, sort_small, sorted_unique
 from ddflow.base.radix import radix_order
 from ddflow.operators.reduce.chain import later_rounds, n_later, next_chain_time
 
@@ -108,7 +108,7 @@ def add_changed(delta, mark, st, n, x, d):
     return n
 
 
-@lazy_jit(uses=(grown, run_of, sorted_unique, n_later, later_rounds, next_chain_time, add_changed))
+@lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, later_rounds, next_chain_time, add_changed))
 def key_walk(mode, k, r, bound_a, n_values,
              seed_g, seed_a,
              in_g, in_a, in_i, in_v, in_d,
@@ -153,6 +153,7 @@ def key_walk(mode, k, r, bound_a, n_values,
     mark = np.zeros(n_values, dtype=np.bool_)  # min/max: values in ``st``, the ones this chain step changes
     st = np.empty(n_values, dtype=np.int64)
     chain = np.empty(len(seed_a) + len(in_a) + len(out_a), dtype=np.int64)
+    scratch = np.empty(len(chain) + len(in_a) + len(out_a), dtype=np.int64)  # later_rounds'
     W = k + 1 if mode >= 3 else 0  # modes 3-5: pairs (value, number) as value * W + number
     pdelta = np.zeros(n_values * W, dtype=np.int64)
     pmark = np.zeros(n_values * W, dtype=np.bool_)
@@ -190,7 +191,7 @@ def key_walk(mode, k, r, bound_a, n_values,
                 touched[nt] = out_v[j]
                 nt += 1
         vals = touched[:nt]
-        vals.sort()  # ranks in value order
+        sort_small(vals)  # ranks in value order
         # Walk the chain of outer times: seeds, and history at iterations <= r from the earliest seed on.
         p, q, sp = i0, o0, s0
         nc = 0
@@ -360,6 +361,7 @@ def key_walk(mode, k, r, bound_a, n_values,
             seen[v] = False
         later = n_later(r, in_i, i0, i1, out_i, o0, o1)
         if later:  # P is reassigned only here (see chain_walk)
-            P, npd = later_rounds(P, npd, g, r, ms, chain, 0, nc, later, in_a, in_i, i0, i1, out_a, out_i, o0, o1)
+            P, npd = later_rounds(P, npd, g, r, ms, chain, 0, nc, later, in_a, in_i, i0, i1, out_a, out_i, o0, o1,
+                                  scratch)
         s0, i0, o0 = s1, i1, o1
     return E[:ne], P[:npd]
