@@ -106,7 +106,7 @@ class Trace:
     def insert_consolidating(self, u: Updates) -> Updates:
         """Consolidate ``u``, insert it untiled (as :meth:`insert_updates`) and return it consolidated.
 
-        What an arrangement does with every batch it receives.  Up to
+        What an arrangement does with every batch it receives.  From one to
         ``SMALL_ROWS`` updates of int64 columns, consolidating and building
         the batch are one compiled call (:func:`traces.layout.consolidated_trie`);
         otherwise ``consolidate`` then :meth:`insert_updates`.  A sum of
@@ -122,7 +122,7 @@ class Trace:
         >>> t.contents(0)
         {(1, 4): 1, (2, 5): 2}
         """
-        if not 1 < len(u) <= SMALL_ROWS or not all(c.dtype == np.int64 for c in u.cols):
+        if not 0 < len(u) <= SMALL_ROWS or not all(c.dtype == np.int64 for c in u.cols):
             u = consolidate(u)
             if len(u):
                 self.insert_updates(u, consolidated=True)
