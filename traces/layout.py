@@ -425,14 +425,14 @@ def order_by_time(cols, times, diffs, start, k, ng):
     in order, allocating nothing; more, a stable argsort and a copy.
     O(n * runs) for the few, O(n log n) for the many.
     """
-    x = start + 1
-    while x < k and times[x, 0] >= times[x - 1, 0]:
-        x += 1
-    if x >= k:
+    first = start + 1  # the first row out of order
+    while first < k and times[first, 0] >= times[first - 1, 0]:
+        first += 1
+    if first >= k:
         return
     arity, depth = cols.shape[0], times.shape[1]
     if k - start <= INSERTION_RUN:
-        for x in range(x, k):
+        for x in range(first, k):
             t0 = times[x, 0]
             if t0 >= times[x - 1, 0]:
                 continue

@@ -187,8 +187,8 @@ def later_rounds(P, npd, g, r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, o
     each of those iterations, crossed with every candidate outer time (the
     group's ``nc`` chain times ``chain[c0:c0 + nc]`` and its later history's
     outer times from the earliest seed ``ms`` on).  ``scratch``: at least
-    ``nc + 2 * n_later`` int64s the caller allocated once for every group
-    (an allocation per group cost as much as the rest).  Returns ``(P, npd)``.
+    ``nc + 2 * n_later`` int64s, allocated once by the caller for every
+    group.  Returns ``(P, npd)``.
     O(h + p log p) for h history rows and p pending times.
     """
     its = scratch[:n_later]
