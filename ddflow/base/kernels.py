@@ -361,9 +361,7 @@ SORT_BY_INSERTION = 24
 def sort_small(a):
     """Sort int64 array ``a`` in place: by insertion up to ``SORT_BY_INSERTION`` values, else ``a.sort()``.
 
-    numba's ``sort`` sets up its partition stack on every call, about
-    0.2 us, which is most of the cost when a kernel sorts a few values
-    per group.  O(n^2) for the few, O(n log n) for the many.
+    numba's ``sort`` sets up its partition stack each call (0.2 us).  O(n^2) for the few, else O(n log n).
     """
     if len(a) > SORT_BY_INSERTION:
         a.sort()
