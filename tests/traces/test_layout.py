@@ -40,8 +40,13 @@ def traces(draw):
     return batches, depth, arity
 
 
+def _row_list(cols, times, diffs):
+    """The updates as ``(record, time, diff)`` tuples, in the order given."""
+    return list(zip(zip(*(c.tolist() for c in cols)), map(tuple, times.tolist()), diffs.tolist()))
+
+
 def _rows(cols, times, diffs):
-    return sorted(zip(zip(*(c.tolist() for c in cols)), map(tuple, times.tolist()), diffs.tolist()))
+    return sorted(_row_list(cols, times, diffs))
 
 
 @settings(max_examples=150, deadline=None)
@@ -92,11 +97,8 @@ def test_histories_match_a_filter_of_the_flattened_updates(tr, data, plain):
             u = b.flatten()
             sel = np.flatnonzero(np.all([u.cols[j] == groups[j, g] for j in range(ng)], axis=0)) if len(u) \
                 else np.zeros(0, dtype=np.int64)
-            ref.extend(zip(zip(*(c[sel].tolist() for c in u.cols)), map(tuple, u.times[sel].tolist()),
-                           u.diffs[sel].tolist()))
-        got = list(zip(zip(*(c.tolist() for c in cols[:, mine])), map(tuple, times[mine].tolist()),
-                       diffs[mine].tolist()))
-        assert got == sorted(ref, key=lambda row: row[1][0])
+            ref.extend(_row_list([c[sel] for c in u.cols], u.times[sel], u.diffs[sel]))
+        assert _row_list(cols[:, mine], times[mine], diffs[mine]) == sorted(ref, key=lambda row: row[1][0])
 
 
 def test_a_trace_keeps_its_table_until_its_batches_change():
