@@ -180,6 +180,11 @@ class BatchTable:
         # [buffer, rows used]: ``matrix`` is the buffer's first rows while this table is the buffer's newest.
         self._room = room
 
+    @property
+    def batches(self) -> list:
+        """The batches ``matrix`` describes, a row each, oldest first (what keeps its addresses valid).  O(1)."""
+        return self._keep
+
     @classmethod
     def of(cls, batches: Sequence, depth: int, arity: int) -> "BatchTable":
         keep: list = []

@@ -163,13 +163,15 @@ def _advanced(b: Batch, frontier: Antichain) -> Batch:
     return b.merge(nothing, frontier)
 
 
-def _merge_all(batches: list[Batch], frontier: Antichain) -> Batch:
+def _merge_all(batches: list[Batch], frontier: Antichain, rows: np.ndarray | None = None) -> Batch:
     """Consecutive batches as one, times advanced by ``frontier``, consolidated: one pass.  O(n log n) for n updates.
 
     What :meth:`Batch.merge` does for two, for any number of small batches
     (the spine's tail): one compiled call (:func:`traces.merge.merge_table`)
     when every column is int64; otherwise their updates concatenated,
-    advanced and consolidated once.
+    advanced and consolidated once.  ``rows``, when given, is the table of
+    ``batches`` (every column int64, each batch non-empty), as the spine
+    already holds it.
     """
     first, last = batches[0], batches[-1]
     if len(frontier):
@@ -179,9 +181,9 @@ def _merge_all(batches: list[Batch], frontier: Antichain) -> Batch:
         for b in batches[1:]:
             since = since if since == b.desc.since else since.glb(b.desc.since)
     desc = Description(first.desc.lower, last.desc.upper, since)
-    if all(all_int(b) for b in batches):
+    if rows is not None or all(all_int(b) for b in batches):
         F = frontier.elements if len(frontier) else np.zeros((0, first.depth), dtype=np.int64)
-        T = BatchTable.of(batches, first.depth, len(first.kinds)).matrix
+        T = rows if rows is not None else BatchTable.of(batches, first.depth, len(first.kinds)).matrix
         keys, vals, key_offs, val_offs, times, diffs, overflow = merge_table(T, len(first.kinds), first.depth, F)
         if not overflow:
             if not len(diffs):
@@ -222,6 +224,9 @@ class Spine:
         self._table: BatchTable | None = None  # of batches(); dropped whenever `entries` changes
         self._minimum = Antichain.minimum(depth)
         self._tail = 0  # small batches at the end, as :meth:`_start_merges` last counted them (plus appends since)
+        self._merging = 0  # merges in progress among `entries`: an insertion with none left to fuel skips the pass
+        self._ints = "f" not in kinds  # every column int64: merges go through the spine's table
+        self._covering = Description.covering(depth)
 
     # -- reading ------------------------------------------------------------
     def batches(self) -> Iterator[Batch]:
@@ -262,7 +267,8 @@ class Spine:
             raise SchemaError(f"batch column kinds {batch.kinds} do not match the trace's {self.kinds}")
         if batch.depth != self.depth:
             raise SchemaError(f"batch time depth {batch.depth} does not match the trace's {self.depth} (mixed time depths)")
-        untiled = not len(batch.desc.upper) and batch.desc.lower == self._minimum
+        d = batch.desc
+        untiled = d is self._covering or (not len(d.upper) and d.lower == self._minimum)
         if not untiled:
             if not (self.upper == batch.desc.lower):
                 raise UsageError(f"batch lower {batch.desc.lower} does not continue the trace, whose upper is {self.upper}")
@@ -287,6 +293,8 @@ class Spine:
 
     def _fuel(self, fuel: int) -> bool:
         """Give ``fuel`` units to each merge in progress; whether one of them finished."""
+        if not self._merging:
+            return False
         frontier = self._frontier()
         finished = False
         for idx, e in enumerate(self.entries):
@@ -294,6 +302,7 @@ class Spine:
                 _, done = e.work(fuel, frontier)
                 if done is not None:
                     self.entries[idx] = done
+                    self._merging -= 1
                     self._table = None
                     finished = True
         return finished
@@ -314,8 +323,9 @@ class Spine:
             changed = False
             tail = self._tail = self._tail_length()
             if tail >= TAIL > 1:
+                merged = _merge_all(self.entries[-tail:], self._frontier(), self._tail_rows(tail))
                 self._table = None
-                self.entries[-tail:] = [_merge_all(self.entries[-tail:], self._frontier())]
+                self.entries[-tail:] = [merged]
                 changed = True
                 continue
             for idx in range(len(self.entries) - 1 - tail, 0, -1):
@@ -328,8 +338,21 @@ class Spine:
                         self.entries[idx - 1 : idx + 1] = [a.merge(b, self._frontier())]
                     else:
                         self.entries[idx - 1 : idx + 1] = [Merging(a, b)]
+                        self._merging += 1
                     changed = True
                     break
+
+    def _tail_rows(self, tail: int) -> np.ndarray | None:
+        """The table rows of the last ``tail`` entries, when the kept table has them (int64 columns only).  O(tail).
+
+        Saves a tail merge rebuilding a table the spine already holds.
+        """
+        table = self._table
+        if not self._ints or table is None or len(table.batches) < tail:
+            return None
+        if not all(a is b for a, b in zip(table.batches[-tail:], self.entries[-tail:])):
+            return None  # an empty entry has no row, or the table is not this spine's newest
+        return table.matrix[-tail:]
 
     def _tail_length(self) -> int:
         """How many batches at the end are under ``TAIL_ROWS`` updates, none merging (0 when ``TAIL`` is 1)."""
@@ -350,6 +373,7 @@ class Spine:
         """
         tail = self._tail_length()
         assert not tail >= TAIL > 1, f"a full tail of {tail} batches was left unmerged"
+        assert self._merging == sum(isinstance(e, Merging) for e in self.entries), "merges in progress miscounted"
         for idx in range(len(self.entries) - 1 - tail, 0, -1):
             a, b = self.entries[idx - 1], self.entries[idx]
             if not isinstance(a, Merging) and not isinstance(b, Merging):
@@ -399,6 +423,7 @@ class Spine:
                 if (_span(e.old) >= SETTLE_SPAN or _span(e.new) >= SETTLE_SPAN) \
                         and _passed(e.old, passed) and _passed(e.new, passed):
                     self.entries[idx] = e.old.merge(e.new, f)
+                    self._merging -= 1
                     changed = True
             elif unsettled(e):
                 self.entries[idx] = _advanced(e, f)
@@ -414,6 +439,7 @@ class Spine:
             if len(self.entries) > 1 and not any(isinstance(e, Merging) for e in self.entries):
                 a, b = self.entries[-2], self.entries[-1]
                 self.entries[-2:] = [Merging(a, b)]
+                self._merging += 1
         if len(self.entries) == 1 and isinstance(self.entries[0], Batch):
             b = self.entries[0]
             f = self._frontier()

@@ -100,6 +100,16 @@ def check_spine(trace: Trace) -> None:
     assert lower == trace.upper
     assert total == len(trace)
     trace.spine._check()
+    check_table(trace)
+
+
+def check_table(trace: Trace) -> None:
+    """The spine's kept table (which its tail merge reads) has one row per non-empty batch, in order."""
+    if trace.ints:
+        table = trace.spine.table()
+        rows = [b for b in trace.spine.batches() if len(b)]
+        assert len(table.matrix) == len(table.batches) == len(rows)
+        assert all((table.matrix[i] == b.table_row()).all() for i, b in enumerate(rows))
 
 
 def relevant_grid(*time_arrays: np.ndarray) -> np.ndarray:
@@ -408,6 +418,7 @@ def test_trace_equals_dict_accumulation(script, data):
     with mock.patch.object(spine_mod, "EAGER_BELOW", eager), mock.patch.object(spine_mod, "FUEL", fuel), \
             mock.patch.object(spine_mod, "MIN_FUEL", data.draw(st.sampled_from([1, 16]))), \
             mock.patch.object(spine_mod, "SETTLE_MIN", settle), mock.patch.object(spine_mod, "TAIL", tail), \
+            mock.patch.object(spine_mod, "SETTLE_SPAN", data.draw(st.sampled_from([1, 64]))), \
             mock.patch.object(spine_mod, "TAIL_ROWS", data.draw(st.sampled_from([4, 256]))):
         tr = Trace(("i", "i"), depth)
         readers = [tr.reader(), tr.reader()]
@@ -458,17 +469,22 @@ def test_trace_equals_dict_accumulation(script, data):
 @settings(max_examples=40)
 @given(st.sampled_from([1, 2]), st.sampled_from([0, 8, 4096]), st.data())
 def test_untiled_inserts_equal_dict_accumulation(depth, eager, data):
-    """Batches inserted without an upper (as a dataflow's arrangements do) may hold any times."""
+    """Batches inserted without an upper (as a dataflow's arrangements do) may hold any times.
+
+    Many small batches: the tail merges, reading the table the spine keeps
+    (built here by every check, as a reader's seek builds it).
+    """
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     with mock.patch.object(spine_mod, "EAGER_BELOW", eager), mock.patch.object(spine_mod, "FUEL", 1), \
-            mock.patch.object(spine_mod, "MIN_FUEL", 1):
+            mock.patch.object(spine_mod, "MIN_FUEL", 1), mock.patch.object(spine_mod, "TAIL", data.draw(st.sampled_from([3, 8]))), \
+            mock.patch.object(spine_mod, "TAIL_ROWS", data.draw(st.sampled_from([16, 256]))):
         tr = Trace(("i", "i"), depth)
         h = tr.reader()
         raw: list = []
-        for step in range(data.draw(st.integers(1, 12))):
+        for step in range(data.draw(st.integers(1, 30))):
             n = int(rng.integers(0, 25))
             times = rng.integers(0, 6, size=(n, depth))
-            rows = rng.integers(0, 5, size=(n, 2))
+            rows = rng.integers(0, 8, size=(n, 2))
             diffs = rng.choice([-1, 1], size=n)
             tr.insert_updates(Updates((rows[:, 0], rows[:, 1]), times, diffs, ("i", "i")))
             raw.extend(zip(map(tuple, rows.tolist()), map(tuple, times.tolist()), diffs.tolist()))
@@ -478,6 +494,10 @@ def test_untiled_inserts_equal_dict_accumulation(depth, eager, data):
                 h.set_logical_compaction(Antichain(np.maximum(pts, old[rng.integers(0, len(old), size=2)])))
             for b in tr.spine.batches():
                 check_trie(b)
+            tr.spine._check()
+            check_table(tr)
+            if rng.random() < 0.3:
+                check_trace_against(tr, raw, rng)
         check_trace_against(tr, raw, rng)
         tr.compact()
         check_trace_against(tr, raw, rng)
@@ -744,6 +764,7 @@ def test_a_merge_in_progress_over_many_passed_times_finishes_advanced():
     before = tr.contents(2000)
     h.set_logical_compaction(Antichain([2000]))
     assert not any(isinstance(e, Merging) for e in tr.spine.entries)
+    tr.spine._check()
     assert tr.contents(2000) == before
     assert len(tr) <= 64  # one update per (key, value)
 
