@@ -79,7 +79,8 @@ class Batch:
     [((1, 10), 0, 1), ((1, 11), 0, 1), ((2, 20), 0, 1)]
     """
 
-    __slots__ = ("keys", "vals", "key_offs", "val_offs", "times", "diffs", "desc", "kinds", "_row", "_outer")
+    __slots__ = ("keys", "vals", "key_offs", "val_offs", "times", "diffs", "desc", "kinds", "_row", "_outer",
+                 "_since_outer")
 
     def __init__(
         self,
@@ -103,6 +104,7 @@ class Batch:
         self.kinds = kinds
         self._row = None
         self._outer: tuple[int, int] | None = None
+        self._since_outer: int | None = None
         for a in (keys, key_offs, val_offs, times, diffs, *vals):
             a.setflags(write=False)
         if check:
@@ -225,6 +227,15 @@ class Batch:
             outer = self.times[:, 0]
             self._outer = (int(outer.min()), int(outer.max())) if len(outer) else (0, -1)
         return self._outer
+
+    def since_outer(self) -> int:
+        """The greatest first coordinate of ``desc.since``'s elements (-1: none): how far settling advanced it.
+
+        O(1) after the first call (the description is immutable).
+        """
+        if self._since_outer is None:
+            self._since_outer = int(self.desc.since.elements[:, 0].max(initial=-1))
+        return self._since_outer
 
     def table_row(self) -> np.ndarray:
         """This batch's row of a :class:`traces.layout.BatchTable` (made once: the batch is immutable).  O(arity)."""

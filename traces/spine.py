@@ -405,13 +405,12 @@ class Spine:
         f = self._frontier()
         if not len(f):
             return
-        passed = int(f.elements[:, 0].min())
+        E = f.elements
+        passed = int(E[0, 0]) if len(E) == 1 else int(E[:, 0].min())
 
         def unsettled(b: Batch) -> bool:  # the frontier passed every time, and some time is not at `since`
-            if not len(b) or b.desc.since == f:
-                return False
-            latest = b.outer_range()[1]
-            return latest < passed and latest > int(b.desc.since.elements[:, 0].max(initial=-1))
+            latest = b.outer_range()[1]  # the O(1) tests first: a step asks this of every large batch
+            return len(b) > 0 and passed > latest > b.since_outer() and not b.desc.since == f
 
         changed = False
         for idx, e in enumerate(self.entries):

@@ -22,6 +22,9 @@ from ddflow.errors import SchemaError, UsageError
 TimeLike = int | Sequence[int] | np.ndarray
 
 
+_I64 = 1 << 63  # a time coordinate is an int64: -_I64 <= x < _I64
+
+
 def as_time(t: TimeLike, depth: int | None = None) -> np.ndarray:
     """One time as a 1-D int64 vector; ints are depth-1 times.
 
@@ -215,7 +218,7 @@ class Antichain:
         return len(self._elements)
 
     def __iter__(self) -> Iterator[tuple[int, ...]]:
-        return (tuple(int(x) for x in e) for e in self._elements)
+        return (tuple(e) for e in self._elements.tolist())
 
     def __bool__(self) -> bool:
         return len(self._elements) > 0
@@ -326,7 +329,10 @@ class MutableAntichain:
         >>> m = MutableAntichain(1); m.update(3, 2); m.count(3)
         2
         """
-        key = tuple(int(x) for x in as_time(t, self.depth))
+        if type(t) is tuple and len(t) == self.depth and all(type(x) is int and -_I64 <= x < _I64 for x in t):
+            key = t  # already the key (a frontier's element, as iterating an Antichain gives it)
+        else:
+            key = tuple(int(x) for x in as_time(t, self.depth))
         n = self._counts.get(key, 0) + delta
         if n < 0:
             raise UsageError(f"MutableAntichain count for time {key} would become negative ({n})")
