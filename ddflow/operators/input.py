@@ -32,7 +32,7 @@ from ddflow.base.consolidate import consolidate, group_starts
 from ddflow.base.kernels import key_matrix, row_hashes
 from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError, SchemaError, UsageError
-from ddflow.graph.node import Node, object_columns, ready_mask
+from ddflow.graph.node import Node, object_columns, ready_mask, ready_split
 from ddflow.graph.scope import Scope
 from ddflow.traces import Trace, TraceHandle
 
@@ -62,10 +62,13 @@ class InputNode(Node):
         if not q:
             return
         u = Updates.concat(q)
-        ready = np.all(u.times < bound, axis=1)
-        self.queues[0] = [u.take(np.flatnonzero(~ready))] if not ready.all() else []
-        if ready.any():
-            out = u.take(np.flatnonzero(ready))
+        ready, due = ready_split(u.times, bound)
+        if due == len(u):  # the usual step: everything submitted is before the frontier
+            self.queues[0], out = [], u
+        else:
+            self.queues[0] = [u.take(np.flatnonzero(~ready))]
+            out = u.take(np.flatnonzero(ready)) if due else None
+        if out is not None:
             if self.nonnegative is not None and len(out):
                 out = self._checked(out)
                 if self.one_time_per_record:
