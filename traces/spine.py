@@ -40,13 +40,10 @@ MIN_FUEL = 4096
 #: Merges smaller than this finish at once: slicing them is not worth it.
 EAGER_BELOW = 4096
 #: Batches under this many updates at the end of the spine wait, unmerged, until there are ``TAIL`` of them.
+#: 16 ran 2% faster on single-update reach but held twice the updates of a small sliding window
+#: (a record and its retraction wait apart in the tail), so 8 it is.
 TAIL_ROWS = 256
-#: 16 measured 2% faster than 8 on single-update reach (fewer tail merges; readers of int64 traces meet the
-#: whole tail in one compiled call, so its length costs them little).
-TAIL = 16
-#: The tail of a trace with a float column (its readers seek batch by batch in Python) or an object one
-#: (a record and its retraction, apart in the tail, both hold the record's interner codes): at most this long.
-TAIL_SHORT = 8
+TAIL = 8
 #: Batches at least this large are compacted once as soon as the frontier passes their step
 #: (smaller ones merge eagerly, which advances their times anyway).
 SETTLE_MIN = 1024
@@ -233,7 +230,6 @@ class Spine:
         self._tail = 0  # small batches at the end, as :meth:`_start_merges` last counted them (plus appends since)
         self._merging = 0  # merges in progress among `entries`: an insertion with none left to fuel skips the pass
         self._ints = "f" not in kinds  # every column int64: merges go through the spine's table
-        self._tail_cap = TAIL if self._ints and "o" not in kinds else min(TAIL, TAIL_SHORT)  # a tail this long merges
         self._covering = Description.covering(depth)
 
     # -- reading ------------------------------------------------------------
@@ -294,9 +290,9 @@ class Spine:
         else:
             self.entries.append(batch)
         self._tail += 1
-        if finished or len(batch) >= TAIL_ROWS or not self._tail_cap > self._tail > 0:
+        if finished or len(batch) >= TAIL_ROWS or not TAIL > self._tail > 0:
             self._start_merges()
-        # Otherwise a small batch joined a tail still short of its cap: the spine is as _start_merges left it
+        # Otherwise a small batch joined a tail still short of TAIL: the spine is as _start_merges left it
         # plus one tail batch, which no merge rule pairs with anything (only a full tail merges).
 
     def _fuel(self, fuel: int) -> bool:
@@ -320,7 +316,7 @@ class Spine:
 
         Batches under ``TAIL_ROWS`` updates at the end of the spine (the
         *tail*: what steps of a few updates insert) are left unmerged until
-        there are ``TAIL`` of them (``TAIL_SHORT`` with a float or object column), then merged in one pass
+        there are ``TAIL`` of them, then merged in one pass
         (:func:`_merge_all`).  Readers that read through the spine's table
         meet them all in one compiled call, so a longer tail costs them
         little, and merging a tail of small batches at once costs about what
@@ -330,7 +326,7 @@ class Spine:
         while changed:
             changed = False
             tail = self._tail = self._tail_length()
-            if tail >= self._tail_cap > 1:
+            if tail >= TAIL > 1:
                 merged = _merge_all(self.entries[-tail:], self._frontier(), self._tail_rows(tail))
                 self._table = None
                 self.entries[-tail:] = [merged]
@@ -363,9 +359,9 @@ class Spine:
         return table.matrix[-tail:]
 
     def _tail_length(self) -> int:
-        """How many batches at the end are under ``TAIL_ROWS`` updates, none merging (0 when the cap is 1)."""
+        """How many batches at the end are under ``TAIL_ROWS`` updates, none merging (0 when ``TAIL`` is 1)."""
         tail = 0
-        for e in reversed(self.entries if self._tail_cap > 1 else ()):
+        for e in reversed(self.entries if TAIL > 1 else ()):
             if isinstance(e, Merging) or len(e) >= TAIL_ROWS:
                 break
             tail += 1
@@ -375,12 +371,12 @@ class Spine:
         """The merge rules have nothing left to do (what :meth:`insert` leaves): for stress tests.
 
         With ``t`` the tail's length (trailing batches under ``TAIL_ROWS``):
-        ``t < cap`` (the spine's tail cap, when over 1), and no two neighbouring batches
+        ``t < TAIL`` (when ``TAIL > 1``), and no two neighbouring batches
         before the tail, neither of them a merge in progress, have
         ``len(a) <= 2 * len(b)``.  O(entries).
         """
         tail = self._tail_length()
-        assert not tail >= self._tail_cap > 1, f"a full tail of {tail} batches was left unmerged"
+        assert not tail >= TAIL > 1, f"a full tail of {tail} batches was left unmerged"
         assert self._merging == sum(isinstance(e, Merging) for e in self.entries), "merges in progress miscounted"
         for idx in range(len(self.entries) - 1 - tail, 0, -1):
             a, b = self.entries[idx - 1], self.entries[idx]
