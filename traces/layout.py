@@ -418,6 +418,9 @@ def value_range(T, b, lo, hi, groups, g, ng):
 
 #: A group's updates up to this many are put in time order by insertion, in place; more by a merge sort.
 INSERTION_RUN = 64
+#: A longer group with at most this many distinct first time coordinates is sorted by counting them
+#: (a loop's groups hold many updates at few outer times); with more, a stable argsort.
+COUNT_DISTINCT = 16
 
 
 def order_by_time(cols, times, diffs, start, k, ng):
@@ -427,8 +430,10 @@ def order_by_time(cols, times, diffs, start, k, ng):
     equal and stay put.  They come as one time-ordered run per batch
     (and value), the batches oldest first, so they are often in order
     already.  Up to ``INSERTION_RUN`` rows an insertion sort: O(n) when
-    in order, allocating nothing; more, a stable argsort and a copy.
-    O(n * runs) for the few, O(n log n) for the many.
+    in order, allocating nothing; more, a copy and a stable counting sort
+    by first coordinate when they hold at most ``COUNT_DISTINCT``
+    distinct ones, else a stable argsort.  O(n * runs) for the few,
+    O(n * distinct) or O(n log n) for the many.
     """
     first = start + 1  # the first row out of order
     while first < k and times[first, 0] >= times[first - 1, 0]:
@@ -459,11 +464,48 @@ def order_by_time(cols, times, diffs, start, k, ng):
                 diffs[z] = diffs[z - 1]
             diffs[y] = d
         return
-    order = np.argsort(times[start:k, 0], kind="mergesort")
+    n = k - start
     tc = cols[ng:, start:k].copy()
     tt = times[start:k].copy()
     td = diffs[start:k].copy()
-    for x in range(k - start):
+    seen = np.empty(COUNT_DISTINCT, dtype=np.int64)  # the distinct first coordinates, while few
+    nd = 0
+    for x in range(n):
+        t0 = tt[x, 0]
+        d = 0
+        while d < nd and seen[d] != t0:
+            d += 1
+        if d == nd:
+            if nd == COUNT_DISTINCT:
+                nd = -1
+                break
+            seen[nd] = t0
+            nd += 1
+    if nd < 0:
+        order = np.argsort(tt[:, 0], kind="mergesort")
+    else:  # a stable counting sort by the few distinct coordinates
+        for a in range(1, nd):
+            v = seen[a]
+            b = a
+            while b > 0 and seen[b - 1] > v:
+                seen[b] = seen[b - 1]
+                b -= 1
+            seen[b] = v
+        pos = np.zeros(nd + 1, dtype=np.int64)
+        bucket = np.empty(n, dtype=np.int64)
+        for x in range(n):
+            d = 0
+            while seen[d] != tt[x, 0]:
+                d += 1
+            bucket[x] = d
+            pos[d + 1] += 1
+        for d in range(nd):
+            pos[d + 1] += pos[d]
+        order = np.empty(n, dtype=np.int64)
+        for x in range(n):
+            order[pos[bucket[x]]] = x
+            pos[bucket[x]] += 1
+    for x in range(n):
         o = order[x]
         for j in range(ng, arity):
             cols[j, start + x] = tc[j - ng, o]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ddflow.base.updates import Updates
 from ddflow.traces.batch import Batch
-from ddflow.traces.layout import BatchTable, histories, seek_table_within
+from ddflow.traces.layout import COUNT_DISTINCT, INSERTION_RUN, BatchTable, histories, seek_table_within
 from ddflow.traces.trace import Trace, seek
 
 
@@ -85,6 +85,33 @@ def test_histories_match_a_filter_of_the_flattened_updates(tr, data, plain):
     table = BatchTable.of(batches, depth, arity)
     kernel = histories.plain if plain else histories
     gid, cols, times, diffs = kernel(table.matrix, groups, arity, depth)
+    _check_histories(batches, groups, gid, cols, times, diffs)
+
+
+@pytest.mark.parametrize("plain", [False, True])
+@pytest.mark.parametrize("outer_times", [3, 50])
+def test_histories_orders_long_groups_stably(plain, outer_times):
+    """Groups far past ``INSERTION_RUN`` updates, at few outer times (counted) or many (past ``COUNT_DISTINCT``)."""
+    rng = np.random.default_rng(outer_times)
+    batches = []
+    for _ in range(4):
+        n = 300
+        cols = (rng.integers(0, 2, size=n), rng.integers(-500, 500, size=n))
+        times = np.stack([rng.integers(0, outer_times, size=n), rng.integers(0, 50, size=n)], axis=1)
+        batches.append(Batch.from_updates(Updates(cols, times, rng.choice([-1, 1, 2], size=n), ("i", "i"))))
+    groups = np.array([[0, 1]], dtype=np.int64)
+    kernel = histories.plain if plain else histories
+    gid, cols, times, diffs = kernel(BatchTable.of(batches, 2, 2).matrix, groups, 2, 2)
+    for g in range(2):
+        outer = times[gid == g, 0]
+        assert len(outer) > 4 * INSERTION_RUN
+        assert (len(np.unique(outer)) <= COUNT_DISTINCT) == (outer_times <= COUNT_DISTINCT)
+    _check_histories(batches, groups, gid, cols, times, diffs)
+
+
+def _check_histories(batches, groups, gid, cols, times, diffs) -> None:
+    """``histories``' output against the batches' updates of each group, stably sorted by first time coordinate."""
+    ng = groups.shape[0]
     assert len(gid) == len(diffs) == len(times) == cols.shape[1]
     # Sorted by group, then stably by first time coordinate: each group's updates in the order of a stable sort
     # by time of the batches' updates, oldest batch first, each batch in its trie's order.
