@@ -276,9 +276,7 @@ class InputHandle:
             rows = self._stored(rows, times, diffs, where)
             if self.event_time is not None:
                 times = self._event_times(rows, where)
-        if u is not None:
-            pass  # int64 numpy columns, taken without a trip through Arrow
-        elif isinstance(rows, (pa.Table, pa.RecordBatch)):
+        if u is None and isinstance(rows, (pa.Table, pa.RecordBatch)):
             tcol = times if isinstance(times, str) else None
             dcol = diffs if isinstance(diffs, str) else None
             cols = [c for c in rows.schema.names if c not in (tcol, dcol)]
@@ -286,7 +284,7 @@ class InputHandle:
             t = times if isinstance(times, str) else _times_for(times, n, where)
             d = diffs if isinstance(diffs, str) else check_diffs(diffs, n, where)
             u = from_arrow(rows, interner, cols, t, d, kinds=self.kinds, where=where)
-        else:
+        elif u is None:
             rows = list(rows)
             u = from_rows(rows, _times_for(times, len(rows), where), diffs, interner, kinds=self.kinds, where=where)
         if u.depth != 1:

@@ -38,7 +38,7 @@ import numpy as np
 
 from ddflow.base import memory
 from ddflow.base.address import address, view_2d, view_i32, view_i64
-from ddflow.base.kernels import _consolidate_small, _trie_starts, consolidated_split, group_sums, lazy_jit
+from ddflow.base.kernels import _consolidate_small, _trie_starts, consolidated_split, group_sums, lazy_jit, sort_small
 from ddflow.errors import DataflowError
 
 #: The columns of a table row: counts, then addresses (offsets in 32 or 64 bits: the other view is empty).
@@ -484,13 +484,7 @@ def order_by_time(cols, times, diffs, start, k, ng):
     if nd < 0:
         order = np.argsort(tt[:, 0], kind="mergesort")
     else:  # a stable counting sort by the few distinct coordinates
-        for a in range(1, nd):
-            v = seen[a]
-            b = a
-            while b > 0 and seen[b - 1] > v:
-                seen[b] = seen[b - 1]
-                b -= 1
-            seen[b] = v
+        sort_small(seen[:nd])
         pos = np.zeros(nd + 1, dtype=np.int64)
         bucket = np.empty(n, dtype=np.int64)
         for x in range(n):
@@ -514,7 +508,7 @@ def order_by_time(cols, times, diffs, start, k, ng):
         diffs[start + x] = td[o]
 
 
-@lazy_jit(uses=(offset, lower_bound_from, value_range, key_offsets, val_offsets, order_by_time))
+@lazy_jit(uses=(offset, lower_bound_from, value_range, key_offsets, val_offsets, order_by_time, sort_small))
 def histories(T, groups, arity, depth):
     """Every update in table ``T`` of the records that start with one of ``groups``' rows.
 
