@@ -90,7 +90,57 @@ def _assemble(groups, c_gid, c_a, mult, val, out: Updates, out_pos, oo, kinds, r
     return consolidate(Updates.concat(parts))
 
 
-@lazy_jit(uses=(lex_order, group_sums))
+def chain_net(r, c_gid, c_a, mult, groups, odiffs, out_pos):
+    """:func:`chain_output` for a logic without a value column (distinct, threshold), in chain order.  A kernel helper.
+
+    Without values, a chain row's updates all share its group's row and its
+    time, and rows come by group and then time, which is the consolidated
+    order: so the sums are taken in place per chain row, in the order
+    :func:`chain_output`'s sort would visit them (``+D_i``, ``-D_(i-1)``,
+    then the history entries in their order), and nothing is sorted.
+    O(chain + history).
+    """
+    n = len(c_gid)
+    ng = groups.shape[0]
+    net = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        s = mult[i]
+        if i > 0 and c_gid[i - 1] == c_gid[i] and mult[i - 1] != 0:
+            d = -mult[i - 1]
+            t = s + d
+            if ((s ^ t) & (d ^ t)) < 0:
+                return np.empty((ng, 0), dtype=np.int64), np.empty((0, 2), dtype=np.int64), net[:0], True
+            s = t
+        net[i] = s
+    for q in range(len(out_pos)):
+        i = out_pos[q]
+        if i >= 0:
+            s, d = net[i], -odiffs[q]
+            t = s + d
+            if ((s ^ t) & (d ^ t)) < 0:
+                return np.empty((ng, 0), dtype=np.int64), np.empty((0, 2), dtype=np.int64), net[:0], True
+            net[i] = t
+    k = 0
+    for i in range(n):
+        if net[i] != 0:
+            k += 1
+    cols = np.empty((ng, k), dtype=np.int64)
+    times = np.empty((k, 2), dtype=np.int64)
+    sums = np.empty(k, dtype=np.int64)
+    x = 0
+    for i in range(n):
+        if net[i] != 0:
+            g = c_gid[i]
+            for c in range(ng):
+                cols[c, x] = groups[c, g]
+            times[x, 0] = c_a[i]
+            times[x, 1] = r
+            sums[x] = net[i]
+            x += 1
+    return cols, times, sums, False
+
+
+@lazy_jit(uses=(lex_order, group_sums, chain_net))
 def chain_output(r, c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_pos):
     """The output of round ``r`` along the chains, consolidated and sorted: what :func:`_assemble` emits, for ints.
 
@@ -102,12 +152,15 @@ def chain_output(r, c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_p
     ``mult[i]``.  Equal rows at equal times are added up and zeros
     dropped, so the result is what a consolidation of those updates
     gives, in its order (by row, then time): chain rows come by group
-    (groups are sorted rows) and time, so only a value column makes the
-    final sort (a natural merge sort) do more than find one run.
+    (groups are sorted rows) and time, so without a value column that is
+    chain order and :func:`chain_net` sums in place; with one, a sort (a
+    natural merge sort) orders each chain row's values.
     Returns ``(cols, times, diffs, overflow)`` with ``cols`` an ``(arity,
     n)`` matrix; ``overflow`` when a sum leaves int64 (the rest is then
     meaningless).  O(chain + history), O(m log m) for m entries with values.
     """
+    if not has_val:
+        return chain_net(r, c_gid, c_a, mult, groups, odiffs, out_pos)
     n = len(c_gid)
     ng = groups.shape[0]
     arity = ng + 1 if has_val else ng
