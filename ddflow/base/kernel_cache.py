@@ -17,6 +17,17 @@ The entry lives where numba would put it (next to the source, or under
 ``NUMBA_CACHE_DIR``).  numba is imported on the first compile, never at
 import.  Setting ``NUMBA_CACHE_LOCATOR_CLASSES`` replaces numba's
 locators, this one included: the stamping is then numba's own.
+
+And numba names each compiled function, and the environment its machine
+code reads its constants from, with a counter of the compiling process
+(``qualname$7``).  A kernel's helpers are compiled once per kernel
+(:func:`ddflow.base.kernels.lazy_jit`), so one process can load two
+entries, written by two processes, whose copies of a helper carry the
+same name: numba then hands the second the first one's environment, and
+a constant it needs is missing (``'descr' is NULL`` when it returns an
+array) or another one's.  :func:`_distinct_function_ids` starts the
+counter at a random point in each process, so names from different
+processes do not meet.
 """
 from __future__ import annotations
 
@@ -43,10 +54,44 @@ def sources_stamp(files: Sequence[str]) -> bytes:
     return h.digest()
 
 
+#: Part of every entry's stamp: entries written before function ids were drawn at random
+#: (:func:`_distinct_function_ids`) may share names, so they are not read.
+ENTRY_FORMAT = b"random-function-ids"
+#: Bits of the random start of numba's function counter: two processes' names meet with odds of about
+#: (functions compiled)^2 / 2^ID_BITS.
+ID_BITS = 48
+
+
+def _distinct_function_ids() -> None:
+    """Start numba's per-process function counter at a random point, past every id it gave out already.
+
+    Called once, before ddflow compiles its first kernel; a forked child
+    (a worker) draws again, since it would count on from its parent's
+    point.  A numba without the counter (a later release that renamed it)
+    is left as it is.  O(1).
+    """
+    import itertools
+    import secrets
+
+    from numba.core import bytecode
+
+    identity = getattr(bytecode, "FunctionIdentity", None)
+    if not isinstance(getattr(identity, "_unique_ids", None), itertools.count):
+        return
+
+    def draw() -> None:
+        identity._unique_ids = itertools.count(next(identity._unique_ids) + (secrets.randbits(ID_BITS) << 8))
+
+    draw()
+    os.register_at_fork(after_in_child=draw)
+
+
 @functools.lru_cache(maxsize=None)
 def _cache_class() -> type:
     """numba's function cache, its locator keyed as the module docstring says (built once numba is imported)."""
     from numba.core.caching import CompileResultCacheImpl, FunctionCache
+
+    _distinct_function_ids()
 
     class Locator:
         """numba's own locator for the kernel's file, stamped with all its files and named with its module."""
@@ -75,7 +120,7 @@ def _cache_class() -> type:
             return self._inner.get_cache_path()
 
         def get_source_stamp(self):
-            return sources_stamp(self._files)
+            return sources_stamp(self._files) + ENTRY_FORMAT
 
         def get_disambiguator(self):
             return f"{self._inner.get_disambiguator()}-{self._module}-{self._set}"

@@ -30,8 +30,8 @@ def kernel(x):
 """
 
 
-def run(tmp_path: pathlib.Path, code: str) -> tuple[str, str]:
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "NUMBA_DEBUG_CACHE": "1", "DDFLOW_JIT": "1",
+def run(tmp_path: pathlib.Path, code: str, cache: str = "cache") -> tuple[str, str]:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / cache), "NUMBA_DEBUG_CACHE": "1", "DDFLOW_JIT": "1",
            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -92,3 +92,14 @@ def test_a_kernel_numba_cannot_cache_runs_with_numba_s_warning():
 
     with pytest.warns(NumbaWarning, match="Cannot cache"):
         assert njit_cached(_magnitude)(-3) == 3
+
+
+def test_two_processes_name_their_compiled_functions_apart(tmp_path, package):
+    """numba names machine code (and the constants its environment holds) with a counter of the compiling
+    process.  Two processes compiling the same kernels in the same order drew the same names, and a process
+    loading entries of both was handed one copy's environment for the other (``'descr' is NULL`` when a
+    helper returned an array).  The counter now starts at a random point in each process."""
+    ids = ("from kpkg.kernel import kernel; kernel(3); import numba.core.bytecode as b; "
+           "print(next(b.FunctionIdentity._unique_ids))")
+    first, second = (int(run(tmp_path, ids, cache)[0]) for cache in ("cache-a", "cache-b"))  # both compile
+    assert first != second and min(first, second) > 1 << 20
