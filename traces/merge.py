@@ -182,7 +182,72 @@ def _consolidate_segment(T, D, lo, hi):
     return k, False
 
 
-@lazy_jit(uses=(_row_cmp, _time_less, _copy_advanced, _longest_row, _sort_segment, _consolidate_segment))
+def _sort_inner(T, D, lo, hi, scratch_t, scratch_d):
+    """:func:`_sort_segment` for updates ``lo:hi`` whose first coordinates are all equal (two coordinates).
+
+    A few are sorted by the second coordinate alone, by insertion in
+    place; more go to :func:`_sort_segment`.  O(k) if sorted.
+    """
+    if hi - lo > 32:
+        _sort_segment(T, D, lo, hi, scratch_t, scratch_d)
+        return
+    for u in range(lo + 1, hi):
+        x = T[u, 1]
+        if x >= T[u - 1, 1]:
+            continue
+        y = D[u]
+        v = u
+        while v > lo and T[v - 1, 1] > x:
+            T[v, 1] = T[v - 1, 1]
+            D[v] = D[v - 1]
+            v -= 1
+        T[v, 1] = x
+        D[v] = y
+
+
+def _copy_row_split(T, D, nu, tA, dA, a, a1, tB, dB, b, b1, f0, f1):
+    """Append a row's updates from A (``a:a1``) and B (``b:b1``) advanced by the one frontier element
+    ``(f0, f1)``, for times of two coordinates; ``(new nu, end of the prefix)``.
+
+    Advancing moves every time with outer coordinate ``<= f0`` to outer
+    ``f0``, and keeps the order of the others: each side's updates are
+    sorted by time, so they are a prefix that advancing scrambles and a
+    suffix it leaves sorted.  Both prefixes are written first (A's, then
+    B's), then the suffixes merged (A's first on ties): what a stable sort
+    of A's updates then B's would give once the caller sorts the prefixes'
+    region ``[nu, end of the prefix)``.  O(updates).
+    """
+    while a < a1 and tA[a, 0] <= f0:
+        T[nu, 0] = f0
+        T[nu, 1] = max(tA[a, 1], f1)
+        D[nu] = dA[a]
+        nu += 1
+        a += 1
+    while b < b1 and tB[b, 0] <= f0:
+        T[nu, 0] = f0
+        T[nu, 1] = max(tB[b, 1], f1)
+        D[nu] = dB[b]
+        nu += 1
+        b += 1
+    pre = nu
+    while a < a1 or b < b1:
+        if b < b1 and (a >= a1 or tB[b, 0] < tA[a, 0] or (tB[b, 0] == tA[a, 0]
+                                                          and max(tB[b, 1], f1) < max(tA[a, 1], f1))):
+            T[nu, 0] = tB[b, 0]
+            T[nu, 1] = max(tB[b, 1], f1)
+            D[nu] = dB[b]
+            b += 1
+        else:
+            T[nu, 0] = tA[a, 0]
+            T[nu, 1] = max(tA[a, 1], f1)
+            D[nu] = dA[a]
+            a += 1
+        nu += 1
+    return nu, pre
+
+
+@lazy_jit(uses=(_row_cmp, _time_less, _copy_advanced, _copy_row_split, _longest_row, _sort_segment, _sort_inner,
+                _consolidate_segment))
 def merge_rows(KA, offA, tA, dA, KB, offB, tB, dB, F):
     """Merge two batches' (key, value) rows and their updates; see the module's contract.
 
@@ -193,6 +258,11 @@ def merge_rows(KA, offA, tA, dA, KB, offB, tB, dB, F):
     for each output row the row it copies (``i`` in A, ``nA + j`` in B),
     the output's ``val_offs``, the output rows where a key starts, and
     the consolidated updates.  O(n + m), O(m log m) at worst.
+
+    Times of two coordinates under one frontier element (a loop's traces,
+    compacted) take :func:`_copy_row_split`: only the updates that
+    advancing moved to the frontier's outer time are sorted, the rest
+    merged as they come.
     """
     nA, nB = KA.shape[0], KB.shape[0]
     d = tA.shape[1]
@@ -214,6 +284,9 @@ def merge_rows(KA, offA, tA, dA, KB, offB, tB, dB, F):
     nk = 0
     nu = 0
     last_key = 0  # the key of the last output row (a new key starts where it changes)
+    split = d == 2 and F.shape[0] == 1
+    f0 = F[0, 0] if split else 0
+    f1 = F[0, 1] if split else 0
     while i < nA or j < nB:
         if i >= nA:
             c = 1
@@ -223,16 +296,26 @@ def merge_rows(KA, offA, tA, dA, KB, offB, tB, dB, F):
             c = _row_cmp(KA, i, KB, j)
         lo = nu
         if c <= 0:
-            nu = _copy_advanced(T, D, nu, tA, dA, offA[i], offA[i + 1], F)
             src = i
             key = KA[i, 0]
-        if c >= 0:
-            nu = _copy_advanced(T, D, nu, tB, dB, offB[j], offB[j + 1], F)
-            if c > 0:
-                src = nA + j
-                key = KB[j, 0]
+        elif c > 0:
+            src = nA + j
+            key = KB[j, 0]
+        if split:
+            a, a1 = (offA[i], offA[i + 1]) if c <= 0 else (0, 0)
+            b, b1 = (offB[j], offB[j + 1]) if c >= 0 else (0, 0)
+            nu, sort_end = _copy_row_split(T, D, nu, tA, dA, a, a1, tB, dB, b, b1, f0, f1)
+        else:
+            if c <= 0:
+                nu = _copy_advanced(T, D, nu, tA, dA, offA[i], offA[i + 1], F)
+            if c >= 0:
+                nu = _copy_advanced(T, D, nu, tB, dB, offB[j], offB[j + 1], F)
+            sort_end = nu
         if nu - lo > 1:
-            _sort_segment(T, D, lo, nu, scratch_t, scratch_d)
+            if split:
+                _sort_inner(T, D, lo, sort_end, scratch_t, scratch_d)
+            else:
+                _sort_segment(T, D, lo, sort_end, scratch_t, scratch_d)
             nu, overflow = _consolidate_segment(T, D, lo, nu)
             if overflow:
                 return pick[:0], voffs[:1], kstarts[:0], T[:0], D[:0], True

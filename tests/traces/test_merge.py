@@ -64,6 +64,35 @@ def test_rows_with_many_updates_merge_as_the_reference(depth, na, nb, keys, plai
         assert t == sorted(set(t))
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 300), st.integers(0, 300), st.integers(1, 4), st.booleans(), st.integers(0, 10),
+       st.integers(0, 21), st.integers(0, 2**32 - 1))
+def test_loop_times_under_one_frontier_element_merge_as_the_reference(na, nb, keys, plain, f0, f1, seed):
+    """Times of two coordinates and a frontier of one element: the path that sorts only the advanced prefix.
+
+    The frontier's outer coordinate falls before, inside and after both
+    batches' outer times, so the prefix that advancing moves is empty, part
+    or all of each row's updates.
+    """
+    rng = np.random.default_rng(seed)
+    a, ba = _batch(rng, na, 2, 0, 5, keys)
+    b, bb = _batch(rng, nb, 2, 3, 9, keys)
+    frontier = Antichain(np.array([[f0, f1]], dtype=np.int64))
+    kernel = merge_rows.plain if plain else merge_rows
+    saved = batch_module.merge_rows
+    batch_module.merge_rows = kernel
+    try:
+        m = ba.merge(bb, frontier)
+    finally:
+        batch_module.merge_rows = saved
+    f = m.flatten()
+    got = sorted(zip(zip(*(c.tolist() for c in f.cols)), map(tuple, f.times.tolist()), f.diffs.tolist()))
+    assert got == _reference([a, b], frontier)
+    for v in range(len(m.val_offs) - 1):
+        t = [tuple(x) for x in m.times[m.val_offs[v]:m.val_offs[v + 1]].tolist()]
+        assert t == sorted(set(t))
+
+
 def test_the_longest_rows_need_both_sorts():
     """The strategy above reaches rows past the in-place sort's 32 updates (else the merge sort goes untested)."""
     rng = np.random.default_rng(0)
