@@ -257,3 +257,32 @@ def test_feedback_round_reports_a_sum_past_int64():
     with np.errstate(over="ignore"):
         for kernel in (feedback_round, feedback_round.plain):
             assert kernel(K, np.array([big, big]), 1, np.array([1, 2]))[-1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 4), st.lists(st.integers(0, 6), max_size=4), st.integers(0, 6),
+       st.lists(st.tuples(st.integers(0, 6), st.integers(0, 8)), max_size=12),
+       st.lists(st.tuples(st.integers(0, 6), st.integers(0, 8)), max_size=12), st.booleans())
+def test_later_rounds_pends_the_least_later_iteration_at_every_candidate_time(r, chain, ms, hin, hout, plain):
+    """``(g, a, i)`` for every candidate outer time ``a`` (the chain's and the later history's from ``ms`` on),
+    ``i`` the least iteration past ``r`` in the group's history: round ``i`` makes the next one pending."""
+    from ddflow.base.kernels import grown, lazy_jit, sort_small, sorted_unique
+    from ddflow.operators.reduce.chain import later_rounds
+
+    hin, hout = sorted(hin), sorted(hout)
+    in_a = np.array([a for a, _ in hin], dtype=np.int64)
+    in_i = np.array([i for _, i in hin], dtype=np.int64)
+    out_a = np.array([a for a, _ in hout], dtype=np.int64)
+    out_i = np.array([i for _, i in hout], dtype=np.int64)
+    later = sum(i > r for _, i in hin + hout)
+    if not later:
+        return
+    chain_arr = np.array(sorted(set(chain)), dtype=np.int64)
+    fn = getattr(later_rounds, "py_func", later_rounds)
+    kernel = fn if plain else lazy_jit(uses=(grown, sort_small, sorted_unique))(fn)
+    scratch = np.empty(len(chain_arr) + len(in_a) + len(out_a), dtype=np.int64)
+    P, npd = kernel(np.empty((2, 3), dtype=np.int64), 0, 5, r, ms, chain_arr, 0, len(chain_arr), later,
+                    in_a, in_i, 0, len(in_a), out_a, out_i, 0, len(out_a), scratch)
+    least = min(i for _, i in hin + hout if i > r)
+    outer = set(chain_arr.tolist()) | {a for a, i in hin + hout if i > r and a >= ms}
+    assert [tuple(p) for p in P[:npd].tolist()] == [(5, a, least) for a in sorted(outer)]

@@ -232,47 +232,50 @@ def n_later(r, in_i, i0, i1, out_i, o0, o1):
 
 
 def later_rounds(P, npd, g, r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, out_a, out_i, o0, o1, scratch):
-    """Append to ``P`` (rows ``(group, outer time, iteration)``, ``npd`` used) group ``g``'s later rounds.
+    """Append to ``P`` (rows ``(group, outer time, iteration)``, ``npd`` used) group ``g``'s next later round.
 
     A kernel helper (compiled with the kernels that call it), called for a
     group with ``n_later`` (:func:`n_later`) history rows past ``r``.
-    Those rows make this round's change visible again at their iterations:
-    each of those iterations, crossed with every candidate outer time (the
-    group's ``nc`` chain times ``chain[c0:c0 + nc]`` and its later history's
-    outer times from the earliest seed ``ms`` on).  ``scratch``: at least
-    ``nc + 2 * n_later`` int64s, allocated once by the caller for every
-    group.  Returns ``(P, npd)``.
-    O(h + p log p) for h history rows and p pending times.
+    Those rows make this round's change visible again at their iterations.
+    Only the least of those iterations, ``i``, is made pending, crossed with
+    every candidate outer time (the group's ``nc`` chain times
+    ``chain[c0:c0 + nc]`` and its later history's outer times from the
+    earliest seed ``ms`` on): when round ``i`` evaluates those seeds, its
+    walk finds the group's history past ``i`` and makes the next one
+    pending in turn, with at least these outer times (its chain holds
+    them).  A later iteration whose rows have since consolidated away is
+    no longer found, and needs no visit: neither accumulation changes
+    there.  So every later iteration that can change the output is still
+    visited, and a round does not queue all of them again only for the
+    pending set to drop the repeats.  ``scratch``: at least ``nc +
+    n_later`` int64s, allocated once by the caller for every group.
+    Returns ``(P, npd)``.  O(h + p log p) for h history rows and p outer
+    times.
     """
-    its = scratch[:n_later]
-    outer = scratch[n_later:nc + 2 * n_later]
+    outer = scratch[:nc + n_later]
     for x in range(nc):
         outer[x] = chain[c0 + x]
     nout = nc
-    x = 0
+    least = np.iinfo(np.int64).max
     for j in range(i0, i1):
         if in_i[j] > r:
-            its[x] = in_i[j]
-            x += 1
+            least = min(least, in_i[j])
             if in_a[j] >= ms:
                 outer[nout] = in_a[j]
                 nout += 1
     for j in range(o0, o1):
         if out_i[j] > r:
-            its[x] = out_i[j]
-            x += 1
+            least = min(least, out_i[j])
             if out_a[j] >= ms:
                 outer[nout] = out_a[j]
                 nout += 1
-    its = sorted_unique(its)
     outer = sorted_unique(outer[:nout])
-    P = grown(P, npd, npd + len(its) * len(outer))
+    P = grown(P, npd, npd + len(outer))
     for a in outer:
-        for i in its:
-            P[npd, 0] = g
-            P[npd, 1] = a
-            P[npd, 2] = i
-            npd += 1
+        P[npd, 0] = g
+        P[npd, 1] = a
+        P[npd, 2] = least
+        npd += 1
     return P, npd
 
 
@@ -321,7 +324,7 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
     acc = np.empty(cap, dtype=np.int64)
     out_pos = np.full(no, -1, dtype=np.int64)
     P = np.empty((16, 3), dtype=np.int64)
-    scratch = np.empty(cap + ni + no, dtype=np.int64)  # later_rounds': a group's chain plus twice its history
+    scratch = np.empty(cap + ni + no, dtype=np.int64)  # later_rounds': a group's chain plus its history
     nc = 0
     npd = 0
     s0 = 0

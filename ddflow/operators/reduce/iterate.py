@@ -8,9 +8,11 @@ per-group Python.
 
 Times at later iterations where the new input is also visible (the
 group's history iterations ``> r``, crossed with its candidate outer
-times) are returned as pending seeds for their rounds and merged into
-the waiting set by :func:`loop_pending`.  Over-approximating that set is
-safe: evaluating a time whose output does not change emits nothing.
+times) must be evaluated too.  The least of those iterations is returned
+as pending seeds for its round (:func:`~.chain.later_rounds`) and merged
+into the waiting set by :func:`loop_pending`; that round's walk pends
+the next one.  Over-approximating the set is safe: evaluating a time
+whose output does not change emits nothing.
 """
 from __future__ import annotations
 

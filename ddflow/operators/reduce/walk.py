@@ -14,8 +14,8 @@ the chain the output to emit telescopes: at ``a_j`` emit
 ``D_j - D_(j-1) - H_j``, where ``D_j`` is the logic applied to the input
 accumulated at ``(a_j, r)`` and ``H_j`` the output history that first
 becomes visible at ``a_j``; the accumulated output at every chain time is
-then exactly ``D_j``.  History at later iterations makes the later
-iterations of the chain's outer times pending, as in
+then exactly ``D_j``.  History at later iterations makes the next of
+those iterations pending at the chain's outer times, as in
 :mod:`ddflow.operators.reduce.iterate`; chain times not yet complete
 (outer time past the bound) wait as pending too.
 
