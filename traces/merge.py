@@ -205,6 +205,20 @@ def _sort_inner(T, D, lo, hi, scratch_t, scratch_d):
         D[v] = y
 
 
+def _copy_prefix(T, D, nu, src_t, src_d, a, a1, f0, f1):
+    """Append updates ``a:a1`` of a source up to outer time ``f0`` at ``nu``, moved to ``(f0, max(inner, f1))``.
+
+    ``(new nu, first update past f0)``.  O(updates copied).
+    """
+    while a < a1 and src_t[a, 0] <= f0:
+        T[nu, 0] = f0
+        T[nu, 1] = max(src_t[a, 1], f1)
+        D[nu] = src_d[a]
+        nu += 1
+        a += 1
+    return nu, a
+
+
 def _copy_row_split(T, D, nu, tA, dA, a, a1, tB, dB, b, b1, f0, f1):
     """Append a row's updates from A (``a:a1``) and B (``b:b1``) advanced by the one frontier element
     ``(f0, f1)``, for times of two coordinates; ``(new nu, end of the prefix)``.
@@ -217,18 +231,8 @@ def _copy_row_split(T, D, nu, tA, dA, a, a1, tB, dB, b, b1, f0, f1):
     of A's updates then B's would give once the caller sorts the prefixes'
     region ``[nu, end of the prefix)``.  O(updates).
     """
-    while a < a1 and tA[a, 0] <= f0:
-        T[nu, 0] = f0
-        T[nu, 1] = max(tA[a, 1], f1)
-        D[nu] = dA[a]
-        nu += 1
-        a += 1
-    while b < b1 and tB[b, 0] <= f0:
-        T[nu, 0] = f0
-        T[nu, 1] = max(tB[b, 1], f1)
-        D[nu] = dB[b]
-        nu += 1
-        b += 1
+    nu, a = _copy_prefix(T, D, nu, tA, dA, a, a1, f0, f1)
+    nu, b = _copy_prefix(T, D, nu, tB, dB, b, b1, f0, f1)
     pre = nu
     while a < a1 or b < b1:
         if b < b1 and (a >= a1 or tB[b, 0] < tA[a, 0] or (tB[b, 0] == tA[a, 0]
@@ -246,8 +250,8 @@ def _copy_row_split(T, D, nu, tA, dA, a, a1, tB, dB, b, b1, f0, f1):
     return nu, pre
 
 
-@lazy_jit(uses=(_row_cmp, _time_less, _copy_advanced, _copy_row_split, _longest_row, _sort_segment, _sort_inner,
-                _consolidate_segment))
+@lazy_jit(uses=(_row_cmp, _time_less, _copy_advanced, _copy_prefix, _copy_row_split, _longest_row, _sort_segment,
+                _sort_inner, _consolidate_segment))
 def merge_rows(KA, offA, tA, dA, KB, offB, tB, dB, F):
     """Merge two batches' (key, value) rows and their updates; see the module's contract.
 
