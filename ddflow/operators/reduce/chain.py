@@ -163,7 +163,7 @@ def chain_output(r, c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_p
         return chain_net(r, c_gid, c_a, mult, groups, odiffs, out_pos)
     n = len(c_gid)
     ng = groups.shape[0]
-    arity = ng + 1 if has_val else ng
+    arity = ng + 1
     # The history entries of each chain row (a counting sort by chain row).
     start = np.zeros(n + 1, dtype=np.int64)
     for q in range(len(out_pos)):
@@ -178,7 +178,7 @@ def chain_output(r, c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_p
         if i >= 0:
             hist[fill[i]] = q
             fill[i] += 1
-    # Entries (group, value, chain row) with their diffs, in chain order.
+    # With a value column from here on. Entries (group, value, chain row) with their diffs, in chain order.
     cap = 2 * n + start[n]
     M = np.empty((cap, 3), dtype=np.int64)
     D = np.empty(cap, dtype=np.int64)
@@ -190,14 +190,14 @@ def chain_output(r, c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_p
             if j < 0 or c_gid[j] != g or mult[j] == 0:
                 continue
             M[m, 0] = g
-            M[m, 1] = val[j] if has_val else 0
+            M[m, 1] = val[j]
             M[m, 2] = i
             D[m] = mult[j] if src == 0 else -mult[j]
             m += 1
         for x in range(start[i], start[i + 1]):
             q = hist[x]
             M[m, 0] = g
-            M[m, 1] = ocols[ng, q] if has_val else 0
+            M[m, 1] = ocols[ng, q]
             M[m, 2] = i
             D[m] = -odiffs[q]
             m += 1
@@ -212,8 +212,7 @@ def chain_output(r, c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_p
         e = sel[x]
         for c in range(ng):
             cols[c, x] = groups[c, M[e, 0]]
-        if has_val:
-            cols[ng, x] = M[e, 1]
+        cols[ng, x] = M[e, 1]
         times[x, 0] = c_a[M[e, 2]]
         times[x, 1] = r
     return cols, times, sums, False
