@@ -267,26 +267,10 @@ class InputHandle:
         if times is None and self.event_time is None:
             times = frontier
         u = None
-        if isinstance(rows, dict):
-            if self.table is None and not isinstance(times, str) and not isinstance(diffs, str):
-                u = _from_int64_columns(rows, self.kinds, times, diffs, where)
-            if u is None:
-                rows = pa.table({str(k): v for k, v in rows.items()})
-        if u is None and self.table is not None:
-            rows = self._stored(rows, times, diffs, where)
-            if self.event_time is not None:
-                times = self._event_times(rows, where)
-        if u is None and isinstance(rows, (pa.Table, pa.RecordBatch)):
-            tcol = times if isinstance(times, str) else None
-            dcol = diffs if isinstance(diffs, str) else None
-            cols = [c for c in rows.schema.names if c not in (tcol, dcol)]
-            n = rows.num_rows
-            t = times if isinstance(times, str) else _times_for(times, n, where)
-            d = diffs if isinstance(diffs, str) else check_diffs(diffs, n, where)
-            u = from_arrow(rows, interner, cols, t, d, kinds=self.kinds, where=where)
-        elif u is None:
-            rows = list(rows)
-            u = from_rows(rows, _times_for(times, len(rows), where), diffs, interner, kinds=self.kinds, where=where)
+        if isinstance(rows, dict) and self.table is None and not isinstance(times, str) and not isinstance(diffs, str):
+            u = _from_int64_columns(rows, self.kinds, times, diffs, where)  # None unless all int64 numpy columns
+        if u is None:
+            u = self._encode_general(rows, times, diffs, interner, where)
         if u.depth != 1:
             raise SchemaError(f"{where}: input times are integers (depth 1), got depth {u.depth}")
         if len(u) and int(u.times.max()) > MAX_TIME:
@@ -299,6 +283,26 @@ class InputHandle:
             raise FrontierError(f"{where}: update at time {bad} is before the frontier {frontier}; "
                                 "times before the frontier are final")
         return u
+
+    def _encode_general(self, rows: Any, times: Any, diffs: Any, interner: Interner, where: str) -> Updates:
+        """``encode`` for what its int64 fast path does not take: Arrow tables (a dict of columns becomes
+        one), the rows of a stored table, tuples.  Cost: as ``update``."""
+        if isinstance(rows, dict):
+            rows = pa.table({str(k): v for k, v in rows.items()})
+        if self.table is not None:
+            rows = self._stored(rows, times, diffs, where)
+            if self.event_time is not None:
+                times = self._event_times(rows, where)
+        if isinstance(rows, (pa.Table, pa.RecordBatch)):
+            tcol = times if isinstance(times, str) else None
+            dcol = diffs if isinstance(diffs, str) else None
+            cols = [c for c in rows.schema.names if c not in (tcol, dcol)]
+            n = rows.num_rows
+            t = times if isinstance(times, str) else _times_for(times, n, where)
+            d = diffs if isinstance(diffs, str) else check_diffs(diffs, n, where)
+            return from_arrow(rows, interner, cols, t, d, kinds=self.kinds, where=where)
+        rows = list(rows)
+        return from_rows(rows, _times_for(times, len(rows), where), diffs, interner, kinds=self.kinds, where=where)
 
     def _event_times(self, stored: Any, where: str) -> np.ndarray:
         """Each stored row's event time (its timestamp column, microseconds): its data time.  O(n), vectorized for Arrow."""
