@@ -92,8 +92,13 @@ def _longest_row(offs):
     return most
 
 
-def _sort_segment(T, D, lo, hi, scratch_t, scratch_d):
-    """Sort updates ``lo:hi`` of ``T, D`` by time, stably, if they are out of order.  O(k) if sorted, else O(k log k)."""
+def sort_segment(T, D, lo, hi, scratch_t, scratch_d):
+    """Sort updates ``lo:hi`` of ``T, D`` by time, stably, if they are out of order.  O(k) if sorted, else O(k log k).
+
+    A kernel helper: rows of ``T`` compare as tuples, whatever they hold
+    (the merges' times; :mod:`ddflow.operators.reduce.compacted`'s
+    entries).  ``scratch_t``/``scratch_d``: at least ``hi - lo`` rows.
+    """
     ordered = True
     for u in range(lo + 1, hi):
         if _time_less(T, u, u - 1):
@@ -154,8 +159,11 @@ def _sort_segment(T, D, lo, hi, scratch_t, scratch_d):
             D[lo + k] = src_d[s_off + k]
 
 
-def _consolidate_segment(T, D, lo, hi):
-    """Add up equal adjacent times of sorted ``lo:hi`` in place, dropping zeros; ``(new hi, overflow)``."""
+def consolidate_segment(T, D, lo, hi):
+    """Add up equal adjacent times of sorted ``lo:hi`` in place, dropping zeros; ``(new hi, overflow)``.
+
+    A kernel helper, for any rows of ``T`` (see :func:`sort_segment`).
+    """
     d = T.shape[1]
     k = lo
     u = lo
@@ -184,14 +192,17 @@ def _consolidate_segment(T, D, lo, hi):
     return k, False
 
 
+sort_segment.uses = (_row_cmp, _time_less)  # for helpers_of: what a kernel calling it compiles with it
+
+
 def _sort_inner(T, D, lo, hi, scratch_t, scratch_d):
-    """:func:`_sort_segment` for updates ``lo:hi`` whose first coordinates are all equal (two coordinates).
+    """:func:`sort_segment` for updates ``lo:hi`` whose first coordinates are all equal (two coordinates).
 
     A few are sorted by the second coordinate alone, by insertion in
-    place; more go to :func:`_sort_segment`.  O(k) if sorted.
+    place; more go to :func:`sort_segment`.  O(k) if sorted.
     """
     if hi - lo > SORT_IN_PLACE:
-        _sort_segment(T, D, lo, hi, scratch_t, scratch_d)
+        sort_segment(T, D, lo, hi, scratch_t, scratch_d)
         return
     for u in range(lo + 1, hi):
         x = T[u, 1]
@@ -252,8 +263,8 @@ def _copy_row_split(T, D, nu, tA, dA, a, a1, tB, dB, b, b1, f0, f1):
     return nu, pre
 
 
-@lazy_jit(uses=(_row_cmp, _time_less, _copy_advanced, _copy_prefix, _copy_row_split, _longest_row, _sort_segment,
-                _sort_inner, _consolidate_segment))
+@lazy_jit(uses=(_row_cmp, _time_less, _copy_advanced, _copy_prefix, _copy_row_split, _longest_row, sort_segment,
+                _sort_inner, consolidate_segment))
 def merge_rows(KA, offA, tA, dA, KB, offB, tB, dB, F):
     """Merge two batches' (key, value) rows and their updates; see the module's contract.
 
@@ -323,8 +334,8 @@ def merge_rows(KA, offA, tA, dA, KB, offB, tB, dB, F):
             if split:
                 _sort_inner(T, D, lo, sort_end, scratch_t, scratch_d)
             else:
-                _sort_segment(T, D, lo, sort_end, scratch_t, scratch_d)
-            nu, overflow = _consolidate_segment(T, D, lo, nu)
+                sort_segment(T, D, lo, sort_end, scratch_t, scratch_d)
+            nu, overflow = consolidate_segment(T, D, lo, nu)
             if overflow:
                 return pick[:0], voffs[:1], kstarts[:0], T[:0], D[:0], True
         elif nu - lo == 1 and D[lo] == 0:
