@@ -46,8 +46,8 @@ class RoundHistory:
     trace, as the step saw them (the output before its own emission);
     ``emitted``: the step's output as rows ``(n, arity)``, times and diffs,
     which the output trace took after.  Valid for a step of the same
-    advance (outer bound ``b0``) at a round ``>= r``, given the input the
-    trace took since (that step's ``new``).
+    advance (outer bound ``b0``) at a round ``>= r``, given the updates
+    the input trace took since.
     """
 
     b0: int
