@@ -78,10 +78,8 @@ def test_compacted_histories_read_from_cache_and_trace_as_the_reference(data, pl
     r = r0 + draw(st.integers(0, 2))
     cached = sorted(set(_rows(draw, draw(st.integers(0, 4)), ng)))
     c_groups = _matrix(cached, ng)
-    _, _, _, _, none = no_history(ng, arity)
     if draw(st.booleans()):  # the cache as this function made it (from the trace alone)
-        c_entries, overflow = kernel(trace.spine.table().matrix, c_groups, arity, r0, *no_history(ng, arity)[:2],
-                                     np.zeros((0, arity), dtype=np.int64), np.zeros((0, 2), dtype=np.int64), none)
+        c_entries, overflow = kernel(trace.spine.table().matrix, c_groups, arity, r0, *no_history(ng, arity))
         assert not overflow
     else:
         c_entries = np.array(reference(log, cached, ng, r0), dtype=np.int64).reshape(-1, nv + 4)

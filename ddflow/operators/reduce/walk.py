@@ -224,8 +224,7 @@ class WalkTactic(GeneralTactic):
         if len(diffs):
             self.output(Updates(tuple(cols), times, diffs, trace.kinds), (tkeys, V, key_offs, val_offs, row))
         if keep:
-            emitted = (np.ascontiguousarray(cols.T), times, diffs) if len(diffs) else \
-                (np.zeros((0, 2), dtype=np.int64), np.zeros((0, 2), dtype=np.int64), diffs)
+            emitted = (np.ascontiguousarray(cols.T), times, diffs) if len(diffs) else no_history(1, 2)[2:]
             self.history = RoundHistory(int(bound[0]), int(bound[1]) - 1, groups, inputs, outputs, emitted)
 
     def _retire(self, new, pk, pt, bound):
