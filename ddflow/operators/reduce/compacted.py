@@ -36,6 +36,8 @@ from ddflow.base.kernels import helpers_of, lazy_jit
 from ddflow.traces.layout import histories
 from ddflow.traces.merge import consolidate_segment, sort_segment
 
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
 
 @dataclass
 class RoundHistory:
@@ -132,7 +134,87 @@ def find_group(groups, row, ng):
     return -1
 
 
-@lazy_jit(uses=helpers_of(histories, sort_segment, consolidate_segment) + (compare_rows, find_group))
+def compacted_entry(C, e, c, r):
+    """Column ``c`` of entry ``e`` of ``C`` with its iteration (the last column but one) compacted to round ``r``.
+
+    A kernel helper.  O(1).
+    """
+    return max(C[e, c], r) if c == C.shape[1] - 2 else C[e, c]
+
+
+def run_in_order(C, lo, hi, r):
+    """Whether entries ``lo:hi`` of ``C`` are in order by (outer time, values, iteration) compacted to ``r``.
+
+    What a cached group's entries are once summed (compacting to a later
+    round keeps that order, though it may make neighbours equal); entries
+    left as read are in order by outer time only.  A kernel helper.  O(hi - lo).
+    """
+    w = C.shape[1]
+    for e in range(lo + 1, hi):
+        for c in range(1, w - 1):
+            x, y = compacted_entry(C, e - 1, c, r), compacted_entry(C, e, c, r)
+            if x != y:
+                if x > y:
+                    return False
+                break
+    return True
+
+
+def merge_summed(out, no, g, C, lo, hi, r, M, D, s, k):
+    """Merge entries ``lo:hi`` of ``C`` (in order; :func:`run_in_order`) with sorted ``M[s:k]``, ``D[s:k]`` into ``out``.
+
+    Rows go to ``out`` from row ``no`` as group ``g``'s, iterations
+    compacted to ``r``, equal ones added up and zeros dropped.  ``M`` rows
+    are ``(group, outer time, values..., iteration)`` with diffs in ``D``;
+    ``C`` and ``out`` rows end with the diff.  Returns ``(new no,
+    overflow)``.  One pass, O((hi - lo + k - s) w): a cached group's
+    history is copied once, not sorted and summed again.  A kernel helper.
+    """
+    w = out.shape[1]
+    i, j = lo, s
+    held = False  # out[no] is a row still being added to
+    while i < hi or j < k:
+        from_cache = j >= k
+        if not from_cache and i < hi:
+            from_cache = True  # on a tie the cached entry goes first; either order sums the same
+            for c in range(1, w - 1):
+                x = compacted_entry(C, i, c, r)
+                if x != M[j, c]:
+                    from_cache = x < M[j, c]
+                    break
+        if from_cache:
+            d = C[i, w - 1]
+        else:
+            d = D[j]
+        same = held
+        for c in range(1, w - 1):
+            if not same:
+                break
+            same = out[no, c] == (compacted_entry(C, i, c, r) if from_cache else M[j, c])
+        if same:
+            x = out[no, w - 1]
+            if (d > 0 and x > _I64_MAX - d) or (d < 0 and x < _I64_MIN - d):
+                return no, True
+            out[no, w - 1] = x + d
+        else:
+            if held and out[no, w - 1] != 0:
+                no += 1
+            out[no, 0] = g
+            for c in range(1, w - 1):
+                out[no, c] = compacted_entry(C, i, c, r) if from_cache else M[j, c]
+            out[no, w - 1] = d
+            held = True
+        if from_cache:
+            i += 1
+        else:
+            j += 1
+    if held and out[no, w - 1] != 0:
+        no += 1
+    return no, False
+
+
+@lazy_jit(uses=helpers_of(histories, sort_segment, consolidate_segment) + (compare_rows, find_group, compacted_entry,
+                                                                              run_in_order, merge_summed))
 def compacted_histories(T, groups, arity, r, c_groups, c_entries, a_rows, a_times, a_diffs):
     """Every update of the records starting with one of ``groups``' rows, compacted to round ``r``.
 
@@ -234,7 +316,9 @@ def compacted_histories(T, groups, arity, r, c_groups, c_entries, a_rows, a_time
                 m += 1
             continue
         s = k
-        for e in range(c_lo[hit[g]], c_hi[hit[g]]):
+        lo, hi = c_lo[hit[g]], c_hi[hit[g]]
+        summed_run = run_in_order(c_entries, lo, hi, r)
+        for e in range(lo, hi if not summed_run else lo):
             M[k, 0] = g
             for c in range(1, w - 2):
                 M[k, c] = c_entries[e, c]
@@ -251,6 +335,10 @@ def compacted_histories(T, groups, arity, r, c_groups, c_entries, a_rows, a_time
             D[k] = a_diffs[j]
             k += 1
         sort_segment(M, D, s, k, scratch_M, scratch_D)
+        if summed_run:  # the cached run is in order (it was summed): merge the few additions into it as it is copied
+            no, bad = merge_summed(out, no, g, c_entries, lo, hi, r, M, D, s, k)
+            overflow = overflow or bad
+            continue
         end, bad = consolidate_segment(M, D, s, k)
         overflow = overflow or bad
         for x in range(s, end):
