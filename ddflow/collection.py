@@ -277,10 +277,12 @@ class Collection:
     def map_columns(self, fn: Callable[..., Any], name: str | None = None) -> "Collection":
         """``fn(*columns) -> column or tuple of columns``: numpy arrays in, numpy arrays out.
 
-        The vectorized ``map``: ``fn`` sees a whole batch, one array per field.
+        The vectorized ``map``: ``fn`` sees a whole batch, one array per field,
+        read-only (a numeric column is the batch other readers share).
         Cost: one call of ``fn`` per batch, no Python per record for numeric
-        columns (object columns are decoded to object arrays, and object
-        outputs are interned value by value).
+        columns.  Object columns are decoded to object arrays; a new object
+        output is interned value by value, but an input column returned as
+        it came keeps its codes, with no Python per record.
 
         >>> flow = ddflow.Dataflow()
         >>> edges_in, edges = flow.new_collection("edges")

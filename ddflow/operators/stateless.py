@@ -105,6 +105,20 @@ class RowNode(Node):
         return None
 
 
+def read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a`` (``a`` itself if it is read-only already).  O(1).
+
+    What a column function is given: a numeric input column is the batch's
+    own array, which other readers of the same batch see, so writing to it
+    in place would change their input too.
+    """
+    if not a.flags.writeable:
+        return a
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 def _as_row(r: Any, where: str) -> tuple:
     if isinstance(r, tuple):
         return r
@@ -135,7 +149,7 @@ class ColumnsNode(Node):
             except IndexError:
                 raise SchemaError(f"{where}: projects fields {self.indices} of records with {u.arity} fields") from None
             return
-        cols = u.decoded_columns(self.ctx.interner)
+        cols = [read_only(c) for c in u.decoded_columns(self.ctx.interner)]
         if self.mode == "filter":
             mask = np.asarray(self.fn(*cols), dtype=bool)
             if mask.shape != (len(u),):
@@ -146,7 +160,13 @@ class ColumnsNode(Node):
         if isinstance(out, np.ndarray):
             out = (out,)
         new_cols, kinds = [], []
+        given = {id(c): j for j, c in enumerate(cols)}
         for i, c in enumerate(out):
+            j = given.get(id(c))
+            if j is not None:  # an input column returned as it came (inputs are read-only): stored as it came
+                new_cols.append(u.cols[j])
+                kinds.append(u.kinds[j])
+                continue
             c = np.asarray(c)
             if c.shape != (len(u),):
                 raise SchemaError(f"{where}: output column {i} has shape {c.shape}, expected ({len(u)},)")

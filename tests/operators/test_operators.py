@@ -7,6 +7,8 @@ data times at once.  See ``tests/oracle.py``.
 """
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 
 import ddflow
 import oracle as O
+from ddflow.base.interner import Interner
 from oracle import int_rows, run_scenario, schedules
 
 
@@ -112,6 +115,50 @@ def test_map_columns(schedule):
 @given(schedules(PAIRS))
 def test_map_columns_single_array(schedule):
     one(lambda a: a.map_columns(lambda x, y: x * 10 + y), lambda a: O.fmap(a, lambda r: (r[0] * 10 + r[1],)), schedule)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["a", "b", "c", ""]), st.booleans(),
+                          st.sampled_from([-1, 1, 2])), max_size=12))
+def test_map_columns_returns_inputs_as_they_came(rows):
+    """An input column returned as it is keeps its codes (object values are not interned again); new ones are.
+
+    Objects, bools and ints passed through beside a new object column and a
+    new int column read as a row map would give them; only the new object
+    column's values reach the interner.
+    """
+    flow = ddflow.Dataflow()
+    a_in, a = flow.new_collection("a")
+    out = a.map_columns(lambda n, s, b: (s, b, n, s + "!", n * 2)).capture()
+    a_in.update([(n, s, b) for n, s, b, _ in rows], times=0, diffs=[d for *_, d in rows])
+    encoded = []
+    encode = Interner.encode
+    with mock.patch.object(Interner, "encode", lambda it, vs, where="column": encoded.extend(vs) or encode(it, vs, where)):
+        flow.advance_to(1)
+        flow.run()
+    expected: dict = {}
+    for n, s, b, d in rows:
+        r = (s, b, n, s + "!", n * 2)
+        expected[r] = expected.get(r, 0) + d
+    assert out.contents(0) == {r: d for r, d in expected.items() if d}
+    assert sorted(encoded) == sorted(s + "!" for _, s, _, _ in rows)
+
+
+def test_map_columns_inputs_are_read_only():
+    """A column function cannot write into its input: a numeric column is the batch that other readers share."""
+    flow = ddflow.Dataflow()
+    a_in, a = flow.new_collection("a")
+
+    def bump(x, y):
+        x += 1
+        return x, y
+
+    bumped, plain = a.map_columns(bump).capture(), a.capture()
+    a_in.update([(1, 2)], times=0)
+    flow.advance_to(1)
+    with pytest.raises(ValueError, match="read-only"):
+        flow.run()
+    assert plain.contents(0) in ({}, {(1, 2): 1}) and bumped.contents(0) == {}
 
 
 @EXAMPLES
