@@ -12,6 +12,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ddflow
 from ddflow.base.interner import Interner
@@ -243,3 +245,36 @@ def test_string_reachability_in_a_loop_over_a_sliding_window():
         assert len(flow.interner) <= 20 * 3 * 4, t
     flow.interner._check()
     assert flow.interner.collections >= 3
+
+
+_SCALARS = st.one_of(st.integers(-2, 2), st.booleans(), st.sampled_from([0.0, -0.0, 1.0, float("nan")]),
+                     st.sampled_from(["", "a", "b"]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["str", "tuple", "mixed"]), st.data(), st.booleans())
+def test_encode_of_strings_or_tuples_finds_each_distinct_value_once_as_one_by_one(shape, data, hashed):
+    """A column of only strings or only tuples is deduplicated in C first; its codes are the value-by-value ones.
+
+    Tuples equal in Python (1 and True, 0.0 and -0.0 inside) share a code
+    either way, each NaN is one NaN, codes come in first-seen order, and a
+    column of mixed types takes the value-by-value path.
+    """
+    if shape == "str":
+        values = data.draw(st.lists(st.sampled_from(["", "a", "b", "é"]), max_size=20))
+    elif shape == "tuple":
+        values = data.draw(st.lists(st.tuples(_SCALARS, _SCALARS), max_size=20))
+    else:
+        values = data.draw(st.lists(st.one_of(_SCALARS, st.tuples(_SCALARS)), max_size=20))
+    seen = data.draw(st.lists(st.sampled_from(values), max_size=3)) if values else []
+    fast, slow = Interner(hashed=hashed), Interner(hashed=hashed)
+    fast.encode(seen), slow._encode_each(list(seen), "column")
+    codes = fast.encode(values)
+    assert codes.tolist() == slow._encode_each(list(values), "column").tolist()
+    assert len(fast) == len(slow)
+    assert repr(fast.decode(codes).tolist()) == repr(slow.decode(codes).tolist())
+
+
+def test_encode_names_an_unhashable_value_inside_a_tuple():
+    with pytest.raises(ddflow.SchemaError, match=r"where: unsupported field value \(1, \[2\]\)"):
+        Interner().encode([(1, 2), (1, [2])], "where")
