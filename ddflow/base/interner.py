@@ -55,6 +55,8 @@ from ddflow.errors import DataflowError, SchemaError
 _MISSING = object()
 #: Types whose equal values have one code: a dict of them groups values as the interner's keys do.
 _BY_EQUALITY = frozenset((str, bytes, tuple))
+#: :meth:`Interner.encode` looks for repeats among this many values first (a quarter repeated: it deduplicates).
+PROBE = 4096
 _FREE = object()  # the value slot of a freed code (dense mode)
 #: Default ``collect_after``: below this many new values a collection is not worth a mark phase.
 COLLECT_AFTER = 1 << 14
@@ -160,23 +162,30 @@ class Interner:
         """Codes for many values; raises TypeError naming ``where`` for an unhashable value.
 
         O(n).  A column of only strings, only bytes or only tuples (what
-        SQL's keys of several columns and string functions make) goes to
-        Python once per distinct value, and otherwise runs in C: equal
-        ones are found by a dict, which treats them as the interner's keys
-        do (for tuples, Python's equality, with each distinct one then made
-        canonical).  Other columns: one dict lookup in Python per value.
+        SQL's keys of several columns and string functions make) that
+        repeats values goes to Python once per distinct value, and
+        otherwise runs in C: equal ones are found by a dict, which groups
+        them as the interner's keys do (for tuples, Python's equality; each
+        distinct one is then made canonical).  Whether it repeats is judged
+        on its first ``PROBE`` values.  Other columns: one dict lookup in
+        Python per value.
 
         >>> Interner().encode([("a", 1), ("b", 2), ("a", 1)]).tolist()
         [0, 1, 0]
         """
         values = values if isinstance(values, list) else list(values)
-        if len(values) > 1 and len(kinds := set(map(type, values))) == 1 and kinds <= _BY_EQUALITY:
+        if len(values) > 1 and type(values[0]) in _BY_EQUALITY:
             try:
-                distinct = dict.fromkeys(values)
+                probe = values[:PROBE]
+                distinct = dict.fromkeys(probe)
+                repeats = 4 * len(distinct) < 3 * len(probe)
+                if repeats and len(kinds := set(map(type, values))) == 1 and kinds <= _BY_EQUALITY:
+                    if len(probe) < len(values):
+                        distinct = dict.fromkeys(values)
+                    code_of = dict(zip(distinct, self._encode_each(list(distinct), where).tolist()))
+                    return np.fromiter(map(code_of.__getitem__, values), dtype=np.int64, count=len(values))
             except TypeError:  # a tuple holding an unhashable value: the per-value path names it
-                return self._encode_each(values, where)
-            code_of = dict(zip(distinct, self._encode_each(list(distinct), where).tolist()))
-            return np.fromiter(map(code_of.__getitem__, values), dtype=np.int64, count=len(values))
+                pass
         return self._encode_each(values, where)
 
     def _encode_each(self, values: list, where: str) -> np.ndarray:
@@ -211,7 +220,7 @@ class Interner:
         if len(array) == 0:
             return np.zeros(0, dtype=np.int64)
         enc = pc.dictionary_encode(array)
-        uniq = self.encode(enc.dictionary.to_pylist(), where)
+        uniq = self._encode_each(enc.dictionary.to_pylist(), where)  # distinct already
         idx = enc.indices
         if idx.null_count:
             none_code = self.code(None)
@@ -385,6 +394,8 @@ def content_code(value: Any) -> int:
 
 
 _NAN = float("nan")
+#: Types whose values are their own canonical representatives (a tuple of only these is one too).
+_AS_THEY_ARE = frozenset((int, bool, str, bytes, type(None)))
 
 
 def canonical(value: Any) -> Any:
@@ -405,6 +416,8 @@ def canonical(value: Any) -> Any:
             return 0.0
         return float(value) if t is not float else value
     if t is tuple:
+        if _AS_THEY_ARE.issuperset(map(type, value)):  # no float inside: the tuple is its own representative
+            return value
         return tuple(canonical(v) for v in value)
     return value
 
