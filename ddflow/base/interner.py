@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+from itertools import compress, repeat
+from operator import is_
 from typing import Any, Iterable
 
 import numpy as np
@@ -57,6 +59,7 @@ _MISSING = object()
 _BY_EQUALITY = frozenset((str, bytes, tuple))
 #: :meth:`Interner.encode` looks for repeats among this many values first (a quarter repeated: it deduplicates).
 PROBE = 4096
+_STR = {str}
 _FREE = object()  # the value slot of a freed code (dense mode)
 #: Default ``collect_after``: below this many new values a collection is not worth a mark phase.
 COLLECT_AFTER = 1 << 14
@@ -119,7 +122,7 @@ class Interner:
         key = _hash_key(value)
         c = self._codes.get(key)
         if c is None:
-            value = key[1]  # the canonical value (one NaN, 0.0 for -0.0) is the one decoded
+            value = key if type(key) is str else key[1]  # the canonical value (one NaN, 0.0 for -0.0) is the one decoded
             if self.hashed:
                 c = content_code(value)
                 self._add_hashed(c, key, value)
@@ -189,7 +192,9 @@ class Interner:
         return self._encode_each(values, where)
 
     def _encode_each(self, values: list, where: str) -> np.ndarray:
-        """:meth:`encode`, one dict lookup in Python per value.  O(n)."""
+        """:meth:`encode`, one dict lookup in Python per value (strings: :meth:`_encode_strings`).  O(n)."""
+        if values and type(values[0]) is str and set(map(type, values)) == _STR:
+            return self._encode_strings(values)
         codes = self._codes
         out = []
         append = out.append
@@ -206,6 +211,28 @@ class Interner:
                 c = self.code(v)
             append(c)
         return np.fromiter(out, dtype=np.int64, count=len(out))
+
+    def _encode_strings(self, values: list) -> np.ndarray:
+        """Codes for a list of strings, looked up in C (a string is its own key).  O(n).
+
+        Only new strings go to Python, one at a time where free codes are
+        reused or codes are content-derived (several workers); otherwise
+        they take the next codes in one pass in C, in first-seen order, as
+        :meth:`code` would give them.
+        """
+        codes = self._codes
+        got = list(map(codes.get, values))
+        if None in got:
+            new = dict.fromkeys(compress(values, map(is_, got, repeat(None))))
+            if self.hashed or self._free:
+                for v in new:
+                    self.code(v)
+            else:
+                base = len(self._values)
+                self._values.extend(new)
+                codes.update(zip(new, range(base, base + len(new))))
+            got = list(map(codes.get, values))
+        return np.fromiter(got, dtype=np.int64, count=len(got))
 
     def encode_arrow(self, array: pa.Array | pa.ChunkedArray, where: str = "column") -> np.ndarray:
         """Codes for an Arrow column, touching each distinct value once in Python.
@@ -427,6 +454,8 @@ def _hash_key(value: Any) -> Any:
     # different values, so the type is part of the key.  Floats (and tuples,
     # which may hold them) are canonical first: one NaN, and 0.0 for -0.0.
     t = type(value)
+    if t is str:  # a string is its own key (no other key is a string): looked up without building one
+        return value
     if t is float or t is tuple or isinstance(value, np.floating):
         value = canonical(value)
         t = type(value)

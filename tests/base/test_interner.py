@@ -287,7 +287,12 @@ def test_encode_gives_equal_values_one_code_whichever_path(shape, data, hashed):
         values = ["a", "a", "a"] + values  # a string first, repeated: the C path is considered
     seen = data.draw(st.lists(st.sampled_from(values), max_size=3)) if values else []
     fast, slow = Interner(hashed=hashed), Interner(hashed=hashed)
-    fast.encode(seen), slow._encode_each(list(seen), "column")
+    free = not hashed and data.draw(st.booleans(), label="free all codes but 0")  # new values reuse them
+    for it in (fast, slow):
+        it._encode_each(list(seen), "column")
+        if free and len(it):
+            live = len(it)
+            assert it.collect([np.zeros(1, dtype=np.int64)]) == live - 1
     codes = fast.encode(values).tolist()
     assert codes == slow._encode_each(list(values), "column").tolist()
     keys = [_same(v) for v in values]
