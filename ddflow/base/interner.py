@@ -59,7 +59,7 @@ _MISSING = object()
 _BY_EQUALITY = frozenset((str, bytes, tuple))
 #: :meth:`Interner.encode` looks for repeats among this many values first (a quarter repeated: it deduplicates).
 PROBE = 4096
-_STR = {str}
+_STR = frozenset((str,))
 _FREE = object()  # the value slot of a freed code (dense mode)
 #: Default ``collect_after``: below this many new values a collection is not worth a mark phase.
 COLLECT_AFTER = 1 << 14
@@ -162,7 +162,7 @@ class Interner:
         return [by[c] for c in codes.tolist()]
 
     def encode(self, values: Iterable[Any], where: str = "column") -> np.ndarray:
-        """Codes for many values; raises TypeError naming ``where`` for an unhashable value.
+        """Codes for many values; raises SchemaError naming ``where`` for an unhashable value.
 
         O(n).  A column of only strings, only bytes or only tuples (what
         SQL's keys of several columns and string functions make) that
