@@ -130,3 +130,26 @@ def lookup_rows(table: Sequence[np.ndarray], query: Sequence[np.ndarray]) -> np.
     grp_first = first[gid[is_q]]
     res[order[is_q] - n_t] = np.where(grp_first < n_t, grp_first, -1)
     return res
+
+
+def frozen(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Read-only views of ``arrays`` (an array already read-only as it is).  O(1) each.
+
+    Two callers need them.  numba compiles a kernel once per signature,
+    and a read-only array is a type of its own: a kernel's arguments are
+    made read-only all the time, or the ones an
+    :class:`~ddflow.base.updates.Updates` froze would cost a second
+    specialization (hundreds of milliseconds to load, seconds to compile)
+    where the others were writable.  And a column function is given its
+    input so: a numeric column is the batch other readers share.
+
+    >>> a, = frozen(np.arange(3)); a.flags.writeable
+    False
+    """
+    out = []
+    for a in arrays:
+        if a.flags.writeable:
+            a = a.view()
+            a.flags.writeable = False
+        out.append(a)
+    return tuple(out)

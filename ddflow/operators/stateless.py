@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ddflow.base.columnar import frozen
 from ddflow.base.consolidate import consolidate
 from ddflow.base.kinds import OF_DTYPE
 from ddflow.base.updates import Updates, from_rows
@@ -105,20 +106,6 @@ class RowNode(Node):
         return None
 
 
-def read_only(a: np.ndarray) -> np.ndarray:
-    """A read-only view of ``a`` (``a`` itself if it is read-only already).  O(1).
-
-    What a column function is given: a numeric input column is the batch's
-    own array, which other readers of the same batch see, so writing to it
-    in place would change their input too.
-    """
-    if not a.flags.writeable:
-        return a
-    v = a.view()
-    v.flags.writeable = False
-    return v
-
-
 def _as_row(r: Any, where: str) -> tuple:
     if isinstance(r, tuple):
         return r
@@ -149,7 +136,7 @@ class ColumnsNode(Node):
             except IndexError:
                 raise SchemaError(f"{where}: projects fields {self.indices} of records with {u.arity} fields") from None
             return
-        cols = [read_only(c) for c in u.decoded_columns(self.ctx.interner)]
+        cols = frozen(*u.decoded_columns(self.ctx.interner))  # read-only: the batch other readers share
         if self.mode == "filter":
             mask = np.asarray(self.fn(*cols), dtype=bool)
             if mask.shape != (len(u),):

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ddflow.base.columnar import frozen
 from ddflow.base.kernels import helpers_of, lazy_jit
 from ddflow.traces.layout import histories
 from ddflow.traces.merge import consolidate_segment, sort_segment
@@ -68,30 +69,12 @@ def history_arguments(h: RoundHistory | None, bound: np.ndarray, ng: int, arity:
     """``(groups, inputs, outputs, emitted rows, times, diffs)`` of ``h`` for a step under ``bound``; none if unusable.
 
     ``ng``: the group's fields; ``arity``: the input's and the output's.
-    Read-only views (:func:`frozen`).  O(1).
+    Read-only views (:func:`~ddflow.base.columnar.frozen`).  O(1).
     """
     if h is not None and h.usable(bound):
         return frozen(h.groups, h.inputs, h.outputs, *h.emitted)
     groups, entries, rows, times, diffs = no_history(ng, arity)
     return groups, entries, entries, rows, times, diffs
-
-
-def frozen(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Read-only views of ``arrays``.  O(1) each.
-
-    numba compiles a kernel once per signature, and a read-only array is a
-    type of its own: a kernel's arguments are made read-only all the time,
-    or the ones an :class:`~ddflow.base.updates.Updates` froze would cost
-    a second specialization (hundreds of milliseconds to load, seconds to
-    compile) where the others were writable.
-    """
-    out = []
-    for a in arrays:
-        if a.flags.writeable:
-            a = a.view()
-            a.flags.writeable = False
-        out.append(a)
-    return tuple(out)
 
 
 @functools.lru_cache(maxsize=None)

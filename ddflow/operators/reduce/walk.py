@@ -42,15 +42,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.columnar import pair_order
+from ddflow.base.columnar import frozen, pair_order
 from ddflow.base.consolidate import consolidate
 from ddflow.base.kernels import helpers_of, key_matrix, lazy_jit, sort_rows
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import any_complete, object_columns, ready_split
 from ddflow.operators.reduce.general import GeneralTactic, seeds
-from ddflow.operators.reduce.compacted import (RoundHistory, compacted_histories, entry_columns, frozen,
-                                               history_arguments, no_history)
+from ddflow.operators.reduce.compacted import (RoundHistory, compacted_histories, entry_columns, history_arguments,
+                                               no_history)
 from ddflow.operators.reduce.keywalk import key_walk, rank_values, walk_rows
 from ddflow.operators.reduce.logic import ExtremeLogic, Logic
 from ddflow.operators.reduce.tactic import BAD_ROUND, DONE, OVERFLOW
