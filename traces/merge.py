@@ -29,10 +29,23 @@ from ddflow.base.kernels import group_sums, lazy_jit, lex_order
 
 from .layout import DIFFS, KEYS, NKEYS, NUPD, NVALS, TIMES, VAL0, key_offsets, offset, val_offsets
 
-_I64_MAX = np.iinfo(np.int64).max
-_I64_MIN = np.iinfo(np.int64).min
 #: A row's updates up to this many are sorted by insertion, in place; more by a merge sort through scratch arrays.
 SORT_IN_PLACE = 32
+
+
+_I64_MAX = np.iinfo(np.int64).max
+_I64_MIN = np.iinfo(np.int64).min
+
+
+def sum_overflows(s, d):
+    """Whether ``s + d`` leaves int64, decided before adding (a signed sum that wraps is undefined once compiled).
+
+    A kernel helper, for the sums of diffs that merges and compactions make.  O(1).
+
+    >>> sum_overflows(_I64_MAX, 1), sum_overflows(_I64_MIN, -1), sum_overflows(_I64_MAX, -1)
+    (True, True, False)
+    """
+    return (d > 0 and s > _I64_MAX - d) or (d < 0 and s < _I64_MIN - d)
 
 
 def _row_cmp(KA, i, KB, j):
@@ -179,7 +192,7 @@ def consolidate_segment(T, D, lo, hi):
             if not same:
                 break
             x = D[v]
-            if (x > 0 and s > _I64_MAX - x) or (x < 0 and s < _I64_MIN - x):
+            if sum_overflows(s, x):
                 return k, True
             s += x
             v += 1
@@ -193,6 +206,7 @@ def consolidate_segment(T, D, lo, hi):
 
 
 sort_segment.uses = (_row_cmp, _time_less)  # for helpers_of: what a kernel calling it compiles with it
+consolidate_segment.uses = (sum_overflows,)
 
 
 def _sort_inner(T, D, lo, hi, scratch_t, scratch_d):
@@ -264,7 +278,7 @@ def _copy_row_split(T, D, nu, tA, dA, a, a1, tB, dB, b, b1, f0, f1):
 
 
 @lazy_jit(uses=(_row_cmp, _time_less, _copy_advanced, _copy_prefix, _copy_row_split, _longest_row, sort_segment,
-                _sort_inner, consolidate_segment))
+                _sort_inner, consolidate_segment, sum_overflows))
 def merge_rows(KA, offA, tA, dA, KB, offB, tB, dB, F):
     """Merge two batches' (key, value) rows and their updates; see the module's contract.
 

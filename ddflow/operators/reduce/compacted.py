@@ -35,9 +35,7 @@ import numpy as np
 from ddflow.base.columnar import frozen
 from ddflow.base.kernels import helpers_of, lazy_jit
 from ddflow.traces.layout import histories
-from ddflow.traces.merge import consolidate_segment, sort_segment
-
-_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+from ddflow.traces.merge import consolidate_segment, sort_segment, sum_overflows
 
 
 @dataclass
@@ -176,7 +174,7 @@ def merge_summed(out, no, g, C, lo, hi, r, M, D, s, k):
             same = out[no, c] == (compacted_entry(C, i, c, r) if from_cache else M[j, c])
         if same:
             x = out[no, w - 1]
-            if (d > 0 and x > _I64_MAX - d) or (d < 0 and x < _I64_MIN - d):
+            if sum_overflows(x, d):
                 return no, True
             out[no, w - 1] = x + d
         else:
@@ -197,7 +195,7 @@ def merge_summed(out, no, g, C, lo, hi, r, M, D, s, k):
 
 
 @lazy_jit(uses=helpers_of(histories, sort_segment, consolidate_segment) + (compare_rows, find_group, compacted_entry,
-                                                                              run_in_order, merge_summed))
+                                                                              run_in_order, merge_summed, sum_overflows))
 def compacted_histories(T, groups, arity, r, c_groups, c_entries, a_rows, a_times, a_diffs):
     """Every update of the records starting with one of ``groups``' rows, compacted to round ``r``.
 
