@@ -55,8 +55,9 @@ from ddflow.errors import DataflowError, SchemaError
 
 
 _MISSING = object()
-#: Types whose equal values have one code: a dict of them groups values as the interner's keys do.
-_BY_EQUALITY = frozenset((str, bytes, tuple))
+#: Types whose equal values have one code: a dict of them groups values as the interner's keys do (strings are
+#: their own keys, looked up in C without it: :meth:`Interner._encode_strings`).
+_BY_EQUALITY = frozenset((bytes, tuple))
 #: :meth:`Interner.encode` looks for repeats among this many values first (a quarter repeated: it deduplicates).
 PROBE = 4096
 _STR = frozenset((str,))
@@ -164,14 +165,14 @@ class Interner:
     def encode(self, values: Iterable[Any], where: str = "column") -> np.ndarray:
         """Codes for many values; raises SchemaError naming ``where`` for an unhashable value.
 
-        O(n).  A column of only strings, only bytes or only tuples (what
-        SQL's keys of several columns and string functions make) that
-        repeats values goes to Python once per distinct value, and
-        otherwise runs in C: equal ones are found by a dict, which groups
-        them as the interner's keys do (for tuples, Python's equality; each
-        distinct one is then made canonical).  Whether it repeats is judged
-        on its first ``PROBE`` values.  Other columns: one dict lookup in
-        Python per value.
+        O(n).  A column of strings is looked up in C
+        (:meth:`_encode_strings`).  A column of only bytes or only tuples
+        (what SQL's keys of several columns make) that repeats values goes
+        to Python once per distinct value, and otherwise runs in C: equal
+        ones are found by a dict, which groups them as the interner's keys
+        do (for tuples, Python's equality; each distinct one is then made
+        canonical).  Whether it repeats is judged on its first ``PROBE``
+        values.  Other columns: one dict lookup in Python per value.
 
         >>> Interner().encode([("a", 1), ("b", 2), ("a", 1)]).tolist()
         [0, 1, 0]
