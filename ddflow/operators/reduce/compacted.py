@@ -216,7 +216,8 @@ def compacted_histories(T, groups, arity, r, c_groups, c_entries, a_rows, a_time
     next step finds it cached.  ``overflow`` if a sum left int64 (the
     entries are then meaningless).  O(h) for the h updates of groups read
     from the trace, plus their read; O(h log h) for cached ones, O(h) in
-    the common case (the cached part comes sorted; :func:`~ddflow.traces.merge.sort_segment`).
+    the common case (a cached part summed by the last step comes in order,
+    and the few additions are merged into it: :func:`merge_summed`).
     """
     ng, G = groups.shape[0], groups.shape[1]
     nv = arity - ng
@@ -272,8 +273,8 @@ def compacted_histories(T, groups, arity, r, c_groups, c_entries, a_rows, a_time
         if hit[g] >= 0:
             n += c_hi[hit[g]] - c_lo[hit[g]]
     # Each group's entries in turn, times compacted.  A group read from the trace comes sorted by outer time and is
-    # copied as it is; a cached one, with what the trace took since, is sorted and summed (the cached part comes
-    # sorted, or by outer time the first time it is hit).
+    # copied as it is; a cached one takes what the trace took since, merged in where the cached part is in order
+    # (it was summed), else sorted and summed with it (the first time it is hit, when it is in outer-time order only).
     nh = n - len(m_diffs)
     M = np.empty((nh, w - 1), dtype=np.int64)
     D = np.empty(nh, dtype=np.int64)
