@@ -29,8 +29,8 @@ from ddflow.base.lattice import Antichain, advance_by
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError, UsageError
 
-from .layout import batch_row, trie_with_row
-from .merge import merge_rows
+from .layout import all_int, batch_row, trie_with_row
+from .merge import merge_pair, merge_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,15 +277,22 @@ class Batch:
         return Updates((key, *vals), self.times, self.diffs, self.kinds)
 
     # -- merging ----------------------------------------------------------------
-    def merge(self, other: "Batch", frontier: Antichain | None = None) -> "Batch":
+    def merge(self, other: "Batch", frontier: Antichain | None = None,
+              keys: tuple[tuple[int, int], tuple[int, int]] | None = None) -> "Batch":
         """Merge with the next batch in time, advancing times by ``frontier`` and consolidating.
 
-        One compiled pass over both tries (:func:`ddflow.traces.merge.merge_rows`):
-        the (key, value) rows of both are sorted, so they merge linearly,
-        and each row's updates are advanced and consolidated in place.
-        Keys whose updates all cancel disappear; a sum of diffs past int64
-        is a :class:`~ddflow.errors.SchemaError`.  Cost: O(n + m) for the
-        two batches' sizes when advancing keeps each row's times in order,
+        The (key, value) rows of both are sorted, so they merge linearly,
+        and each row's updates are advanced and consolidated in place
+        (:func:`ddflow.traces.merge.merge_rows`).  Batches of int64 columns
+        are read through their table rows and come back built, with their
+        own row, in one compiled call (:func:`ddflow.traces.merge.merge_pair`);
+        others take :meth:`merge_by_rows`, the reference.  ``keys``:
+        ``((lo, hi), (lo2, hi2))``, the key positions of this batch and of
+        ``other`` to merge (a merge in progress merges a key range at a
+        time); all of both by default.  Keys whose updates all cancel
+        disappear; a sum of diffs past int64 is a
+        :class:`~ddflow.errors.SchemaError`.  Cost: O(n + m) for the two
+        batches' sizes when advancing keeps each row's times in order,
         O(m log m) at worst.
 
         >>> from ddflow.base.interner import Interner
@@ -295,24 +302,56 @@ class Batch:
         >>> b = Batch.from_updates(from_rows([(2, 20), (3, 30)], 1, [-1, 1], it))
         >>> a.merge(b, Antichain.from_time(2)).flatten().to_rows(it)
         [((1, 10), 2, 1), ((3, 30), 2, 1)]
+        >>> a.merge(b, keys=((1, 2), (0, 1))).flatten().to_rows(it)
+        [((2, 20), 0, 1), ((2, 20), 1, -1)]
         """
         if self.kinds != other.kinds:
             raise SchemaError(f"cannot merge batches with column kinds {self.kinds} and {other.kinds}")
+        (a0, a1), (b0, b1) = keys if keys is not None else ((0, len(self.keys)), (0, len(other.keys)))
+        if not (all_int(self) and all_int(other) and len(self) + len(other) < 2**31):
+            a = self if keys is None else self.slice_keys(a0, a1)
+            b = other if keys is None else other.slice_keys(b0, b1)
+            return a.merge_by_rows(b, frontier)
+        desc, F = self._merged_description(other, frontier)
+        ra = self.table_row()
+        T = np.empty((2, len(ra)), dtype=np.int64)
+        T[0], T[1] = ra, other.table_row()
+        bk, key_offs, V, val_offs, times, diffs, row, overflow = merge_pair(T, a0, a1, b0, b1, F)
+        if overflow:
+            self.slice_keys(a0, a1)._merge_overflow(other.slice_keys(b0, b1), frontier)
+        if not len(diffs):
+            return Batch.empty(self.kinds, self.depth, desc)
+        return Batch.with_row(bk, V, key_offs, val_offs, times, diffs, desc, self.kinds, row, check=False)
+
+    def _merged_description(self, other: "Batch", frontier: Antichain | None) -> tuple[Description, np.ndarray]:
+        """The description of this batch merged with the next, ``other``, and the frontier's elements.  O(1)."""
         if frontier is not None and len(frontier):
             since, F = frontier, frontier.elements
         else:
             since = self.desc.since if self.desc.since == other.desc.since else self.desc.since.glb(other.desc.since)
             F = np.zeros((0, self.depth), dtype=np.int64)
-        desc = Description(self.desc.lower, other.desc.upper, since)
+        return Description(self.desc.lower, other.desc.upper, since), F
+
+    def _merge_overflow(self, other: "Batch", frontier: Antichain | None) -> None:
+        """Raise the ``SchemaError`` naming the record and time whose sum left int64 in a merge with ``other``."""
+        both = Updates.concat([self.flatten(), other.flatten()])
+        if frontier is not None and len(frontier):
+            both = both.with_times(advance_by(both.times, frontier))
+        raise SchemaError(f"merging batches of {self.kinds}: {overflow_detail(both)}")
+
+    def merge_by_rows(self, other: "Batch", frontier: Antichain | None = None) -> "Batch":
+        """:meth:`merge` for columns of any kind: the rows made in numpy, merged in one call.
+
+        What :meth:`merge` does in one call for int64 columns, and the
+        reference it is tested against.  O(n + m) as :meth:`merge`.
+        """
+        desc, F = self._merged_description(other, frontier)
         a_cols, b_cols = self.row_columns(), other.row_columns()
         pick, voffs, kstarts, times, diffs, overflow = merge_rows(
             key_matrix(a_cols), self.val_offs, self.times, self.diffs,
             key_matrix(b_cols), other.val_offs, other.times, other.diffs, F)
         if overflow:
-            both = Updates.concat([self.flatten(), other.flatten()])
-            if len(F):
-                both = both.with_times(advance_by(both.times, frontier))
-            raise SchemaError(f"merging batches of {self.kinds}: {overflow_detail(both)}")
+            self._merge_overflow(other, frontier)
         n = len(diffs)
         if n == 0:
             return Batch.empty(self.kinds, self.depth, desc, self.keys.dtype, [v.dtype for v in self.vals])
@@ -327,6 +366,14 @@ class Batch:
         key_offs[:-1] = kstarts
         key_offs[-1] = len(pick)
         return Batch(cols[0][kstarts], cols[1:], key_offs, voffs.astype(off), times, diffs, desc, self.kinds, check=False)
+
+    def slice_keys(self, lo: int, hi: int) -> "Batch":
+        """The sub-trie of keys ``[lo, hi)`` as a batch with the same description: views, no copies.  O(arity)."""
+        v0, v1 = int(self.key_offs[lo]), int(self.key_offs[hi])
+        u0, u1 = int(self.val_offs[v0]), int(self.val_offs[v1])
+        return Batch(self.keys[lo:hi], tuple(v[v0:v1] for v in self.vals), self.key_offs[lo : hi + 1] - v0,
+                     self.val_offs[v0 : v1 + 1] - u0, self.times[u0:u1], self.diffs[u0:u1], self.desc, self.kinds,
+                     check=False)
 
     def row_columns(self) -> tuple[np.ndarray, ...]:
         """One entry per (key, value) row: the key repeated for each of its values, then the value columns.  O(rows)."""

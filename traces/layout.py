@@ -97,24 +97,34 @@ def build_trie(K, times, diffs):
         for j in range(1, m):
             V[j - 1, v] = K[vstarts[v], j]
     val_offs[nv] = n
-    row = np.zeros(VAL0 + m - 1, dtype=np.int64)
-    row[NKEYS] = nk
+    return keys, key_offs, V, val_offs, trie_row(keys, key_offs, V, val_offs, times, diffs)
+
+
+def trie_row(keys, key_offs, V, val_offs, times, diffs):
+    """:func:`batch_row`'s row for trie arrays a kernel just made (a kernel helper).  O(arity).
+
+    The offsets are int32 and every array C-contiguous, as the kernels that
+    call it allocate them; the value columns are the rows of ``V``.
+    """
+    nv = V.shape[1]
+    row = np.zeros(VAL0 + V.shape[0], dtype=np.int64)
+    row[NKEYS] = len(keys)
     row[NVALS] = nv
-    row[NUPD] = n
+    row[NUPD] = len(diffs)
     row[KEYS] = keys.ctypes.data
     row[KOFFS32] = key_offs.ctypes.data
     row[VOFFS32] = val_offs.ctypes.data
     row[TIMES] = times.ctypes.data
     row[DIFFS] = diffs.ctypes.data
-    for j in range(m - 1):
+    for j in range(V.shape[0]):
         row[VAL0 + j] = V.ctypes.data + 8 * j * nv
-    return keys, key_offs, V, val_offs, row
+    return row
 
 
-build_trie.uses = (_trie_starts,)  # what a kernel listing it in ``helpers_of`` must compile with it
+build_trie.uses = (_trie_starts, trie_row)  # what a kernel listing it in ``helpers_of`` must compile with it
 
 
-@lazy_jit(uses=(build_trie, _trie_starts))
+@lazy_jit(uses=(build_trie, _trie_starts, trie_row))
 def trie_with_row(K, times, diffs):
     """A batch's trie levels and its table row, from consolidated updates, in one compiled call.
 
@@ -133,7 +143,7 @@ def trie_with_row(K, times, diffs):
     return build_trie(K, times, diffs)
 
 
-@lazy_jit(uses=(build_trie, _trie_starts, consolidated_split, _consolidate_small, group_sums))
+@lazy_jit(uses=(build_trie, _trie_starts, trie_row, consolidated_split, _consolidate_small, group_sums))
 def consolidated_trie(K, diffs, m):
     """A few updates consolidated and built into a batch's trie and table row, in one compiled call.
 

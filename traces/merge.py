@@ -25,9 +25,9 @@ from __future__ import annotations
 import numpy as np
 
 from ddflow.base.address import view_2d, view_i64
-from ddflow.base.kernels import group_sums, lazy_jit, lex_order
+from ddflow.base.kernels import group_sums, helpers_of, lazy_jit, lex_order
 
-from .layout import DIFFS, KEYS, NKEYS, NUPD, NVALS, TIMES, VAL0, key_offsets, offset, val_offsets
+from .layout import DIFFS, KEYS, NKEYS, NUPD, NVALS, TIMES, VAL0, key_offsets, offset, trie_row, val_offsets
 
 #: A row's updates up to this many are sorted by insertion, in place; more by a merge sort through scratch arrays.
 SORT_IN_PLACE = 32
@@ -367,6 +367,72 @@ def merge_rows(KA, offA, tA, dA, KB, offB, tB, dB, F):
         if c >= 0:
             j += 1
     return pick[:nv], voffs[: nv + 1], kstarts[:nk], T[:nu], D[:nu], False
+
+
+def _key_rows(T, b, k0, k1, arity, depth):
+    """The (key, value) rows of keys ``k0:k1`` of table ``T``'s batch ``b``, as :func:`merge_rows` takes them.
+
+    Returns ``(K, offs, times, diffs)``: the rows' sort keys (``(n, arity)``,
+    the key repeated for each of its values), their update offsets (``n +
+    1``, into the batch's own ``times`` and ``diffs``), and those two.
+    O(rows).
+    """
+    keys = view_i64(T[b, KEYS], T[b, NKEYS])
+    ko64, ko32 = key_offsets(T, b)
+    vo64, vo32 = val_offsets(T, b)
+    v0, v1 = offset(ko64, ko32, k0), offset(ko64, ko32, k1)
+    K = np.empty((v1 - v0, arity), dtype=np.int64)
+    offs = np.empty(v1 - v0 + 1, dtype=np.int64)
+    for p in range(k0, k1):
+        for v in range(offset(ko64, ko32, p), offset(ko64, ko32, p + 1)):
+            K[v - v0, 0] = keys[p]
+    for j in range(1, arity):
+        col = view_i64(T[b, VAL0 + j - 1], T[b, NVALS])
+        for v in range(v0, v1):
+            K[v - v0, j] = col[v]
+    for v in range(v0, v1 + 1):
+        offs[v - v0] = offset(vo64, vo32, v)
+    return K, offs, view_2d(T[b, TIMES], T[b, NUPD], depth), view_i64(T[b, DIFFS], T[b, NUPD])
+
+
+@lazy_jit(uses=(_key_rows, trie_row, offset, key_offsets, val_offsets) + helpers_of(merge_rows))
+def merge_pair(T, a0, a1, b0, b1, F):
+    """Keys ``a0:a1`` of batch 0 of table ``T`` merged with keys ``b0:b1`` of batch 1, as one trie: one call.
+
+    What :meth:`traces.batch.Batch.merge` does for two batches of int64
+    columns (a merge in progress merges them a key range at a time): the
+    rows are read through the table (:func:`_key_rows`), merged by
+    :func:`merge_rows` (the module's contract; ``F`` the frontier's
+    elements, ``(0, depth)`` for none), and the result is built as
+    :func:`traces.layout.build_trie` builds a batch, with its table row.
+    Returns ``(keys, key_offs, V, val_offs, times, diffs, row, overflow)``,
+    offsets in 32 bits (the caller sends fewer than 2**31 updates); with
+    ``overflow`` the rest is empty.  O(n + m) as :func:`merge_rows`.
+    """
+    arity = T.shape[1] - VAL0 + 1
+    depth = F.shape[1]
+    KA, offA, tA, dA = _key_rows(T, 0, a0, a1, arity, depth)
+    KB, offB, tB, dB = _key_rows(T, 1, b0, b1, arity, depth)
+    pick, voffs, kstarts, times, diffs, overflow = merge_rows(KA, offA, tA, dA, KB, offB, tB, dB, F)
+    nA, nv, nk = KA.shape[0], len(pick), len(kstarts)
+    if overflow:
+        nv, nk = 0, 0
+    keys = np.empty(nk, dtype=np.int64)
+    key_offs = np.empty(nk + 1, dtype=np.int32)
+    V = np.empty((arity - 1, nv), dtype=np.int64)
+    val_offs = np.empty(nv + 1, dtype=np.int32)
+    for g in range(nk):
+        r = pick[kstarts[g]]
+        keys[g] = KA[r, 0] if r < nA else KB[r - nA, 0]
+        key_offs[g] = kstarts[g]
+    key_offs[nk] = nv
+    for v in range(nv):
+        r = pick[v]
+        for j in range(1, arity):
+            V[j - 1, v] = KA[r, j] if r < nA else KB[r - nA, j]
+        val_offs[v] = voffs[v]
+    val_offs[nv] = voffs[nv] if not overflow else 0
+    return keys, key_offs, V, val_offs, times, diffs, trie_row(keys, key_offs, V, val_offs, times, diffs), overflow
 
 
 def _advance_time(x, F, c):

@@ -52,23 +52,6 @@ SETTLE_MIN = 1024
 SETTLE_SPAN = 64
 
 
-def _slice_keys(b: Batch, lo: int, hi: int) -> Batch:
-    """The sub-trie of keys ``[lo, hi)`` as a batch with the same description."""
-    v0, v1 = int(b.key_offs[lo]), int(b.key_offs[hi])
-    u0, u1 = int(b.val_offs[v0]), int(b.val_offs[v1])
-    return Batch(
-        b.keys[lo:hi],
-        tuple(v[v0:v1] for v in b.vals),
-        b.key_offs[lo : hi + 1] - v0,
-        b.val_offs[v0 : v1 + 1] - u0,
-        b.times[u0:u1],
-        b.diffs[u0:u1],
-        b.desc,
-        b.kinds,
-        check=False,
-    )
-
-
 def _concat_tries(parts: list[Batch], desc: Description, template: Batch) -> Batch:
     """Concatenate batches covering disjoint, increasing key ranges."""
     parts = [p for p in parts if len(p)]
@@ -76,7 +59,9 @@ def _concat_tries(parts: list[Batch], desc: Description, template: Batch) -> Bat
         return Batch.empty(template.kinds, template.depth, desc, template.keys.dtype, [v.dtype for v in template.vals])
     if len(parts) == 1:
         p = parts[0]
-        return Batch(p.keys, p.vals, p.key_offs, p.val_offs, p.times, p.diffs, desc, p.kinds, check=False)
+        b = Batch(p.keys, p.vals, p.key_offs, p.val_offs, p.times, p.diffs, desc, p.kinds, check=False)
+        b._row = p._row  # the same arrays: the part's table row, if it has one, is this batch's
+        return b
     vbase = np.cumsum([0] + [len(p.val_offs) - 1 for p in parts])
     ubase = np.cumsum([0] + [len(p) for p in parts])
     key_offs = np.concatenate([p.key_offs[:-1] + vbase[i] for i, p in enumerate(parts)] + [[vbase[-1]]])
@@ -138,9 +123,9 @@ class Merging:
                 hi_j = _advance_keys(self._starts_new, j, fuel)
                 bound = new.keys[hi_j - 1] if hi_j > j else None
                 hi_i = i if bound is None else int(np.searchsorted(old.keys, bound, side="right"))
-            a, b = _slice_keys(old, i, hi_i), _slice_keys(new, j, hi_j)
-            fuel -= len(a) + len(b) + 1
-            self._parts.append(a.merge(b, frontier))
+            part = old.merge(new, frontier, keys=((i, hi_i), (j, hi_j)))
+            fuel -= int(self._starts_old[hi_i] - self._starts_old[i] + self._starts_new[hi_j] - self._starts_new[j]) + 1
+            self._parts.append(part)
             self._i, self._j = hi_i, hi_j
         if self._i >= len(old.keys) and self._j >= len(new.keys):
             since = self._frontier if self._frontier is not None and len(self._frontier) else old.desc.since.glb(new.desc.since)

@@ -1,9 +1,12 @@
-"""The merge kernel (``traces/merge.py``) on rows with many updates, compiled and plain, against a plain reference.
+"""The merge kernels (``traces/merge.py``) on rows with many updates, compiled and plain, against a plain reference.
 
 The batch tests elsewhere draw a few updates per row; here a handful of
 (key, value) rows carry up to 80 updates each, in an order the frontier's
 advance breaks, so a row's updates are re-sorted both ways the kernel
-sorts them (in place up to 32, by merging above).
+sorts them (in place up to 32, by merging above).  Both ways a batch
+merges are checked: ``merge_pair`` (int64 columns, read through the
+table, the result built in the same call) and ``merge_by_rows`` (the
+reference, rows made in numpy), each over whole batches and key ranges.
 """
 from __future__ import annotations
 
@@ -17,8 +20,10 @@ from hypothesis import strategies as st
 import ddflow.traces.batch as batch_module
 from ddflow.base.lattice import Antichain, advance_by
 from ddflow.base.updates import Updates
+from ddflow.errors import SchemaError
 from ddflow.traces.batch import Batch, Description
-from ddflow.traces.merge import merge_rows
+from ddflow.traces.layout import batch_row
+from ddflow.traces.merge import merge_pair, merge_rows
 
 
 def _batch(rng, n, depth, t_lo, t_hi, keys):
@@ -42,37 +47,77 @@ def _reference(parts, frontier):
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 3), st.integers(0, 300), st.integers(0, 300), st.integers(1, 4), st.booleans(),
-       st.integers(0, 3), st.integers(0, 2**32 - 1))
-def test_rows_with_many_updates_merge_as_the_reference(depth, na, nb, keys, plain, nf, seed):
+       st.integers(0, 3), st.sampled_from(["pair", "rows"]), st.integers(0, 2**32 - 1))
+def test_rows_with_many_updates_merge_as_the_reference(depth, na, nb, keys, plain, nf, path, seed):
     rng = np.random.default_rng(seed)
     a, ba = _batch(rng, na, depth, 0, 5, keys)
     b, bb = _batch(rng, nb, depth, 5, 9, keys)
     frontier = Antichain(rng.integers(0, 9, size=(nf, depth))) if nf else None
-    _check_merge(a, ba, b, bb, frontier, plain)
+    _check_merge(a, ba, b, bb, frontier, plain, path)
 
 
-def _check_merge(a, ba, b, bb, frontier, plain):
-    """Merge ``ba`` and ``bb`` (made of updates ``a`` and ``b``) with the kernel, compiled or plain; check it."""
-    kernel = merge_rows.plain if plain else merge_rows
-    saved = batch_module.merge_rows
-    batch_module.merge_rows = kernel
+def _merged(ba, bb, frontier, plain, path, keys=None):
+    """``ba`` merged with ``bb`` by ``path``'s kernel ("pair": ``merge_pair``, "rows": ``merge_rows``), compiled or plain."""
+    if path == "pair":
+        name, kernel = "merge_pair", merge_pair.plain if plain else merge_pair
+        merge = lambda: ba.merge(bb, frontier, keys)  # noqa: E731
+    else:
+        name, kernel = "merge_rows", merge_rows.plain if plain else merge_rows
+        a, b = (ba, bb) if keys is None else (ba.slice_keys(*keys[0]), bb.slice_keys(*keys[1]))
+        merge = lambda: a.merge_by_rows(b, frontier)  # noqa: E731
+    saved = getattr(batch_module, name)
+    setattr(batch_module, name, kernel)
     try:
-        m = ba.merge(bb, frontier)
+        return merge()
     finally:
-        batch_module.merge_rows = saved
+        setattr(batch_module, name, saved)
+
+
+def _check_merge(a, ba, b, bb, frontier, plain, path):
+    """Merge ``ba`` and ``bb`` (made of updates ``a`` and ``b``) by ``path``, compiled or plain; check it."""
+    _check_trie(_merged(ba, bb, frontier, plain, path), [a, b], frontier)
+
+
+def _check_trie(m, parts, frontier):
+    """``m`` holds ``parts`` advanced by ``frontier`` and consolidated, as a well-formed trie with its table row."""
     f = m.flatten()
     got = sorted(zip(zip(*(c.tolist() for c in f.cols)), map(tuple, f.times.tolist()), f.diffs.tolist()))
-    assert got == _reference([a, b], frontier)
-    # The trie's invariants: rows sorted and unique, each row's times sorted and distinct.
+    assert got == _reference(parts, frontier)
+    # The trie's invariants: keys sorted and unique, rows sorted and unique, each row's times sorted and distinct.
+    assert (np.diff(m.keys) > 0).all() and np.diff(m.key_offs).min(initial=1) > 0
+    rows = list(zip(*(c.tolist() for c in m.row_columns())))
+    assert rows == sorted(set(rows))
     for v in range(len(m.val_offs) - 1):
         t = [tuple(x) for x in m.times[m.val_offs[v]:m.val_offs[v + 1]].tolist()]
         assert t == sorted(set(t))
+    if len(m) and m._row is not None:  # a row made by the kernel describes the batch as batch_row would
+        assert m._row[0].tolist() == batch_row(m, []).tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 2), st.integers(0, 200), st.integers(0, 200), st.integers(1, 12), st.booleans(),
+       st.sampled_from(["pair", "rows"]), st.data())
+def test_key_ranges_merge_as_the_reference(depth, na, nb, keys, plain, path, data):
+    """A merge of key ranges (what a merge in progress does a slice at a time) holds exactly those keys' updates."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    a, ba = _batch(rng, na, depth, 0, 5, keys)
+    b, bb = _batch(rng, nb, depth, 5, 9, keys)
+    ra = sorted(data.draw(st.tuples(st.integers(0, len(ba.keys)), st.integers(0, len(ba.keys)))))
+    rb = sorted(data.draw(st.tuples(st.integers(0, len(bb.keys)), st.integers(0, len(bb.keys)))))
+    frontier = Antichain(rng.integers(0, 9, size=(1, depth))) if data.draw(st.booleans()) else None
+    m = _merged(ba, bb, frontier, plain, path, (tuple(ra), tuple(rb)))
+
+    def within(u, bt, r):
+        kept = np.isin(u.cols[0], bt.keys[r[0]:r[1]])
+        return Updates(tuple(c[kept] for c in u.cols), u.times[kept], u.diffs[kept], u.kinds)
+
+    _check_trie(m, [within(a, ba, ra), within(b, bb, rb)], frontier)
 
 
 @settings(max_examples=80, deadline=None)
 @given(st.integers(0, 300), st.integers(0, 300), st.integers(1, 4), st.booleans(), st.integers(0, 10),
-       st.integers(0, 21), st.integers(0, 2**32 - 1))
-def test_loop_times_under_one_frontier_element_merge_as_the_reference(na, nb, keys, plain, f0, f1, seed):
+       st.integers(0, 21), st.sampled_from(["pair", "rows"]), st.integers(0, 2**32 - 1))
+def test_loop_times_under_one_frontier_element_merge_as_the_reference(na, nb, keys, plain, f0, f1, path, seed):
     """Times of two coordinates and a frontier of one element: the path that sorts only the advanced prefix.
 
     The frontier's outer coordinate falls before, inside and after both
@@ -82,7 +127,7 @@ def test_loop_times_under_one_frontier_element_merge_as_the_reference(na, nb, ke
     rng = np.random.default_rng(seed)
     a, ba = _batch(rng, na, 2, 0, 5, keys)
     b, bb = _batch(rng, nb, 2, 3, 9, keys)
-    _check_merge(a, ba, b, bb, Antichain(np.array([[f0, f1]], dtype=np.int64)), plain)
+    _check_merge(a, ba, b, bb, Antichain(np.array([[f0, f1]], dtype=np.int64)), plain, path)
 
 
 def test_the_longest_rows_need_both_sorts():
@@ -90,3 +135,14 @@ def test_the_longest_rows_need_both_sorts():
     rng = np.random.default_rng(0)
     _, b = _batch(rng, 300, 2, 0, 5, 1)
     assert np.diff(b.val_offs).max() > 32
+
+
+@pytest.mark.parametrize("path", ["pair", "rows"])
+def test_a_sum_past_int64_names_the_record_and_time(path):
+    """Two diffs of 2**62 on one record and time, merged: an error naming them, never a wrapped sum."""
+    one = lambda t: Updates((np.array([7]), np.array([1])), np.array([[t]]), np.array([2**62]), ("i", "i"))  # noqa: E731
+    ba = Batch.from_updates(one(0), Description(Antichain.from_time(0), Antichain.from_time(1), Antichain.minimum(1)))
+    bb = Batch.from_updates(one(1), Description(Antichain.from_time(1), Antichain.from_time(2), Antichain.minimum(1)))
+    with pytest.raises(SchemaError, match=r"merging batches of \('i', 'i'\).*\(7, 1\)"):
+        _merged(ba, bb, Antichain.from_time(1), False, path)
+    assert len(_merged(ba, bb, None, False, path)) == 2  # apart, nothing to add
