@@ -229,6 +229,35 @@ class BatchTable:
         return BatchTable(room[0][: n + 1], self._keep + [batch], room)
 
 
+    def replaced(self, olds: Sequence, new) -> "BatchTable | None":
+        """This table with the rows of ``olds`` (batches it describes, consecutive, oldest first) replaced by ``new``'s.
+
+        What a spine's table becomes when a merge replaces batches by their
+        result: the other rows are kept as they are, so the table is not
+        rebuilt batch by batch.  Empty batches have no row (an empty
+        ``new`` leaves none).  None when ``olds`` are not consecutive rows
+        of this table (the caller then builds the table anew).  O(batches).
+        """
+        olds = [b for b in olds if len(b.diffs)]
+        keep = self._keep
+        if not olds:
+            return None  # where a row would go is not known from the rows
+        p = len(keep) - len(olds)  # most often the newest rows (the spine's tail)
+        if p < 0 or keep[p] is not olds[0]:
+            p = next((i for i, b in enumerate(keep) if b is olds[0]), -1)
+        if p < 0 or len(keep) < p + len(olds) or any(a is not b for a, b in zip(keep[p:], olds)):
+            return None
+        q = p + len(olds)
+        mid = [new] if len(new.diffs) else []
+        n = len(keep) - len(olds) + len(mid)
+        buf = np.empty((max(2 * n, 8), self.matrix.shape[1]), dtype=np.int64)
+        buf[:p] = self.matrix[:p]
+        if mid:
+            buf[p] = new.table_row()
+        buf[p + len(mid) : n] = self.matrix[q:]
+        return BatchTable(buf[:n], keep[:p] + mid + keep[q:], [buf, n])
+
+
 # -- kernels ------------------------------------------------------------------------------------------
 
 

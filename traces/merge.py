@@ -447,7 +447,7 @@ def _advance_time(x, F, c):
     return best
 
 
-@lazy_jit(uses=(_advance_time, lex_order, group_sums, offset, key_offsets, val_offsets))
+@lazy_jit(uses=(_advance_time, lex_order, group_sums, offset, key_offsets, val_offsets, trie_row))
 def merge_table(T, arity, depth, F):
     """Every batch of table ``T`` as one trie, times advanced by ``F`` and consolidated: one call.
 
@@ -455,10 +455,12 @@ def merge_table(T, arity, depth, F):
     batches of int64 columns.  Contract: the result holds, for each
     (record, advanced time), the sum of the diffs of the updates of all
     batches there, when it is not zero, in (record, time) order.
-    Returns ``(keys, vals, key_offs, val_offs, times, diffs, overflow)``:
-    ``vals`` an ``(arity - 1, v)`` matrix of the value rows; ``overflow``
-    when a sum leaves int64 (the other results are then meaningless).
-    O(n log n) for n updates in all (a merge sort of the rows).
+    Returns ``(keys, vals, key_offs, val_offs, times, diffs, row, overflow)``:
+    ``vals`` an ``(arity - 1, v)`` matrix of the value rows, offsets in 32
+    bits (the caller sends fewer than 2**31 updates), ``row`` the result's
+    table row (:func:`traces.layout.trie_row`); ``overflow`` when a sum
+    leaves int64 (the other results are then meaningless).  O(n log n)
+    for n updates in all (a merge sort of the rows).
     """
     n = 0
     for b in range(T.shape[0]):
@@ -487,11 +489,11 @@ def merge_table(T, arity, depth, F):
     nu = len(sel)
     keys = np.empty(nu, dtype=np.int64)
     vals = np.empty((arity - 1, nu), dtype=np.int64)
-    key_offs = np.empty(nu + 1, dtype=np.int64)
-    val_offs = np.empty(nu + 1, dtype=np.int64)
+    key_offs = np.empty(nu + 1, dtype=np.int32)
+    val_offs = np.empty(nu + 1, dtype=np.int32)
     times = np.empty((nu, depth), dtype=np.int64)
     if overflow:
-        return keys[:0], vals[:, :0], key_offs[:1], val_offs[:1], times[:0], sums[:0], True
+        return keys[:0], vals[:, :0], key_offs[:1], val_offs[:1], times[:0], sums[:0], np.zeros(0, np.int64), True
     nk = 0
     nv = 0
     for u in range(nu):
@@ -516,4 +518,6 @@ def merge_table(T, arity, depth, F):
             times[u, c] = M[x, arity + c]
     key_offs[nk] = nv
     val_offs[nv] = nu
-    return keys[:nk], vals[:, :nv], key_offs[: nk + 1], val_offs[: nv + 1], times, sums, False
+    keys, key_offs, val_offs = keys[:nk].copy(), key_offs[: nk + 1].copy(), val_offs[: nv + 1].copy()
+    vals = np.ascontiguousarray(vals[:, :nv])
+    return keys, vals, key_offs, val_offs, times, sums, trie_row(keys, key_offs, vals, val_offs, times, sums), False

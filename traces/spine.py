@@ -170,16 +170,14 @@ def _merge_all(batches: list[Batch], frontier: Antichain, rows: np.ndarray | Non
         for b in batches[1:]:
             since = since if since == b.desc.since else since.glb(b.desc.since)
     desc = Description(first.desc.lower, last.desc.upper, since)
-    if rows is not None or all(all_int(b) for b in batches):
+    if (rows is not None or all(all_int(b) for b in batches)) and sum(len(b) for b in batches) < 2**31:
         F = frontier.elements if len(frontier) else np.zeros((0, first.depth), dtype=np.int64)
         T = rows if rows is not None else BatchTable.of(batches, first.depth, len(first.kinds)).matrix
-        keys, vals, key_offs, val_offs, times, diffs, overflow = merge_table(T, len(first.kinds), first.depth, F)
+        keys, vals, key_offs, val_offs, times, diffs, row, overflow = merge_table(T, len(first.kinds), first.depth, F)
         if not overflow:
             if not len(diffs):
                 return Batch.empty(first.kinds, first.depth, desc)
-            off = offset_dtype(len(diffs))
-            return Batch(keys, tuple(vals), key_offs.astype(off), val_offs.astype(off), times, diffs, desc,
-                         first.kinds, check=False)
+            return Batch.with_row(keys, vals, key_offs, val_offs, times, diffs, desc, first.kinds, row, check=False)
     u = Updates.concat([b.flatten() for b in batches])
     if len(frontier):
         u = u.with_times(advance_by(u.times, frontier))
@@ -270,8 +268,10 @@ class Spine:
         elif self.entries and isinstance(self.entries[-1], Batch):
             # An empty batch only extends the previous one's time interval.
             last = self.entries[-1]
-            self.entries[-1] = Batch(last.keys, last.vals, last.key_offs, last.val_offs, last.times, last.diffs,
-                                     Description(last.desc.lower, batch.desc.upper, last.desc.since), last.kinds, check=False)
+            longer = Batch(last.keys, last.vals, last.key_offs, last.val_offs, last.times, last.diffs,
+                           Description(last.desc.lower, batch.desc.upper, last.desc.since), last.kinds, check=False)
+            longer._row = last._row  # the same arrays
+            self._replace(len(self.entries) - 1, len(self.entries), longer)
         else:
             self.entries.append(batch)
         self._tail += 1
@@ -290,9 +290,8 @@ class Spine:
             if isinstance(e, Merging):
                 _, done = e.work(fuel, frontier)
                 if done is not None:
-                    self.entries[idx] = done
+                    self._replace(idx, idx + 1, done)
                     self._merging -= 1
-                    self._table = None
                     finished = True
         return finished
 
@@ -313,8 +312,7 @@ class Spine:
             tail = self._tail = self._tail_length()
             if tail >= TAIL > 1:
                 merged = _merge_all(self.entries[-tail:], self._frontier(), self._tail_rows(tail))
-                self._table = None
-                self.entries[-tail:] = [merged]
+                self._replace(len(self.entries) - tail, len(self.entries), merged)
                 changed = True
                 continue
             for idx in range(len(self.entries) - 1 - tail, 0, -1):
@@ -322,14 +320,31 @@ class Spine:
                 if isinstance(a, Merging) or isinstance(b, Merging):
                     continue
                 if len(a) <= 2 * len(b):
-                    self._table = None
                     if len(a) + len(b) < EAGER_BELOW:
-                        self.entries[idx - 1 : idx + 1] = [a.merge(b, self._frontier())]
+                        self._replace(idx - 1, idx + 1, a.merge(b, self._frontier()))
                     else:
-                        self.entries[idx - 1 : idx + 1] = [Merging(a, b)]
+                        self._replace(idx - 1, idx + 1, Merging(a, b))
                         self._merging += 1
                     changed = True
                     break
+
+    def _replace(self, lo: int, hi: int, new: Entry) -> None:
+        """Put ``new`` where entries ``lo:hi`` were, and keep the table in step.  O(batches).
+
+        A merge in progress over those entries reads the same batches, so
+        the table stands; a batch made of them takes their rows' place
+        (:meth:`traces.layout.BatchTable.replaced`), or, where that cannot
+        be done, the table is built again when next read.
+        """
+        olds = [b for e in self.entries[lo:hi] for b in (e.batches() if isinstance(e, Merging) else (e,))]
+        self.entries[lo:hi] = [new]
+        if self._table is None:
+            return
+        if isinstance(new, Merging):
+            if not (len(olds) == 2 and olds[0] is new.old and olds[1] is new.new):
+                self._table = None
+        else:
+            self._table = self._table.replaced(olds, new)
 
     def _tail_rows(self, tail: int) -> np.ndarray | None:
         """The table rows of the last ``tail`` entries, when the kept table has them (int64 columns only).  O(tail).
@@ -361,6 +376,12 @@ class Spine:
         ``len(a) <= 2 * len(b)``.  O(entries).
         """
         tail = self._tail_length()
+        if self._table is not None:  # a kept table describes exactly the batches readers must read
+            now = [b for b in self.batches() if len(b.diffs)]
+            assert len(now) == len(self._table.batches) and all(a is b for a, b in zip(now, self._table.batches)), \
+                "the kept table's batches are not the spine's"
+            want = np.stack([b.table_row() for b in now]) if now else self._table.matrix[:0]
+            assert np.array_equal(self._table.matrix, want), "the kept table's rows do not describe its batches"
         assert not tail >= TAIL > 1, f"a full tail of {tail} batches was left unmerged"
         assert self._merging == sum(isinstance(e, Merging) for e in self.entries), "merges in progress miscounted"
         for idx in range(len(self.entries) - 1 - tail, 0, -1):
@@ -410,14 +431,13 @@ class Spine:
                 # when they span many passed times (a step of many data times), else let fuel do it.
                 if (_span(e.old) >= SETTLE_SPAN or _span(e.new) >= SETTLE_SPAN) \
                         and _passed(e.old, passed) and _passed(e.new, passed):
-                    self.entries[idx] = e.old.merge(e.new, f)
+                    self._replace(idx, idx + 1, e.old.merge(e.new, f))
                     self._merging -= 1
                     changed = True
             elif unsettled(e):
-                self.entries[idx] = _advanced(e, f)
+                self._replace(idx, idx + 1, _advanced(e, f))
                 changed = True
         if changed:
-            self._table = None
             self._start_merges()
 
     def compact(self) -> None:
@@ -426,11 +446,10 @@ class Spine:
             self.exert(1 << 62)
             if len(self.entries) > 1 and not any(isinstance(e, Merging) for e in self.entries):
                 a, b = self.entries[-2], self.entries[-1]
-                self.entries[-2:] = [Merging(a, b)]
+                self._replace(len(self.entries) - 2, len(self.entries), Merging(a, b))
                 self._merging += 1
         if len(self.entries) == 1 and isinstance(self.entries[0], Batch):
             b = self.entries[0]
             f = self._frontier()
             if len(f) and not (b.desc.since == f):
-                self.entries[0] = _advanced(b, f)
-                self._table = None
+                self._replace(0, 1, _advanced(b, f))

@@ -148,14 +148,15 @@ def test_merge_table_is_the_consolidated_advanced_union(tr, data, plain):
     """The spine's tail merge: every batch's updates, advanced by a frontier (or none), consolidated, as one trie."""
     from ddflow.base.consolidate import consolidate
     from ddflow.base.lattice import Antichain, advance_by
+    from ddflow.traces.layout import batch_row
     from ddflow.traces.merge import merge_table
 
     batches, depth, arity = tr
     F = np.array(data.draw(st.lists(st.lists(st.integers(0, 4), min_size=depth, max_size=depth), max_size=2)),
                  dtype=np.int64).reshape(-1, depth)
     kernel = merge_table.plain if plain else merge_table
-    keys, vals, key_offs, val_offs, times, diffs, overflow = kernel(BatchTable.of(batches, depth, arity).matrix,
-                                                                    arity, depth, F)
+    keys, vals, key_offs, val_offs, times, diffs, row, overflow = kernel(BatchTable.of(batches, depth, arity).matrix,
+                                                                         arity, depth, F)
     assert not overflow
     got = Batch(keys, tuple(vals), key_offs, val_offs, times, diffs, batches[0].desc if batches else None,
                 ("i",) * arity, check=False) if batches else None
@@ -171,6 +172,7 @@ def test_merge_table_is_the_consolidated_advanced_union(tr, data, plain):
     assert g.times.tolist() == want.times.tolist() and g.diffs.tolist() == want.diffs.tolist()
     # a trie: keys strictly increasing, each key's value rows strictly increasing
     assert (np.diff(keys) > 0).all() and len(key_offs) == len(keys) + 1 and key_offs[-1] == len(val_offs) - 1
+    assert row.tolist() == batch_row(got, []).tolist()  # the row describes the result as batch_row would
 
 
 def test_merge_table_reports_an_overflow():
