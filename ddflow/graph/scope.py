@@ -50,6 +50,23 @@ class Plan:
     order: list[Member]
     reach: list[set[int]]
     sync: list[bool]
+    #: ``(member, how to step it)`` in order (:data:`LOOP`, :data:`QUEUES` or :data:`READY`), and whether
+    #: no member sends to other workers: what a step of one worker reads (:meth:`Scheduler.step_scope`).
+    steps: tuple[tuple[Member, int], ...] = ()
+    local: bool = True
+
+
+#: How a plan steps a member: a loop, its rounds; a node whose only work is its queues, when one holds
+#: a batch (:meth:`Node.has_work`'s O(ports) case); any other node, when ``has_ready_work`` says so.
+LOOP, QUEUES, READY = range(3)
+
+
+def _how_to_step(m: Member) -> int:
+    if isinstance(m, IterativeScope):
+        return LOOP
+    if m._queues_only and type(m).has_ready_work is Node.has_ready_work and type(m).has_work is Node.has_work:
+        return QUEUES
+    return READY
 
 
 class Scope:
@@ -141,8 +158,11 @@ class Scope:
                 reach[new].add(at[j])
                 reach[new] |= reach[at[j]]
         members = [self.nodes[i] for i in order]
-        sync = [isinstance(m, IterativeScope) or m.needs_complete_input for m in members]
-        self._plan, self._plan_version = Plan(members, reach, sync), self.ctx.graph_version
+        how = [_how_to_step(m) for m in members]
+        sync = [h == LOOP or m.needs_complete_input for m, h in zip(members, how)]
+        local = not any(m.sends_to_workers for m, h in zip(members, how) if h != LOOP)
+        self._plan = Plan(members, reach, sync, tuple(zip(members, how)), local)
+        self._plan_version = self.ctx.graph_version
         return self._plan
 
 
@@ -177,11 +197,14 @@ class IterativeScope(Scope):
         the body; nodes without work contribute nothing.
         """
         best = -1
-        for times in self.work_times():
-            if len(times):
-                m = least_round(times, outer_bound)
-                if m >= 0 and (best < 0 or m < best):
-                    best = m
+        for n in self.nodes:
+            # A node whose only work is its queues (most of a body) is read directly: no generator.
+            arrays = (u.times for q in n.queues for u in q) if getattr(n, "_queues_only", False) else n.work_times()
+            for times in arrays:
+                if len(times):
+                    m = least_round(times, outer_bound)
+                    if m >= 0 and (best < 0 or m < best):
+                        best = m
         return None if best < 0 else best
 
     def changing_times(self, outer_bound: np.ndarray, most: int = 5) -> list:
@@ -231,9 +254,32 @@ class Scheduler:
     one worker nothing is ever in flight and no completion is waited for.
     """
 
+    #: This scheduler is the only worker and its hooks are these (a subclass that overrides one says False).
+    alone: bool = True
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        cls.alone = all(getattr(cls, h) is getattr(Scheduler, h)
+                        for h in ("begin_epoch", "step_node", "send", "wait_complete", "agree_round"))
+
     def step_scope(self, scope: Scope, bound: np.ndarray) -> None:
         """Retire everything in ``scope`` that is complete under ``bound``."""
         plan = scope.plan()
+        if plan.local and self.alone:
+            # One worker: nothing is sent or in flight and the hooks do nothing, so a step is the members'
+            # steps in order (what the loop below does then, without its bookkeeping per member).
+            for m, how in plan.steps:
+                if how == QUEUES:
+                    if any(m.queues):
+                        m.run_step(bound)
+                elif how == READY:
+                    if m.has_ready_work(bound):
+                        m.run_step(bound)
+                else:
+                    self.step_loop(m, bound)
+            if scope.parent is None:
+                self.quiescent(scope)
+            return
         self.begin_epoch()
         in_flight: list[tuple[int, int]] = []  # (position, epoch) of exchanges not yet complete here
         for i, m in enumerate(plan.order):
