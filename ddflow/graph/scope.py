@@ -198,8 +198,13 @@ class IterativeScope(Scope):
         """
         best = -1
         for n in self.nodes:
-            # A node whose only work is its queues (most of a body) is read directly: no generator.
-            arrays = (u.times for q in n.queues for u in q) if getattr(n, "_queues_only", False) else n.work_times()
+            # A node whose only work is its queues (most of a body, most of them empty) is read directly.
+            if getattr(n, "_queues_only", False):
+                if not any(n.queues):
+                    continue
+                arrays = (u.times for q in n.queues for u in q)
+            else:
+                arrays = n.work_times()
             for times in arrays:
                 if len(times):
                     m = least_round(times, outer_bound)
