@@ -311,10 +311,17 @@ class Scheduler:
         """Run the loop's rounds until no work with a complete outer time is left."""
         loop.check_variables()
         started = time.monotonic()
+        last = -1
         while True:
             r = self.agree_round(loop.next_round(outer_bound))
             if r is None:
                 return
+            if r <= last:
+                # A round steps every member in order, so what it makes is for later rounds: work left at
+                # it means a member was not stepped.  Raised, because rerunning the round would spin.
+                raise DataflowError(f"loop {loop.name!r}: internal error, work at iteration {r} is left after "
+                                    f"iteration {last} ran")
+            last = r
             over = r > loop.max_iterations
             if over or time.monotonic() - started > loop.max_seconds:
                 bound = f"max_iterations={loop.max_iterations}" if over else f"max_seconds={loop.max_seconds:g}"

@@ -178,3 +178,50 @@ def test_a_loop_runs_each_iteration_once(steps):
     Recording().step_scope(flow.top, np.array([1]))
     assert rounds == [*range(steps + 1), None]
     assert out.contents(0) == {(steps,): 1}
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6), st.integers(0, 3), st.booleans()), max_size=30))
+def test_one_worker_steps_what_the_general_loop_steps(edges):
+    """``Scheduler.alone``'s loop and the workers' general one step the same nodes in the same order, to the same output.
+
+    A reachability loop (a join, a distinct and feedback) and a count
+    outside it; the general loop is what any scheduler with a hook of its
+    own runs (here one that records).
+    """
+    from ddflow.graph.node import Node
+
+    def run(general: bool):
+        flow = ddflow.Dataflow()
+        e_in, e = flow.new_collection("edges")
+        roots = e.project(0).distinct()
+        reach = roots.iterate(lambda r: r.join(e.enter(r.scope)).project(1).concat(r).distinct(), max_iterations=50)
+        out, counts = reach.capture(), e.count().capture()
+        stepped = []
+
+        class General(Scheduler):
+            def step_node(self, node, bound):
+                super().step_node(node, bound)
+
+        real = Node.run_step
+
+        def recording(self, bound):
+            stepped.append((self.name, bound.tolist()))
+            return real(self, bound)
+
+        flow._scheduler = General() if general else Scheduler()
+        assert flow._scheduler.alone is not general
+        Node.run_step = recording
+        try:
+            for t in range(6):  # each edge comes at its time and, if it says so, goes two steps later
+                now = [((a, b), 1) for a, b, at, _ in edges if at == t]
+                now += [((a, b), -1) for a, b, at, goes in edges if goes and at + 2 == t]
+                if now:
+                    e_in.update([r for r, _ in now], times=t, diffs=[d for _, d in now])
+                flow.advance_to(t + 1)
+                flow.run()
+        finally:
+            Node.run_step = real
+        return stepped, sorted(out.drain()), sorted(counts.drain())
+
+    assert run(True) == run(False)
