@@ -101,11 +101,8 @@ def build_trie(K, times, diffs):
 
 
 def trie_row(keys, key_offs, V, val_offs, times, diffs):
-    """:func:`batch_row`'s row for trie arrays a kernel just made (a kernel helper).  O(arity).
-
-    The offsets are int32 and every array C-contiguous, as the kernels that
-    call it allocate them; the value columns are the rows of ``V``.
-    """
+    """:func:`batch_row`'s row for trie arrays a kernel just made (a kernel helper): offsets int32, arrays
+    C-contiguous, the value columns the rows of ``V``.  O(arity)."""
     nv = V.shape[1]
     row = np.zeros(VAL0 + V.shape[0], dtype=np.int64)
     row[NKEYS] = len(keys)
@@ -230,24 +227,18 @@ class BatchTable:
 
 
     def replaced(self, olds: Sequence, new) -> "BatchTable | None":
-        """This table with the rows of ``olds`` (batches it describes, consecutive, oldest first) replaced by ``new``'s.
+        """This table with the rows of ``olds`` (consecutive batches of it, oldest first) replaced by ``new``'s.
 
-        What a spine's table becomes when a merge replaces batches by their
-        result: the other rows are kept as they are, so the table is not
-        rebuilt batch by batch.  Empty batches have no row (an empty
-        ``new`` leaves none).  None when ``olds`` are not consecutive rows
-        of this table (the caller then builds the table anew).  O(batches).
+        A merge's result takes its inputs' place; the other rows are kept.  Empty batches have no row.  None
+        when ``olds`` are not consecutive rows here (the caller builds the table anew).  O(batches).
         """
-        olds = [b for b in olds if len(b.diffs)]
-        keep = self._keep
-        if not olds:
-            return None  # where a row would go is not known from the rows
+        olds, keep = [b for b in olds if len(b.diffs)], self._keep
         p = len(keep) - len(olds)  # most often the newest rows (the spine's tail)
-        if p < 0 or keep[p] is not olds[0]:
+        if olds and (p < 0 or keep[p] is not olds[0]):
             p = next((i for i, b in enumerate(keep) if b is olds[0]), -1)
-        if p < 0 or len(keep) < p + len(olds) or any(a is not b for a, b in zip(keep[p:], olds)):
-            return None
         q = p + len(olds)
+        if not olds or p < 0 or len(keep) < q or any(a is not b for a, b in zip(keep[p:q], olds)):
+            return None
         mid = [new] if len(new.diffs) else []
         n = len(keep) - len(olds) + len(mid)
         buf = np.empty((max(2 * n, 8), self.matrix.shape[1]), dtype=np.int64)
