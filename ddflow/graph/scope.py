@@ -50,23 +50,10 @@ class Plan:
     order: list[Member]
     reach: list[set[int]]
     sync: list[bool]
-    #: ``(member, how to step it)`` in order (:data:`LOOP`, :data:`QUEUES` or :data:`READY`), and whether
-    #: no member sends to other workers: what a step of one worker reads (:meth:`Scheduler.step_scope`).
-    steps: tuple[tuple[Member, int], ...] = ()
+    #: ``(member, is a loop)`` in order, and whether no member sends to other workers: what a step of one
+    #: worker reads (:meth:`Scheduler.step_scope`).
+    steps: tuple[tuple[Member, bool], ...] = ()
     local: bool = True
-
-
-#: How a plan steps a member: a loop, its rounds; a node whose only work is its queues, when one holds
-#: a batch (:meth:`Node.has_work`'s O(ports) case); any other node, when ``has_ready_work`` says so.
-LOOP, QUEUES, READY = range(3)
-
-
-def _how_to_step(m: Member) -> int:
-    if isinstance(m, IterativeScope):
-        return LOOP
-    if m._queues_only and type(m).has_ready_work is Node.has_ready_work and type(m).has_work is Node.has_work:
-        return QUEUES
-    return READY
 
 
 class Scope:
@@ -158,10 +145,10 @@ class Scope:
                 reach[new].add(at[j])
                 reach[new] |= reach[at[j]]
         members = [self.nodes[i] for i in order]
-        how = [_how_to_step(m) for m in members]
-        sync = [h == LOOP or m.needs_complete_input for m, h in zip(members, how)]
-        local = not any(m.sends_to_workers for m, h in zip(members, how) if h != LOOP)
-        self._plan = Plan(members, reach, sync, tuple(zip(members, how)), local)
+        loops = [isinstance(m, IterativeScope) for m in members]
+        sync = [loop or m.needs_complete_input for m, loop in zip(members, loops)]
+        local = not any(m.sends_to_workers for m, loop in zip(members, loops) if not loop)
+        self._plan = Plan(members, reach, sync, tuple(zip(members, loops)), local)
         self._plan_version = self.ctx.graph_version
         return self._plan
 
@@ -198,14 +185,9 @@ class IterativeScope(Scope):
         """
         best = -1
         for n in self.nodes:
-            # A node whose only work is its queues (most of a body, most of them empty) is read directly.
-            if getattr(n, "_queues_only", False):
-                if not any(n.queues):
-                    continue
-                arrays = (u.times for q in n.queues for u in q)
-            else:
-                arrays = n.work_times()
-            for times in arrays:
+            if getattr(n, "_queues_only", False) and not any(n.queues):
+                continue  # after a round most of a body holds nothing: no generator for it
+            for times in n.work_times():
                 if len(times):
                     m = least_round(times, outer_bound)
                     if m >= 0 and (best < 0 or m < best):
@@ -273,15 +255,11 @@ class Scheduler:
         if plan.local and self.alone:
             # One worker: nothing is sent or in flight and the hooks do nothing, so a step is the members'
             # steps in order (what the loop below does then, without its bookkeeping per member).
-            for m, how in plan.steps:
-                if how == QUEUES:
-                    if any(m.queues):
-                        m.run_step(bound)
-                elif how == READY:
-                    if m.has_ready_work(bound):
-                        m.run_step(bound)
-                else:
+            for m, loop in plan.steps:
+                if loop:
                     self.step_loop(m, bound)
+                elif m.has_ready_work(bound):
+                    m.run_step(bound)
             if scope.parent is None:
                 self.quiescent(scope)
             return
