@@ -58,10 +58,7 @@ def _concat_tries(parts: list[Batch], desc: Description, template: Batch) -> Bat
     if not parts:
         return Batch.empty(template.kinds, template.depth, desc, template.keys.dtype, [v.dtype for v in template.vals])
     if len(parts) == 1:
-        p = parts[0]
-        b = Batch(p.keys, p.vals, p.key_offs, p.val_offs, p.times, p.diffs, desc, p.kinds, check=False)
-        b._row = p._row  # the same arrays: the part's table row, if it has one, is this batch's
-        return b
+        return parts[0].described(desc)
     vbase = np.cumsum([0] + [len(p.val_offs) - 1 for p in parts])
     ubase = np.cumsum([0] + [len(p) for p in parts])
     key_offs = np.concatenate([p.key_offs[:-1] + vbase[i] for i, p in enumerate(parts)] + [[vbase[-1]]])
@@ -268,9 +265,7 @@ class Spine:
         elif self.entries and isinstance(self.entries[-1], Batch):
             # An empty batch only extends the previous one's time interval.
             last = self.entries[-1]
-            longer = Batch(last.keys, last.vals, last.key_offs, last.val_offs, last.times, last.diffs,
-                           Description(last.desc.lower, batch.desc.upper, last.desc.since), last.kinds, check=False)
-            longer._row = last._row  # the same arrays
+            longer = last.described(Description(last.desc.lower, batch.desc.upper, last.desc.since))
             self._replace(len(self.entries) - 1, len(self.entries), longer)
         else:
             self.entries.append(batch)
