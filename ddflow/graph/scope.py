@@ -249,20 +249,27 @@ class Scheduler:
         cls.alone = all(getattr(cls, h) is getattr(Scheduler, h)
                         for h in ("begin_epoch", "step_node", "send", "wait_complete", "agree_round"))
 
-    def step_scope(self, scope: Scope, bound: np.ndarray) -> None:
-        """Retire everything in ``scope`` that is complete under ``bound``."""
+    def step_scope(self, scope: Scope, bound: np.ndarray) -> bool | None:
+        """Retire everything in ``scope`` that is complete under ``bound``.
+
+        Returns whether a member was stepped where that is known (one
+        worker), None where it is not (several: a worker that steps
+        nothing may still be waited on).
+        """
         plan = scope.plan()
         if plan.local and self.alone:
             # One worker: nothing is sent or in flight and the hooks do nothing, so a step is the members'
             # steps in order (what the loop below does then, without its bookkeeping per member).
+            stepped = False
             for m, loop in plan.steps:
                 if loop:
-                    self.step_loop(m, bound)
+                    stepped |= self.step_loop(m, bound)
                 elif m.has_ready_work(bound):
                     m.run_step(bound)
+                    stepped = True
             if scope.parent is None:
                 self.quiescent(scope)
-            return
+            return stepped
         self.begin_epoch()
         in_flight: list[tuple[int, int]] = []  # (position, epoch) of exchanges not yet complete here
         for i, m in enumerate(plan.order):
@@ -284,16 +291,31 @@ class Scheduler:
             self.wait_complete(plan, in_flight, len(plan.order), bound)
         if scope.parent is None:
             self.quiescent(scope)
+        return None
 
-    def step_loop(self, loop: IterativeScope, outer_bound: np.ndarray) -> None:
-        """Run the loop's rounds until no work with a complete outer time is left."""
+    def step_loop(self, loop: IterativeScope, outer_bound: np.ndarray) -> bool:
+        """Run the loop's rounds until no work with a complete outer time is left; whether a round ran.
+
+        Where the round just run is known to have stepped something (one
+        worker), the next is its successor, without asking the body for
+        its least round (:meth:`IterativeScope.next_round`, a scan of every
+        member's work): the body's feedback is for it.  A round that
+        steps nothing is where the loop asks, to jump ahead or stop.  So a
+        step of the loop costs one empty round and saves a scan a round;
+        workers agree on every round instead (``agree_round``).
+        """
         loop.check_variables()
         started = time.monotonic()
         last = -1
+        r = None
         while True:
-            r = self.agree_round(loop.next_round(outer_bound))
             if r is None:
-                return
+                r = self.agree_round(loop.next_round(outer_bound))
+                if r is None:
+                    return last >= 0
+            elif r > loop.max_iterations or time.monotonic() - started > loop.max_seconds:
+                r = None  # a guess past a limit: the loop fails only if the body has work there
+                continue
             if r <= last:
                 # A round steps every member in order, so what it makes is for later rounds: work left at
                 # it means a member was not stepped.  Raised, because rerunning the round would spin.
@@ -311,7 +333,7 @@ class Scheduler:
             bound = np.empty(len(outer_bound) + 1, dtype=np.int64)
             bound[:-1] = outer_bound
             bound[-1] = r + 1
-            self.step_scope(loop, bound)
+            r = r + 1 if self.step_scope(loop, bound) else None
 
     # -- hooks -------------------------------------------------------------------------
     def begin_epoch(self) -> None:

@@ -225,3 +225,57 @@ def test_one_worker_steps_what_the_general_loop_steps(edges):
         return stepped, sorted(out.drain()), sorted(counts.drain())
 
     assert run(True) == run(False)
+
+
+@pytest.mark.parametrize("steps", [1, 7])
+def test_one_worker_asks_for_the_next_round_only_after_a_round_that_stepped_nothing(steps, monkeypatch):
+    """Round ``r + 1`` follows a round ``r`` that stepped something, without a scan of the body's work.
+
+    The counting loop changes at every iteration up to ``steps``, so it
+    asks twice: for its first round, and after the empty round
+    ``steps + 1``, which ends it.  The general loop asks at every round.
+    """
+    asked = []
+    real = IterativeScope.next_round
+
+    def next_round(self, outer_bound):
+        asked.append(real(self, outer_bound))
+        return asked[-1]
+
+    monkeypatch.setattr(IterativeScope, "next_round", next_round)
+    for general, want in ((False, [0, None]), (True, [*range(steps + 1), None])):
+        flow = ddflow.Dataflow()
+        x_in, x = flow.new_collection("x")
+        out = x.iterate(lambda v: v.map(lambda r: (min(r[0] + 1, steps),)).distinct()).capture()
+
+        class General(Scheduler):
+            def step_node(self, node, bound):
+                super().step_node(node, bound)
+
+        x_in.insert((0,), 0)
+        flow.advance_to(1)
+        asked.clear()
+        (General() if general else Scheduler()).step_scope(flow.top, np.array([1]))
+        assert asked == want
+        assert out.contents(0) == {(steps,): 1}
+
+
+@pytest.mark.parametrize("general", [False, True])
+def test_a_loop_converging_at_its_last_allowed_iteration_does_not_fail(general):
+    """The round after the last one with work is past ``max_iterations``: one worker asks, it does not fail."""
+    flow = ddflow.Dataflow()
+    x_in, x = flow.new_collection("x")
+    out = x.iterate(lambda v: v.map(lambda r: (min(r[0] + 1, 5),)).distinct(), max_iterations=5).capture()
+
+    class General(Scheduler):
+        def step_node(self, node, bound):
+            super().step_node(node, bound)
+
+    x_in.insert((0,), 0)
+    flow.advance_to(1)
+    (General() if general else Scheduler()).step_scope(flow.top, np.array([1]))
+    assert out.contents(0) == {(5,): 1}
+    x_in.insert((0,), 1)  # a second copy of the start: the counts change, the loop runs to 5 again
+    flow.advance_to(2)
+    (General() if general else Scheduler()).step_scope(flow.top, np.array([2]))
+    assert out.contents(1) == {(5,): 1}
