@@ -6,7 +6,8 @@
 The question this answers is the one issue 24's second item asks: would
 running a loop round as one compiled sequence pay?  Timers go around the
 top-level scheduler step, every operator step and every compiled kernel
-call an operator step makes (a kernel calling a kernel counts once).  What is
+call an operator step makes (a kernel calling a kernel counts once; the
+kernels are also listed one by one).  What is
 left of an operator step after its kernels is Python and numpy glue, and
 the scheduler's share is what it spends between steps; fusing a round
 would remove those two, not the kernels' own work.  Kernels the
@@ -38,9 +39,11 @@ _depth = [0]  # 1 inside an operator step, 2 inside a kernel called there
 _by_op: collections.Counter = collections.Counter()  # seconds in steps, per operator class
 _by_op_kernels: collections.Counter = collections.Counter()  # of which in kernels
 _by_op_calls: collections.Counter = collections.Counter()
+_by_kernel: collections.Counter = collections.Counter()  # seconds in each kernel an operator step called
+_by_kernel_calls: collections.Counter = collections.Counter()
 
 
-def _timed(fn):
+def _timed(fn, name: str):
     def call(*args):
         if _depth[0] != 1:  # outside an operator step (input, compaction: not a step's), or inside another kernel
             return fn(*args)
@@ -49,8 +52,11 @@ def _timed(fn):
         try:
             return fn(*args)
         finally:
-            _acc["kernels"] += time.perf_counter() - t
+            dt = time.perf_counter() - t
+            _acc["kernels"] += dt
             _calls["kernels"] += 1
+            _by_kernel[name] += dt
+            _by_kernel_calls[name] += 1
             _depth[0] -= 1
     return call
 
@@ -63,13 +69,13 @@ def _wrap_kernels() -> None:
         if f is None:
             return lambda g: lazy_jit(g, uses=uses)
         inner = lazy(f, uses=uses)
-        call = _timed(inner)
+        call = _timed(inner, f.__name__)
         call.plain, call.uses = inner.plain, inner.uses
         return call
 
     def kernels():
         if not wrapped:
-            wrapped.append(type(namespace())(**{k: _timed(v) for k, v in vars(namespace()).items()}))
+            wrapped.append(type(namespace())(**{k: _timed(v, k) for k, v in vars(namespace()).items()}))
         return wrapped[0]
 
     _kernels.lazy_jit, _kernels.kernels = lazy_jit, kernels
@@ -158,6 +164,10 @@ def main(argv: list[str] | None = None) -> dict:
     for op, sec in _by_op.most_common():
         n = _by_op_calls[op]
         print(f"    {op:24s} {n / args.updates:5.1f}  {sec / n * 1e6:6.1f} us  ({_by_op_kernels[op] / n * 1e6:5.1f})")
+    print("  per kernel: calls an update, ms an update, us a call")
+    for k, sec in _by_kernel.most_common(12):
+        n = _by_kernel_calls[k]
+        print(f"    {k:24s} {n / args.updates:7.2f}  {sec / args.updates * 1e3:6.3f} ms  {sec / n * 1e6:8.1f} us")
     system.close()
     line = {"bench": args.bench, "batch": args.batch, "updates": args.updates, "ms_per_update": total,
             "operator_steps": _calls["steps"] / args.updates, "kernel_calls": _calls["kernels"] / args.updates,
@@ -165,7 +175,10 @@ def main(argv: list[str] | None = None) -> dict:
             "per_operator_us": {op: {"steps_per_update": _by_op_calls[op] / args.updates,
                                      "us_per_step": sec / _by_op_calls[op] * 1e6,
                                      "kernel_us_per_step": _by_op_kernels[op] / _by_op_calls[op] * 1e6}
-                                for op, sec in _by_op.items()}}
+                                for op, sec in _by_op.items()},
+            "per_kernel_us": {k: {"calls_per_update": _by_kernel_calls[k] / args.updates,
+                                  "us_per_call": sec / _by_kernel_calls[k] * 1e6}
+                              for k, sec in _by_kernel.items()}}
     print(json.dumps(line))
     return line
 

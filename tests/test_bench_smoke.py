@@ -83,3 +83,7 @@ def test_split_accounts_for_the_whole_update():
     # The kernels were wrapped before the operators imported them, and each share is a part, not a remainder gone negative.
     assert line["bench"] == "reach" and line["kernel_calls"] > 0 and line["operator_steps"] > 0
     assert all(ms >= 0 for ms in line["ms"].values()), line["ms"]
+    # Each kernel's calls add up to the kernel calls counted (a kernel wrapped twice, or not at all, would not).
+    per_kernel = line["per_kernel_us"]
+    assert "loop_step" in per_kernel and all(k["us_per_call"] > 0 for k in per_kernel.values())
+    assert abs(sum(k["calls_per_update"] for k in per_kernel.values()) - line["kernel_calls"]) < 1e-9
