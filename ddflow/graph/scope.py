@@ -252,24 +252,26 @@ class Scheduler:
     def step_scope(self, scope: Scope, bound: np.ndarray) -> bool | None:
         """Retire everything in ``scope`` that is complete under ``bound``.
 
-        Returns whether a member was stepped where that is known (one
-        worker), None where it is not (several: a worker that steps
-        nothing may still be waited on).
+        Returns whether a member emitted updates (or a nested loop ran a
+        round) where that is known (one worker), None where it is not
+        (several: a worker whose members emit nothing may still be
+        waited on).
         """
         plan = scope.plan()
         if plan.local and self.alone:
             # One worker: nothing is sent or in flight and the hooks do nothing, so a step is the members'
             # steps in order (what the loop below does then, without its bookkeeping per member).
-            stepped = False
+            emitted = False
             for m, loop in plan.steps:
                 if loop:
-                    stepped |= self.step_loop(m, bound)
+                    emitted |= self.step_loop(m, bound)
                 elif m.has_ready_work(bound):
+                    before = m.updates_out
                     m.run_step(bound)
-                    stepped = True
+                    emitted |= m.updates_out != before
             if scope.parent is None:
                 self.quiescent(scope)
-            return stepped
+            return emitted
         self.begin_epoch()
         in_flight: list[tuple[int, int]] = []  # (position, epoch) of exchanges not yet complete here
         for i, m in enumerate(plan.order):
@@ -296,13 +298,17 @@ class Scheduler:
     def step_loop(self, loop: IterativeScope, outer_bound: np.ndarray) -> bool:
         """Run the loop's rounds until no work with a complete outer time is left; whether a round ran.
 
-        Where the round just run is known to have stepped something (one
+        Where the round just run is known to have emitted updates (one
         worker), the next is its successor, without asking the body for
         its least round (:meth:`IterativeScope.next_round`, a scan of every
-        member's work): the body's feedback is for it.  A round that
-        steps nothing is where the loop asks, to jump ahead or stop.  So a
-        step of the loop costs one empty round and saves a scan a round;
-        workers agree on every round instead (``agree_round``).
+        member's work): the body's feedback is for it.  A round that emits
+        nothing is where the loop asks, to jump ahead or stop.  (Emitted,
+        not stepped: a member may be stepped at every round without
+        progress, such as an enter node holding input for a later outer
+        time.)  A guess is never wrong, only wasted: every round before
+        it has run.  So a step of the loop costs one empty round and saves
+        a scan a round; workers agree on every round instead
+        (``agree_round``).
         """
         loop.check_variables()
         started = time.monotonic()

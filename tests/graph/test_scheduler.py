@@ -228,8 +228,8 @@ def test_one_worker_steps_what_the_general_loop_steps(edges):
 
 
 @pytest.mark.parametrize("steps", [1, 7])
-def test_one_worker_asks_for_the_next_round_only_after_a_round_that_stepped_nothing(steps, monkeypatch):
-    """Round ``r + 1`` follows a round ``r`` that stepped something, without a scan of the body's work.
+def test_one_worker_asks_for_the_next_round_only_after_a_round_that_emitted_nothing(steps, monkeypatch):
+    """Round ``r + 1`` follows a round ``r`` that emitted updates, without a scan of the body's work.
 
     The counting loop changes at every iteration up to ``steps``, so it
     asks twice: for its first round, and after the empty round
@@ -279,3 +279,32 @@ def test_a_loop_converging_at_its_last_allowed_iteration_does_not_fail(general):
     flow.advance_to(2)
     (General() if general else Scheduler()).step_scope(flow.top, np.array([2]))
     assert out.contents(1) == {(5,): 1}
+
+
+def test_a_member_stepped_every_round_without_progress_does_not_keep_the_loop_going():
+    """An enter node holding input for a later outer time is stepped every round, and emits nothing.
+
+    Rounds follow one another only while the body emits: counting to 5
+    takes iterations 0 to 5 and one empty round, not every iteration up
+    to ``max_iterations`` (a loop guessing from "stepped" ran all 1,000).
+    The held record enters when its time is complete.
+    """
+    from ddflow.base.updates import Updates
+    from ddflow.operators.iterate import EnterNode
+
+    flow = ddflow.Dataflow()
+    x_in, x = flow.new_collection("x")
+    out = x.iterate(lambda v: v.map(lambda r: (min(r[0] + 1, 5),)).distinct(), max_iterations=1000).capture()
+    x_in.insert((0,), 0)
+    flow.advance_to(1)
+    Scheduler().step_scope(flow.top, np.array([1]))  # the loop's first step: every node has its kinds now
+    loop = next(m for m in flow.top.nodes if isinstance(m, IterativeScope))
+    enter = next(n for n in loop.nodes if isinstance(n, EnterNode))
+    enter.push(0, Updates((np.array([3]),), np.array([[4]]), np.array([1]), ("i",)))  # at time 4, later than 2
+    x_in.insert((1,), 1)
+    loop.rounds_run = 0
+    Scheduler().step_scope(flow.top, np.array([2]))
+    assert loop.rounds_run <= 7 and enter.queued() == 1
+    assert out.contents(1) == {(5,): 1}
+    Scheduler().step_scope(flow.top, np.array([5]))
+    assert out.contents(4) == {(5,): 1} and enter.queued() == 0
