@@ -313,33 +313,33 @@ class Scheduler:
         loop.check_variables()
         started = time.monotonic()
         last = -1
-        r = None
+        r, guessed = None, False
         while True:
             if r is None:
-                r = self.agree_round(loop.next_round(outer_bound))
+                r, guessed = self.agree_round(loop.next_round(outer_bound)), False
                 if r is None:
                     return last >= 0
-            elif r > loop.max_iterations or time.monotonic() - started > loop.max_seconds:
-                r = None  # a guess past a limit: the loop fails only if the body has work there
-                continue
             if r <= last:
                 # A round steps every member in order, so what it makes is for later rounds: work left at
                 # it means a member was not stepped.  Raised, because rerunning the round would spin.
                 raise DataflowError(f"loop {loop.name!r}: internal error, work at iteration {r} is left after "
                                     f"iteration {last} ran")
-            last = r
             over = r > loop.max_iterations
             if over or time.monotonic() - started > loop.max_seconds:
+                if guessed:
+                    r = None  # a guess past a limit: the loop fails only if the body has work there
+                    continue
                 bound = f"max_iterations={loop.max_iterations}" if over else f"max_seconds={loop.max_seconds:g}"
                 raise NonConvergence(
                     f"loop {loop.name!r} did not converge within {bound} (still changing at iteration {r}, "
                     f"input times {loop.changing_times(outer_bound)}); a loop over a collection that goes negative "
                     "(a removal of an absent record) may never converge: declare the input nonnegative")
+            last = r
             loop.rounds_run = max(loop.rounds_run, r + 1)
             bound = np.empty(len(outer_bound) + 1, dtype=np.int64)
             bound[:-1] = outer_bound
             bound[-1] = r + 1
-            r = r + 1 if self.step_scope(loop, bound) else None
+            r, guessed = (r + 1, True) if self.step_scope(loop, bound) else (None, False)
 
     # -- hooks -------------------------------------------------------------------------
     def begin_epoch(self) -> None:
