@@ -14,6 +14,13 @@ from ddflow.graph.scope import IterativeScope, Scheduler, least_round
 from ddflow.workers.runtime import WorkerRuntime
 
 
+class General(Scheduler):
+    """A scheduler with a hook of its own: it runs the workers' general loop, as every worker does."""
+
+    def step_node(self, node, bound):
+        super().step_node(node, bound)
+
+
 def test_workers_run_the_same_schedule_through_hooks_only():
     for method in ("step_scope", "step_loop"):
         assert getattr(WorkerRuntime, method) is getattr(Scheduler, method), f"WorkerRuntime overrides {method}"
@@ -199,10 +206,6 @@ def test_one_worker_steps_what_the_general_loop_steps(edges):
         out, counts = reach.capture(), e.count().capture()
         stepped = []
 
-        class General(Scheduler):
-            def step_node(self, node, bound):
-                super().step_node(node, bound)
-
         real = Node.run_step
 
         def recording(self, bound):
@@ -248,10 +251,6 @@ def test_one_worker_asks_for_the_next_round_only_after_a_round_that_emitted_noth
         x_in, x = flow.new_collection("x")
         out = x.iterate(lambda v: v.map(lambda r: (min(r[0] + 1, steps),)).distinct()).capture()
 
-        class General(Scheduler):
-            def step_node(self, node, bound):
-                super().step_node(node, bound)
-
         x_in.insert((0,), 0)
         flow.advance_to(1)
         asked.clear()
@@ -266,10 +265,6 @@ def test_a_loop_converging_at_its_last_allowed_iteration_does_not_fail(general):
     flow = ddflow.Dataflow()
     x_in, x = flow.new_collection("x")
     out = x.iterate(lambda v: v.map(lambda r: (min(r[0] + 1, 5),)).distinct(), max_iterations=5).capture()
-
-    class General(Scheduler):
-        def step_node(self, node, bound):
-            super().step_node(node, bound)
 
     x_in.insert((0,), 0)
     flow.advance_to(1)
