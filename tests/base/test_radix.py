@@ -1,4 +1,4 @@
-"""The radix sort kernels use, compiled and plain, against numpy's stable argsort."""
+"""The radix sorts kernels use, compiled and plain: of values against numpy's stable argsort, of rows against lex_order."""
 from __future__ import annotations
 
 import functools
@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from ddflow.base import radix
+from ddflow.base.kernels import helpers_of, lazy_jit, lex_order
 
 _RADIX_ORDER = getattr(radix.radix_order, "py_func", radix.radix_order)
 
@@ -30,3 +31,38 @@ def test_radix_order_is_a_stable_sort(values, compiled):
     """Against numpy's stable argsort: narrow ranges (one pass), the whole of int64 (six), and digits that skip."""
     order = (_radix_order_compiled() if compiled else _RADIX_ORDER)(values)
     assert order.tolist() == np.argsort(values, kind="stable").tolist()
+
+
+_ROW_ORDER = getattr(radix.row_order, "py_func", radix.row_order)
+_LEX_ORDER = getattr(lex_order, "py_func", lex_order)
+
+
+@functools.cache
+def _row_order_compiled():
+    return lazy_jit(uses=helpers_of(radix.row_order))(_ROW_ORDER)
+
+
+_COLUMN = st.sampled_from([st.integers(-3, 3), st.integers(0, 2**20), st.integers(-(2**63), 2**63 - 1),
+                           st.sampled_from([-(2**63), -1, 0, 2**40, 2**63 - 1])])
+
+
+@st.composite
+def _matrices(draw):
+    """Rows of one to three columns, each column narrow, wide or extreme: packable or not, several per value."""
+    n, m = draw(st.integers(0, 300)), draw(st.integers(1, 3))
+    cols = [draw(hnp.arrays(np.int64, n, elements=draw(_COLUMN))) for _ in range(m)]
+    return np.column_stack(cols).astype(np.int64) if m else np.zeros((n, 0), dtype=np.int64)
+
+
+@settings(max_examples=200, deadline=None)
+@given(M=_matrices(), radix_above=st.sampled_from([0, 5, 10**9]), compiled=st.booleans())
+def test_row_order_is_lex_orders_permutation(M, radix_above, compiled):
+    """Radix-sorted packed rows (any above ``radix_above`` that pack), else the merge sort: the same stable order.
+
+    With ``radix_above`` 0 every packable matrix in more than
+    ``RADIX_RUNS_ABOVE`` runs takes the radix path; the extreme columns do
+    not pack and take the merge sort; 10**9 never radix-sorts.
+    """
+    order = (_row_order_compiled() if compiled else _ROW_ORDER)(M, radix_above)
+    assert order.tolist() == _LEX_ORDER(M).tolist()
+    assert order.tolist() == sorted(range(len(M)), key=lambda i: (tuple(M[i].tolist()), i))

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from ddflow.base.radix import RADIX_ROWS_ABOVE
 from ddflow.operators.reduce.pending import due_seeds, merge_pending
 
 
@@ -32,8 +33,27 @@ def seeds(draw):
     return nk, nt, pk, pt, bound
 
 
+@st.composite
+def many_seeds(draw):
+    """Past ``RADIX_ROWS_ABOVE`` seeds in all, so that they are radix-sorted packed (keys or times may be wide)."""
+    depth = draw(st.integers(1, 2))
+    r = draw(st.integers(0, 3))
+    n = draw(st.integers(RADIX_ROWS_ABOVE - 20, RADIX_ROWS_ABOVE + 200))
+    wide = draw(st.sampled_from([10, 2**40, 2**62]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    nk = rng.integers(-wide, wide, n, dtype=np.int64)
+    nt = rng.integers(0, 50, (n, depth), dtype=np.int64)
+    if depth == 2:
+        nt[:, 1] = r
+    pend = sorted({(int(k), *t) for k, t in zip(rng.integers(-wide, wide, 100), rng.integers(0, 60, (100, depth)).tolist())})
+    pk = np.array([p[0] for p in pend], dtype=np.int64)
+    pt = np.array([p[1:] for p in pend], dtype=np.int64).reshape(-1, depth)
+    bound = np.array([draw(st.integers(0, 60))] + ([r + 1] if depth == 2 else []), dtype=np.int64)
+    return nk, nt, pk, pt, bound
+
+
 @settings(max_examples=200, deadline=None)
-@given(seeds(), st.booleans())
+@given(seeds() | many_seeds(), st.booleans())
 def test_due_seeds_are_the_new_and_the_complete_pending_sorted(s, plain):
     nk, nt, pk, pt, bound = s
     kernel = due_seeds.plain if plain else due_seeds
@@ -48,13 +68,13 @@ def test_due_seeds_are_the_new_and_the_complete_pending_sorted(s, plain):
 
 
 @settings(max_examples=200, deadline=None)
-@given(seeds(), st.data(), st.booleans())
+@given(seeds() | many_seeds(), st.data(), st.booleans())
 def test_merge_pending_is_the_sorted_distinct_union(s, data, plain):
     _, _, pk, pt, _ = s
     depth = pt.shape[1]
     waiting = np.array(data.draw(st.lists(st.booleans(), min_size=len(pk), max_size=len(pk))), dtype=bool)
     keys = np.array(sorted(set(data.draw(st.lists(st.integers(-3, 3), min_size=1, max_size=4)))), dtype=np.int64)
-    n = data.draw(st.integers(0, 10))
+    n = data.draw(st.sampled_from([0, 1, 10, RADIX_ROWS_ABOVE + 50]))
     P = np.column_stack([data.draw(hnp.arrays(np.int64, n, elements=st.integers(0, len(keys) - 1))),
                          data.draw(hnp.arrays(np.int64, (n, 2), elements=st.integers(0, 3)))]).astype(np.int64)
     kernel = merge_pending.plain if plain else merge_pending

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.kernels import lazy_jit, lex_order, rows_differ
+from ddflow.base.kernels import helpers_of, lazy_jit, rows_differ
+from ddflow.base.radix import RADIX_ROWS_ABOVE, row_order
 from ddflow.graph.node import complete_row
 
 
-@lazy_jit(uses=(lex_order, complete_row))
+@lazy_jit(uses=helpers_of(row_order) + (complete_row,))
 def due_seeds(nk, nt, pk, pt, bound):
     """This step's seeds: every new ``(nk[i], nt[i])`` and the pending ``(pk[i], pt[i])`` complete under ``bound``.
 
@@ -36,7 +37,8 @@ def due_seeds(nk, nt, pk, pt, bound):
     kept); which pending pairs wait for a later bound; and ``bad`` if, at
     depth 2, a seed is not at the round ``bound[1] - 1`` (the walk's
     contract; the caller then takes the reference).  O(s log s) for s
-    seeds, O(s) when both parts come sorted.
+    seeds, O(s) when both parts come sorted, or when there are many
+    (:func:`~ddflow.base.radix.row_order`).
     """
     n = len(nk)
     p = len(pk)
@@ -58,7 +60,7 @@ def due_seeds(nk, nt, pk, pt, bound):
         else:
             waiting[i] = True
     S = M[:ns]
-    order = lex_order(S)
+    order = row_order(S, RADIX_ROWS_ABOVE)
     keys = np.empty(ns, dtype=np.int64)
     g = np.empty(ns, dtype=np.int64)
     a = np.empty(ns, dtype=np.int64)
@@ -76,14 +78,15 @@ def due_seeds(nk, nt, pk, pt, bound):
     return keys[:G], g, a, waiting, bad
 
 
-@lazy_jit(uses=(lex_order, rows_differ))
+@lazy_jit(uses=helpers_of(row_order) + (rows_differ,))
 def merge_pending(pk, pt, waiting, keys, P):
     """The pending pairs after a step: those still ``waiting`` and the walk's new ones ``P``, sorted, distinct.
 
     ``P`` rows are ``(group, outer time, iteration)`` with ``keys[group]``
     the key; at depth 1 (``pt`` has one column) the iteration is dropped.
     Returns ``(keys, times)`` keeping the module's invariant.  O(p log p),
-    O(p) when ``P`` comes sorted (the waiting part always is).
+    O(p) when ``P`` comes sorted (the waiting part always is) or is large
+    (:func:`~ddflow.base.radix.row_order`).
     """
     d = pt.shape[1]
     nw = np.count_nonzero(waiting)
@@ -101,7 +104,7 @@ def merge_pending(pk, pt, waiting, keys, P):
         for j in range(d):
             M[x, 1 + j] = P[i, 1 + j]
         x += 1
-    order = lex_order(M)
+    order = row_order(M, RADIX_ROWS_ABOVE)
     out_k = np.empty(n, dtype=np.int64)
     out_t = np.empty((n, d), dtype=np.int64)
     m = 0
