@@ -37,8 +37,8 @@ def due_seeds(nk, nt, pk, pt, bound):
     kept); which pending pairs wait for a later bound; and ``bad`` if, at
     depth 2, a seed is not at the round ``bound[1] - 1`` (the walk's
     contract; the caller then takes the reference).  O(s log s) for s
-    seeds, O(s) when both parts come sorted, or when there are many
-    (:func:`~ddflow.base.radix.row_order`).
+    seeds; O(s) when both parts come sorted, and O(s) a radix pass when
+    many come in many runs (:func:`~ddflow.base.radix.row_order`).
     """
     n = len(nk)
     p = len(pk)
@@ -84,9 +84,9 @@ def merge_pending(pk, pt, waiting, keys, P):
 
     ``P`` rows are ``(group, outer time, iteration)`` with ``keys[group]``
     the key; at depth 1 (``pt`` has one column) the iteration is dropped.
-    Returns ``(keys, times)`` keeping the module's invariant.  O(p log p),
-    O(p) when ``P`` comes sorted (the waiting part always is) or is large
-    (:func:`~ddflow.base.radix.row_order`).
+    Returns ``(keys, times)`` keeping the module's invariant.  O(p log p);
+    O(p) when ``P`` comes sorted (the waiting part always is), and O(p) a
+    radix pass when many come in many runs (:func:`~ddflow.base.radix.row_order`).
     """
     d = pt.shape[1]
     nw = np.count_nonzero(waiting)
