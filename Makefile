@@ -17,6 +17,7 @@ demo: $(STAMP)
 	$(PY) -m ddflow.streaming.demo
 
 test: $(STAMP)
+	$(PY) -m ddflow.warmup
 	$(PY) -m pytest -q tests
 
 microbench: $(STAMP)

@@ -3,7 +3,8 @@
 Each loading check runs in a fresh interpreter, so what one test imported
 cannot hide what another loads.  Layers, lowest first: base < traces <
 graph < operators < workers < the engine's API (collection, dataflow) <
-plan < the front ends (sql, datalog) < the facade (the user's Dataflow) <
+plan < the front ends (sql, datalog) < the facade (the user's Dataflow, and
+the kernel warm-up that runs it) <
 streaming.  The import check reads every import a module can make:
 module level, inside functions, ``importlib.import_module("...")`` with a
 literal name, and the package root's lazy names (``import ddflow`` then
@@ -28,7 +29,7 @@ FOLDERS = {"ddflow": ROOT / "ddflow", "ddflow.traces": ROOT / "traces", "ddflow.
 #: Lowest first; a module of one layer may import its own layer and those before it.
 LAYERS = [["ddflow.base"], ["ddflow.traces"], ["ddflow.graph"], ["ddflow.operators"], ["ddflow.workers"],
           ["ddflow.collection", "ddflow.dataflow"], ["ddflow.plan"], ["ddflow.sql", "ddflow.datalog"],
-          ["ddflow.facade"], ["ddflow.streaming"]]
+          ["ddflow.facade", "ddflow.warmup"], ["ddflow.streaming"]]
 
 
 def layer_of(module: str) -> int | None:

@@ -152,3 +152,22 @@ def njit_cached(f: Callable, helpers: Sequence[Callable] = ()) -> Callable:
     dispatcher = njit(nogil=True)(py)
     dispatcher._cache = _cache_class()(py)  # what Dispatcher.enable_caching does, with the cache above
     return dispatcher
+
+
+def entry_kernels() -> dict[str, Callable[[], list]]:
+    """Each kernel Python calls, by ``module.name``: a function giving the signatures it holds machine code for.
+
+    The kernels of :func:`ddflow.base.kernels.kernels` and every
+    :func:`~ddflow.base.kernels.lazy_jit` kernel of an imported module that
+    no other kernel lists in its ``uses`` (one that another lists is
+    compiled into its caller).  What the cache must hold for a process to
+    compile nothing: :mod:`ddflow.warmup` checks it.  O(kernels).
+    """
+    from ddflow.base import kernels
+
+    helpers = {h for k in kernels._lazy.values() for h in k.uses}
+    out = {f"{f.__module__}.{f.__name__}": k.signatures for f, k in kernels._lazy.items() if f not in helpers}
+    for name in ("pack", "consolidate", "seek", "consolidate_small", "trie_starts"):
+        out[f"ddflow.base.kernels.kernels().{name}"] = (
+            lambda name=name: list(getattr(getattr(kernels._compiled, name, None), "signatures", ())))
+    return out

@@ -526,10 +526,9 @@ def lazy_jit(f=None, *, uses=()):
                 from ddflow.base.kernel_cache import njit_cached
 
                 register_views()
-
                 jitted = {h.__name__: njit_cached(h, uses) for h in uses}
                 for h in uses:  # a kernel rebound as another's helper still offers its plain function
-                    jitted[h.__name__].plain, jitted[h.__name__].uses = h, _uses_of.get(h, ())
+                    jitted[h.__name__].plain, jitted[h.__name__].uses = h, getattr(_lazy.get(h), "uses", ())
                 for space in {id(x.__globals__): x.__globals__ for x in (f, *uses)}.values():
                     space.update({name: d for name, d in jitted.items() if name in space})
                 compiled = njit_cached(f, uses)
@@ -538,13 +537,14 @@ def lazy_jit(f=None, *, uses=()):
         return compiled(*args)
 
     call.__name__, call.__doc__, call.plain, call.uses = f.__name__, f.__doc__, f, uses
-    _uses_of[f] = uses
+    call.signatures = lambda: list(getattr(compiled, "signatures", ()))  # machine code held (compiled or loaded)
+    _lazy[f] = call
     return call
 
 
-#: Each lazy kernel's plain function and the helpers it lists (for :func:`helpers_of`, and for a kernel
-#: that another compiles as its helper).
-_uses_of: dict = {}
+#: Each lazy kernel by its plain function (for a kernel that another compiles as its helper, and for
+#: :func:`ddflow.base.kernel_cache.entry_kernels`).
+_lazy: dict = {}
 
 
 def helpers_of(*fs) -> tuple:

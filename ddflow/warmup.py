@@ -1,0 +1,190 @@
+"""Compile every kernel into numba's disk cache before the first dataflow needs it: ``python -m ddflow.warmup``.
+
+Why.  A kernel compiles on its first call, once per machine: the min/max
+walk inside a loop takes about 30 s on a 2-core machine, all of them a few
+minutes.  Without a warm-up the first dataflow on a machine pays that
+while its first updates wait, and the process that compiled keeps the
+compiler's state (about 360 MB resident), which every worker process
+forked from it then copies: a fork from it costs several times as much.
+A process that finds the kernels cached only loads their machine code.
+
+So run this where the machine or image is set up (``make test`` runs it
+before the suite).  It runs a small dataflow of each operator family, one
+process per core, then checks that every kernel Python calls
+(:func:`ddflow.base.kernel_cache.entry_kernels`) was compiled or loaded by one
+of them: a kernel no workload reaches is named, and the exit status is 1.
+Outputs are not checked here; the test suite does that.  Cost: the
+kernels' compile time, spread over the cores, the first time; a few
+seconds once the cache holds them.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from typing import Callable
+
+#: Modules that define the kernels (imported to list them, which compiles nothing).
+KERNEL_MODULES = (
+    "ddflow.base.columnar", "ddflow.base.exactsum", "ddflow.base.kernels", "ddflow.base.radix",
+    "ddflow.traces.layout", "ddflow.traces.merge", "ddflow.graph.node", "ddflow.graph.scope",
+    "ddflow.operators.iterate", "ddflow.operators.join", "ddflow.operators.session",
+    "ddflow.operators.reduce.accumulate", "ddflow.operators.reduce.chain", "ddflow.operators.reduce.compacted",
+    "ddflow.operators.reduce.iterate", "ddflow.operators.reduce.keywalk", "ddflow.operators.reduce.pending",
+    "ddflow.operators.reduce.walk",
+)
+
+
+def _feed(flow, handles_rows: list, steps: int = 3) -> None:
+    """Insert each handle's rows spread over ``steps`` advances, several times per advance, then remove some."""
+    for step in range(steps):
+        for handle, rows in handles_rows:
+            part = rows[step::steps]
+            if part:
+                handle.update(part, times=[2 * step + (i % 2) for i in range(len(part))])
+        flow.advance_to(2 * step + 2)
+        flow.run()
+    for handle, rows in handles_rows:
+        handle.update(rows[::4], times=2 * steps, diffs=-1)
+    flow.advance_to(2 * steps + 1)
+    flow.run()
+
+
+def _graph(n: int = 30) -> list[tuple[int, int]]:
+    return [(i, (i * 7 + 3) % n) for i in range(n)] + [(i, (i + 1) % n) for i in range(0, n, 3)]
+
+
+def loops() -> None:
+    """Recursion: reachability (``distinct`` in a loop) and components by min label (``min`` in a loop)."""
+    from ddflow.facade import Dataflow
+
+    with Dataflow() as flow:
+        roots_in, roots = flow.new_collection("roots")
+        edges_in, edges = flow.new_collection("edges")
+        start = roots.project(0, 0)
+        reach = start.iterate(lambda r: r.join(edges).project(2, 1).concat(start).distinct())
+        labels = edges.map(lambda e: (e[0], e[0])).iterate(
+            lambda lab: lab.join(edges).project(2, 1).concat(lab).min())
+        counted = start.iterate(lambda r: r.join(edges).project(2, 1).concat(start).count().project(0, 0))
+        for out in (reach, labels, counted):
+            out.capture()
+        _feed(flow, [(roots_in, [(0,), (5,)]), (edges_in, _graph())])
+
+
+def reductions() -> None:
+    """The top-level reduces: counts, sums (int and float), min/max, top-k, a user reduce, accumulate, joins."""
+    from ddflow.facade import Dataflow
+
+    with Dataflow() as flow:
+        kv_in, kv = flow.new_collection("kv")
+        fl_in, fl = flow.new_collection("fl")
+        outs = [kv.count(), kv.distinct(), kv.threshold(lambda c: min(c, 1)), kv.sum(), kv.min(), kv.max(),
+                kv.top_k(2), kv.top_k(2, numbered=True), kv.reduce(lambda k, vs: [((len(vs),), 1)]),
+                kv.accumulate(groups=1, weights=1), fl.accumulate(groups=1, weights=0, floats=1), fl.sum(),
+                kv.join(kv), kv.semijoin(kv.project(0)), kv.antijoin(kv.map(lambda r: (r[1],))), kv.consolidate()]
+        for out in outs:
+            out.capture()
+        # Steps of 400 rows: the traces' batches pass the spine's tail size, so they merge in pairs too.
+        rows = [(i % 37, (i * 13) % 101) for i in range(1200)]
+        _feed(flow, [(kv_in, rows), (fl_in, [(k, v / 8) for k, v in rows])])
+
+
+def event_time() -> None:
+    """Windows, sessions, temporal filters and SQL over an event-time table."""
+    from datetime import datetime, timedelta, timezone
+    from decimal import Decimal
+
+    from ddflow.facade import Dataflow
+
+    with Dataflow() as flow:
+        bids_in, _ = flow.new_collection("bids", schema={"auction": "bigint", "price": "decimal(10,2)",
+                                                           "ts": "timestamp"}, event_time="ts")
+        for query, mode in [
+            ("SELECT auction, window.start AS ws, COUNT(*) AS n, MAX(price) AS top, SUM(price) AS s "
+             "FROM bids GROUP BY auction, window(ts, '10 seconds', '5 seconds')", "changelog"),
+            ("SELECT auction, session_window.start, COUNT(*) AS n FROM bids "
+             "GROUP BY auction, session_window(ts, '5 seconds')", "final"),
+            ("SELECT auction, price FROM bids WHERE ts > now() - INTERVAL 20 SECONDS", "changelog"),
+            ("SELECT auction, AVG(price) AS a, COUNT(DISTINCT price) AS d FROM bids GROUP BY auction "
+             "ORDER BY a DESC LIMIT 3", "changelog"),
+        ]:
+            flow.sql(query, mode=mode).capture()
+        at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+        for step in range(4):
+            bids_in.update([(a, Decimal((a * 7 + step) % 50 + 1), at + timedelta(seconds=step * 10 + a))
+                            for a in range(8)])
+            flow.advance_to(at + timedelta(seconds=(step + 1) * 10))
+            flow.run()
+
+
+def workers() -> None:
+    """A join, a count and a loop on two workers: the exchange's kernels."""
+    from ddflow.facade import Dataflow
+
+    with Dataflow(workers=2) as flow:
+        roots_in, roots = flow.new_collection("roots")
+        edges_in, edges = flow.new_collection("edges")
+        start = roots.project(0, 0)
+        start.iterate(lambda r: r.join(edges).project(2, 1).concat(start).distinct()).capture()
+        edges.count().capture()
+        _feed(flow, [(roots_in, [(0,), (5,)]), (edges_in, _graph())])
+
+
+#: The workloads, longest first (they are handed out in this order).
+WORKLOADS: dict[str, Callable[[], None]] = {
+    "loops": loops, "reductions": reductions, "event_time": event_time, "workers": workers}
+
+
+def _run(name: str) -> dict[str, list[str]]:
+    """Run one workload in this (pool) process; each entry kernel's signatures afterwards."""
+    from ddflow.base.kernel_cache import entry_kernels
+
+    WORKLOADS[name]()
+    return {k: [str(s) for s in sigs()] for k, sigs in entry_kernels().items()}
+
+
+def warm(processes: int | None = None, log: Callable[[str], None] = print) -> list[str]:
+    """Run every workload, ``processes`` at once (default: the cores); the entry kernels none reached.
+
+    Compiling happens only in the pool's processes: this one imports the
+    kernels' modules to list them, and compiles nothing.
+    """
+    import multiprocessing
+
+    from ddflow.base.kernel_cache import entry_kernels
+    from ddflow.base.kernels import jit_enabled
+
+    if not jit_enabled():
+        raise SystemExit("ddflow.warmup: DDFLOW_JIT=0 turns compiling off; there is nothing to warm")
+    for module in KERNEL_MODULES:
+        importlib.import_module(module)
+    processes = max(1, min(processes or os.cpu_count() or 1, len(WORKLOADS)))
+    reached: set[str] = set()
+    t0 = time.perf_counter()
+    # Fresh interpreters (spawn), not forks: a fork would copy whatever this process holds.  The pool runs
+    # this module's functions by its package name, also when it runs as ``python -m ddflow.warmup``.
+    run = importlib.import_module("ddflow.warmup")._run
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for name, sigs in zip(WORKLOADS, pool.map(run, WORKLOADS)):
+            reached |= {k for k, s in sigs.items() if s}
+            log(f"ddflow.warmup: {name} done at {time.perf_counter() - t0:.1f} s")
+    return sorted(set(entry_kernels()) - reached)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--processes", type=int, default=None, help="workloads run at once (default: the cores)")
+    args = p.parse_args(argv)
+    missing = warm(args.processes)
+    if missing:
+        print(f"ddflow.warmup: no workload reached these kernels, so they were not compiled: {', '.join(missing)}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
