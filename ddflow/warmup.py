@@ -39,7 +39,7 @@ KERNEL_MODULES = (
 
 
 def _feed(flow, handles_rows: list, steps: int = 3) -> None:
-    """Insert each handle's rows spread over ``steps`` advances, several times per advance, then remove some."""
+    """Insert each handle's rows (tuples) spread over ``steps`` advances, several times per advance, then remove some."""
     for step in range(steps):
         for handle, rows in handles_rows:
             part = rows[step::steps]
@@ -72,6 +72,26 @@ def loops() -> None:
         for out in (reach, labels, counted):
             out.capture()
         _feed(flow, [(roots_in, [(0,), (5,)]), (edges_in, _graph())])
+
+
+def loop_reductions() -> None:
+    """The reduces inside a loop, whose kernels differ from the top level's: by value fields, kinds and logic."""
+    from ddflow.facade import Dataflow
+
+    ops = [lambda c: c.min(), lambda c: c.max(), lambda c: c.top_k(2), lambda c: c.top_k(2, numbered=True),
+           lambda c: c.threshold(lambda n: n % 2), lambda c: c.sum(), lambda c: c.count()]
+    with Dataflow() as flow:
+        one_in, one = flow.new_collection("one")        # (key, value)
+        wide_in, wide = flow.new_collection("wide")     # (key, value, value)
+        fl_in, fl = flow.new_collection("fl")           # (key, float)
+        text_in, text = flow.new_collection("text")     # (key, string)
+        for source in (one, wide, fl, text):
+            for op in ops[:5] if source is not fl else [ops[5]]:
+                # Each body ignores its variable: the loop's fixed point is op(source), after one round.
+                op(source).iterate(lambda v, source=source, op=op: op(source.enter(v.scope))).capture()
+        rows = [(i % 13, (i * 7) % 29) for i in range(120)]
+        _feed(flow, [(one_in, rows), (wide_in, [(k, v % 3, v) for k, v in rows]),
+                     (fl_in, [(k, v / 4) for k, v in rows]), (text_in, [(k, f"s{v}") for k, v in rows])])
 
 
 def reductions() -> None:
@@ -120,6 +140,37 @@ def event_time() -> None:
             flow.run()
 
 
+def relational() -> None:
+    """Tables through the front ends: Datalog over symbols and floats (recursion, negation, an aggregate), SQL."""
+    from ddflow.facade import Dataflow
+
+    with Dataflow() as flow:
+        edge_in, _ = flow.new_collection("edge", schema={"x": "string", "y": "string"})
+        weight_in, _ = flow.new_collection("weight", schema={"x": "string", "w": "double"})
+        outs = list(flow.datalog("""
+            .type Node <: symbol
+            .decl edge(x: Node, y: Node)
+            .input edge
+            .decl weight(x: Node, w: float)
+            .input weight
+            .decl path(x: Node, y: Node)
+            path(x, y) :- edge(x, y).
+            path(x, z) :- path(x, y), edge(y, z).
+            .decl cyclic()
+            cyclic() :- path(x, x).
+            .decl acyclic()
+            acyclic() :- !cyclic().
+            .decl heavy(x: Node, total: float)
+            heavy(x, t) :- edge(x, _), t = sum w : { edge(x, y), weight(y, w) }.
+            """).values())
+        outs.append(flow.sql("SELECT e.x, COUNT(*) AS n, MAX(w.w) AS m FROM edge e JOIN weight w ON e.y = w.x "
+                             "GROUP BY e.x HAVING COUNT(*) > 1"))
+        for out in outs:
+            out.capture()
+        graph = [(f"n{a}", f"n{b}") for a, b in _graph(20)]
+        _feed(flow, [(edge_in, graph), (weight_in, [(f"n{i}", i / 4) for i in range(20)])])
+
+
 def workers() -> None:
     """A join, a count and a loop on two workers: the exchange's kernels."""
     from ddflow.facade import Dataflow
@@ -135,7 +186,7 @@ def workers() -> None:
 
 #: The workloads, longest first (they are handed out in this order).
 WORKLOADS: dict[str, Callable[[], None]] = {
-    "loops": loops, "reductions": reductions, "event_time": event_time, "workers": workers}
+    "loops": loops, "loop_reductions": loop_reductions, "reductions": reductions, "event_time": event_time, "relational": relational, "workers": workers}
 
 
 def _run(name: str) -> dict[str, list[str]]:
@@ -143,7 +194,7 @@ def _run(name: str) -> dict[str, list[str]]:
     from ddflow.base.kernel_cache import entry_kernels
 
     WORKLOADS[name]()
-    return {k: [str(s) for s in sigs()] for k, sigs in entry_kernels().items()}
+    return {k: sigs() for k, sigs in entry_kernels().items()}
 
 
 def warm(processes: int | None = None, log: Callable[[str], None] = print) -> list[str]:
@@ -156,9 +207,10 @@ def warm(processes: int | None = None, log: Callable[[str], None] = print) -> li
 
     from ddflow.base.kernel_cache import entry_kernels
     from ddflow.base.kernels import jit_enabled
+    from ddflow.errors import UsageError
 
     if not jit_enabled():
-        raise SystemExit("ddflow.warmup: DDFLOW_JIT=0 turns compiling off; there is nothing to warm")
+        raise UsageError("ddflow.warmup: DDFLOW_JIT=0 turns compiling off; there is nothing to warm")
     for module in KERNEL_MODULES:
         importlib.import_module(module)
     processes = max(1, min(processes or os.cpu_count() or 1, len(WORKLOADS)))
@@ -178,6 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--processes", type=int, default=None, help="workloads run at once (default: the cores)")
     args = p.parse_args(argv)
+    from ddflow.base.kernels import jit_enabled
+
+    if not jit_enabled():
+        print("ddflow.warmup: DDFLOW_JIT=0: the kernels run as plain Python, nothing to compile")
+        return 0
     missing = warm(args.processes)
     if missing:
         print(f"ddflow.warmup: no workload reached these kernels, so they were not compiled: {', '.join(missing)}",

@@ -2,8 +2,11 @@
 import subprocess
 import sys
 
+import pytest
+
 from ddflow import warmup
 from ddflow.base.kernel_cache import entry_kernels
+from ddflow.errors import UsageError
 
 
 def test_entry_kernels_are_those_python_calls():
@@ -12,8 +15,10 @@ def test_entry_kernels_are_those_python_calls():
     entries = entry_kernels()
     assert "ddflow.operators.reduce.walk.walk_step" in entries
     assert "ddflow.base.kernels.kernels().seek" in entries
-    # due_seeds is compiled into the walk's step (it lists it in uses=), so it is no entry of its own.
-    assert "ddflow.operators.reduce.pending.due_seeds" not in entries
+    # The walk's step compiles due_seeds into itself, and the walk of several value fields calls it from Python.
+    assert "ddflow.operators.reduce.pending.due_seeds" in entries
+    # A plain helper is only ever compiled into its callers.
+    assert "ddflow.base.kernels.lex_order" not in entries
 
 
 def test_the_workloads_reach_every_entry_kernel():
@@ -27,3 +32,11 @@ def test_a_kernel_no_workload_reaches_is_named(monkeypatch, capsys):
     assert warmup.main(["--processes", "1"]) == 1
     err = capsys.readouterr().err
     assert "ddflow.operators.session.session_step" in err and "ddflow.operators.reduce.walk.walk_step" not in err
+
+
+def test_with_compiling_off_there_is_nothing_to_warm(monkeypatch, capsys):
+    monkeypatch.setenv("DDFLOW_JIT", "0")
+    assert warmup.main([]) == 0
+    assert "nothing to compile" in capsys.readouterr().out
+    with pytest.raises(UsageError, match="DDFLOW_JIT=0"):
+        warmup.warm()

@@ -155,19 +155,29 @@ def njit_cached(f: Callable, helpers: Sequence[Callable] = ()) -> Callable:
 
 
 def entry_kernels() -> dict[str, Callable[[], list]]:
-    """Each kernel Python calls, by ``module.name``: a function giving the signatures it holds machine code for.
+    """Each kernel Python calls, by ``module.name``: a function listing the machine code this process holds of it.
 
     The kernels of :func:`ddflow.base.kernels.kernels` and every
-    :func:`~ddflow.base.kernels.lazy_jit` kernel of an imported module that
-    no other kernel lists in its ``uses`` (one that another lists is
-    compiled into its caller).  What the cache must hold for a process to
-    compile nothing: :mod:`ddflow.warmup` checks it.  O(kernels).
+    :func:`~ddflow.base.kernels.lazy_jit` kernel of an imported module.  A
+    lazy kernel that another lists in ``uses`` is compiled into that one,
+    and may be called from Python too (the walks call ``key_walk`` for
+    several value fields).  Its list holds the signatures of every
+    dispatcher made of it, and ``"in <caller>"`` for each caller that holds
+    machine code (compiled or loaded: a caller loaded from the cache leaves
+    its helpers' dispatchers without signatures).  What the cache must hold
+    for a process to compile nothing: :mod:`ddflow.warmup` checks it.
+    O(kernels * helpers).
     """
     from ddflow.base import kernels
 
-    helpers = {h for k in kernels._lazy.values() for h in k.uses}
-    out = {f"{f.__module__}.{f.__name__}": k.signatures for f, k in kernels._lazy.items() if f not in helpers}
+    def own(f) -> list[str]:
+        return sorted({str(s) for d in kernels._dispatchers.get(f, ()) for s in d.signatures})
+
+    def held(f) -> Callable[[], list]:
+        return lambda: own(f) + [f"in {c.__name__}" for c, k in kernels._lazy.items() if f in k.uses and own(c)]
+
+    out = {f"{f.__module__}.{f.__name__}": held(f) for f in kernels._lazy}
     for name in ("pack", "consolidate", "seek", "consolidate_small", "trie_starts"):
         out[f"ddflow.base.kernels.kernels().{name}"] = (
-            lambda name=name: list(getattr(getattr(kernels._compiled, name, None), "signatures", ())))
+            lambda name=name: [str(s) for s in getattr(getattr(kernels._compiled, name, None), "signatures", ())])
     return out

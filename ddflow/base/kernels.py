@@ -513,8 +513,7 @@ def lazy_jit(f=None, *, uses=()):
     """
     if f is None:
         return lambda g: lazy_jit(g, uses=uses)
-    # Plain functions: a first call binds its compiled helpers in their modules, so a module imported after one
-    # (iterate.py after a merge ran) names the helper compiled.
+    # A first call binds the compiled helpers in their modules (a module imported later names them compiled too).
     uses = tuple(getattr(h, "py_func", h) for h in uses)
     compiled = None
 
@@ -529,22 +528,23 @@ def lazy_jit(f=None, *, uses=()):
                 jitted = {h.__name__: njit_cached(h, uses) for h in uses}
                 for h in uses:  # a kernel rebound as another's helper still offers its plain function
                     jitted[h.__name__].plain, jitted[h.__name__].uses = h, getattr(_lazy.get(h), "uses", ())
+                    _dispatchers.setdefault(h, []).append(jitted[h.__name__])
                 for space in {id(x.__globals__): x.__globals__ for x in (f, *uses)}.values():
                     space.update({name: d for name, d in jitted.items() if name in space})
-                compiled = njit_cached(f, uses)
+                _dispatchers.setdefault(f, []).append(compiled := njit_cached(f, uses))
             else:
                 compiled = f
         return compiled(*args)
 
     call.__name__, call.__doc__, call.plain, call.uses = f.__name__, f.__doc__, f, uses
-    call.signatures = lambda: list(getattr(compiled, "signatures", ()))  # machine code held (compiled or loaded)
     _lazy[f] = call
     return call
 
 
-#: Each lazy kernel by its plain function (for a kernel that another compiles as its helper, and for
-#: :func:`ddflow.base.kernel_cache.entry_kernels`).
+#: Each lazy kernel by its plain function, and every dispatcher compiled of a plain function (for
+#: a kernel that another compiles as its helper, and for :func:`ddflow.base.kernel_cache.entry_kernels`).
 _lazy: dict = {}
+_dispatchers: dict = {}
 
 
 def helpers_of(*fs) -> tuple:

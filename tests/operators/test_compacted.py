@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ddflow.base.updates import Updates
 from ddflow.operators.reduce.compacted import compacted_histories, entry_columns, no_history
 from ddflow.traces import Trace
+
+#: Calls kernels with argument types of its own: they compile in the test process, so it runs last (conftest.py).
+pytestmark = pytest.mark.compiles
 
 
 def reference(updates, groups, ng, r):

@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from ddflow.operators.reduce.iterate import loop_pending, loop_seeds
+
+#: Calls kernels with argument types of its own: they compile in the test process, so it runs last (conftest.py).
+pytestmark = pytest.mark.compiles
 
 
 @st.composite

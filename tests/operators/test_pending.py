@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from ddflow.base.radix import RADIX_ROWS_ABOVE
 from ddflow.operators.reduce.pending import due_seeds, merge_pending
+
+#: Calls kernels with argument types of its own: they compile in the test process, so it runs last (conftest.py).
+pytestmark = pytest.mark.compiles
 
 
 def _check(keys: np.ndarray, times: np.ndarray) -> None:

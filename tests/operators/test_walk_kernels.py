@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -10,6 +11,9 @@ from ddflow.base.consolidate import consolidate
 from ddflow.base.updates import Updates
 from ddflow.operators.reduce.keywalk import rank_values, walk_rows
 from ddflow.operators.reduce.walk import _dense_rank, _narrow_int_range
+
+#: Calls kernels with argument types of its own: they compile in the test process, so it runs last (conftest.py).
+pytestmark = pytest.mark.compiles
 
 
 @st.composite
