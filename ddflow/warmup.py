@@ -1,8 +1,8 @@
 """Compile every kernel into numba's disk cache before the first dataflow needs it: ``python -m ddflow.warmup``.
 
 Why.  A kernel compiles on its first call, once per machine: the min/max
-walk inside a loop takes about 30 s on a 2-core machine, all of them a few
-minutes.  Without a warm-up the first dataflow on a machine pays that
+walk inside a loop takes about 30 s on a 2-core machine, all of them
+about two minutes (138 s in one process, 81 s in two).  Without a warm-up the first dataflow on a machine pays that
 while its first updates wait, and the process that compiled keeps the
 compiler's state (about 360 MB resident), which every worker process
 forked from it then copies: a fork from it costs several times as much.
@@ -14,8 +14,14 @@ process per core, then checks that every kernel Python calls
 (:func:`ddflow.base.kernel_cache.entry_kernels`) was compiled or loaded by one
 of them: a kernel no workload reaches is named, and the exit status is 1.
 Outputs are not checked here; the test suite does that.  Cost: the
-kernels' compile time, spread over the cores, the first time; a few
-seconds once the cache holds them.
+kernels' compile time, spread over the cores, the first time; about 2 s
+once the cache holds them.
+
+Not every signature: a test that calls a kernel with its own argument
+types compiles it, and a helper kernel that Python also calls (``key_walk``)
+is cached once per caller that compiled it (:mod:`ddflow.base.kernel_cache`
+names entries by their file set), so a process that meets its callers in
+another order than these workloads may still compile it, for seconds.
 """
 from __future__ import annotations
 
