@@ -2,8 +2,9 @@
 
 Why.  A kernel compiles on its first call, once per machine: the min/max
 walk inside a loop takes about 30 s on a 2-core machine, all of them
-about two minutes (138 s in one process, 81 s in two).  Without a warm-up the first dataflow on a machine pays that
-while its first updates wait, and the process that compiled keeps the
+about two minutes (138 s in one process, 81 s in two).  Without a
+warm-up the first dataflow on a machine pays that while its first
+updates wait, and the process that compiled keeps the
 compiler's state (about 360 MB resident), which every worker process
 forked from it then copies: a fork from it costs several times as much.
 A process that finds the kernels cached only loads their machine code.
@@ -45,7 +46,7 @@ KERNEL_MODULES = (
 
 
 def _feed(flow, handles_rows: list, steps: int = 3) -> None:
-    """Insert each handle's rows (tuples) spread over ``steps`` advances, several times per advance, then remove some."""
+    """Insert each handle's rows (tuples) over ``steps`` advances, several times per advance, then remove some."""
     for step in range(steps):
         for handle, rows in handles_rows:
             part = rows[step::steps]
@@ -63,20 +64,23 @@ def _graph(n: int = 30) -> list[tuple[int, int]]:
     return [(i, (i * 7 + 3) % n) for i in range(n)] + [(i, (i + 1) % n) for i in range(0, n, 3)]
 
 
+def _reachable(flow):
+    """Reachability from ``roots`` over ``edges``, captured; its input handles, its start and its edges."""
+    roots_in, roots = flow.new_collection("roots")
+    edges_in, edges = flow.new_collection("edges")
+    start = roots.project(0, 0)
+    start.iterate(lambda r: r.join(edges).project(2, 1).concat(start).distinct()).capture()
+    return roots_in, edges_in, start, edges
+
+
 def loops() -> None:
     """Recursion: reachability (``distinct`` in a loop) and components by min label (``min`` in a loop)."""
     from ddflow.facade import Dataflow
 
     with Dataflow() as flow:
-        roots_in, roots = flow.new_collection("roots")
-        edges_in, edges = flow.new_collection("edges")
-        start = roots.project(0, 0)
-        reach = start.iterate(lambda r: r.join(edges).project(2, 1).concat(start).distinct())
-        labels = edges.map(lambda e: (e[0], e[0])).iterate(
-            lambda lab: lab.join(edges).project(2, 1).concat(lab).min())
-        counted = start.iterate(lambda r: r.join(edges).project(2, 1).concat(start).count().project(0, 0))
-        for out in (reach, labels, counted):
-            out.capture()
+        roots_in, edges_in, start, edges = _reachable(flow)
+        edges.map(lambda e: (e[0], e[0])).iterate(lambda lab: lab.join(edges).project(2, 1).concat(lab).min()).capture()
+        start.iterate(lambda r: r.join(edges).project(2, 1).concat(start).count().project(0, 0)).capture()
         _feed(flow, [(roots_in, [(0,), (5,)]), (edges_in, _graph())])
 
 
@@ -182,17 +186,15 @@ def workers() -> None:
     from ddflow.facade import Dataflow
 
     with Dataflow(workers=2) as flow:
-        roots_in, roots = flow.new_collection("roots")
-        edges_in, edges = flow.new_collection("edges")
-        start = roots.project(0, 0)
-        start.iterate(lambda r: r.join(edges).project(2, 1).concat(start).distinct()).capture()
+        roots_in, edges_in, _, edges = _reachable(flow)
         edges.count().capture()
         _feed(flow, [(roots_in, [(0,), (5,)]), (edges_in, _graph())])
 
 
 #: The workloads, longest first (they are handed out in this order).
 WORKLOADS: dict[str, Callable[[], None]] = {
-    "loops": loops, "loop_reductions": loop_reductions, "reductions": reductions, "event_time": event_time, "relational": relational, "workers": workers}
+    "loops": loops, "loop_reductions": loop_reductions, "reductions": reductions, "event_time": event_time,
+    "relational": relational, "workers": workers}
 
 
 def _run(name: str) -> dict[str, list[str]]:

@@ -21,6 +21,17 @@ def test_entry_kernels_are_those_python_calls():
     assert "ddflow.base.kernels.lex_order" not in entries
 
 
+def test_kernel_modules_lists_every_module_that_defines_a_lazy_kernel():
+    from test_layers import _modules
+
+    from ddflow.base import kernels
+
+    for module, path in _modules().items():
+        if "lazy_jit" in path.read_text() and not module.startswith("ddflow.streaming"):
+            __import__(module)
+    assert {f.__module__ for f in kernels._lazy} <= set(warmup.KERNEL_MODULES)
+
+
 def test_the_workloads_reach_every_entry_kernel():
     run = subprocess.run([sys.executable, "-m", "ddflow.warmup"], capture_output=True, text=True, timeout=1200)
     assert run.returncode == 0, run.stderr[-2000:]
