@@ -84,6 +84,10 @@ class Node(ABC):
     sends_to_workers: bool = False
     #: An output (capture, subscription): with several workers, its batches are merged and sent to the driver.
     is_output: bool = False
+    #: Handles each batch when it is pushed, not when stepped: a stateless operator whose output is a
+    #: function of each batch alone, whatever its time and whoever sent it (:meth:`apply`).  The
+    #: scheduler leaves it out of its steps, so it costs a round nothing beyond its own work.
+    inline: bool = False
     #: Updates received and emitted so far (``Dataflow.stats``).
     updates_in: int = 0
     updates_out: int = 0
@@ -118,10 +122,17 @@ class Node(ABC):
         self.ctx.changed()
 
     def push(self, port: int, u: Updates) -> None:
-        """Queue a batch on input ``port`` (empty batches are dropped)."""
+        """Queue a batch on input ``port`` (empty batches are dropped); an :attr:`inline` node handles it at once."""
         if len(u):
             self.updates_in += len(u)
-            self.queues[port].append(u)
+            if self.inline:
+                self._named(self.apply, u)
+            else:
+                self.queues[port].append(u)
+
+    def apply(self, u: Updates) -> None:
+        """An :attr:`inline` node's work on one pushed batch (emitting what it makes)."""
+        raise NotImplementedError(f"{type(self).__name__} is not inline")
 
     def emit(self, u: Updates) -> None:
         """Send updates downstream, fixing this node's column kinds on first use."""
@@ -155,8 +166,12 @@ class Node(ABC):
         code (consolidation, merges, a user's reduce); the scheduler calls
         this so the user learns which operator met them.
         """
+        self._named(self.step, bound)
+
+    def _named(self, fn, arg) -> None:
+        """``fn(arg)``, a schema or overflow error renamed to name this operator (see :meth:`run_step`)."""
         try:
-            self.step(bound)
+            fn(arg)
         except SchemaError as e:
             if repr(self.name) in str(e):
                 raise

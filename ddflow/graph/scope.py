@@ -148,7 +148,8 @@ class Scope:
         loops = [isinstance(m, IterativeScope) for m in members]
         sync = [loop or m.needs_complete_input for m, loop in zip(members, loops)]
         local = not any(m.sends_to_workers for m, loop in zip(members, loops) if not loop)
-        self._plan = Plan(members, reach, sync, tuple(zip(members, loops)), local)
+        steps = tuple((m, loop) for m, loop in zip(members, loops) if loop or not m.inline)
+        self._plan = Plan(members, reach, sync, steps, local)
         self._plan_version = self.ctx.graph_version
         return self._plan
 

@@ -29,15 +29,21 @@ class ArrangeNode(Node):
         self.trace: Trace | None = None
         self.handle: TraceHandle | None = None
 
+    #: Inserts whatever arrives, whatever its time (the trace's batches are untiled): each batch as it is
+    #: pushed, so its readers find it in the trace and in their queues before they are stepped.
+    inline = True
+
     def step(self, bound: np.ndarray) -> None:
-        """Consolidate what arrived (O(n log n)), insert it into the trace and emit it to the readers.
+        u = self.dequeue()
+        if u is not None:
+            self.apply(u)
+
+    def apply(self, u) -> None:
+        """Consolidate a batch (O(n log n)), insert it into the trace and emit it to the readers.
 
         A few updates are consolidated and built into the trace's batch in
         one compiled call (:meth:`ddflow.traces.Trace.insert_consolidating`).
         """
-        u = self.dequeue()
-        if u is None:
-            return
         if u.arity < 1:
             raise SchemaError(f"arrangement {self.name!r}: keyed operators need records with at least one field (the key)")
         if self.trace is None:  # the first batch fixes the trace's kinds (a batch that cancels out makes none)

@@ -123,11 +123,16 @@ class ColumnsNode(Node):
         self.mode = mode
         self.fn = fn
         self.indices = tuple(indices) if indices is not None else None
+        # A projection runs no user code: it passes each batch on as it arrives.  (A user's function is
+        # called once per step, on all that arrived, as its docs promise.)
+        self.inline = mode == "project"
 
     def step(self, bound: np.ndarray) -> None:
         u = self.dequeue()
-        if u is None:
-            return
+        if u is not None:
+            self.apply(u)
+
+    def apply(self, u: Updates) -> None:
         where = f"operator {self.name!r}"
         if self.mode == "project":
             try:
@@ -177,12 +182,18 @@ class NegateNode(Node):
 
 
 class ConcatNode(Node):
+    """The union of its inputs: each batch passes on as it arrives (:attr:`Node.inline`), in the first one's kinds."""
+
+    inline = True
+
+    def apply(self, u: Updates) -> None:
+        self.emit(u)
+
     def step(self, bound: np.ndarray) -> None:
-        parts = [u for u in (self.dequeue(p) for p in range(len(self.queues))) if u is not None]
-        if parts:
-            kinds = parts[0].kinds
-            parts = [p if p.kinds == kinds else self.ctx.coerce(p, kinds, self.name) for p in parts]
-            self.emit(Updates.concat(parts))
+        for p in range(len(self.queues)):
+            u = self.dequeue(p)
+            if u is not None:
+                self.apply(u)
 
 
 class ConsolidateNode(Node):
