@@ -115,7 +115,13 @@ def _as_row(r: Any, where: str) -> tuple:
 
 
 class ColumnsNode(Node):
-    """Vectorized transforms over whole columns: projection, map_columns, filter_columns."""
+    """Vectorized transforms over whole columns: projection, map_columns, filter_columns.
+
+    Each batch is transformed as it arrives (:attr:`Node.inline`): a user's
+    function is called once per batch, as ``map_columns`` promises.
+    """
+
+    inline = True
 
     def __init__(self, scope: Scope, name: str, mode: str, fn: Callable | None = None,
                  indices: Sequence[int] | None = None):
@@ -123,9 +129,6 @@ class ColumnsNode(Node):
         self.mode = mode
         self.fn = fn
         self.indices = tuple(indices) if indices is not None else None
-        # A projection runs no user code: it passes each batch on as it arrives.  (A user's function is
-        # called once per step, on all that arrived, as its docs promise.)
-        self.inline = mode == "project"
 
     def step(self, bound: np.ndarray) -> None:
         u = self.dequeue()
@@ -175,10 +178,17 @@ class ColumnsNode(Node):
 
 
 class NegateNode(Node):
+    """Every diff negated, batch by batch as it arrives (:attr:`Node.inline`)."""
+
+    inline = True
+
+    def apply(self, u: Updates) -> None:
+        self.emit(u.with_diffs(-u.diffs))
+
     def step(self, bound: np.ndarray) -> None:
         u = self.dequeue()
         if u is not None:
-            self.emit(u.with_diffs(-u.diffs))
+            self.apply(u)
 
 
 class ConcatNode(Node):
