@@ -129,8 +129,8 @@ def test_a_reduce_whose_work_is_all_later_is_not_stepped():
     arrange.push(0, Updates((np.array([1]), np.array([3])), np.array([[5]]), np.array([1]), ("i", "i")))
     stepped.clear()
     Recording().step_scope(flow.top, np.array([3]))
-    # The arrangement inserted the update when it was pushed (it is inline); the reduce holds it at a time
-    # not yet complete, so nothing is stepped.
+    # The arrangement inserted the update when it was pushed (a batch of a few updates); the reduce holds it
+    # at a time not yet complete, so nothing is stepped.
     assert stepped == []
     Recording().step_scope(flow.top, np.array([6]))
     assert stepped.count("ReduceNode") == 1
@@ -159,18 +159,22 @@ def test_nodes_without_work_are_not_stepped():
         if n not in y_side:
             y_side.add(n)
             todo.extend(t for t, _ in n.targets)
-    # Every node on x's side is stepped, except inline ones (the arrangement), which did their work when pushed.
-    x_side = {n for n in set(flow.top.all_nodes()) - y_side if not n.inline}
+    # Every node on x's side is stepped, except those that did their work when pushed: inline ones, and the
+    # arrangement, handed a batch of one update.
+    from ddflow.operators.arrange import ArrangeNode
+    x_side = {n for n in set(flow.top.all_nodes()) - y_side if not n.inline and not isinstance(n, ArrangeNode)}
     assert set(stepped) == x_side and len(stepped) == len(x_side) > 0
     assert not y_side & set(stepped)
 
 
 def test_inline_nodes_work_when_pushed_and_are_never_stepped():
-    """Projections, concats and arrangements handle each batch as it arrives; the plan leaves them out.
+    """Projections and concats handle each batch as it arrives, and the plan leaves them out.
 
-    Run in a loop and at the top level, under the one-worker path and the
-    workers' general loop: the output is the same and no inline node is
-    stepped or left holding anything.
+    Arrangements insert a batch of a few updates when it is pushed.  Run in
+    a loop and at the top level, under the one-worker path and the workers'
+    general loop: the output is the same, and no inline node, nor any
+    arrangement (every batch here is small), is stepped or left holding
+    anything.
     """
     for scheduler in (Scheduler, General):
         flow = ddflow.Dataflow()
@@ -193,7 +197,8 @@ def test_inline_nodes_work_when_pushed_and_are_never_stepped():
         rec.step_scope(flow.top, np.array([1]))
         nodes = list(flow.top.all_nodes())
         inline = [n for n in nodes if n.inline]
-        assert {type(n).__name__ for n in inline} == {"ColumnsNode", "ConcatNode", "ArrangeNode"}
+        assert {type(n).__name__ for n in inline} == {"ColumnsNode", "ConcatNode"}
+        inline += [n for n in nodes if type(n).__name__ == "ArrangeNode"]
         assert not set(stepped) & set(inline), scheduler
         assert all(not any(n.queues) for n in inline)
         # (root, reached node) pairs and the edges, each record with how often it occurs
@@ -353,3 +358,35 @@ def test_a_member_stepped_every_round_without_progress_does_not_keep_the_loop_go
     assert out.contents(1) == {(5,): 1}
     Scheduler().step_scope(flow.top, np.array([5]))
     assert out.contents(4) == {(5,): 1} and enter.queued() == 0
+
+
+def test_an_arrangement_queues_large_batches_and_keeps_their_order():
+    """More than ``EAGER_ROWS`` updates wait for the step, so a step's batches are consolidated once, together.
+
+    A small batch pushed after a queued one waits too: nothing is inserted
+    ahead of what is already queued.  The trace is then given one batch.
+    """
+    from ddflow.base.updates import Updates
+    from ddflow.operators.arrange import EAGER_ROWS, ArrangeNode
+
+    flow = ddflow.Dataflow()
+    x_in, x = flow.new_collection("x")
+    out = x.distinct().capture()
+    x_in.update([(0, 0)], times=[0])
+    flow.advance_to(1)
+    flow.run()
+    arrange = next(n for n in flow.top.all_nodes() if isinstance(n, ArrangeNode))
+    inserted = []
+    insert = arrange.trace.insert_consolidating
+    arrange.trace.insert_consolidating = lambda u: inserted.append(len(u)) or insert(u)
+    small = Updates((np.array([-1]), np.array([7])), np.array([[1]]), np.array([1]), ("i", "i"))
+    arrange.push(0, small)
+    assert inserted == [1] and not arrange.queues[0]  # a small batch: inserted when pushed
+    n = EAGER_ROWS + 1
+    big = Updates((np.arange(1, n + 1), np.arange(n)), np.full((n, 1), 1), np.ones(n, dtype=np.int64), ("i", "i"))
+    arrange.push(0, big)
+    arrange.push(0, small)
+    assert inserted == [1] and len(arrange.queues[0]) == 2
+    Scheduler().step_scope(flow.top, np.array([2]))
+    assert inserted == [1, n + 1] and not arrange.queues[0]
+    assert sorted(out.drain()) == sorted([((0, 0), 0, 1), ((-1, 7), 1, 1)] + [((k, k - 1), 1, 1) for k in range(1, n + 1)])
