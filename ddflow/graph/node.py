@@ -85,8 +85,8 @@ class Node(ABC):
     #: An output (capture, subscription): with several workers, its batches are merged and sent to the driver.
     is_output: bool = False
     #: Handles each batch when it is pushed, not when stepped: a stateless operator whose output is a
-    #: function of each batch alone, whatever its time and whoever sent it (:meth:`apply`).  The
-    #: scheduler leaves it out of its steps, so it costs a round nothing beyond its own work.
+    #: function of each batch alone, whatever its time and whoever sent it (a :class:`BatchwiseNode`).
+    #: The scheduler leaves it out of its steps, so it costs a round nothing beyond its own work.
     inline: bool = False
     #: Updates received and emitted so far (``Dataflow.stats``).
     updates_in: int = 0
@@ -122,17 +122,10 @@ class Node(ABC):
         self.ctx.changed()
 
     def push(self, port: int, u: Updates) -> None:
-        """Queue a batch on input ``port`` (empty batches are dropped); an :attr:`inline` node handles it at once."""
+        """Queue a batch on input ``port`` (empty batches are dropped)."""
         if len(u):
             self.updates_in += len(u)
-            if self.inline:
-                self._named(self.apply, u)
-            else:
-                self.queues[port].append(u)
-
-    def apply(self, u: Updates) -> None:
-        """An :attr:`inline` node's work on one pushed batch (emitting what it makes)."""
-        raise NotImplementedError(f"{type(self).__name__} is not inline")
+            self.queues[port].append(u)
 
     def emit(self, u: Updates) -> None:
         """Send updates downstream, fixing this node's column kinds on first use."""
@@ -246,3 +239,35 @@ class Node(ABC):
         back: subscriptions run in the driver, on merged output).
         """
         self.queues = [[] for _ in self.queues]
+
+
+class BatchwiseNode(Node):
+    """A node whose work is a function of each batch it is given (:meth:`apply`), whatever its time.
+
+    Its step applies what is queued, each port's batches as one.  Such a
+    node may do that work when a batch is pushed instead: all of it
+    (:attr:`Node.inline`), or the batches it chooses (an arrangement takes
+    small ones at once, :meth:`apply_now`).
+    """
+
+    @abstractmethod
+    def apply(self, u: Updates) -> None:
+        """The work on one batch (emitting what it makes)."""
+
+    def push(self, port: int, u: Updates) -> None:
+        """An :attr:`inline` node applies the batch at once; others queue it."""
+        if self.inline and len(u):
+            self.apply_now(u)
+        else:
+            super().push(port, u)
+
+    def apply_now(self, u: Updates) -> None:
+        """Apply a pushed batch at once instead of queueing it (counted as received, errors named)."""
+        self.updates_in += len(u)
+        self._named(self.apply, u)
+
+    def step(self, bound: np.ndarray) -> None:
+        for port in range(len(self.queues)):
+            u = self.dequeue(port)
+            if u is not None:
+                self.apply(u)

@@ -13,7 +13,8 @@ import numpy as np
 
 from ddflow.base.consolidate import consolidate
 from ddflow.errors import SchemaError
-from ddflow.graph.node import Node
+from ddflow.base.updates import Updates
+from ddflow.graph.node import BatchwiseNode
 from ddflow.graph.scope import Scope
 from ddflow.traces import Trace, TraceHandle
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 EAGER_ROWS = 256
 
 
-class ArrangeNode(Node):
+class ArrangeNode(BatchwiseNode):
     """Consolidates each batch, inserts it into its trace and passes it on to its readers."""
 
     def __init__(self, scope: Scope, name: str):
@@ -36,7 +37,7 @@ class ArrangeNode(Node):
         self.trace: Trace | None = None
         self.handle: TraceHandle | None = None
 
-    def push(self, port: int, u) -> None:
+    def push(self, port: int, u: Updates) -> None:
         """A batch of a few updates, with nothing queued before it, is inserted at once; others wait for the step.
 
         An arrangement inserts whatever arrives, whatever its time (the
@@ -49,17 +50,11 @@ class ArrangeNode(Node):
         already queued.
         """
         if 0 < len(u) <= EAGER_ROWS and not self.queues[0]:
-            self.updates_in += len(u)
-            self._named(self.apply, u)
+            self.apply_now(u)
         else:
             super().push(port, u)
 
-    def step(self, bound: np.ndarray) -> None:
-        u = self.dequeue()
-        if u is not None:
-            self.apply(u)
-
-    def apply(self, u) -> None:
+    def apply(self, u: Updates) -> None:
         """Consolidate a batch (O(n log n)), insert it into the trace and emit it to the readers.
 
         A few updates are consolidated and built into the trace's batch in

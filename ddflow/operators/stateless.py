@@ -17,7 +17,7 @@ from ddflow.base.consolidate import consolidate
 from ddflow.base.kinds import OF_DTYPE
 from ddflow.base.updates import Updates, from_rows
 from ddflow.errors import SchemaError
-from ddflow.graph.node import Node
+from ddflow.graph.node import BatchwiseNode, Node
 from ddflow.graph.scope import Scope
 
 
@@ -114,7 +114,7 @@ def _as_row(r: Any, where: str) -> tuple:
 
 
 
-class ColumnsNode(Node):
+class ColumnsNode(BatchwiseNode):
     """Vectorized transforms over whole columns: projection, map_columns, filter_columns.
 
     Each batch is transformed as it arrives (:attr:`Node.inline`): a user's
@@ -129,11 +129,6 @@ class ColumnsNode(Node):
         self.mode = mode
         self.fn = fn
         self.indices = tuple(indices) if indices is not None else None
-
-    def step(self, bound: np.ndarray) -> None:
-        u = self.dequeue()
-        if u is not None:
-            self.apply(u)
 
     def apply(self, u: Updates) -> None:
         where = f"operator {self.name!r}"
@@ -177,7 +172,7 @@ class ColumnsNode(Node):
         self.emit(Updates(tuple(new_cols), u.times, u.diffs, tuple(kinds)))
 
 
-class NegateNode(Node):
+class NegateNode(BatchwiseNode):
     """Every diff negated, batch by batch as it arrives (:attr:`Node.inline`)."""
 
     inline = True
@@ -185,25 +180,14 @@ class NegateNode(Node):
     def apply(self, u: Updates) -> None:
         self.emit(u.with_diffs(-u.diffs))
 
-    def step(self, bound: np.ndarray) -> None:
-        u = self.dequeue()
-        if u is not None:
-            self.apply(u)
 
-
-class ConcatNode(Node):
+class ConcatNode(BatchwiseNode):
     """The union of its inputs: each batch passes on as it arrives (:attr:`Node.inline`), in the first one's kinds."""
 
     inline = True
 
     def apply(self, u: Updates) -> None:
         self.emit(u)
-
-    def step(self, bound: np.ndarray) -> None:
-        for p in range(len(self.queues)):
-            u = self.dequeue(p)
-            if u is not None:
-                self.apply(u)
 
 
 class ConsolidateNode(Node):
