@@ -19,10 +19,10 @@ kernels' compile time, spread over the cores, the first time; about 2 s
 once the cache holds them.
 
 Not every signature: a test that calls a kernel with its own argument
-types compiles it, and a helper kernel that Python also calls (``key_walk``)
-is cached once per caller that compiled it (:mod:`ddflow.base.kernel_cache`
-names entries by their file set), so a process that meets its callers in
-another order than these workloads may still compile it, for seconds.
+types compiles it.  The order a process meets the kernels in does not
+matter: a helper kernel that Python also calls (``key_walk``) runs its own
+compiled code from Python, not the copy compiled into whichever caller
+came first (:func:`ddflow.base.kernels.lazy_jit`).
 """
 from __future__ import annotations
 

@@ -508,12 +508,14 @@ def lazy_jit(f=None, *, uses=()):
     For operator kernels that live next to their operator: the operator
     module stays importable without numba, and nothing compiles before use.
     ``uses`` lists the plain helpers ``f`` calls, directly or through one
-    another (such as :func:`sorted_unique`); they are compiled with it and
-    bound under their own names in the modules of ``f`` and of each helper.
+    another (such as :func:`sorted_unique`); they are compiled with it, as
+    copies whose names for one another are the compiled copies
+    (:func:`_compile_with`).  The modules' own names are left alone, so
+    Python calling a helper kernel (the walks call ``key_walk``) always
+    calls that kernel's own compiled code, whichever caller compiled first.
     """
     if f is None:
         return lambda g: lazy_jit(g, uses=uses)
-    # A first call binds the compiled helpers in their modules (a module imported later names them compiled too).
     uses = tuple(getattr(h, "py_func", h) for h in uses)
     compiled = None
 
@@ -522,16 +524,9 @@ def lazy_jit(f=None, *, uses=()):
         if compiled is None:
             if jit_enabled():
                 from ddflow.base.address import register_views
-                from ddflow.base.kernel_cache import njit_cached
 
                 register_views()
-                jitted = {h.__name__: njit_cached(h, uses) for h in uses}
-                for h in uses:  # a kernel rebound as another's helper still offers its plain function
-                    jitted[h.__name__].plain, jitted[h.__name__].uses = h, getattr(_lazy.get(h), "uses", ())
-                    _dispatchers.setdefault(h, []).append(jitted[h.__name__])
-                for space in {id(x.__globals__): x.__globals__ for x in (f, *uses)}.values():
-                    space.update({name: d for name, d in jitted.items() if name in space})
-                _dispatchers.setdefault(f, []).append(compiled := njit_cached(f, uses))
+                compiled = _compile_with(f, uses)
             else:
                 compiled = f
         return compiled(*args)
@@ -539,6 +534,40 @@ def lazy_jit(f=None, *, uses=()):
     call.__name__, call.__doc__, call.plain, call.uses = f.__name__, f.__doc__, f, uses
     _lazy[f] = call
     return call
+
+
+def _compile_with(f, uses: tuple):
+    """A dispatcher for ``f`` whose calls to ``uses`` reach compiled copies made for it alone.
+
+    numba resolves a kernel's global names when it compiles, so the helpers
+    must be compiled where ``f`` looks them up.  Binding them in their
+    modules (as this once did) made a module's name for a helper kernel
+    the dispatcher of whichever caller compiled first; each such dispatcher
+    is cached under its caller's file set, so a process meeting the callers
+    in another order than the warm-up compiled again, for seconds.  So ``f``
+    and each helper are copied, with a copy of their module's globals in
+    which the helpers' names are the helpers' dispatchers.  O(helpers +
+    module sizes), once per kernel.
+    """
+    from types import FunctionType
+
+    from ddflow.base.kernel_cache import njit_cached
+
+    spaces: dict[int, dict] = {}
+    copies = {}
+    for g in (f, *uses):
+        space = spaces.setdefault(id(g.__globals__), dict(g.__globals__))
+        c = FunctionType(g.__code__, space, g.__name__, g.__defaults__, g.__closure__)
+        c.__qualname__, c.__kwdefaults__, c.__doc__ = g.__qualname__, g.__kwdefaults__, g.__doc__
+        c.__dict__.update(g.__dict__)
+        copies[g] = c
+    jitted = {h.__name__: njit_cached(copies[h], uses) for h in uses}
+    for h in uses:
+        _dispatchers.setdefault(h, []).append(jitted[h.__name__])
+    for space in spaces.values():
+        space.update({name: d for name, d in jitted.items() if name in space})
+    _dispatchers.setdefault(f, []).append(dispatcher := njit_cached(copies[f], uses))
+    return dispatcher
 
 
 #: Each lazy kernel by its plain function, and every dispatcher compiled of a plain function (for

@@ -103,3 +103,44 @@ def test_two_processes_name_their_compiled_functions_apart(tmp_path, package):
            "print(next(b.FunctionIdentity._unique_ids))")
     first, second = (int(run(tmp_path, ids, cache)[0]) for cache in ("cache-a", "cache-b"))  # both compile
     assert first != second and min(first, second) > 1 << 20
+
+
+STEP = """
+from ddflow.base.kernels import lazy_jit
+from kpkg.helper import twice
+
+
+@lazy_jit(uses=(twice,))
+def step(x):
+    return twice(x) + 1
+
+
+def py_step(x):  # Python calling a helper kernel by its module's name, as the walks call key_walk
+    return step(x)
+"""
+
+OUTER = """
+from ddflow.base.kernels import helpers_of, lazy_jit
+from kpkg.other import inc
+from kpkg.step import step
+
+
+@lazy_jit(uses=helpers_of(step) + (inc,))
+def outer(x):
+    return inc(step(x))
+"""
+
+
+def test_a_helper_kernel_python_calls_loads_whichever_caller_compiled_first(tmp_path, package):
+    """A helper kernel is also compiled into each caller, under the caller's file set.  Once, compiling a
+    caller bound that copy under the helper's name in its module, so Python then called the caller's copy:
+    a process that met the two in the other order compiled again (seconds, for the walks' ``key_walk``)."""
+    (package / "step.py").write_text(STEP)
+    (package / "other.py").write_text("def inc(x):\n    return x + 1\n")
+    (package / "outer.py").write_text(OUTER)
+    imports = "import kpkg.outer as o, kpkg.step as s; "
+    assert run(tmp_path, imports + "print(o.outer(3), s.py_step(3))")[0] == "8 7"
+    result, log = run(tmp_path, imports + "print(s.py_step(3), o.outer(3))")
+    assert result == "7 8"
+    assert "data saved" not in log, log  # everything the first process ran was loaded, nothing compiled
+    assert "data loaded" in log, log
