@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+import ddflow.base.jit as _jit
 import ddflow.base.kernels as _kernels
 
 #: Each benchmark's default workload (its own command line's defaults), less the seed.
@@ -62,7 +63,7 @@ def _timed(fn, name: str):
 
 
 def _wrap_kernels() -> None:
-    lazy, namespace = _kernels.lazy_jit, _kernels.kernels
+    lazy, namespace = _jit.lazy_jit, _kernels.kernels
     wrapped = []
 
     def lazy_jit(f=None, *, uses=()):
@@ -78,7 +79,7 @@ def _wrap_kernels() -> None:
             wrapped.append(type(namespace())(**{k: _timed(v, k) for k, v in vars(namespace()).items()}))
         return wrapped[0]
 
-    _kernels.lazy_jit, _kernels.kernels = lazy_jit, kernels
+    _jit.lazy_jit, _kernels.kernels = lazy_jit, kernels
 
 
 def _wrap_steps() -> None:

@@ -22,7 +22,7 @@ Not every signature: a test that calls a kernel with its own argument
 types compiles it.  The order a process meets the kernels in does not
 matter: a helper kernel that Python also calls (``key_walk``) runs its own
 compiled code from Python, not the copy compiled into whichever caller
-came first (:func:`ddflow.base.kernels.lazy_jit`).
+came first (:func:`ddflow.base.jit.lazy_jit`).
 """
 from __future__ import annotations
 
@@ -213,8 +213,8 @@ def warm(processes: int | None = None, log: Callable[[str], None] = print) -> li
     """
     import multiprocessing
 
+    from ddflow.base.jit import jit_enabled
     from ddflow.base.kernel_cache import entry_kernels
-    from ddflow.base.kernels import jit_enabled
     from ddflow.errors import UsageError
 
     if not jit_enabled():
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--processes", type=int, default=None, help="workloads run at once (default: the cores)")
     args = p.parse_args(argv)
-    from ddflow.base.kernels import jit_enabled
+    from ddflow.base.jit import jit_enabled
 
     if not jit_enabled():
         print("ddflow.warmup: DDFLOW_JIT=0: the kernels run as plain Python, nothing to compile")

@@ -24,13 +24,13 @@ def test_entry_kernels_are_those_python_calls():
 def test_kernel_modules_lists_every_module_that_defines_a_lazy_kernel():
     from test_layers import _modules
 
-    from ddflow.base import kernels
+    from ddflow.base import jit
 
     for module, path in _modules().items():
         if "lazy_jit" in path.read_text() and not module.startswith("ddflow.streaming"):
             __import__(module)
     # Kernels a test module defines (tests/base/test_kernels.py) are not the warm-up's to compile.
-    assert {f.__module__ for f in kernels._lazy if f.__module__.startswith("ddflow.")} <= set(warmup.KERNEL_MODULES)
+    assert {f.__module__ for f in jit._lazy if f.__module__.startswith("ddflow.")} <= set(warmup.KERNEL_MODULES)
 
 
 def test_the_workloads_reach_every_entry_kernel():

@@ -38,7 +38,8 @@ import numpy as np
 
 from ddflow.base import memory
 from ddflow.base.address import address, view_2d, view_i32, view_i64
-from ddflow.base.kernels import _consolidate_small, _trie_starts, consolidated_split, group_sums, lazy_jit, sort_small
+from ddflow.base.jit import lazy_jit
+from ddflow.base.kernels import _consolidate_small, _trie_starts, consolidated_split, group_sums, sort_small
 from ddflow.errors import DataflowError
 
 #: The columns of a table row: counts, then addresses (offsets in 32 or 64 bits: the other view is empty).

@@ -25,7 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from ddflow.base.address import view_2d, view_i64
-from ddflow.base.kernels import group_sums, helpers_of, lazy_jit, lex_order
+from ddflow.base.jit import helpers_of, lazy_jit
+from ddflow.base.kernels import group_sums, lex_order
 
 from .layout import DIFFS, KEYS, NKEYS, NUPD, NVALS, TIMES, VAL0, key_offsets, offset, trie_row, val_offsets
 

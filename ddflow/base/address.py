@@ -42,7 +42,7 @@ def address(a: np.ndarray) -> int:
     if not a.flags.c_contiguous:
         raise ValueError("address() of an array that is not C-contiguous")
     if _compiled_data is None:
-        from ddflow.base.kernels import jit_enabled
+        from ddflow.base.jit import jit_enabled
 
         if jit_enabled():
             from ddflow.base.kernel_cache import njit_cached

@@ -6,7 +6,8 @@ from typing import Sequence
 import numpy as np
 
 from ddflow.base.consolidate import group_starts, pack_keys
-from ddflow.base.kernels import lazy_jit, sort_rows
+from ddflow.base.jit import lazy_jit
+from ddflow.base.kernels import sort_rows
 
 #: Below this many pairs ``np.lexsort`` beats packing and timsort.
 _SMALL_SORT = 256

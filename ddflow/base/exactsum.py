@@ -32,7 +32,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ddflow.base.kernels import lazy_jit
+from ddflow.base.jit import lazy_jit
 
 BITS = 24
 LIMBS = 88  # 88 * 24 = 2112 >= 1074 + 1024 bits

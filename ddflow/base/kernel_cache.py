@@ -21,7 +21,7 @@ locators, this one included: the stamping is then numba's own.
 And numba names each compiled function, and the environment its machine
 code reads its constants from, with a counter of the compiling process
 (``qualname$7``).  A kernel's helpers are compiled once per kernel
-(:func:`ddflow.base.kernels.lazy_jit`), so one process can load two
+(:func:`ddflow.base.jit.lazy_jit`), so one process can load two
 entries, written by two processes, whose copies of a helper carry the
 same name: numba then hands the second the first one's environment, and
 a constant it needs is missing (``'descr' is NULL`` when it returns an
@@ -158,7 +158,7 @@ def entry_kernels() -> dict[str, Callable[[], list]]:
     """Each kernel Python calls, by ``module.name``: a function listing the machine code this process holds of it.
 
     The kernels of :func:`ddflow.base.kernels.kernels` and every
-    :func:`~ddflow.base.kernels.lazy_jit` kernel of an imported module.  A
+    :func:`~ddflow.base.jit.lazy_jit` kernel of an imported module.  A
     lazy kernel that another lists in ``uses`` is compiled into that one,
     and may be called from Python too (the walks call ``key_walk`` for
     several value fields).  Its list holds the signatures of every
@@ -168,15 +168,15 @@ def entry_kernels() -> dict[str, Callable[[], list]]:
     for a process to compile nothing: :mod:`ddflow.warmup` checks it.
     O(kernels * helpers).
     """
-    from ddflow.base import kernels
+    from ddflow.base import jit, kernels
 
     def own(f) -> list[str]:
-        return sorted({str(s) for d in kernels._dispatchers.get(f, ()) for s in d.signatures})
+        return sorted({str(s) for d in jit._dispatchers.get(f, ()) for s in d.signatures})
 
     def held(f) -> Callable[[], list]:
-        return lambda: own(f) + [f"in {c.__name__}" for c, k in kernels._lazy.items() if f in k.uses and own(c)]
+        return lambda: own(f) + [f"in {c.__name__}" for c, k in jit._lazy.items() if f in k.uses and own(c)]
 
-    out = {f"{f.__module__}.{f.__name__}": held(f) for f in kernels._lazy}
+    out = {f"{f.__module__}.{f.__name__}": held(f) for f in jit._lazy}
     for name in ("pack", "consolidate", "seek", "consolidate_small", "trie_starts"):
         out[f"ddflow.base.kernels.kernels().{name}"] = (
             lambda name=name: [str(s) for s in getattr(getattr(kernels._compiled, name, None), "signatures", ())])

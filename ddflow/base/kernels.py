@@ -9,7 +9,7 @@ written here as plain loops over arrays and compiled by numba
 (``nogil``).  Sorting itself stays with numpy's
 stable sort, which no loop written here beat on large arrays.
 
-Compilation is lazy: nothing is compiled (or even imported from numba)
+Compilation is lazy (:mod:`ddflow.base.jit`): nothing is compiled (or even imported from numba)
 until a kernel is first called, never at ``import ddflow``; compiled code
 is cached on disk next to this file, stamped with every file it compiles
 from (:mod:`ddflow.base.kernel_cache`), so only the first run on a machine
@@ -27,11 +27,11 @@ every number) and -0.0 equals 0.0.
 """
 from __future__ import annotations
 
-import os
 from types import SimpleNamespace
 
 import numpy as np
 
+from ddflow.base.jit import jit_enabled
 from ddflow.errors import SchemaError
 
 _INT64_SIGN = np.int64(0x7FFFFFFFFFFFFFFF)
@@ -324,16 +324,11 @@ def _trie_starts(K):
     return kstarts[:nk], vstarts[:nv], key_offs[: nk + 1]
 
 
-# -- lazy compilation ---------------------------------------------------------------------------------
+# -- the namespace of kernels above, compiled on first use ---------------------------------------------
 
 _PLAIN = SimpleNamespace(pack=_pack, consolidate=group_sums, consolidate_small=_consolidate_small, seek=_seek,
                          trie_starts=_trie_starts)
 _compiled: SimpleNamespace | None = None
-
-
-def jit_enabled() -> bool:
-    """Whether kernels run compiled (``DDFLOW_JIT=0`` turns it off)."""
-    return os.environ.get("DDFLOW_JIT", "1") != "0"
 
 
 def kernels() -> SimpleNamespace:
@@ -500,98 +495,6 @@ def grown(A, n, need):
         for j in range(A.shape[1]):
             B[i, j] = A[i, j]
     return B
-
-
-def lazy_jit(f=None, *, uses=()):
-    """``f`` compiled on its first call like the kernels above (plain Python under ``DDFLOW_JIT=0``).
-
-    For operator kernels that live next to their operator: the operator
-    module stays importable without numba, and nothing compiles before use.
-    ``uses`` lists the plain helpers ``f`` calls, directly or through one
-    another (such as :func:`sorted_unique`); they are compiled with it, as
-    copies whose names for one another are the compiled copies
-    (:func:`_compile_with`).  The modules' own names are left alone, so
-    Python calling a helper kernel (the walks call ``key_walk``) always
-    calls that kernel's own compiled code, whichever caller compiled first.
-    """
-    if f is None:
-        return lambda g: lazy_jit(g, uses=uses)
-    uses = tuple(getattr(h, "py_func", h) for h in uses)
-    compiled = None
-
-    def call(*args):
-        nonlocal compiled
-        if compiled is None:
-            if jit_enabled():
-                from ddflow.base.address import register_views
-
-                register_views()
-                compiled = _compile_with(f, uses)
-            else:
-                compiled = f
-        return compiled(*args)
-
-    call.__name__, call.__doc__, call.plain, call.uses = f.__name__, f.__doc__, f, uses
-    _lazy[f] = call
-    return call
-
-
-def _compile_with(f, uses: tuple):
-    """A dispatcher for ``f`` whose calls to ``uses`` reach compiled copies made for it alone.
-
-    numba resolves a kernel's global names when it compiles, so the helpers
-    must be compiled where ``f`` looks them up.  Binding them in their
-    modules (as this once did) made a module's name for a helper kernel
-    the dispatcher of whichever caller compiled first; each such dispatcher
-    is cached under its caller's file set, so a process meeting the callers
-    in another order than the warm-up compiled again, for seconds.  So ``f``
-    and each helper are copied, with a copy of their module's globals in
-    which the helpers' names are the helpers' dispatchers.  O(helpers +
-    module sizes), once per kernel.
-    """
-    from types import FunctionType
-
-    from ddflow.base.kernel_cache import njit_cached
-
-    spaces: dict[int, dict] = {}
-    copies = {}
-    for g in (f, *uses):
-        space = spaces.setdefault(id(g.__globals__), dict(g.__globals__))
-        c = FunctionType(g.__code__, space, g.__name__, g.__defaults__, g.__closure__)
-        c.__qualname__, c.__kwdefaults__, c.__doc__ = g.__qualname__, g.__kwdefaults__, g.__doc__
-        c.__dict__.update(g.__dict__)
-        copies[g] = c
-    jitted = {h.__name__: njit_cached(copies[h], uses) for h in uses}
-    for h in uses:
-        _dispatchers.setdefault(h, []).append(jitted[h.__name__])
-    for space in spaces.values():
-        space.update({name: d for name, d in jitted.items() if name in space})
-    _dispatchers.setdefault(f, []).append(dispatcher := njit_cached(copies[f], uses))
-    return dispatcher
-
-
-#: Each lazy kernel by its plain function, and every dispatcher compiled of a plain function (for
-#: a kernel that another compiles as its helper, and for :func:`ddflow.base.kernel_cache.entry_kernels`).
-_lazy: dict = {}
-_dispatchers: dict = {}
-
-
-def helpers_of(*fs) -> tuple:
-    """The plain functions a kernel calling each of ``fs`` must list in its ``uses``.
-
-    A :func:`lazy_jit` kernel contributes its plain function and its own
-    ``uses``; a plain helper contributes itself and any helpers it names in
-    a ``uses`` attribute of its own.  What lets one kernel call
-    several others, so that an operator's step is one compiled call.
-
-    >>> [f.__name__ for f in helpers_of(rows_differ)]
-    ['rows_differ']
-    """
-    out: dict = {}
-    for f in fs:
-        for h in (getattr(f, "plain", f), *getattr(f, "uses", ())):
-            out.setdefault(getattr(h, "py_func", h), None)
-    return tuple(out)
 
 
 def sort_rows(K: np.ndarray) -> np.ndarray:

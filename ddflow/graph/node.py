@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
-from ddflow.base.kernels import lazy_jit
+from ddflow.base.jit import lazy_jit
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Iterable, Union
 
 import numpy as np
 
-from ddflow.base.kernels import lazy_jit
+from ddflow.base.jit import lazy_jit
 from ddflow.base.lattice import Antichain
 from ddflow.errors import DataflowError, NonConvergence
 from ddflow.graph.node import Node, complete_row

@@ -12,7 +12,8 @@ from typing import Iterable
 import numpy as np
 
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidated_split, group_sums, key_matrix, lazy_jit
+from ddflow.base.jit import lazy_jit
+from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidated_split, group_sums, key_matrix
 from ddflow.base.updates import Updates
 from ddflow.graph.node import Node, any_complete, complete_row, object_columns, ready_split
 from ddflow.graph.scope import Scope

@@ -18,7 +18,8 @@ import numpy as np
 
 from ddflow.base.columnar import ranges, wrapping_products
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidate_rows, group_sums, kernels, lazy_jit
+from ddflow.base.jit import lazy_jit
+from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidate_rows, group_sums, kernels
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import Node

@@ -44,7 +44,8 @@ from typing import Iterable
 
 import numpy as np
 
-from ddflow.base.kernels import float_values, key_matrix, lazy_jit, sort_rows
+from ddflow.base.jit import lazy_jit
+from ddflow.base.kernels import float_values, key_matrix, sort_rows
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import Node, ready_mask

@@ -20,7 +20,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 KERNEL = """
-from ddflow.base.kernels import lazy_jit
+from ddflow.base.jit import lazy_jit
 from kpkg.helper import twice
 
 
@@ -106,7 +106,7 @@ def test_two_processes_name_their_compiled_functions_apart(tmp_path, package):
 
 
 STEP = """
-from ddflow.base.kernels import lazy_jit
+from ddflow.base.jit import lazy_jit
 from kpkg.helper import twice
 
 
@@ -120,7 +120,7 @@ def py_step(x):  # Python calling a helper kernel by its module's name, as the w
 """
 
 OUTER = """
-from ddflow.base.kernels import helpers_of, lazy_jit
+from ddflow.base.jit import helpers_of, lazy_jit
 from kpkg.other import inc
 from kpkg.step import step
 

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from ddflow.base import kernels as K
-from ddflow.base.kernels import float_keys, key_matrix, lazy_jit
+from ddflow.base.jit import helpers_of, lazy_jit
+from ddflow.base.kernels import float_keys, key_matrix
 
 I64 = np.iinfo(np.int64)
 
@@ -222,7 +223,7 @@ def test_a_kernel_declared_after_its_helper_was_bound_compiled_still_compiles():
 
 @functools.cache
 def _sorted_unique_compiled():
-    return lazy_jit(uses=K.helpers_of(K.sorted_unique))(_SORTED_UNIQUE)
+    return lazy_jit(uses=helpers_of(K.sorted_unique))(_SORTED_UNIQUE)
 
 
 _SORTED_UNIQUE = getattr(K.sorted_unique, "py_func", K.sorted_unique)

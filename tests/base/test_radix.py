@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from ddflow.base import radix
-from ddflow.base.kernels import helpers_of, lazy_jit, lex_order
+from ddflow.base.jit import helpers_of, lazy_jit
+from ddflow.base.kernels import lex_order
 
 _RADIX_ORDER = getattr(radix.radix_order, "py_func", radix.radix_order)
 

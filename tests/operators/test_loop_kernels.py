@@ -270,7 +270,8 @@ def test_feedback_round_reports_a_sum_past_int64():
 def test_later_rounds_pends_the_least_later_iteration_at_every_candidate_time(r, chain, ms, hin, hout, plain):
     """``(g, a, i)`` for every candidate outer time ``a`` (the chain's and the later history's from ``ms`` on),
     ``i`` the least iteration past ``r`` in the group's history: round ``i`` makes the next one pending."""
-    from ddflow.base.kernels import grown, lazy_jit, sort_small, sorted_unique
+    from ddflow.base.jit import lazy_jit
+    from ddflow.base.kernels import grown, sort_small, sorted_unique
     from ddflow.operators.reduce.chain import later_rounds
 
     hin, hout = sorted(hin), sorted(hout)

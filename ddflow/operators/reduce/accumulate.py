@@ -58,7 +58,7 @@ import numpy as np
 from ddflow.base.columnar import lookup_rows, wrapping_products
 from ddflow.base.consolidate import consolidate, group_starts
 from ddflow.base.exactsum import SLOTS, exact_units, float_limbs, round_limbs, rounded_total
-from ddflow.base.kernels import lazy_jit
+from ddflow.base.jit import lazy_jit
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import Node, ready_mask

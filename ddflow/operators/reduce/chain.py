@@ -18,7 +18,8 @@ import numpy as np
 
 from ddflow.base.columnar import pair_order
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import group_sums, grown, lazy_jit, lex_order, run_of, sort_small, sorted_unique
+from ddflow.base.jit import lazy_jit
+from ddflow.base.kernels import group_sums, grown, lex_order, run_of, sort_small, sorted_unique
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 

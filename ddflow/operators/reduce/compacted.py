@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ddflow.base.columnar import frozen
-from ddflow.base.kernels import helpers_of, lazy_jit
+from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.traces.layout import histories
 from ddflow.traces.merge import consolidate_segment, sort_segment, sum_overflows
 

@@ -20,7 +20,8 @@ import numpy as np
 
 from ddflow.base.columnar import lookup_rows
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import helpers_of, key_matrix, lazy_jit, lex_order, rows_differ
+from ddflow.base.jit import helpers_of, lazy_jit
+from ddflow.base.kernels import key_matrix, lex_order, rows_differ
 from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError, SchemaError
 from ddflow.graph.node import any_complete, complete_row, object_columns, ready_mask, ready_split

@@ -4,13 +4,14 @@
 every seeded key (min, max, top_k and its numbered forms; the contract is
 :mod:`ddflow.operators.reduce.walk`'s), and :func:`walk_rows` lays out
 and consolidates what it emits.  Plain functions compiled on first use
-(:func:`~ddflow.base.kernels.lazy_jit`), each tested against a reference.
+(:func:`~ddflow.base.jit.lazy_jit`), each tested against a reference.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.kernels import group_sums, grown, lazy_jit, lex_order, rows_differ, run_of, sort_small, sorted_unique
+from ddflow.base.jit import lazy_jit
+from ddflow.base.kernels import group_sums, grown, lex_order, rows_differ, run_of, sort_small, sorted_unique
 from ddflow.base.radix import radix_order
 from ddflow.operators.reduce.chain import later_rounds, n_later, next_chain_time
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.kernels import helpers_of, lazy_jit, rows_differ
+from ddflow.base.jit import helpers_of, lazy_jit
+from ddflow.base.kernels import rows_differ
 from ddflow.base.radix import RADIX_ROWS_ABOVE, row_order
 from ddflow.graph.node import complete_row
 

@@ -44,7 +44,8 @@ import numpy as np
 
 from ddflow.base.columnar import frozen, pair_order
 from ddflow.base.consolidate import consolidate
-from ddflow.base.kernels import helpers_of, key_matrix, lazy_jit, sort_rows
+from ddflow.base.jit import helpers_of, lazy_jit
+from ddflow.base.kernels import key_matrix, sort_rows
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import any_complete, object_columns, ready_split
