@@ -30,10 +30,10 @@ def lazy_jit(f: Callable | None = None, *, uses: Sequence[Callable] = ()) -> Cal
     ``uses`` lists the plain helpers ``f`` calls, directly or through one
     another (such as :func:`ddflow.base.kernels.sorted_unique`); they are
     compiled with it, as copies whose names for one another are the
-    compiled copies
-    (:func:`_compile_with`).  The modules' own names are left alone, so
-    Python calling a helper kernel (the walks call ``key_walk``) always
-    calls that kernel's own compiled code, whichever caller compiled first.
+    compiled copies (:func:`_compile_with`).  The modules' own names are
+    left alone, so Python calling a helper kernel (the walks call
+    ``key_walk``) always calls that kernel's own compiled code, whichever
+    caller compiled first.
     Cost: nothing until the first call, which compiles or loads from the
     cache (seconds, or milliseconds); then numba's dispatch, under a
     microsecond.
