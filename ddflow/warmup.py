@@ -2,8 +2,8 @@
 
 Why.  A kernel compiles on its first call, once per machine: the min/max
 walk inside a loop takes about 30 s on a 2-core machine, all of them
-about two minutes (138 s in one process, 81 to 129 s in two, by the day).  Without a
-warm-up the first dataflow on a machine pays that while its first
+about two minutes (138 s in one process, 81 to 129 s in two, by the
+day).  Without a warm-up the first dataflow on a machine pays that while its first
 updates wait, and the process that compiled keeps the
 compiler's state (about 360 MB resident), which every worker process
 forked from it then copies: a fork from it costs several times as much.

@@ -46,6 +46,7 @@ def lazy_jit(f: Callable | None = None, *, uses: Sequence[Callable] = ()) -> Cal
     """
     if f is None:
         return lambda g: lazy_jit(g, uses=uses)
+    # A compiled helper (kernels() binds its compiled group_sums in its module) is taken from its plain function.
     uses = tuple(getattr(h, "py_func", h) for h in uses)
     compiled = None
 

@@ -9,8 +9,9 @@ written here as plain loops over arrays and compiled by numba
 (``nogil``).  Sorting itself stays with numpy's
 stable sort, which no loop written here beat on large arrays.
 
-Compilation is lazy (:mod:`ddflow.base.jit`): nothing is compiled (or even imported from numba)
-until a kernel is first called, never at ``import ddflow``; compiled code
+Compilation is lazy (:mod:`ddflow.base.jit`): nothing is compiled (or
+even imported from numba) until a kernel is first called, never at
+``import ddflow``; compiled code
 is cached on disk next to this file, stamped with every file it compiles
 from (:mod:`ddflow.base.kernel_cache`), so only the first run on a machine
 pays for it.  ``DDFLOW_JIT=0`` runs the same functions as plain Python

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Iterable
 import numpy as np
 
 from ddflow.base.consolidate import consolidate
-from ddflow.errors import SchemaError
 from ddflow.base.updates import Updates
+from ddflow.errors import SchemaError
 from ddflow.graph.node import BatchwiseNode
 from ddflow.graph.scope import Scope
 from ddflow.traces import Trace, TraceHandle

@@ -211,13 +211,22 @@ def _doubled_plus_one(x):
     return _twice(x) + 1
 
 
-def test_a_kernel_declared_after_its_helper_was_bound_compiled_still_compiles():
-    """A first call binds its compiled helpers in their modules, so a module imported later may hand
-    ``uses=`` the compiled helper (iterate.py's ``lex_order`` after a merge ran): it is taken from its plain function."""
+def test_compiling_a_kernel_leaves_its_helpers_names_in_their_module_alone():
+    """The helpers are compiled as copies for their caller (``ddflow.base.jit._compile_with``): the module
+    still names the plain function, so Python calling it never runs a caller's copy."""
+    plain = _twice
     first = lazy_jit(uses=(_twice,))(_doubled)
     assert first(3) == 6
-    helper_now = globals()["_twice"]  # what `from this_module import _twice` would now get
-    second = lazy_jit(uses=(helper_now,))(_doubled_plus_one)
+    assert globals()["_twice"] is plain
+
+
+def test_a_compiled_helper_handed_to_uses_is_taken_from_its_plain_function():
+    """:func:`ddflow.base.kernels.kernels` binds its compiled ``group_sums`` in its module, so a module
+    imported after it ran hands ``uses=`` a dispatcher."""
+    from ddflow.base.kernel_cache import njit_cached
+
+    second = lazy_jit(uses=(njit_cached(_twice),))(_doubled_plus_one)
+    assert second.uses == (_twice,)
     assert second(3) == 7
 
 
