@@ -66,10 +66,10 @@ def _wrap_kernels() -> None:
     lazy, namespace = _jit.lazy_jit, _kernels.kernels
     wrapped = []
 
-    def lazy_jit(f=None, *, uses=()):
+    def lazy_jit(f=None, *, uses=(), inline=()):
         if f is None:
-            return lambda g: lazy_jit(g, uses=uses)
-        inner = lazy(f, uses=uses)
+            return lambda g: lazy_jit(g, uses=uses, inline=inline)
+        inner = lazy(f, uses=uses, inline=inline)
         call = _timed(inner, f.__name__)
         call.plain, call.uses = inner.plain, inner.uses
         return call

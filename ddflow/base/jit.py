@@ -22,7 +22,7 @@ def jit_enabled() -> bool:
     return os.environ.get("DDFLOW_JIT", "1") != "0"
 
 
-def lazy_jit(f: Callable | None = None, *, uses: Sequence[Callable] = ()) -> Callable:
+def lazy_jit(f: Callable | None = None, *, uses: Sequence[Callable] = (), inline: Sequence[Callable] = ()) -> Callable:
     """``f`` compiled by numba on its first call (plain Python under ``DDFLOW_JIT=0``).
 
     For operator kernels that live next to their operator: the operator
@@ -33,7 +33,16 @@ def lazy_jit(f: Callable | None = None, *, uses: Sequence[Callable] = ()) -> Cal
     compiled copies (:func:`_compile_with`).  The modules' own names are
     left alone, so Python calling a helper kernel (the walks call
     ``key_walk``) always calls that kernel's own compiled code, whichever
-    caller compiled first.
+    caller compiled first.  ``inline``: those of ``uses`` compiled into
+    ``f``'s code, not called (numba's ``inline="always"``): for small
+    helpers its inner loop calls once a row.  A helper compiled on its own
+    is a call that takes and releases a reference to each array it is
+    passed.  Inlining is the kernel's choice, not the helper's: the merges'
+    per-row helpers, inlined, merged batches of a loop's traces 1.1-1.3x
+    and of top-level traces about 1.7x faster, while the same helpers
+    inlined into the walk's kernels made them slower, and inlining every
+    helper everywhere doubled reach's compile time (``bench/README.md``,
+    twenty-third slice).
     Cost: nothing until the first call, which compiles or loads from the
     cache (seconds, or milliseconds); then numba's dispatch, under a
     microsecond.
@@ -45,9 +54,12 @@ def lazy_jit(f: Callable | None = None, *, uses: Sequence[Callable] = ()) -> Cal
     (7, ['twice'])
     """
     if f is None:
-        return lambda g: lazy_jit(g, uses=uses)
+        return lambda g: lazy_jit(g, uses=uses, inline=inline)
     # A compiled helper (kernels() binds its compiled group_sums in its module) is taken from its plain function.
     uses = tuple(getattr(h, "py_func", h) for h in uses)
+    inline = frozenset(getattr(h, "py_func", h) for h in inline)
+    if not inline <= set(uses):
+        raise ValueError(f"{f.__name__}: inline names helpers that uses does not list")
     compiled = None
 
     def call(*args):
@@ -57,7 +69,7 @@ def lazy_jit(f: Callable | None = None, *, uses: Sequence[Callable] = ()) -> Cal
                 from ddflow.base.address import register_views
 
                 register_views()
-                compiled = _compile_with(f, uses)
+                compiled = _compile_with(f, uses, inline)
             else:
                 compiled = f
         return compiled(*args)
@@ -67,7 +79,7 @@ def lazy_jit(f: Callable | None = None, *, uses: Sequence[Callable] = ()) -> Cal
     return call
 
 
-def _compile_with(f: Callable, uses: tuple) -> Callable:
+def _compile_with(f: Callable, uses: tuple, inline: frozenset = frozenset()) -> Callable:
     """A dispatcher for ``f`` whose calls to ``uses`` reach compiled copies made for it alone.
 
     numba resolves a kernel's global names when it compiles, so the helpers
@@ -77,8 +89,9 @@ def _compile_with(f: Callable, uses: tuple) -> Callable:
     is cached under its caller's file set, so a process meeting the callers
     in another order than the warm-up compiled again, for seconds.  So ``f``
     and each helper are copied, with a copy of their module's globals in
-    which the helpers' names are the helpers' dispatchers.  O(helpers +
-    module sizes), once per kernel.
+    which the helpers' names are the helpers' dispatchers (those in
+    ``inline`` compiled into their callers).  O(helpers + module sizes),
+    once per kernel.
     """
     from types import FunctionType
 
@@ -92,7 +105,7 @@ def _compile_with(f: Callable, uses: tuple) -> Callable:
         c.__qualname__, c.__kwdefaults__, c.__doc__ = g.__qualname__, g.__kwdefaults__, g.__doc__
         c.__dict__.update(g.__dict__)
         copies[g] = c
-    jitted = {h.__name__: njit_cached(copies[h], uses) for h in uses}
+    jitted = {h.__name__: njit_cached(copies[h], uses, h in inline) for h in uses}
     for h in uses:
         _dispatchers.setdefault(h, []).append(jitted[h.__name__])
     for space in spaces.values():

@@ -134,13 +134,15 @@ def _cache_class() -> type:
     return KernelCache
 
 
-def njit_cached(f: Callable, helpers: Sequence[Callable] = ()) -> Callable:
+def njit_cached(f: Callable, helpers: Sequence[Callable] = (), inline: bool = False) -> Callable:
     """``f`` compiled by numba (``nogil``), cached on disk with the helpers it calls in its stamp.
 
     ``helpers`` are the plain functions ``f`` calls, directly or through one
     another; their files (and ddflow.base.address's) join ``f``'s file in the
     stamp.  A compiled function passed in is compiled again from its plain
-    function.  Cost: a dispatcher; compiling waits for the first call.
+    function.  ``inline``: ``f`` is a helper inlined into the kernels that
+    call it (see :func:`ddflow.base.jit.inlined`).  Cost: a dispatcher;
+    compiling waits for the first call.
     """
     from numba import njit
 
@@ -149,7 +151,7 @@ def njit_cached(f: Callable, helpers: Sequence[Callable] = ()) -> Callable:
     py = getattr(f, "py_func", f)
     py._kernel_sources = tuple(sorted({inspect.getfile(getattr(h, "py_func", h)) for h in (py, *helpers)}
                                       | {inspect.getfile(address)}))
-    dispatcher = njit(nogil=True)(py)
+    dispatcher = njit(nogil=True, inline="always" if inline else "never")(py)
     dispatcher._cache = _cache_class()(py)  # what Dispatcher.enable_caching does, with the cache above
     return dispatcher
 

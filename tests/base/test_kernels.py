@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -228,6 +229,26 @@ def test_a_compiled_helper_handed_to_uses_is_taken_from_its_plain_function():
     second = lazy_jit(uses=(njit_cached(_twice),))(_doubled_plus_one)
     assert second.uses == (_twice,)
     assert second(3) == 7
+
+
+def _thrice(x):
+    return 3 * x
+
+
+def _thrice_plus_twice(x):
+    return _thrice(x) + _twice(x)
+
+
+def test_the_helpers_a_kernel_names_inline_are_compiled_into_it_and_others_are_not():
+    """``lazy_jit(inline=...)``: numba's ``inline="always"`` for those helpers' copies made for this kernel."""
+    from ddflow.base import jit
+
+    kernel = lazy_jit(uses=(_thrice, _twice), inline=(_thrice,))(_thrice_plus_twice)
+    assert kernel(4) == 20 and kernel.plain(4) == 20
+    assert jit._dispatchers[_thrice][-1].targetoptions["inline"] == "always"
+    assert jit._dispatchers[_twice][-1].targetoptions["inline"] == "never"
+    with pytest.raises(ValueError, match="uses does not list"):
+        lazy_jit(uses=(_twice,), inline=(_thrice,))(_thrice_plus_twice)
 
 
 @functools.cache
