@@ -279,8 +279,8 @@ def _copy_row_split(T, D, nu, tA, dA, a, a1, tB, dB, b, b1, f0, f1):
 
 
 #: What :func:`merge_rows` compiles into its loop, not calls (see :func:`~ddflow.base.jit.lazy_jit`): its per-row
-#: helpers.  Merges of 10^5 updates, in one process against none inlined: a loop's traces 1.1-1.3x faster,
-#: top-level traces 1.7-2.1x.  Fewer measured worse (these two paths' helpers interfere when only some are).
+#: helpers.  Merges of 10^5 updates, against none inlined, alternated: a loop's traces 1.1-1.3x faster,
+#: top-level traces 1.5-2.1x.  Fewer measured worse (these two paths' helpers interfere when only some are).
 PER_ROW = (_row_cmp, _time_less, _copy_advanced, _copy_prefix, _copy_row_split, sort_segment, _sort_inner,
            consolidate_segment, sum_overflows)
 

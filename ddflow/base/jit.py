@@ -39,10 +39,10 @@ def lazy_jit(f: Callable | None = None, *, uses: Sequence[Callable] = (), inline
     is a call that takes and releases a reference to each array it is
     passed.  Inlining is the kernel's choice, not the helper's: the merges'
     per-row helpers, inlined, merged batches of a loop's traces 1.1-1.3x
-    and of top-level traces about 1.7x faster, while the same helpers
-    inlined into the walk's kernels made them slower, and inlining every
-    helper everywhere doubled reach's compile time (``bench/README.md``,
-    twenty-third slice).
+    and of top-level traces 1.5-2.1x faster, while components' walk, with
+    two of them inlined as well, ran 1.1-1.2x slower in two runs; and
+    inlining every helper everywhere doubled reach's compile time
+    (``bench/README.md``, twenty-third slice).
     Cost: nothing until the first call, which compiles or loads from the
     cache (seconds, or milliseconds); then numba's dispatch, under a
     microsecond.
