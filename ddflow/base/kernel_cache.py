@@ -140,9 +140,9 @@ def njit_cached(f: Callable, helpers: Sequence[Callable] = (), inline: bool = Fa
     ``helpers`` are the plain functions ``f`` calls, directly or through one
     another; their files (and ddflow.base.address's) join ``f``'s file in the
     stamp.  A compiled function passed in is compiled again from its plain
-    function.  ``inline``: ``f`` is a helper inlined into the kernels that
-    call it (see :func:`ddflow.base.jit.inlined`).  Cost: a dispatcher;
-    compiling waits for the first call.
+    function.  ``inline``: ``f`` is a helper compiled into the code of the
+    kernels that call it (see :func:`ddflow.base.jit.lazy_jit`'s
+    ``inline``).  Cost: a dispatcher; compiling waits for the first call.
     """
     from numba import njit
 
