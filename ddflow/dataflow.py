@@ -895,7 +895,10 @@ class Dataflow:
         self.close()
 
     def worker_stats(self) -> list[dict]:
-        """Per worker: trace sizes, rounds run, time busy and waiting, coordination time per round, messages.
+        """Per worker: trace sizes, rounds run, time busy, waiting and idle, coordination time per round, messages.
+
+        ``busy_s`` is time in operator steps, ``wait_s`` time waiting on
+        peers within a run, ``idle_s`` time between the driver's commands.
 
         Empty for one worker (or before the first run).  Cost: one request
         and reply per worker.

@@ -141,7 +141,7 @@ class WorkerRuntime(Scheduler):
         self.sent: dict[tuple[int, int], list[int]] = {}  # per (exchange, epoch): the peers that got data
         self.future: dict[int, list[tuple]] = defaultdict(list)
         self.commands: deque[Message] = deque()
-        self.stats = {"rounds": 0, "coord_s": [], "wait_s": 0.0, "busy_s": 0.0, "runs": 0, "messages": 0,
+        self.stats = {"rounds": 0, "coord_s": [], "wait_s": 0.0, "busy_s": 0.0, "idle_s": 0.0, "runs": 0, "messages": 0,
                       "data_messages": 0}
         self._last_work = time.perf_counter()
         self.by_node: dict[str, float] = defaultdict(float)  # busy seconds per operator
@@ -166,8 +166,14 @@ class WorkerRuntime(Scheduler):
         self.received[(nid, tag)] += 1
 
     def _wait(self, done: Callable[[], bool], on_progress: Callable[[], None] | None = None, state: int = 0) -> None:
-        """Block in epoll until ``done()``; ``state`` goes in the slot meanwhile (-1: idle, between commands)."""
+        """Block in epoll until ``done()``; ``state`` goes in the slot meanwhile (-1: idle, between commands).
+
+        The time counts as idle between commands, else as waiting, less the
+        operator steps ``on_progress`` ran meanwhile (those count as busy):
+        no second is counted twice.
+        """
         t0 = time.perf_counter()
+        busy0 = self.stats["busy_s"]
         self.slot[2 * self.me + 1] = state
         spin_until = t0 + self.spin
         while not done():
@@ -176,7 +182,10 @@ class WorkerRuntime(Scheduler):
                 on_progress()
                 self.slot[2 * self.me + 1] = 0
                 spin_until = time.perf_counter() + self.spin
-        self.stats["wait_s"] += time.perf_counter() - t0
+        if state == -1:
+            self.stats["idle_s"] += time.perf_counter() - t0
+        else:
+            self.stats["wait_s"] += time.perf_counter() - t0 - (self.stats["busy_s"] - busy0)
 
     # -- the scheduler's hooks -------------------------------------------------------------------
     def begin_epoch(self) -> None:
@@ -309,6 +318,8 @@ class WorkerRuntime(Scheduler):
                 "interner_values": len(self.ctx.interner), "interner_collections": self.ctx.interner.collections,
                 "trace_bytes": trace_bytes(self.top), "rounds": self.stats["rounds"],
                 "runs": self.stats["runs"], "wait_s": self.stats["wait_s"], "busy_s": self.stats["busy_s"],
+                # between the driver's commands (not waiting on peers: the driver had nothing for it)
+                "idle_s": self.stats["idle_s"],
                 # CPU seconds since the fork: unlike waiting, not inflated when workers time-share cores
                 # (read here only: clock_gettime for CPU time is a real system call, ~20 us on this VM)
                 "cpu_s": time.process_time(),

@@ -227,6 +227,33 @@ def test_trace_size_and_worker_stats_cover_every_worker():
     assert sizes[1] == sizes[2] == 1000
 
 
+def test_worker_stats_count_time_between_runs_as_idle_not_waiting():
+    """``wait_s`` is waiting on peers within runs; a pause between runs is ``idle_s``; steps met while waiting are busy.
+
+    A worker's wait for the driver's next command counted as waiting, so a
+    benchmark's wait per round grew with whatever the driver did between
+    runs.  Each second counts once: wait and busy together fit in the
+    runs' wall time.
+    """
+    import time
+
+    with ddflow.Dataflow(workers=2) as flow:
+        h, a = flow.new_collection("a")
+        a.iterate(lambda v: v.map(lambda r: (min(r[0] + 1, 30),)).distinct()).capture()
+        in_runs = 0.0
+        for t in range(3):
+            h.update([(k,) for k in range(50)], times=t)
+            flow.advance_to(t + 1)
+            t0 = time.perf_counter()
+            flow.run()
+            in_runs += time.perf_counter() - t0
+            time.sleep(0.4)
+        stats = flow.worker_stats()
+    for s in stats:
+        assert s["idle_s"] >= 1.0  # the pauses, at least (and the time before the first run)
+        assert 0 <= s["wait_s"] and s["wait_s"] + s["busy_s"] <= in_runs, (s["wait_s"], s["busy_s"], in_runs)
+
+
 def test_worker_traces_compact_as_the_frontier_advances():
     """A sliding window keeps the same state on 3 workers as on 1: workers compact to the driver's frontier."""
     sizes = {}
