@@ -182,10 +182,11 @@ class WorkerRuntime(Scheduler):
                 on_progress()
                 self.slot[2 * self.me + 1] = 0
                 spin_until = time.perf_counter() + self.spin
+        elapsed = time.perf_counter() - t0
         if state == -1:
-            self.stats["idle_s"] += time.perf_counter() - t0
+            self.stats["idle_s"] += elapsed
         else:
-            self.stats["wait_s"] += time.perf_counter() - t0 - (self.stats["busy_s"] - busy0)
+            self.stats["wait_s"] += elapsed - (self.stats["busy_s"] - busy0)
 
     # -- the scheduler's hooks -------------------------------------------------------------------
     def begin_epoch(self) -> None:

@@ -235,8 +235,6 @@ def test_worker_stats_count_time_between_runs_as_idle_not_waiting():
     runs.  Each second counts once: wait and busy together fit in the
     runs' wall time.
     """
-    import time
-
     with ddflow.Dataflow(workers=2) as flow:
         h, a = flow.new_collection("a")
         a.iterate(lambda v: v.map(lambda r: (min(r[0] + 1, 30),)).distinct()).capture()
