@@ -131,7 +131,7 @@ class Trace:
                                                                                   len(u.cols))
         if overflow:
             consolidate(u)  # raises, naming the record and time
-        out = Updates(tuple(C), T, D, u.kinds)
+        out = Updates.unchecked(tuple(C), T, D, u.kinds)
         if len(D):
             self.insert_trie(out, keys, V, key_offs, val_offs, row)
         return out
@@ -315,7 +315,7 @@ def seek_ints(table: BatchTable, keys: np.ndarray, kinds: tuple[str, ...], depth
     """
     q, cols, times, diffs = seek_table(table.matrix, np.ascontiguousarray(keys, dtype=np.int64), len(kinds), depth,
                                        where)
-    return q, Updates(tuple(cols), times, diffs, kinds)
+    return q, Updates.unchecked(tuple(cols), times, diffs, kinds)
 
 
 class TraceView:

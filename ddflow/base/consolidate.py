@@ -149,4 +149,4 @@ def consolidate(u: Updates, runs: bool = False, where: str = "consolidate") -> U
         sel, sums = consolidate_rows(key_matrix(u.cols, u.times), u.diffs, where)
     except SchemaError:
         raise SchemaError(f"{where}: {overflow_detail(u)}") from None
-    return Updates(tuple(c[sel] for c in u.cols), u.times[sel], sums, u.kinds)
+    return Updates.unchecked(tuple(c[sel] for c in u.cols), u.times[sel], sums, u.kinds)

@@ -52,6 +52,27 @@ class Updates:
 
     # -- construction -------------------------------------------------------
     @classmethod
+    def unchecked(cls, cols: tuple[np.ndarray, ...], times: np.ndarray, diffs: np.ndarray,
+                  kinds: tuple[str, ...]) -> "Updates":
+        """Updates whose shapes agree by construction (a kernel made them), without the checks.
+
+        The constructor checks that every column and the times have one row
+        per diff; a compiled step that built them in one call has no way to
+        get that wrong, and at one update a step the checks cost more than
+        the kernel's own dispatch (0.9 us of 1.6).  O(1).
+
+        >>> u = Updates.unchecked((np.array([1, 2]),), np.zeros((2, 1), dtype=np.int64), np.ones(2, dtype=np.int64), ("i",))
+        >>> len(u), u.arity, u.depth
+        (2, 1, 1)
+        """
+        u = _new(cls)
+        _set_cols(u, cols)
+        _set_times(u, times)
+        _set_diffs(u, diffs)
+        _set_kinds(u, kinds)
+        return u
+
+    @classmethod
     def empty(cls, kinds: Sequence[str], depth: int) -> "Updates":
         """A batch of no updates with the given column kinds and time depth.
 
@@ -114,7 +135,7 @@ class Updates:
         >>> u.take(np.array([2, 0])).to_rows(it)
         [((3,), 0, 1), ((1,), 0, 1)]
         """
-        return Updates(tuple(c[idx] for c in self.cols), self.times[idx], self.diffs[idx], self.kinds)
+        return Updates.unchecked(tuple(c[idx] for c in self.cols), self.times[idx], self.diffs[idx], self.kinds)
 
     def with_times(self, times: np.ndarray) -> "Updates":
         """The same records and diffs at new ``times`` (shares the other arrays): O(1)."""
@@ -174,8 +195,13 @@ class Updates:
         return pa.Table.from_arrays(arrays, names=names + ["diff"])
 
 
-# -- conversion in ------------------------------------------------------------------
+# The slots' own setters: what a frozen dataclass's __init__ calls through object.__setattr__, without the lookup.
+_new = object.__new__
+_set_cols, _set_times = Updates.cols.__set__, Updates.times.__set__  # type: ignore[attr-defined]
+_set_diffs, _set_kinds = Updates.diffs.__set__, Updates.kinds.__set__  # type: ignore[attr-defined]
 
+
+# -- conversion in ------------------------------------------------------------------
 
 
 def encode_column(values: Sequence[Any], kind: str, interner: Interner, where: str) -> np.ndarray:

@@ -79,7 +79,7 @@ class VariableNode(Node):
                 C, T, D, due, overflow = feedback_round(key_matrix(fb.cols, fb.times), fb.diffs, len(fb.cols), bound)
                 if due and not overflow:
                     if len(D):
-                        self.emit(Updates(tuple(C), T, D, fb.kinds))
+                        self.emit(Updates.unchecked(tuple(C), T, D, fb.kinds))
                     return
         if init is not None:
             self.emit(init)

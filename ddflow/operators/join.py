@@ -234,7 +234,7 @@ class JoinNode(Node):
             return None
         kinds = delta.kinds + trace.kinds[1:] if delta_left else trace.kinds + delta.kinds[1:]
         if status == 0:
-            return Updates(tuple(OC), OT, sums, kinds)
+            return Updates.unchecked(tuple(OC), OT, sums, kinds)
         try:
             sel, sums = consolidate_rows(M, D, where)
         except SchemaError:

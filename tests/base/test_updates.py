@@ -399,3 +399,19 @@ def test_shape_errors_name_what_is_wrong():
         Updates((np.array([1]),), np.array([0]), np.array([1]), ("i",))
     with pytest.raises(ValueError, match="column of length 2 in a batch of 1"):
         Updates((np.array([1, 2]),), np.array([[0]]), np.array([1]), ("i",))
+
+
+@given(st.integers(0, 4), st.integers(1, 3), st.integers(1, 3), st.integers(0, 2**32))
+def test_unchecked_is_the_constructor_without_its_checks(n, arity, depth, seed):
+    """``Updates.unchecked`` (kernels' outputs) makes what the checked constructor makes: same fields, frozen."""
+    import dataclasses
+
+    rng = np.random.default_rng(seed)
+    cols = tuple(rng.integers(-5, 5, n) for _ in range(arity))
+    times, diffs = rng.integers(0, 9, (n, depth)), rng.integers(-3, 3, n)
+    kinds = ("i",) * arity
+    a, b = Updates(cols, times, diffs, kinds), Updates.unchecked(cols, times, diffs, kinds)
+    assert type(a) is type(b) and (len(a), a.arity, a.depth) == (len(b), b.arity, b.depth)
+    assert all(x is y for x, y in zip(a.cols, b.cols)) and a.times is b.times and a.diffs is b.diffs and a.kinds == b.kinds
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        b.diffs = diffs
