@@ -18,7 +18,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ddflow.warmup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=25 tests
 
 microbench: $(STAMP)
 	$(PY) -m pytest -q bench --benchmark-only --benchmark-columns=min,median,mean,rounds
