@@ -146,3 +146,28 @@ def test_a_sum_past_int64_names_the_record_and_time(path):
     with pytest.raises(SchemaError, match=r"merging batches of \('i', 'i'\).*\(7, 1\)"):
         _merged(ba, bb, Antichain.from_time(1), False, path)
     assert len(_merged(ba, bb, None, False, path)) == 2  # apart, nothing to add
+
+
+def test_merges_hand_the_kernels_a_read_only_frontier_with_or_without_one(monkeypatch):
+    """Without a frontier a merge passes the empty frontier's elements, read-only as every frontier's are.
+
+    The kernels then meet one array type for the frontier, so one compiled
+    specialization serves both; a writable ``np.zeros`` for "no frontier"
+    made numba compile ``merge_pair`` again on first use (13 s, found by
+    ``make test``'s slowest tests).
+    """
+    import ddflow.traces.spine as spine_module
+
+    seen = []
+    real_pair, real_table = batch_module.merge_pair, spine_module.merge_table
+    monkeypatch.setattr(batch_module, "merge_pair", lambda *a: (seen.append(a[-1]), real_pair(*a))[1])
+    monkeypatch.setattr(spine_module, "merge_table", lambda *a: (seen.append(a[-1]), real_table(*a))[1])
+    rng = np.random.default_rng(7)
+    _, a = _batch(rng, 20, 2, 0, 5, 4)
+    _, b = _batch(rng, 20, 2, 5, 9, 4)
+    a.merge(b)
+    a.merge(b, Antichain(np.array([[6, 0]])))
+    spine_module._merge_all([a, b], Antichain.empty(2))
+    spine_module._merge_all([a, b], Antichain(np.array([[6, 0]])))
+    assert len(seen) == 4
+    assert all(f.dtype == np.int64 and f.ndim == 2 and f.shape[1] == 2 and not f.flags.writeable for f in seen)
