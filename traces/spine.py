@@ -168,7 +168,7 @@ def _merge_all(batches: list[Batch], frontier: Antichain, rows: np.ndarray | Non
             since = since if since == b.desc.since else since.glb(b.desc.since)
     desc = Description(first.desc.lower, last.desc.upper, since)
     if (rows is not None or all(all_int(b) for b in batches)) and sum(len(b) for b in batches) < 2**31:
-        F = frontier.elements if len(frontier) else Antichain.empty(first.depth).elements  # read-only either way
+        F = frontier.elements  # an empty frontier's too: a read-only (0, depth) array, the type the kernels compile for
         T = rows if rows is not None else BatchTable.of(batches, first.depth, len(first.kinds)).matrix
         keys, vals, key_offs, val_offs, times, diffs, row, overflow = merge_table(T, len(first.kinds), first.depth, F)
         if not overflow:

@@ -129,7 +129,7 @@ class LoopTactic(ReduceTactic):
         emitted, p_gid, p_times = scalar_loop(groups, seed_gid, seeds_u.times[:, 0], in_gid, hist.times, hist.diffs,
                                               out_gid, oh, logic, out_kinds, r)
         if len(p_gid):
-            p = Updates(tuple(g[p_gid] for g in groups), p_times, np.ones(len(p_gid), dtype=np.int64), gk)
+            p = Updates(tuple(g[p_gid] for g in groups), p_times, seed_diffs(len(p_gid)), gk)
             allp = Updates.concat([self.pending_rows, p]) if self.pending_rows is not None else p
             self.pending_rows = _dedupe(allp)
         if len(emitted):
