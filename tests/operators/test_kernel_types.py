@@ -1,0 +1,79 @@
+"""A kernel an operator calls from Python sees one tuple of argument types, whatever the data.
+
+numba compiles a kernel once per tuple of argument types (a read-only
+array is another type than a writable one, a strided column another than
+a contiguous one), so a type that depends on the data is a compile of
+seconds in the middle of a user's dataflow, at the first step that
+happens to make the other one, after the warm-up compiled the first.
+Each kernel here is spied on while dataflows whose inputs reach it both
+ways run (feedback from a trace and from a join, deltas queued as one
+batch and as several, short and long histories); the spy records the
+types and calls through.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+
+import ddflow
+import ddflow.operators.iterate as loop_plumbing
+import ddflow.operators.join as join_module
+import ddflow.operators.reduce.iterate as loop_tactic
+
+
+def _kcore(edges, threshold: bool):
+    """The 2-core: feedback straight from a join (writable arrays), a threshold or a count in the loop."""
+    sym = edges.concat(edges.map(lambda e: (e[1], e[0]))).filter(lambda e: e[0] != e[1]).distinct()
+
+    def body(x):
+        if threshold:
+            good = x.project(0).threshold(lambda c: 1 if c >= 2 else 0)
+        else:
+            good = x.project(0).count().filter(lambda r: r[1] >= 2).project(0)
+        return sym.semijoin(good).map(lambda e: (e[1], e[0])).semijoin(good).map(lambda e: (e[1], e[0]))
+    return sym.iterate(body, name="kcore")
+
+
+def _reach(edges):
+    """Reachability from node 0: feedback from a ``distinct`` (its trace's read-only arrays)."""
+    roots = edges.filter(lambda e: e[0] == 0).project(0, 0)
+    return roots.iterate(lambda r: r.join(edges).project(2, 1).concat(roots).distinct())
+
+
+@pytest.fixture
+def seen(monkeypatch):
+    """The argument types each spied kernel was called with, by kernel name."""
+    types: dict[str, set] = {}
+    for module, name in ((loop_plumbing, "feedback_round"), (join_module, "join_table"), (loop_tactic, "chain_walk")):
+        kernel = getattr(module, name)
+
+        def spy(*args, _kernel=kernel, _name=name):
+            types.setdefault(_name, set()).add(tuple(numba.typeof(a) for a in args))
+            return _kernel(*args)
+        monkeypatch.setattr(module, name, spy)
+    return types
+
+
+def test_the_kernels_an_operator_calls_see_one_type_per_argument_whatever_the_data(seen):
+    rng = np.random.default_rng(7)
+    with ddflow.Dataflow() as flow:
+        edges_in, edges = flow.new_collection("edges", schema=("i", "i"))
+        for out in (_kcore(edges, True), _kcore(edges, False), _reach(edges)):
+            out.capture()
+        t = 0
+        # A first step of many edges (long histories, several batches queued at once), then single edges
+        # added and removed (short ones, one batch).
+        rows = [tuple(map(int, e)) for e in rng.integers(0, 12, size=(40, 2))]
+        edges_in.update(rows, times=[t + i % 3 for i in range(len(rows))])
+        for step in range(12):
+            t += 3
+            flow.advance_to(t)
+            flow.run()
+            e = rows[step] if step % 2 else tuple(map(int, rng.integers(0, 12, size=2)))
+            edges_in.update([e], times=t, diffs=-1 if step % 2 else 1)
+        flow.advance_to(t + 1)
+        flow.run()
+    assert set(seen) == {"feedback_round", "join_table", "chain_walk"}, "a spied kernel was never called"
+    counts = {name: len(tuples) for name, tuples in seen.items()}
+    assert counts == dict.fromkeys(seen, 1), f"argument type tuples by kernel: {counts}; {seen}"
