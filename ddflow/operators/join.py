@@ -88,10 +88,11 @@ def join_trace(delta: Updates, trace: Trace, delta_left: bool, where: str = "joi
                        _products(delta.diffs[q], tdiffs, where), kinds)
     parts = []
     seek = kernels().seek
+    probe = frozen(delta.cols[0])  # one compiled seek, whether the delta's keys are writable or not
     for b in trace.spine.batches():
         if not len(b.keys):
             continue
-        ia, vrow, urow = seek(b.keys, b.key_offs, b.val_offs, delta.cols[0])
+        ia, vrow, urow = seek(b.keys, b.key_offs, b.val_offs, probe)
         if not len(ia):
             continue
         mine = tuple(c[ia] for c in delta.cols[1:])

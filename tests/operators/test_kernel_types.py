@@ -7,8 +7,8 @@ seconds in the middle of a user's dataflow, at the first step that
 happens to make the other one, after the warm-up compiled the first.
 Each kernel here is spied on while dataflows whose inputs reach it both
 ways run (feedback from a trace and from a join, deltas queued as one
-batch and as several, short and long histories); the spy records the
-types and calls through.
+batch and as several, short and long histories, keys from a batch and
+from ``np.unique``); the spy records the types and calls through.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import ddflow
 import ddflow.operators.iterate as loop_plumbing
 import ddflow.operators.join as join_module
 import ddflow.operators.reduce.iterate as loop_tactic
+from ddflow.base.kernels import kernels
 
 
 def _kcore(edges, threshold: bool):
@@ -52,6 +53,13 @@ def seen(monkeypatch):
             types.setdefault(_name, set()).add(tuple(numba.typeof(a) for a in args))
             return _kernel(*args)
         monkeypatch.setattr(module, name, spy)
+    compiled = kernels()  # the batch seek: traces and joins whose keys are not int64 (floats here)
+    seek = compiled.seek
+
+    def seek_spy(*args):
+        types.setdefault("seek", set()).add(tuple(numba.typeof(a) for a in args))
+        return seek(*args)
+    monkeypatch.setattr(compiled, "seek", seek_spy)
     return types
 
 
@@ -61,6 +69,10 @@ def test_the_kernels_an_operator_calls_see_one_type_per_argument_whatever_the_da
         edges_in, edges = flow.new_collection("edges", schema=("i", "i"))
         for out in (_kcore(edges, True), _kcore(edges, False), _reach(edges)):
             out.capture()
+        # Float keys: a join and a count seek each batch with the delta's keys, made by a queue or not.
+        floats = edges.map(lambda e: (e[0] / 2, e[1]))
+        floats.join(floats).capture()
+        floats.count().capture()
         t = 0
         # A first step of many edges (long histories, several batches queued at once), then single edges
         # added and removed (short ones, one batch).
@@ -74,6 +86,6 @@ def test_the_kernels_an_operator_calls_see_one_type_per_argument_whatever_the_da
             edges_in.update([e], times=t, diffs=-1 if step % 2 else 1)
         flow.advance_to(t + 1)
         flow.run()
-    assert set(seen) == {"feedback_round", "join_table", "chain_walk"}, "a spied kernel was never called"
+    assert set(seen) == {"feedback_round", "join_table", "chain_walk", "seek"}, "a spied kernel was never called"
     counts = {name: len(tuples) for name, tuples in seen.items()}
     assert counts == dict.fromkeys(seen, 1), f"argument type tuples by kernel: {counts}; {seen}"
