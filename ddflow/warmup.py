@@ -114,7 +114,8 @@ def reductions() -> None:
         outs = [kv.count(), kv.distinct(), kv.threshold(lambda c: min(c, 1)), kv.sum(), kv.min(), kv.max(),
                 kv.top_k(2), kv.top_k(2, numbered=True), kv.reduce(lambda k, vs: [((len(vs),), 1)]),
                 kv.accumulate(groups=1, weights=1), fl.accumulate(groups=1, weights=0, floats=1), fl.sum(),
-                kv.join(kv), kv.semijoin(kv.project(0)), kv.antijoin(kv.map(lambda r: (r[1],))), kv.consolidate()]
+                kv.join(kv), kv.semijoin(kv.project(0)), kv.antijoin(kv.map(lambda r: (r[1],))), kv.consolidate(),
+                fl.map(lambda r: (r[1], r[0])).count()]  # float keys: the batch seek's float kernel
         for out in outs:
             out.capture()
         # Steps of 400 rows: the traces' batches pass the spine's tail size, so they merge in pairs too.

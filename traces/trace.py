@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ddflow.base.jit import frozen
+from ddflow.base.columnar import frozen
 from ddflow.base.kernels import SMALL_ROWS, kernels, key_matrix
 from ddflow.base.consolidate import consolidate
 from ddflow.base.lattice import Antichain, MutableAntichain, as_time
@@ -294,7 +294,7 @@ def seek(batches: list[Batch], keys: np.ndarray, kinds: tuple[str, ...], depth: 
     qparts: list[np.ndarray] = []
     uparts: list[Updates] = []
     seek_batch = kernels().seek
-    keys = frozen(keys)  # one compiled seek, whether the caller's keys are writable or not
+    keys, = frozen(keys)  # one compiled seek, whether the caller's keys are writable or not
     for b in batches:
         if not len(b.keys) or not len(keys):
             continue

@@ -141,8 +141,11 @@ def frozen(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     made read-only all the time, or the ones an
     :class:`~ddflow.base.updates.Updates` froze would cost a second
     specialization (hundreds of milliseconds to load, seconds to compile)
-    where the others were writable.  And a column function is given its
-    input so: a numeric column is the batch other readers share.
+    where the others were writable; where both kinds reach a kernel's
+    call (a queue that concatenated batches, feedback from a join or from
+    a trace), the second is compiled in the middle of a dataflow, at the
+    first step whose data is of the other kind.  And a column function is
+    given its input so: a numeric column is the batch other readers share.
 
     >>> a, = frozen(np.arange(3)); a.flags.writeable
     False

@@ -22,29 +22,6 @@ def jit_enabled() -> bool:
     return os.environ.get("DDFLOW_JIT", "1") != "0"
 
 
-def frozen(a):
-    """``a`` read-only (a read-only view where it is writable): the one array type a kernel is compiled for.
-
-    numba compiles a kernel once per tuple of argument types, and a
-    read-only array is another type than a writable one (as a ``'C'``
-    array is another than a strided ``'A'`` one).  A kernel handed an
-    operator's input sees read-only arrays when they come from a trace's
-    batch and writable ones when a queue concatenated several batches:
-    without this, the same dataflow compiled the kernel again (seconds)
-    at the first step whose input happened to be the other kind.  Pass
-    an input the kernel only reads through this where both kinds reach
-    it.  O(1): the flag, or a view.
-
-    >>> import numpy as np
-    >>> frozen(np.arange(3)).flags.writeable
-    False
-    """
-    if a.flags.writeable:
-        a = a.view()
-        a.setflags(write=False)
-    return a
-
-
 def lazy_jit(f: Callable | None = None, *, uses: Sequence[Callable] = (), inline: Sequence[Callable] = ()) -> Callable:
     """``f`` compiled by numba on its first call (plain Python under ``DDFLOW_JIT=0``).
 

@@ -12,7 +12,8 @@ from typing import Iterable
 import numpy as np
 
 from ddflow.base.consolidate import consolidate
-from ddflow.base.jit import frozen, lazy_jit
+from ddflow.base.columnar import frozen
+from ddflow.base.jit import lazy_jit
 from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidated_split, group_sums, key_matrix
 from ddflow.base.updates import Updates
 from ddflow.graph.node import Node, any_complete, complete_row, object_columns, ready_split
@@ -76,8 +77,8 @@ class VariableNode(Node):
         if fb is not None and init is None and not self.held and len(fb) <= SMALL_ROWS:
             fb = self._fit(fb)
             if all(c.dtype == np.int64 for c in fb.cols):
-                C, T, D, due, overflow = feedback_round(key_matrix(fb.cols, fb.times), frozen(fb.diffs), len(fb.cols),
-                                                        bound)
+                diffs, = frozen(fb.diffs)  # from a trace read-only, from a join writable: one signature
+                C, T, D, due, overflow = feedback_round(key_matrix(fb.cols, fb.times), diffs, len(fb.cols), bound)
                 if due and not overflow:
                     if len(D):
                         self.emit(Updates.unchecked(tuple(C), T, D, fb.kinds))

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.columnar import ranges, wrapping_products
+from ddflow.base.columnar import frozen, ranges, wrapping_products
 from ddflow.base.consolidate import consolidate
-from ddflow.base.jit import frozen, lazy_jit
+from ddflow.base.jit import lazy_jit
 from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidate_rows, group_sums, kernels
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
@@ -88,7 +88,7 @@ def join_trace(delta: Updates, trace: Trace, delta_left: bool, where: str = "joi
                        _products(delta.diffs[q], tdiffs, where), kinds)
     parts = []
     seek = kernels().seek
-    probe = frozen(delta.cols[0])  # one compiled seek, whether the delta's keys are writable or not
+    probe, = frozen(delta.cols[0])  # one compiled seek, whether the delta's keys are writable or not
     for b in trace.spine.batches():
         if not len(b.keys):
             continue
@@ -229,10 +229,9 @@ class JoinNode(Node):
         if not trace.ints or any(c.dtype != np.int64 for c in delta.cols):
             return None
         C = np.array(delta.cols) if len(delta.cols) > 1 else delta.cols[0].reshape(1, -1)
-        # Read-only, whichever way the delta was made: one compiled join_table (see `frozen`).
-        M, D, sel, sums, status, _, OC, OT = join_table(trace.spine.table().matrix, frozen(C), frozen(delta.times),
-                                                        frozen(delta.diffs), len(trace.kinds), trace.depth,
-                                                        delta_left, layout.CHECK_ABOVE)
+        C, times, diffs = frozen(C, delta.times, delta.diffs)  # however the delta was made: one signature
+        M, D, sel, sums, status, _, OC, OT = join_table(trace.spine.table().matrix, C, times, diffs, len(trace.kinds),
+                                                        trace.depth, delta_left, layout.CHECK_ABOVE)
         if status >= 2:
             return None
         kinds = delta.kinds + trace.kinds[1:] if delta_left else trace.kinds + delta.kinds[1:]

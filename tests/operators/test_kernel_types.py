@@ -46,7 +46,9 @@ def _reach(edges):
 def seen(monkeypatch):
     """The argument types each spied kernel was called with, by kernel name."""
     types: dict[str, set] = {}
-    for module, name in ((loop_plumbing, "feedback_round"), (join_module, "join_table"), (loop_tactic, "chain_walk")):
+    spied = ((loop_plumbing, "feedback_round"), (join_module, "join_table"), (loop_tactic, "chain_walk"),
+             (loop_tactic, "loop_seeds"), (loop_tactic, "loop_step"))
+    for module, name in spied:
         kernel = getattr(module, name)
 
         def spy(*args, _kernel=kernel, _name=name):
@@ -86,6 +88,7 @@ def test_the_kernels_an_operator_calls_see_one_type_per_argument_whatever_the_da
             edges_in.update([e], times=t, diffs=-1 if step % 2 else 1)
         flow.advance_to(t + 1)
         flow.run()
-    assert set(seen) == {"feedback_round", "join_table", "chain_walk", "seek"}, "a spied kernel was never called"
+    assert set(seen) == {"feedback_round", "join_table", "chain_walk", "loop_seeds", "loop_step", "seek"}, \
+        f"a spied kernel was never called: {sorted(seen)}"
     counts = {name: len(tuples) for name, tuples in seen.items()}
     assert counts == dict.fromkeys(seen, 1), f"argument type tuples by kernel: {counts}; {seen}"

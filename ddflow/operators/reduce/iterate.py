@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.columnar import lookup_rows
+from ddflow.base.columnar import frozen, lookup_rows
 from ddflow.base.consolidate import consolidate
 from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.base.kernels import key_matrix, lex_order, rows_differ
@@ -76,6 +76,7 @@ class LoopTactic(ReduceTactic):
         if new is None and (pend is None or not any_complete(pend.times, bound)):
             return
         nk, nt = (key_matrix(new.cols), new.times) if new is not None else (_no_rows(ng), _no_rows(2))
+        nt, = frozen(nt)  # a batch's times are read-only, no rows or a queue's concatenation not: one signature
         pk, pt = (key_matrix(pend.cols), pend.times) if pend is not None else (_no_rows(ng), _no_rows(2))
         in_T, out_T = trace.spine.table().matrix, self.out_table(len(out_kinds))
         logic = self.node.logic
@@ -192,6 +193,7 @@ def loop_step_by_parts(nk, nt, pk, pt, bound, in_T, out_T, logic, out_kinds):
         pk, pt = np.concatenate([pk, nk[~ok]]), np.concatenate([pt, nt[~ok]])
         nk, nt = nk[ok], nt[ok]
     r = int(bound[-1]) - 1
+    nt, = frozen(nt)  # read-only, as a new batch's times are: one signature
     gmat, seed_gid, seed_t, waiting, bad = loop_seeds(nk, nt, pk, pt, bound)
     if bad:
         return None, None, None, BAD_ROUND
