@@ -21,23 +21,12 @@ import ddflow.operators.iterate as loop_plumbing
 import ddflow.operators.join as join_module
 import ddflow.operators.reduce.iterate as loop_tactic
 from ddflow.base.kernels import kernels
-
-
-def _kcore(edges, threshold: bool):
-    """The 2-core: feedback straight from a join (writable arrays), a threshold or a count in the loop."""
-    sym = edges.concat(edges.map(lambda e: (e[1], e[0]))).filter(lambda e: e[0] != e[1]).distinct()
-
-    def body(x):
-        if threshold:
-            good = x.project(0).threshold(lambda c: 1 if c >= 2 else 0)
-        else:
-            good = x.project(0).count().filter(lambda r: r[1] >= 2).project(0)
-        return sym.semijoin(good).map(lambda e: (e[1], e[0])).semijoin(good).map(lambda e: (e[1], e[0]))
-    return sym.iterate(body, name="kcore")
+from tests.test_dataflows import kcore_dataflow
 
 
 def _reach(edges):
-    """Reachability from node 0: feedback from a ``distinct`` (its trace's read-only arrays)."""
+    """Reachability from node 0: feedback from a ``distinct`` (its trace's read-only arrays; kcore's comes
+    from a join, writable)."""
     roots = edges.filter(lambda e: e[0] == 0).project(0, 0)
     return roots.iterate(lambda r: r.join(edges).project(2, 1).concat(roots).distinct())
 
@@ -69,7 +58,7 @@ def test_the_kernels_an_operator_calls_see_one_type_per_argument_whatever_the_da
     rng = np.random.default_rng(7)
     with ddflow.Dataflow() as flow:
         edges_in, edges = flow.new_collection("edges", schema=("i", "i"))
-        for out in (_kcore(edges, True), _kcore(edges, False), _reach(edges)):
+        for out in (kcore_dataflow(edges, True), kcore_dataflow(edges, False), _reach(edges)):
             out.capture()
         # Float keys: a join and a count seek each batch with the delta's keys, made by a queue or not.
         floats = edges.map(lambda e: (e[0] / 2, e[1]))
