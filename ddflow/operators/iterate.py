@@ -11,8 +11,8 @@ from typing import Iterable
 
 import numpy as np
 
-from ddflow.base.consolidate import consolidate
 from ddflow.base.columnar import frozen
+from ddflow.base.consolidate import consolidate
 from ddflow.base.jit import lazy_jit
 from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidated_split, group_sums, key_matrix
 from ddflow.base.updates import Updates
