@@ -77,7 +77,9 @@ class VariableNode(Node):
         if fb is not None and init is None and not self.held and len(fb) <= SMALL_ROWS:
             fb = self._fit(fb)
             if all(c.dtype == np.int64 for c in fb.cols):
-                diffs, = frozen(fb.diffs)  # from a trace read-only, from a join writable: one signature
+                diffs = fb.diffs
+                if diffs.flags.writeable:  # from a join (from a trace it is read-only): one signature
+                    diffs, = frozen(diffs)
                 C, T, D, due, overflow = feedback_round(key_matrix(fb.cols, fb.times), diffs, len(fb.cols), bound)
                 if due and not overflow:
                     if len(D):

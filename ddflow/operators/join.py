@@ -228,8 +228,13 @@ class JoinNode(Node):
         """
         if not trace.ints or any(c.dtype != np.int64 for c in delta.cols):
             return None
+        # Read-only, however the delta was made: one compiled join_table (see `frozen`).  C is this step's own
+        # array or view, so its flag is set in place; the delta's arrays are frozen only when writable.
         C = np.array(delta.cols) if len(delta.cols) > 1 else delta.cols[0].reshape(1, -1)
-        C, times, diffs = frozen(C, delta.times, delta.diffs)  # however the delta was made: one signature
+        C.flags.writeable = False
+        times, diffs = delta.times, delta.diffs
+        if times.flags.writeable or diffs.flags.writeable:
+            times, diffs = frozen(times, diffs)
         M, D, sel, sums, status, _, OC, OT = join_table(trace.spine.table().matrix, C, times, diffs, len(trace.kinds),
                                                         trace.depth, delta_left, layout.CHECK_ABOVE)
         if status >= 2:

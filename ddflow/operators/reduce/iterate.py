@@ -76,7 +76,8 @@ class LoopTactic(ReduceTactic):
         if new is None and (pend is None or not any_complete(pend.times, bound)):
             return
         nk, nt = (key_matrix(new.cols), new.times) if new is not None else (_no_rows(ng), _no_rows(2))
-        nt, = frozen(nt)  # a batch's times are read-only, no rows or a queue's concatenation not: one signature
+        if nt.flags.writeable:  # a batch's times are read-only, no rows or a queue's concatenation not: one signature
+            nt, = frozen(nt)
         pk, pt = (key_matrix(pend.cols), pend.times) if pend is not None else (_no_rows(ng), _no_rows(2))
         in_T, out_T = trace.spine.table().matrix, self.out_table(len(out_kinds))
         logic = self.node.logic
