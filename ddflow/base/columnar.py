@@ -133,6 +133,20 @@ def lookup_rows(table: Sequence[np.ndarray], query: Sequence[np.ndarray]) -> np.
     return res
 
 
+def time_column(times: np.ndarray, c: int) -> np.ndarray:
+    """Coordinate ``c`` of every time in ``times`` (``(n, depth)``), contiguous.  O(n) when depth > 1, else O(1).
+
+    ``times[:, c]`` is a strided view when there are two rows or more and,
+    numpy marking a one-row or empty array contiguous, a contiguous one
+    below: a kernel handed it is compiled once per layout, the second time
+    in the middle of a dataflow at the first step of the other size.
+
+    >>> time_column(np.array([[1, 2]]), 1).flags.c_contiguous, time_column(np.array([[1, 2], [3, 4]]), 1).tolist()
+    (True, [2, 4])
+    """
+    return np.ascontiguousarray(times[:, c])
+
+
 def frozen(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     """Read-only views of ``arrays`` (an array already read-only as it is).  O(1) each.
 

@@ -20,6 +20,7 @@ import ddflow
 import ddflow.operators.iterate as loop_plumbing
 import ddflow.operators.join as join_module
 import ddflow.operators.reduce.iterate as loop_tactic
+import ddflow.operators.reduce.walk as walk_tactic
 from ddflow.base.kernels import kernels
 from tests.test_dataflows import kcore_dataflow
 
@@ -36,7 +37,7 @@ def seen(monkeypatch):
     """The argument types each spied kernel was called with, by kernel name."""
     types: dict[str, set] = {}
     spied = ((loop_plumbing, "feedback_round"), (join_module, "join_table"), (loop_tactic, "chain_walk"),
-             (loop_tactic, "loop_seeds"), (loop_tactic, "loop_step"))
+             (loop_tactic, "loop_seeds"), (loop_tactic, "loop_step"), (walk_tactic, "key_walk"))
     for module, name in spied:
         kernel = getattr(module, name)
 
@@ -64,6 +65,10 @@ def test_the_kernels_an_operator_calls_see_one_type_per_argument_whatever_the_da
         floats = edges.map(lambda e: (e[0] / 2, e[1]))
         floats.join(floats).capture()
         floats.count().capture()
+        # Min over two value fields, at the top and inside a loop: the walk's general path (key_walk).
+        wide = edges.map(lambda e: (e[0], e[1], e[0] + e[1]))
+        wide.min().capture()
+        wide.min().iterate(lambda v: wide.enter(v.scope).min()).capture()
         t = 0
         # A first step of many edges (long histories, several batches queued at once), then single edges
         # added and removed (short ones, one batch).
@@ -77,7 +82,7 @@ def test_the_kernels_an_operator_calls_see_one_type_per_argument_whatever_the_da
             edges_in.update([e], times=t, diffs=-1 if step % 2 else 1)
         flow.advance_to(t + 1)
         flow.run()
-    assert set(seen) == {"feedback_round", "join_table", "chain_walk", "loop_seeds", "loop_step", "seek"}, \
+    assert set(seen) == {"feedback_round", "join_table", "chain_walk", "loop_seeds", "loop_step", "key_walk", "seek"}, \
         f"a spied kernel was never called: {sorted(seen)}"
     counts = {name: len(tuples) for name, tuples in seen.items()}
     assert counts == dict.fromkeys(seen, 1), f"argument type tuples by kernel: {counts}; {seen}"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.columnar import frozen, lookup_rows
+from ddflow.base.columnar import frozen, lookup_rows, time_column
 from ddflow.base.consolidate import consolidate
 from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.base.kernels import key_matrix, lex_order, rows_differ
@@ -201,12 +201,9 @@ def loop_step_by_parts(nk, nt, pk, pt, bound, in_T, out_T, logic, out_kinds):
     ng, arity = gmat.shape[0], len(out_kinds)
     in_gid, _, in_times, in_diffs = histories(in_T, gmat, ng, 2)
     out_gid, o_cols, o_times, o_diffs = histories(out_T, gmat, arity, 2)
-    # Contiguous time columns: a column of two or more rows is a strided ('A') view, of fewer a 'C' one, and
-    # numba compiles chain_walk once per layout (5 s at the first step whose histories were short).
-    col = np.ascontiguousarray
-    c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid, seed_t, in_gid, col(in_times[:, 0]),
-                                                      col(in_times[:, 1]), in_diffs, out_gid, col(o_times[:, 0]),
-                                                      col(o_times[:, 1]))
+    c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid, seed_t, in_gid, time_column(in_times, 0),
+                                                      time_column(in_times, 1), in_diffs, out_gid,
+                                                      time_column(o_times, 0), time_column(o_times, 1))
     if overflow:
         return None, None, None, OVERFLOW
     val, mult = logic.scalar_rows(acc)

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.columnar import frozen, pair_order
+from ddflow.base.columnar import frozen, pair_order, time_column
 from ddflow.base.consolidate import consolidate
 from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.base.kernels import key_matrix, sort_rows
@@ -181,8 +181,8 @@ class WalkTactic(GeneralTactic):
         tie, part = (_leading(min(f, m), field, n_values, first) for f in (logic.ties, logic.partition))
         emitted, later = key_walk(
             MODES[logic.name], getattr(logic, "k", 1), r, int(bound[0]), n_values, sg, sa,
-            in_g, it[:, 0], _iterations(it), vrank[:ni], idf,
-            out_g, ot[:, 0], _iterations(ot), vrank[ni:], odf, out_n, tie, part)
+            in_g, time_column(it, 0), _iterations(it), vrank[:ni], idf,
+            out_g, time_column(ot, 0), _iterations(ot), vrank[ni:], odf, out_n, tie, part)
         self.pending_keys, self.pending_times = merge_pending(pk, pt, waiting, keys, later)
         if len(emitted):
             cols, times, diffs, overflow = walk_rows(emitted, keys, vfirst, lo, narrow, Ci, Co, m, numbered, depth, r)
@@ -278,8 +278,9 @@ class WalkTactic(GeneralTactic):
         emitted, pending = key_walk(
             MODES[logic.name], getattr(logic, "k", 1), r, int(bound[0]), n_values,
             sg[s_o], stimes[s_o, 0],
-            in_q[i_o], inp.times[i_o, 0], _iterations(inp.times)[i_o], vrank[:n_in][i_o], inp.diffs[i_o],
-            out_q[o_o], outp.times[o_o, 0], _iterations(outp.times)[o_o], vrank[n_in:][o_o], outp.diffs[o_o], out_n,
+            in_q[i_o], time_column(inp.times, 0)[i_o], _iterations(inp.times)[i_o], vrank[:n_in][i_o], inp.diffs[i_o],
+            out_q[o_o], time_column(outp.times, 0)[o_o], _iterations(outp.times)[o_o], vrank[n_in:][o_o], outp.diffs[o_o],
+            out_n,
             tie, part)
         if len(pending):
             self.add_pending(keys[pending[:, 0]], pending[:, 1:1 + depth])
@@ -310,7 +311,8 @@ def _read(trace, keys: np.ndarray, presorted: bool) -> tuple[np.ndarray, Updates
 
 
 def _iterations(times: np.ndarray) -> np.ndarray:
-    return times[:, 1] if times.shape[1] > 1 else np.zeros(len(times), dtype=np.int64)
+    """Each time's iteration (0 at depth 1), contiguous: one signature for the kernels it is handed to."""
+    return time_column(times, 1) if times.shape[1] > 1 else np.zeros(len(times), dtype=np.int64)
 
 
 def _narrow_int_range(cols: list[np.ndarray], kinds: tuple[str, ...]) -> int | None:
