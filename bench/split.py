@@ -114,6 +114,34 @@ def _wrap_steps() -> None:
     node.Node.run_step, scope.Scheduler.step_scope = timed_run_step, timed_step_scope
 
 
+def driver(bench: str, seed: int, batch: int, nodes: int | None = None, edges: int | None = None):
+    """``(system, run)``: a benchmark's ddflow system on its default workload, and ``run(n)``, which feeds it ``n``
+    more updates of its sliding window, ``batch`` an advance (what the benchmark itself does)."""
+    import importlib
+
+    from bench.harness import DdflowSystem
+
+    mod = importlib.import_module(f"bench.{bench}")
+    shape = list(WORKLOADS[bench])
+    shape[0] = nodes or shape[0]
+    shape[1] = edges or shape[1]
+    w = mod.Workload.make(*shape, seed)
+    system = DdflowSystem(w, mod.build)
+    window = collections.deque(map(tuple, w.initial.tolist()))
+    t = 1
+
+    def run(n: int) -> None:
+        nonlocal t
+        for _ in range(n // batch):
+            removed = np.array([window.popleft() for _ in range(batch)], dtype=np.int64)
+            added = w.fresh(batch)
+            window.extend(map(tuple, added.tolist()))
+            system.step(removed, added, t)
+            t += batch
+
+    return system, run
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bench", default="reach", choices=["reach", "sssp", "components"])
@@ -125,28 +153,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--edges", type=int, default=None, help="the graph's edges (default: the benchmark's own)")
     args = p.parse_args(argv)
     _wrap_kernels()
-    import importlib
-
-    from bench.harness import DdflowSystem
-
-    mod = importlib.import_module(f"bench.{args.bench}")
-    shape = list(WORKLOADS[args.bench])
-    shape[0] = args.nodes or shape[0]
-    shape[1] = args.edges or shape[1]
-    w = mod.Workload.make(*shape, args.seed)
-    system = DdflowSystem(w, mod.build)
-    window = collections.deque(map(tuple, w.initial.tolist()))
-    t = 1
-
-    def run(n: int) -> None:
-        nonlocal t
-        for _ in range(n // args.batch):
-            removed = np.array([window.popleft() for _ in range(args.batch)], dtype=np.int64)
-            added = w.fresh(args.batch)
-            window.extend(map(tuple, added.tolist()))
-            system.step(removed, added, t)
-            t += args.batch
-
+    system, run = driver(args.bench, args.seed, args.batch, args.nodes, args.edges)
     run(args.warmup)
     _wrap_steps()
     t0 = time.perf_counter()

@@ -87,3 +87,19 @@ def test_split_accounts_for_the_whole_update():
     per_kernel = line["per_kernel_us"]
     assert "loop_step" in per_kernel and all(k["us_per_call"] > 0 for k in per_kernel.values())
     assert abs(sum(k["calls_per_update"] for k in per_kernel.values()) - line["kernel_calls"]) < 1e-9
+
+
+def test_calls_counts_the_same_for_the_same_run():
+    """bench.calls' claim: the count is exact (the same workload and seed count the same), and it says when a
+    kernel's first use fell in the measured updates (which adds the loading's calls)."""
+    from bench import calls
+
+    def count(warmup):
+        return calls.count("reach", updates=30, warmup=warmup, nodes=40, edges=80, top=200)
+
+    a, b = count(40), count(40)
+    assert a["calls_per_update"] == b["calls_per_update"] > 0
+    assert not a["compiles_during_measure"] and not a["loads_during_measure"] and not b["loads_during_measure"]
+    names = [name for _, name in a["top"]]
+    assert any(name.endswith(" step") and name.startswith("join.py:") for name in names)
+    assert not any(name.endswith(" histories") for name in names)  # a helper inside the loop's compiled step
