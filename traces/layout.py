@@ -39,7 +39,7 @@ import numpy as np
 from ddflow.base import memory
 from ddflow.base.address import address, view_2d, view_i32, view_i64
 from ddflow.base.jit import lazy_jit
-from ddflow.base.kernels import _consolidate_small, _trie_starts, consolidated_split, group_sums, sort_small
+from ddflow.base.kernels import _trie_starts, sort_small
 from ddflow.errors import DataflowError
 
 #: The columns of a table row: counts, then addresses (offsets in 32 or 64 bits: the other view is empty).
@@ -139,26 +139,6 @@ def trie_with_row(K, times, diffs):
     O(n m).
     """
     return build_trie(K, times, diffs)
-
-
-@lazy_jit(uses=(build_trie, _trie_starts, trie_row, consolidated_split, _consolidate_small, group_sums))
-def consolidated_trie(K, diffs, m):
-    """A few updates consolidated and built into a batch's trie and table row, in one compiled call.
-
-    ``K`` is the ``(n, m + depth)`` int64 matrix of the updates' record
-    columns then time coordinates, in any order; equal rows add up their
-    ``diffs`` and zero sums drop, as ``consolidate`` does (its small-batch
-    kernel, ``_consolidate_small``, does it here).  Returns ``(C, T, D,
-    keys, key_offs, V, val_offs, row, overflow)``: the consolidated
-    updates (columns as the rows of ``C``, times ``T``, diffs ``D``)
-    sorted as ``consolidate`` sorts them, then :func:`trie_with_row`'s
-    results over them; ``overflow`` when a sum leaves int64 (the rest is
-    then meaningless).  O(n^2 (m + depth)): for the few rows
-    (``SMALL_ROWS``) of a small step.
-    """
-    C, T, D, overflow = consolidated_split(K, diffs, m)
-    keys, key_offs, V, val_offs, row = build_trie(C.T, T, D)
-    return C, T, D, keys, key_offs, V, val_offs, row, overflow
 
 
 def all_int(batch) -> bool:

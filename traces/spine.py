@@ -25,6 +25,7 @@ from ddflow.base.lattice import Antichain, advance_by
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError, UsageError
 
+from .arena import Arena, ArenaTable
 from .batch import Batch, Description, offset_dtype
 from .layout import BatchTable, all_int
 from .merge import merge_table
@@ -211,10 +212,18 @@ class Spine:
         self._merging = 0  # merges in progress among `entries`: an insertion with none left to fuel skips the pass
         self._ints = "f" not in kinds  # every column int64: merges go through the spine's table
         self._covering = Description.covering(depth)
+        #: The newest small batches, as rows written by one compiled call each (int64 columns only); after
+        #: ``entries``, and counted in the tail.  None or empty when there are none.
+        self._arena: Arena | None = None
 
     # -- reading ------------------------------------------------------------
     def batches(self) -> Iterator[Batch]:
-        """Every batch a reader must look at, including both sides of merges in progress."""
+        """Every batch a reader must look at, including both sides of merges in progress, then the arena's."""
+        yield from self._entry_batches()
+        if self._arena is not None and self._arena.n:
+            yield from self._arena.batches()
+
+    def _entry_batches(self) -> Iterator[Batch]:
         for e in self.entries:
             if isinstance(e, Merging):
                 yield e.old
@@ -222,22 +231,32 @@ class Spine:
             else:
                 yield e
 
-    def table(self) -> BatchTable:
+    def table(self) -> BatchTable | ArenaTable:
         """Every batch of :meth:`batches` as one :class:`traces.layout.BatchTable` (int64 columns only).
 
-        Kept until the list of batches changes.  Cost: O(batches) when rebuilt.
+        Kept until the list of batches changes.  Cost: O(batches) when rebuilt, O(1) after an arena insert.
         """
+        t = self._entries_table()
+        a = self._arena
+        if a is None or not a.n:
+            return t
+        if a.src is not t:
+            a.rebase(t)
+        return a.table()
+
+    def _entries_table(self) -> BatchTable:
+        """The table of ``entries``' batches alone (kept until they change)."""
         if self._table is None:
-            self._table = BatchTable.of(list(self.batches()), self.depth, len(self.kinds))
+            self._table = BatchTable.of(list(self._entry_batches()), self.depth, len(self.kinds))
         return self._table
 
     def __len__(self) -> int:
-        return sum(len(e) for e in self.entries)
+        return sum(len(e) for e in self.entries) + (self._arena.updates if self._arena is not None else 0)
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by every batch, both sides of merges in progress included."""
-        return sum(b.nbytes for b in self.batches())
+        """Bytes held by every batch, both sides of merges in progress included (an arena: the words it used)."""
+        return sum(b.nbytes for b in self._entry_batches()) + (self._arena.nbytes if self._arena is not None else 0)
 
     # -- writing ------------------------------------------------------------
     def insert(self, batch: Batch) -> None:
@@ -254,6 +273,9 @@ class Spine:
         d = batch.desc
         untiled = d is self._covering or (not len(d.upper) and d.lower == self._minimum)
         if not untiled:
+            if self._arena is not None and self._arena.n:
+                self._flush_arena()  # a tiled batch continues the batches before it, the arena's among them
+                self._start_merges()
             if not (self.upper == batch.desc.lower):
                 raise UsageError(f"batch lower {batch.desc.lower} does not continue the trace, whose upper is {self.upper}")
             self.upper = batch.desc.upper
@@ -270,10 +292,78 @@ class Spine:
         else:
             self.entries.append(batch)
         self._tail += 1
-        if finished or len(batch) >= TAIL_ROWS or not TAIL > self._tail > 0:
+        arena = self._arena.n if self._arena is not None else 0
+        if finished or len(batch) >= TAIL_ROWS or not TAIL > self._tail + arena > 0:
             self._start_merges()
         # Otherwise a small batch joined a tail still short of TAIL: the spine is as _start_merges left it
         # plus one tail batch, which no merge rule pairs with anything (only a full tail merges).
+
+    def insert_small(self, K: np.ndarray, diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        """Consolidate a few updates and insert them as the newest batch, untiled, in one compiled call.
+
+        ``K``: the ``(n, arity + depth)`` int64 matrix of the updates'
+        columns then times (any order, ``0 < n <= SMALL_ROWS``), with their
+        ``diffs``; the spine's columns must all be int64.  Returns the
+        consolidated updates, ``(C, T, D, overflow)`` as
+        :func:`traces.arena.arena_insert` does; nothing is inserted when a
+        sum leaves int64.  The batch goes to the arena
+        (:mod:`traces.arena`) and counts in the tail: when the tail reaches
+        ``TAIL`` batches, the arena's and the tail's are merged into one
+        (one compiled call, as a full tail always is).  Cost: O(n^2) in
+        the call, plus the spine's amortized merges; no Python object per
+        batch.
+        """
+        if self._merging and self._fuel(max(FUEL * len(K), MIN_FUEL)):
+            self._start_merges()
+        a = self._arena
+        if a is None or not a.fits(len(K)):
+            if a is not None and a.n:
+                self._flush_arena()
+                self._start_merges()
+            a = self._arena = Arena(self.kinds, self.depth, TAIL, self._entries_table())
+        C, T, D, overflow = a.insert(K, diffs)
+        if self._tail + a.n >= TAIL:
+            self._start_merges()  # a full tail: the arena's batches and the tail's become one
+        return C, T, D, overflow
+
+    def _flush_arena(self) -> None:
+        """Merge the arena's batches, and the tail's, into one batch at the end of ``entries``.
+
+        One compiled call over their rows (:func:`traces.merge.merge_table`),
+        times advanced by the frontier, as :func:`_merge_all` merges a tail.
+        The arena's batches are untiled, so which of them and the tail's
+        came first does not matter.  The caller runs the merge rules after.
+        O(n log n) for the n updates merged.
+        """
+        a = self._arena
+        if a is None or not a.n:
+            self._arena = None
+            return
+        t = self._entries_table()
+        if a.src is not t:
+            a.rebase(t)
+        tail = self._tail_length()
+        if tail and self._tail_rows(tail) is None:
+            tail = 0  # an empty entry in the tail has no row: merge the arena alone
+        frontier = self._frontier()
+        since = frontier if len(frontier) else self._minimum
+        lower = self.entries[-tail].desc.lower if tail else self._minimum
+        desc = Description(lower, self._covering.upper, since)
+        keys, vals, key_offs, val_offs, times, diffs, row, overflow = merge_table(
+            a.rows(tail), len(self.kinds), self.depth, frontier.elements)
+        if overflow:  # the general path names the record whose sum leaves int64
+            merged = _merge_all(self.entries[len(self.entries) - tail:] + a.batches(), frontier)
+        elif not len(diffs):
+            merged = Batch.empty(self.kinds, self.depth, desc)
+        else:
+            merged = Batch.with_row(keys, vals, key_offs, val_offs, times, diffs, desc, self.kinds, row, check=False)
+        self._arena = None  # only now: a merge that raised leaves the spine as it was
+        if tail:
+            self._replace(len(self.entries) - tail, len(self.entries), merged)
+        elif len(merged):
+            self.entries.append(merged)
+            if self._table is not None:
+                self._table = self._table.appended(merged)
 
     def _fuel(self, fuel: int) -> bool:
         """Give ``fuel`` units to each merge in progress; whether one of them finished."""
@@ -305,6 +395,10 @@ class Spine:
         while changed:
             changed = False
             tail = self._tail = self._tail_length()
+            if self._arena is not None and self._arena.n and tail + self._arena.n >= TAIL > 1:
+                self._flush_arena()
+                changed = True
+                continue
             if tail >= TAIL > 1:
                 merged = _merge_all(self.entries[-tail:], self._frontier(), self._tail_rows(tail))
                 self._replace(len(self.entries) - tail, len(self.entries), merged)
@@ -365,14 +459,20 @@ class Spine:
     def _check(self) -> None:
         """The merge rules have nothing left to do (what :meth:`insert` leaves): for stress tests.
 
-        With ``t`` the tail's length (trailing batches under ``TAIL_ROWS``):
-        ``t < TAIL`` (when ``TAIL > 1``), and no two neighbouring batches
-        before the tail, neither of them a merge in progress, have
-        ``len(a) <= 2 * len(b)``.  O(entries).
+        With ``t`` the tail's length (trailing batches under ``TAIL_ROWS``)
+        and ``a`` the arena's batches: ``t + a < TAIL`` (when ``TAIL > 1``),
+        and no two neighbouring batches before the tail, neither of them a
+        merge in progress, have ``len(a) <= 2 * len(b)``.  O(entries).
         """
         tail = self._tail_length()
+        if self._arena is not None:
+            self._arena._check()
+            assert tail + self._arena.n < TAIL, f"a full tail of {tail} batches and {self._arena.n} in the arena was left unmerged"
+            assert np.array_equal(self.table().matrix[len(self._entries_table().matrix):],
+                                  np.stack([b.table_row() for b in self._arena.batches()])), \
+                "the arena's rows do not describe its batches"
         if self._table is not None:  # a kept table describes exactly the batches readers must read
-            now = [b for b in self.batches() if len(b.diffs)]
+            now = [b for b in self._entry_batches() if len(b.diffs)]
             assert len(now) == len(self._table.batches) and all(a is b for a, b in zip(now, self._table.batches)), \
                 "the kept table's batches are not the spine's"
             want = np.stack([b.table_row() for b in now]) if now else self._table.matrix[:0]
@@ -437,6 +537,8 @@ class Spine:
 
     def compact(self) -> None:
         """Finish every merge and merge everything into one batch, advancing all times."""
+        self._flush_arena()
+        self._start_merges()
         while len(self.entries) > 1 or any(isinstance(e, Merging) for e in self.entries):
             self.exert(1 << 62)
             if len(self.entries) > 1 and not any(isinstance(e, Merging) for e in self.entries):

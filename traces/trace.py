@@ -20,7 +20,7 @@ from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError, UsageError
 
 from .batch import Batch, Description
-from .layout import BatchTable, consolidated_trie, seek_table
+from .layout import BatchTable, seek_table
 from .spine import Spine
 
 
@@ -108,9 +108,11 @@ class Trace:
         """Consolidate ``u``, insert it untiled (as :meth:`insert_updates`) and return it consolidated.
 
         What an arrangement does with every batch it receives.  From one to
-        ``SMALL_ROWS`` updates of int64 columns, consolidating and building
-        the batch are one compiled call (:func:`traces.layout.consolidated_trie`);
-        otherwise ``consolidate`` then :meth:`insert_updates`.  A sum of
+        ``SMALL_ROWS`` updates of int64 columns, consolidating and writing
+        the batch are one compiled call into the spine's arena
+        (:meth:`Spine.insert_small`, :mod:`traces.arena`), with no Python
+        object for the batch; otherwise ``consolidate`` then
+        :meth:`insert_updates`.  A sum of
         diffs past int64 is the ``SchemaError`` that ``consolidate`` raises,
         and nothing is inserted.  Cost: O(n^2) for the few, else O(n log n),
         plus the spine's amortized merges.
@@ -128,14 +130,17 @@ class Trace:
             if len(u):
                 self.insert_updates(u, consolidated=True)
             return u
-        C, T, D, keys, key_offs, V, val_offs, row, overflow = consolidated_trie(key_matrix(u.cols, u.times), u.diffs,
-                                                                                  len(u.cols))
+        if u.kinds != self.kinds:
+            raise SchemaError(f"batch column kinds {u.kinds} do not match the trace's {self.kinds}")
+        if u.times.shape[1] != self.depth:
+            raise SchemaError(f"batch time depth {u.times.shape[1]} does not match the trace's {self.depth} (mixed time depths)")
+        diffs = u.diffs
+        if diffs.flags.writeable:  # one argument type for the kernel, however the batch was made
+            diffs, = frozen(diffs)
+        C, T, D, overflow = self.spine.insert_small(key_matrix(u.cols, u.times), diffs)
         if overflow:
             consolidate(u)  # raises, naming the record and time
-        out = Updates.unchecked(tuple(C), T, D, u.kinds)
-        if len(D):
-            self.insert_trie(out, keys, V, key_offs, val_offs, row)
-        return out
+        return Updates.unchecked(tuple(C), T, D, u.kinds)
 
     def insert_trie(self, u: Updates, keys: np.ndarray, V: np.ndarray, key_offs: np.ndarray, val_offs: np.ndarray,
                     row: np.ndarray) -> None:

@@ -8,7 +8,8 @@ happens to make the other one, after the warm-up compiled the first.
 Each kernel here is spied on while dataflows whose inputs reach it both
 ways run (feedback from a trace and from a join, deltas queued as one
 batch and as several, short and long histories, keys from a batch and
-from ``np.unique``); the spy records the types and calls through.
+from ``np.unique``, an arrangement's small batch from a kernel or from a
+map); the spy records the types and calls through.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import ddflow.operators.iterate as loop_plumbing
 import ddflow.operators.join as join_module
 import ddflow.operators.reduce.iterate as loop_tactic
 import ddflow.operators.reduce.walk as walk_tactic
+import ddflow.traces.arena as arena
 from ddflow.base.kernels import kernels
 from tests.test_dataflows import kcore_dataflow
 
@@ -37,7 +39,8 @@ def seen(monkeypatch):
     """The argument types each spied kernel was called with, by kernel name."""
     types: dict[str, set] = {}
     spied = ((loop_plumbing, "feedback_round"), (join_module, "join_table"), (loop_tactic, "chain_walk"),
-             (loop_tactic, "loop_seeds"), (loop_tactic, "loop_step"), (walk_tactic, "key_walk"))
+             (loop_tactic, "loop_seeds"), (loop_tactic, "loop_step"), (walk_tactic, "key_walk"),
+             (arena, "arena_insert"))
     for module, name in spied:
         kernel = getattr(module, name)
 
@@ -82,7 +85,8 @@ def test_the_kernels_an_operator_calls_see_one_type_per_argument_whatever_the_da
             edges_in.update([e], times=t, diffs=-1 if step % 2 else 1)
         flow.advance_to(t + 1)
         flow.run()
-    assert set(seen) == {"feedback_round", "join_table", "chain_walk", "loop_seeds", "loop_step", "key_walk", "seek"}, \
+    assert set(seen) == {"feedback_round", "join_table", "chain_walk", "loop_seeds", "loop_step", "key_walk", "seek",
+                         "arena_insert"}, \
         f"a spied kernel was never called: {sorted(seen)}"
     counts = {name: len(tuples) for name, tuples in seen.items()}
     assert counts == dict.fromkeys(seen, 1), f"argument type tuples by kernel: {counts}; {seen}"

@@ -471,8 +471,9 @@ def test_trace_equals_dict_accumulation(script, data):
 def test_untiled_inserts_equal_dict_accumulation(depth, eager, data):
     """Batches inserted without an upper (as a dataflow's arrangements do) may hold any times.
 
-    Many small batches: the tail merges, reading the table the spine keeps
-    (built here by every check, as a reader's seek builds it).
+    Many small batches, as batches and into the spine's arena: the tail
+    merges, reading the table the spine keeps (built here by every check,
+    as a reader's seek builds it).
     """
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     with mock.patch.object(spine_mod, "EAGER_BELOW", eager), mock.patch.object(spine_mod, "FUEL", 1), \
@@ -486,7 +487,11 @@ def test_untiled_inserts_equal_dict_accumulation(depth, eager, data):
             times = rng.integers(0, 6, size=(n, depth))
             rows = rng.integers(0, 8, size=(n, 2))
             diffs = rng.choice([-1, 1], size=n)
-            tr.insert_updates(Updates((rows[:, 0], rows[:, 1]), times, diffs, ("i", "i")))
+            u = Updates((rows[:, 0], rows[:, 1]), times, diffs, ("i", "i"))
+            if rng.random() < 0.5:  # an arrangement's insert: a few updates go to the spine's arena
+                assert rows_of(tr.insert_consolidating(u)) == ref_consolidate(u)
+            else:
+                tr.insert_updates(u)
             raw.extend(zip(map(tuple, rows.tolist()), map(tuple, times.tolist()), diffs.tolist()))
             if rng.random() < 0.4:
                 old = h.frontier.elements

@@ -1,0 +1,138 @@
+"""The spine's arena: each small batch written by one compiled call is the batch the reference builds."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ddflow.base.consolidate import consolidate
+from ddflow.base.kernels import SMALL_ROWS, key_matrix
+from ddflow.base.lattice import Antichain
+from ddflow.base.updates import Updates
+from ddflow.traces import Trace
+from ddflow.traces.arena import Arena, arena_insert, words_for
+from ddflow.traces.batch import Batch, Description
+from ddflow.traces.layout import BatchTable, batch_row, empty_table
+
+
+def _updates(rng, n, arity, depth, diffs=(-1, 1, 2)):
+    cols = tuple(rng.integers(0, 4, size=n) for _ in range(arity))
+    return Updates(cols, rng.integers(0, 3, size=(n, depth)), rng.choice(diffs, size=n), ("i",) * arity)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, SMALL_ROWS), st.integers(0, 2**32 - 1), st.booleans())
+def test_arena_insert_writes_the_batch_the_reference_builds(arity, depth, n, seed, plain):
+    """Batch after batch, compiled and plain: the returned updates are ``consolidate``'s, and each row describes, in
+    the buffer, the trie ``Batch.from_updates`` builds of them; rows before the arena's are left alone."""
+    rng = np.random.default_rng(seed)
+    kinds = ("i",) * arity
+    spine_rows = BatchTable.of([Batch.from_updates(consolidate(_updates(rng, 5, arity, depth)))], depth, arity)
+    a = Arena(kinds, depth, 4, spine_rows)
+    insert = (lambda K, diffs: _plain_insert(a, K, diffs)) if plain else a.insert
+    wanted = []
+    for _ in range(4):
+        u = _updates(rng, int(rng.integers(1, n + 1)), arity, depth)
+        want = consolidate(u)
+        assert a.fits(len(u))
+        C, T, D, overflow = insert(key_matrix(u.cols, u.times), u.diffs)
+        assert not overflow
+        assert [c.tolist() for c in C] == [c.tolist() for c in want.cols]
+        assert T.tolist() == want.times.tolist() and D.tolist() == want.diffs.tolist()
+        if len(want):
+            wanted.append(Batch.from_updates(want))
+    assert a.n == len(wanted) and a.updates == sum(len(b) for b in wanted)
+    assert np.array_equal(a.table().matrix[:1], spine_rows.matrix)
+    for got, ref in zip(a.batches(), wanted):
+        for x, y in zip((got.keys, *got.vals, got.key_offs, got.val_offs, got.times, got.diffs),
+                        (ref.keys, *ref.vals, ref.key_offs, ref.val_offs, ref.times, ref.diffs)):
+            assert x.tolist() == y.tolist()
+        assert got.table_row().tolist() == batch_row(got, []).tolist()
+    a._check()
+
+
+def _plain_insert(a, K, diffs):
+    """Arena.insert through the kernel's plain Python."""
+    C, T, D, used, overflow = arena_insert.plain(K, diffs, a.arity, a.buf, a.used, a.T, a.base + a.n)
+    if len(D) and not overflow:
+        a.used, a.n, a.updates, a._view = used, a.n + 1, a.updates + len(D), None
+    return C, T, D, overflow
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_arena_insert_writes_nothing_when_updates_cancel_or_a_sum_overflows(plain):
+    kernel = arena_insert.plain if plain else arena_insert
+    big = np.iinfo(np.int64).max
+    buf, T = np.zeros(words_for(2, 2, 1), dtype=np.int64), np.zeros((1, 11), dtype=np.int64)
+    K = np.array([[1, 2, 0], [1, 2, 0]], dtype=np.int64)
+    for diffs, overflow in ((np.array([1, -1]), False), (np.array([big, big]), True)):
+        C, Tm, D, used, over = kernel(K, diffs, 2, buf, 0, T, 0)
+        assert over is overflow and used == 0 and not buf.any() and not T.any()
+        assert overflow or len(D) == 0
+
+
+def test_a_sum_past_int64_inserts_nothing_and_names_the_record():
+    from ddflow.errors import SchemaError
+
+    big = np.iinfo(np.int64).max
+    t = Trace(("i", "i"), depth=1)
+    t.insert_consolidating(Updates((np.array([3]), np.array([4])), np.zeros((1, 1), dtype=np.int64), np.array([1]), ("i", "i")))
+    with pytest.raises(SchemaError, match=r"\(1, 2\).*add up past int64"):
+        t.insert_consolidating(Updates((np.array([1, 1]), np.array([2, 2])), np.zeros((2, 1), dtype=np.int64),
+                                       np.array([big, big]), ("i", "i")))
+    assert t.contents(0) == {(3, 4): 1} and len(t) == 1
+    t.spine._check()
+
+
+def test_views_of_an_arena_stay_valid_after_it_is_merged_away():
+    """A batch handed out as a view of the arena keeps reading what it read after the arena is merged and more
+    inserted (a merged arena is dropped, never reused)."""
+    rng = np.random.default_rng(1)
+    t = Trace(("i", "i"), depth=1)
+    t.insert_consolidating(_updates(rng, 3, 2, 1))
+    first = next(iter(t.spine.batches()))
+    seen = [first.keys.tolist(), first.times.tolist(), first.diffs.tolist()]
+    for _ in range(40):
+        t.insert_consolidating(_updates(rng, 3, 2, 1))
+        t.spine._check()
+    assert [first.keys.tolist(), first.times.tolist(), first.diffs.tolist()] == seen
+
+
+def test_a_tiled_batch_after_arena_batches_merges_them_first():
+    """A tiled insert continues every batch before it, the arena's too: the arena is merged into the spine first."""
+    rng = np.random.default_rng(2)
+    t = Trace(("i", "i"), depth=1)
+    raw = []
+    for _ in range(3):
+        u = _updates(rng, 4, 2, 1)
+        t.insert_consolidating(u)
+        raw.append(u)
+    assert t.spine._arena is not None and t.spine._arena.n == 3
+    u = _updates(rng, 4, 2, 1)
+    t.insert_updates(u, upper=Antichain(np.array([[5]])))
+    raw.append(u)
+    assert t.spine._arena is None and t.upper == Antichain(np.array([[5]]))
+    t.spine._check()
+    want = consolidate(Updates.concat(raw))
+    for time in range(4):
+        acc = {}
+        for row, tm, d in zip(zip(*(c.tolist() for c in want.cols)), want.times[:, 0].tolist(), want.diffs.tolist()):
+            if tm <= time:
+                acc[row] = acc.get(row, 0) + d
+        assert t.contents(time) == {r: d for r, d in acc.items() if d}
+
+
+def test_readers_see_the_arena_through_the_table_and_compaction_merges_it():
+    """``table()`` has a row per batch, the arena's after the spine's; ``compact`` leaves one batch."""
+    rng = np.random.default_rng(3)
+    t = Trace(("i", "i"), depth=2)
+    for n in (40, 3, 2, 5):
+        t.insert_consolidating(_updates(rng, n, 2, 2))
+    rows = [b for b in t.spine.batches() if len(b)]
+    assert len(t.spine.table().matrix) == len(rows) == 4 and t.spine._arena.n == 3
+    assert all(np.array_equal(r, b.table_row()) for r, b in zip(t.spine.table().matrix, rows))
+    before = {tm: t.contents(tm) for tm in [(0, 0), (1, 2), (2, 2)]}
+    t.compact()
+    assert t.spine._arena is None and len(list(t.spine.batches())) == 1
+    assert {tm: t.contents(tm) for tm in before} == before
+    assert Description.covering(2).since == Antichain.minimum(2)
+    assert len(empty_table(2)) == 0
