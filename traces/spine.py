@@ -272,10 +272,12 @@ class Spine:
             raise SchemaError(f"batch time depth {batch.depth} does not match the trace's {self.depth} (mixed time depths)")
         d = batch.desc
         untiled = d is self._covering or (not len(d.upper) and d.lower == self._minimum)
+        if self._arena is not None and self._arena.n and (not untiled or len(batch) >= TAIL_ROWS):
+            # A tiled batch continues the batches before it, the arena's among them; a large one ends the tail,
+            # and the merge rules pair it with the batch before it, which would not be the arena's.
+            self._flush_arena()
+            self._start_merges()
         if not untiled:
-            if self._arena is not None and self._arena.n:
-                self._flush_arena()  # a tiled batch continues the batches before it, the arena's among them
-                self._start_merges()
             if not (self.upper == batch.desc.lower):
                 raise UsageError(f"batch lower {batch.desc.lower} does not continue the trace, whose upper is {self.upper}")
             self.upper = batch.desc.upper

@@ -136,3 +136,22 @@ def test_readers_see_the_arena_through_the_table_and_compaction_merges_it():
     assert {tm: t.contents(tm) for tm in before} == before
     assert Description.covering(2).since == Antichain.minimum(2)
     assert len(empty_table(2)) == 0
+
+
+def test_a_large_batch_after_arena_batches_merges_them_first():
+    """A batch of ``TAIL_ROWS`` or more ends the tail: the arena's batches are merged before it, so that the merge
+    rules pair it with them (left in the arena, a step of many updates read up to ``TAIL`` more batches)."""
+    from ddflow.traces import spine
+
+    rng = np.random.default_rng(4)
+    t = Trace(("i", "i"), depth=1)
+    for _ in range(3):
+        t.insert_consolidating(_updates(rng, 4, 2, 1))
+    n = spine.TAIL_ROWS + 10
+    t.insert_consolidating(Updates((np.arange(n), np.arange(n)), np.zeros((n, 1), dtype=np.int64), np.ones(n, dtype=np.int64),
+                                   ("i", "i")))
+    assert t.spine._arena is None
+    t.insert_consolidating(_updates(rng, 40, 2, 1))  # a small batch, but past SMALL_ROWS: the arena stays out of it
+    t.insert_consolidating(_updates(rng, 4, 2, 1))
+    assert t.spine._arena is not None and t.spine._arena.n == 1
+    t.spine._check()
