@@ -40,25 +40,16 @@ def words_for(n: int, arity: int, depth: int) -> int:
     return n * (3 + arity + depth) + 2
 
 
-@lazy_jit(uses=(consolidated_split, _consolidate_small, group_sums, _trie_starts))
-def arena_insert(K, diffs, m, buf, used, T, at):
-    """Consolidate rows ``K`` and write them as a batch at ``buf[used:]``, its table row at ``T[at]``.
+def write_trie(C, Tm, D, buf, used, T, at):
+    """Write consolidated updates as a batch at ``buf[used:]`` and its row at ``T[at]``; the words now used.
 
-    ``K`` is the ``(n, m + depth)`` int64 matrix of the updates' ``m``
-    record columns then time coordinates, in any order, with ``diffs``
-    (what ``consolidate`` takes, at most ``SMALL_ROWS`` rows: it is
-    consolidated in place, O(n^2)).  ``buf`` must have
-    :func:`words_for` ``(n, m, depth)`` words free past ``used``.
-    Returns ``(C, T, D, used, overflow)``: the consolidated updates
-    (columns as the rows of ``C``, times, diffs), as ``consolidate``
-    orders them, and the words now used; nothing is written when they
-    cancel out (``len(D) == 0``) or a sum leaves int64 (``overflow``).
-    O(n^2 (m + depth)).
+    ``C``: the ``(m, k)`` matrix of the updates' columns (its rows),
+    ``Tm`` their ``(k, depth)`` times and ``D`` their diffs, sorted by
+    (record, time), distinct, no zero (``k > 0``).  ``buf`` must have
+    :func:`words_for` ``(k, m, depth)`` words free past ``used``.  A
+    kernel helper.  O(k (m + depth)).
     """
-    C, Tm, D, overflow = consolidated_split(K, diffs, m)
-    k = len(D)
-    if overflow or k == 0:
-        return C, Tm, D, used, overflow
+    m, k = C.shape
     depth = Tm.shape[1]
     kstarts, vstarts, koffs = _trie_starts(C.T)
     nk, nv = len(kstarts), len(vstarts)
@@ -101,7 +92,31 @@ def arena_insert(K, diffs, m, buf, used, T, at):
     T[at, DIFFS] = base + 8 * diffs_at
     for j in range(1, m):
         T[at, VAL0 + j - 1] = base + 8 * (vals_at + (j - 1) * nv)
-    return C, Tm, D, o, overflow
+    return o
+
+
+write_trie.uses = (_trie_starts,)  # what a kernel listing it in ``helpers_of`` must compile with it
+
+
+@lazy_jit(uses=(consolidated_split, _consolidate_small, group_sums, _trie_starts, write_trie))
+def arena_insert(K, diffs, m, buf, used, T, at):
+    """Consolidate rows ``K`` and write them as a batch at ``buf[used:]``, its table row at ``T[at]``.
+
+    ``K`` is the ``(n, m + depth)`` int64 matrix of the updates' ``m``
+    record columns then time coordinates, in any order, with ``diffs``
+    (what ``consolidate`` takes, at most ``SMALL_ROWS`` rows: it is
+    consolidated in place, O(n^2)).  ``buf`` must have
+    :func:`words_for` ``(n, m, depth)`` words free past ``used``.
+    Returns ``(C, T, D, used, overflow)``: the consolidated updates
+    (columns as the rows of ``C``, times, diffs), as ``consolidate``
+    orders them, and the words now used; nothing is written when they
+    cancel out (``len(D) == 0``) or a sum leaves int64 (``overflow``).
+    O(n^2 (m + depth)).
+    """
+    C, Tm, D, overflow = consolidated_split(K, diffs, m)
+    if overflow or len(D) == 0:
+        return C, Tm, D, used, overflow
+    return C, Tm, D, write_trie(C, Tm, D, buf, used, T, at), overflow
 
 
 class Arena:
@@ -115,7 +130,7 @@ class Arena:
     """
 
     __slots__ = ("kinds", "arity", "depth", "capacity", "buf", "used", "T", "base", "n", "updates", "src", "_view",
-                 "_batches")
+                 "_batches", "_target")
 
     def __init__(self, kinds: tuple[str, ...], depth: int, capacity: int, src: BatchTable):
         self.kinds, self.arity, self.depth, self.capacity = kinds, len(kinds), depth, capacity
@@ -128,6 +143,7 @@ class Arena:
         self.src = None
         self._view = None
         self._batches: list[Batch] = []
+        self._target = None
         self.rebase(src)
 
     def rebase(self, src) -> None:
@@ -145,15 +161,24 @@ class Arena:
         """Whether a batch of ``n`` updates has room.  O(1)."""
         return self.n < self.capacity and self.used + words_for(n, self.arity, self.depth) <= len(self.buf)
 
-    def insert(self, K: np.ndarray, diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
-        """:func:`arena_insert` into the next row; ``(C, T, D, overflow)``.  The caller checked :meth:`fits`."""
-        C, Tm, D, used, overflow = arena_insert(K, diffs, self.arity, self.buf, self.used, self.T, self.base + self.n)
-        if len(D) and not overflow:
-            self.used = used
-            self.n += 1
-            self.updates += len(D)
-            self._view = None
-        return C, Tm, D, overflow
+    def target(self) -> tuple[np.ndarray, int, np.ndarray, int]:
+        """``(buf, used, T, at)``: where a kernel that calls :func:`write_trie` writes the next batch.  O(1).
+
+        Valid until :meth:`rebase` (which a read of the spine's table may
+        call): read the table first.
+        """
+        self._target = self.T
+        return self.buf, self.used, self.T, self.base + self.n
+
+    def written(self, used: int, updates: int) -> None:
+        """A kernel wrote a batch of ``updates`` updates at :meth:`target`, leaving ``used`` words used.  O(1)."""
+        if self._target is not self.T:  # the row went into a matrix readers no longer read: a caller's bug
+            raise RuntimeError("internal error: an arena's table was rebased between target() and written()")
+        self._target = None
+        self.used = used
+        self.n += 1
+        self.updates += updates
+        self._view = None
 
     def table(self) -> "ArenaTable":
         """The spine's rows then this arena's, as the table readers read (it keeps both alive).  O(1)."""

@@ -25,7 +25,7 @@ from ddflow.base.lattice import Antichain, advance_by
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError, UsageError
 
-from .arena import Arena, ArenaTable
+from .arena import Arena, ArenaTable, arena_insert
 from .batch import Batch, Description, offset_dtype
 from .layout import BatchTable, all_int
 from .merge import merge_table
@@ -315,18 +315,40 @@ class Spine:
         the call, plus the spine's amortized merges; no Python object per
         batch.
         """
-        if self._merging and self._fuel(max(FUEL * len(K), MIN_FUEL)):
-            self._start_merges()
+        buf, used, T_, at = self.arena_room(len(K)).target()
+        C, T, D, now_used, overflow = arena_insert(K, diffs, len(self.kinds), buf, used, T_, at)
+        if len(D) and not overflow:
+            self.arena_written(now_used, len(D))
+        return C, T, D, overflow
+
+    def arena_room(self, n: int) -> Arena:
+        """The arena, with room for a batch of up to ``n`` updates (``n <= SMALL_ROWS``; int64 columns only).
+
+        A full arena is merged first (:meth:`_flush_arena`).  A kernel that
+        writes a batch there (:func:`traces.arena.write_trie`, at
+        :meth:`traces.arena.Arena.target`) reports it with
+        :meth:`arena_written`.
+        Read the table after this call: it may merge.  O(1), or a merge.
+        """
         a = self._arena
-        if a is None or not a.fits(len(K)):
+        if a is None or not a.fits(n):
             if a is not None and a.n:
                 self._flush_arena()
                 self._start_merges()
             a = self._arena = Arena(self.kinds, self.depth, TAIL, self._entries_table())
-        C, T, D, overflow = a.insert(K, diffs)
-        if self._tail + a.n >= TAIL:
+        return a
+
+    def arena_written(self, used: int, updates: int) -> None:
+        """A kernel wrote a batch of ``updates`` updates at the arena's target, leaving ``used`` words used.
+
+        Counts it, fuels merges in progress as an insert does, and merges a
+        full tail.  O(1), or a merge.
+        """
+        self._arena.written(used, updates)
+        if self._merging and self._fuel(max(FUEL * updates, MIN_FUEL)):
+            self._start_merges()
+        if self._arena is not None and self._tail + self._arena.n >= TAIL:
             self._start_merges()  # a full tail: the arena's batches and the tail's become one
-        return C, T, D, overflow
 
     def _flush_arena(self) -> None:
         """Merge the arena's batches, and the tail's, into one batch at the end of ``entries``.

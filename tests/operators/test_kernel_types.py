@@ -22,7 +22,7 @@ import ddflow.operators.iterate as loop_plumbing
 import ddflow.operators.join as join_module
 import ddflow.operators.reduce.iterate as loop_tactic
 import ddflow.operators.reduce.walk as walk_tactic
-import ddflow.traces.arena as arena
+import ddflow.traces.spine as spine
 from ddflow.base.kernels import kernels
 from tests.test_dataflows import kcore_dataflow
 
@@ -40,7 +40,7 @@ def seen(monkeypatch):
     types: dict[str, set] = {}
     spied = ((loop_plumbing, "feedback_round"), (join_module, "join_table"), (loop_tactic, "chain_walk"),
              (loop_tactic, "loop_seeds"), (loop_tactic, "loop_step"), (walk_tactic, "key_walk"),
-             (arena, "arena_insert"))
+             (spine, "arena_insert"))
     for module, name in spied:
         kernel = getattr(module, name)
 

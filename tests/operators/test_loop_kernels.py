@@ -178,31 +178,49 @@ def loop_steps(draw):
 
 
 @settings(max_examples=300, deadline=None)
-@given(loop_steps(), st.booleans())
-def test_loop_step_is_the_step_by_parts(s, plain):
+@given(loop_steps(), st.booleans(), st.booleans())
+def test_loop_step_is_the_step_by_parts(s, plain, to_arena):
     """The one-call step (compiled and plain) against its kernels called one by one, the logic in Python between.
 
-    Also: the trie it builds for the output trace is ``build_trie``'s, and
-    its table row points at the output arrays it returns.
+    Also: the batch it makes for the output trace is ``build_trie``'s,
+    either built as a trie whose table row points at the output arrays it
+    returns, or (given an arena, and a few updates) written into the arena.
     """
+    from ddflow.base.kernels import SMALL_ROWS
     from ddflow.operators.reduce.iterate import BAD_ROUND, DONE, loop_step, loop_step_by_parts
-    from ddflow.traces.layout import DIFFS, NUPD, TIMES, build_trie
+    from ddflow.traces.arena import Arena
+    from ddflow.traces.layout import DIFFS, NUPD, TIMES, BatchTable, build_trie
 
     nk, nt, pk, pt, bound, in_T, out_T, logic, _ = s
     kinds = logic.out_kinds(("i",) * nk.shape[1])
     kernel = loop_step.plain if plain else loop_step
-    cols, times, diffs, keys, key_offs, V, val_offs, row, later, later_t, status = kernel(
-        nk, nt, pk, pt, bound, in_T, out_T, len(kinds), logic.scalar_code)
+    arena = Arena(kinds, 2, 8, BatchTable(out_T, [])) if to_arena else None
+    buf, used, T, at = arena.target() if to_arena else (np.empty(0, dtype=np.int64), 0, np.empty((0, 1), dtype=np.int64), 0)
+    cols, times, diffs, keys, key_offs, V, val_offs, row, later, later_t, status, now_used = kernel(
+        nk, nt, pk, pt, bound, in_T, out_T, len(kinds), logic.scalar_code, buf, used, T, at,
+        SMALL_ROWS if to_arena else 0)
     want, w_later, w_later_t, w_status = loop_step_by_parts(nk, nt, pk, pt, bound, in_T, out_T, logic, kinds)
     assert status == w_status
     if status != DONE:
-        assert status == BAD_ROUND and len(diffs) == 0
+        assert status == BAD_ROUND and len(diffs) == 0 and now_used == used
         return
     assert [c.tolist() for c in cols] == [c.tolist() for c in want.cols]
     assert times.tolist() == want.times.tolist() and diffs.tolist() == want.diffs.tolist()
     assert later.tolist() == w_later.tolist() and later_t.tolist() == w_later_t.tolist()
-    if len(diffs):
-        k2, ko2, V2, vo2, _ = build_trie(np.ascontiguousarray(cols.T), times, diffs)
+    if not len(diffs):
+        assert now_used == used
+        return
+    k2, ko2, V2, vo2, _ = build_trie(np.ascontiguousarray(cols.T), times, diffs)
+    if to_arena and len(diffs) <= SMALL_ROWS:
+        assert now_used > used and not len(keys)
+        arena.written(now_used, len(diffs))
+        got = arena.batches()[0]
+        assert (got.keys.tolist(), got.key_offs.tolist(), [v.tolist() for v in got.vals], got.val_offs.tolist()) == \
+            (k2.tolist(), ko2.tolist(), V2.tolist(), vo2.tolist())
+        assert got.times.tolist() == times.tolist() and got.diffs.tolist() == diffs.tolist()
+        arena._check()
+    else:
+        assert now_used == used
         assert (keys.tolist(), key_offs.tolist(), V.tolist(), val_offs.tolist()) == \
             (k2.tolist(), ko2.tolist(), V2.tolist(), vo2.tolist())
         assert (row[NUPD], row[TIMES], row[DIFFS]) == (len(diffs), times.ctypes.data, diffs.ctypes.data)
@@ -223,7 +241,8 @@ def test_loop_step_reports_a_count_past_int64():
             np.array([1, 1]), trace.spine.table().matrix, np.zeros((0, VAL0 + 1), dtype=np.int64))
     with np.errstate(over="ignore"):
         for kernel in (loop_step, loop_step.plain):
-            assert kernel(*args, 2, CountLogic.scalar_code)[-1] == OVERFLOW
+            nowhere = (np.empty(0, dtype=np.int64), 0, np.empty((0, 1), dtype=np.int64), 0, 0)
+            assert kernel(*args, 2, CountLogic.scalar_code, *nowhere)[-2] == OVERFLOW
         assert loop_step_by_parts(*args, CountLogic(), ("i", "i"))[-1] == OVERFLOW
 
 

@@ -28,7 +28,13 @@ def test_arena_insert_writes_the_batch_the_reference_builds(arity, depth, n, see
     kinds = ("i",) * arity
     spine_rows = BatchTable.of([Batch.from_updates(consolidate(_updates(rng, 5, arity, depth)))], depth, arity)
     a = Arena(kinds, depth, 4, spine_rows)
-    insert = (lambda K, diffs: _plain_insert(a, K, diffs)) if plain else a.insert
+    kernel = arena_insert.plain if plain else arena_insert
+
+    def insert(K, diffs):
+        C, T, D, used, overflow = kernel(K, diffs, a.arity, *a.target())
+        if len(D) and not overflow:
+            a.written(used, len(D))
+        return C, T, D, overflow
     wanted = []
     for _ in range(4):
         u = _updates(rng, int(rng.integers(1, n + 1)), arity, depth)
@@ -48,14 +54,6 @@ def test_arena_insert_writes_the_batch_the_reference_builds(arity, depth, n, see
             assert x.tolist() == y.tolist()
         assert got.table_row().tolist() == batch_row(got, []).tolist()
     a._check()
-
-
-def _plain_insert(a, K, diffs):
-    """Arena.insert through the kernel's plain Python."""
-    C, T, D, used, overflow = arena_insert.plain(K, diffs, a.arity, a.buf, a.used, a.T, a.base + a.n)
-    if len(D) and not overflow:
-        a.used, a.n, a.updates, a._view = used, a.n + 1, a.updates + len(D), None
-    return C, T, D, overflow
 
 
 @pytest.mark.parametrize("plain", [False, True])
@@ -155,3 +153,26 @@ def test_a_large_batch_after_arena_batches_merges_them_first():
     t.insert_consolidating(_updates(rng, 4, 2, 1))
     assert t.spine._arena is not None and t.spine._arena.n == 1
     t.spine._check()
+
+
+def test_a_kernel_writes_where_readers_read_after_the_spine_changed_under_the_arena():
+    """The spine's own rows change under a non-empty arena (a batch appended): a kernel told where to write after
+    the table was read writes where readers read; a table read between ``target`` and ``written`` is refused."""
+    rng = np.random.default_rng(5)
+    t = Trace(("i", "i"), depth=1)
+    t.insert_consolidating(_updates(rng, 3, 2, 1))
+    n = 40  # untiled and under TAIL_ROWS: appended to the spine, the arena stays
+    t.insert_updates(Updates((np.arange(n), np.arange(n)), np.zeros((n, 1), dtype=np.int64), np.ones(n, dtype=np.int64),
+                             ("i", "i")))
+    a = t.spine.arena_room(SMALL_ROWS)
+    assert a.n == 1 and a.src is not t.spine._entries_table()
+    t.spine.table()  # what a step does before asking where to write
+    u = _updates(rng, 3, 2, 1)
+    C, T, D, used, overflow = arena_insert(key_matrix(u.cols, u.times), u.diffs, 2, *a.target())
+    t.spine.arena_written(used, len(D))
+    t.spine._check()
+    assert sum(len(b) for b in t.spine.batches()) == len(t) and len(t.spine.table().matrix) == 3
+    a.target()
+    a.rebase(t.spine._entries_table())
+    with pytest.raises(RuntimeError, match="rebased between"):
+        a.written(used, 1)

@@ -28,6 +28,7 @@ from ddflow.graph.node import any_complete, complete_row, object_columns, ready_
 from ddflow.operators.reduce.chain import _assemble, chain_output, chain_walk, overflow_message, scalar_loop
 from ddflow.operators.reduce.logic import SCALAR_COUNT, Logic
 from ddflow.operators.reduce.tactic import BAD_ROUND, DONE, OVERFLOW, ReduceTactic
+from ddflow.traces.arena import write_trie
 from ddflow.traces.layout import build_trie, histories
 
 
@@ -69,7 +70,8 @@ class LoopTactic(ReduceTactic):
         Other logics (threshold's user function) take :func:`loop_step_by_parts`,
         the same kernels called one by one with the logic evaluated in
         between.  Either way the output's trie is built once, for the
-        output trace, by the call that made it.
+        output trace, by the call that made it; :func:`loop_step` writes an
+        output of a few updates straight into the trace's arena.
         """
         ng = len(trace.kinds)
         pend = self.pending_rows
@@ -79,21 +81,27 @@ class LoopTactic(ReduceTactic):
         if nt.flags.writeable:  # a batch's times are read-only, no rows or a queue's concatenation not: one signature
             nt, = frozen(nt)
         pk, pt = (key_matrix(pend.cols), pend.times) if pend is not None else (_no_rows(ng), _no_rows(2))
-        in_T, out_T = trace.spine.table().matrix, self.out_table(len(out_kinds))
         logic = self.node.logic
+        written = False
         if logic.scalar_code is not None:
-            cols, times, diffs, keys, key_offs, V, val_offs, row, later, later_t, status = loop_step(
-                nk, nt, pk, pt, bound, in_T, out_T, len(out_kinds), logic.scalar_code)
+            buf, used, T, at, small = self.out_target(out_kinds)  # before the tables are read: it may merge
+            in_T, out_T = trace.spine.table().matrix, self.out_table(len(out_kinds))
+            cols, times, diffs, keys, key_offs, V, val_offs, row, later, later_t, status, now_used = loop_step(
+                nk, nt, pk, pt, bound, in_T, out_T, len(out_kinds), logic.scalar_code, buf, used, T, at, small)
             self._raise(status, bound)
             emitted = Updates.unchecked(tuple(cols), times, diffs, out_kinds)
             trie = (keys, V, key_offs, val_offs, row)
+            written = now_used != used
         else:
+            in_T, out_T = trace.spine.table().matrix, self.out_table(len(out_kinds))
             emitted, later, later_t, status = loop_step_by_parts(nk, nt, pk, pt, bound, in_T, out_T, logic, out_kinds)
             self._raise(status, bound)
             trie = None
         self.pending_rows = Updates.unchecked(tuple(later), later_t, seed_diffs(len(later_t)), trace.kinds) \
             if len(later_t) else None
-        if len(emitted):
+        if written:
+            self.output_written(emitted, now_used)
+        elif len(emitted):
             self.output(emitted, trie)
 
     def _raise(self, status: int, bound: np.ndarray) -> None:
@@ -326,20 +334,26 @@ def loop_pending(pk, pt, waiting, groups, P):
     return cols[:, :out], times[:out]
 
 
-@lazy_jit(uses=helpers_of(complete_row, loop_seeds, histories, chain_walk, chain_output, loop_pending, build_trie))
-def loop_step(nk, nt, pk, pt, bound, in_T, out_T, out_arity, code):
+@lazy_jit(uses=helpers_of(complete_row, loop_seeds, histories, chain_walk, chain_output, loop_pending, build_trie,
+                          write_trie))
+def loop_step(nk, nt, pk, pt, bound, in_T, out_T, out_arity, code, buf, used, T, at, small):
     """A loop tactic's step for count (``code`` ``SCALAR_COUNT``) or distinct (``SCALAR_DISTINCT``), one compiled call.
 
     ``nk``/``nt``: the new input's rows and times, complete under
     ``bound`` or not; ``pk``/``pt``: the pending seeds; ``in_T``/``out_T``:
     the input and output traces' tables.  What :func:`loop_step_by_parts`
-    does, with the logic evaluated here, and the output's trie built for
-    the output trace (:func:`traces.layout.build_trie`).  Returns ``(cols,
-    times, diffs, keys, key_offs, V, val_offs, row, later, later_t,
-    status)``: the output (columns as rows of ``cols``), its trie levels
-    and table row, the seeds for later rounds (sorted, distinct), and
-    :data:`DONE`, :data:`BAD_ROUND` or :data:`OVERFLOW` (the rest is then
-    empty).  Cost: as the kernels it calls, O(s log s + chain + history).
+    does, with the logic evaluated here, and the output's batch built for
+    the output trace: an output of up to ``small`` updates is written into
+    its arena (:func:`traces.arena.write_trie` at ``buf``, ``used``,
+    ``T``, ``at``: :meth:`traces.arena.Arena.target`), a larger one built
+    as a trie (:func:`traces.layout.build_trie`).  Returns ``(cols, times,
+    diffs, keys, key_offs, V, val_offs, row, later, later_t, status,
+    used)``: the output (columns as rows of ``cols``), its trie levels and
+    table row (empty when it went to the arena, which ``used`` then says:
+    the words now used there), the seeds for later rounds (sorted,
+    distinct), and :data:`DONE`, :data:`BAD_ROUND` or :data:`OVERFLOW`
+    (the rest is then empty).  Cost: as the kernels it calls, O(s log s +
+    chain + history).
     """
     ng = nk.shape[1]
     r = bound[len(bound) - 1] - 1
@@ -374,13 +388,13 @@ def loop_step(nk, nt, pk, pt, bound, in_T, out_T, out_arity, code):
         np.empty((ng, 0), dtype=np.int64)
     gmat, seed_gid, seed_t, waiting, bad = loop_seeds(rk, rt, wk, wt, bound)
     if bad:
-        return no_cols, empty2, empty1, empty1, no_offs, no_vals, no_offs, no_row, no_later, empty2, BAD_ROUND
+        return no_cols, empty2, empty1, empty1, no_offs, no_vals, no_offs, no_row, no_later, empty2, BAD_ROUND, used
     in_gid, _, in_times, in_diffs = histories(in_T, gmat, ng, 2)
     out_gid, o_cols, o_times, o_diffs = histories(out_T, gmat, out_arity, 2)
     c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid, seed_t, in_gid, in_times[:, 0], in_times[:, 1],
                                                       in_diffs, out_gid, o_times[:, 0], o_times[:, 1])
     if overflow:
-        return no_cols, empty2, empty1, empty1, no_offs, no_vals, no_offs, no_row, no_later, empty2, OVERFLOW
+        return no_cols, empty2, empty1, empty1, no_offs, no_vals, no_offs, no_row, no_later, empty2, OVERFLOW, used
     count = code == SCALAR_COUNT
     mult = np.empty(len(acc), dtype=np.int64)
     for i in range(len(acc)):  # CountLogic.scalar_rows and DistinctLogic.scalar_rows
@@ -388,12 +402,15 @@ def loop_step(nk, nt, pk, pt, bound, in_T, out_T, out_arity, code):
     cols, times, diffs, overflow = chain_output(r, c_gid, c_a, mult, acc if count else empty1, count, gmat, o_cols,
                                                 o_diffs, out_pos)
     if overflow:
-        return no_cols, empty2, empty1, empty1, no_offs, no_vals, no_offs, no_row, no_later, empty2, OVERFLOW
+        return no_cols, empty2, empty1, empty1, no_offs, no_vals, no_offs, no_row, no_later, empty2, OVERFLOW, used
     later, later_t = loop_pending(wk, wt, waiting, gmat, P)
     if len(diffs) == 0:
-        return cols, times, diffs, empty1, no_offs, no_vals, no_offs, no_row, later, later_t, DONE
+        return cols, times, diffs, empty1, no_offs, no_vals, no_offs, no_row, later, later_t, DONE, used
+    if len(diffs) <= small:
+        return cols, times, diffs, empty1, no_offs, no_vals, no_offs, no_row, later, later_t, DONE, \
+            write_trie(cols, times, diffs, buf, used, T, at)
     keys, key_offs, V, val_offs, row = build_trie(cols.T, times, diffs)
-    return cols, times, diffs, keys, key_offs, V, val_offs, row, later, later_t, DONE
+    return cols, times, diffs, keys, key_offs, V, val_offs, row, later, later_t, DONE, used
 
 
 def _dedupe(u: Updates) -> Updates:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
+from ddflow.base.kernels import SMALL_ROWS
 from ddflow.base.updates import Updates
 from ddflow.traces import Trace, TraceHandle
 from ddflow.traces.layout import empty_table
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
 #: What a tactic's one-call step reports: done; outside the tactic's contract (a seed at an iteration
 #: other than the round); a sum past int64.  The step changes nothing unless it is done.
 DONE, BAD_ROUND, OVERFLOW = 0, 1, 2
+#: :meth:`ReduceTactic.out_target`'s buffer and table when a kernel has no arena to write to.
+_NOWHERE = (np.empty(0, dtype=np.int64), np.empty((0, 1), dtype=np.int64))
 
 
 class ReduceTactic(ABC):
@@ -85,6 +88,28 @@ class ReduceTactic(ABC):
     def out_table(self, arity: int) -> np.ndarray:
         """The output trace's table (:class:`ddflow.traces.layout.BatchTable`), empty before any output.  O(1) cached."""
         return self.out_trace.spine.table().matrix if self.out_trace is not None else empty_table(arity)
+
+    def out_target(self, out_kinds: tuple[str, ...]) -> tuple[np.ndarray, int, np.ndarray, int, int]:
+        """Where a step's kernel writes an output of a few updates: ``(buf, used, T, at, small)``.
+
+        The output trace's arena (:meth:`ddflow.traces.spine.Spine.arena_room`),
+        with room for ``small = SMALL_ROWS`` updates, when the trace exists
+        with int64 columns of ``out_kinds``; otherwise nowhere (``small``
+        0: the kernel builds a trie, :meth:`output` inserts it).  Call it
+        before reading the output's table: making room may merge.  O(1),
+        or a merge, or a copy of the table's rows.
+        """
+        t = self.out_trace
+        if t is None or not t.ints or t.kinds != out_kinds:
+            return _NOWHERE[0], 0, _NOWHERE[1], 0, 0
+        arena = t.spine.arena_room(SMALL_ROWS)
+        t.spine.table()  # brings the arena's copy of the spine's rows up to date, which moves its rows: first
+        return (*arena.target(), SMALL_ROWS)
+
+    def output_written(self, out: Updates, used: int) -> None:
+        """Emit ``out``, which the step's kernel wrote into the output trace's arena (leaving ``used`` words used)."""
+        self.out_trace.spine.arena_written(used, len(out.diffs))
+        self.node.emit(out)
 
     def output(self, out: Updates, trie: tuple | None = None) -> None:
         """Record consolidated output in the output trace (what later steps subtract) and emit it.
