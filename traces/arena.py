@@ -164,8 +164,8 @@ class Arena:
     def target(self) -> tuple[np.ndarray, int, np.ndarray, int]:
         """``(buf, used, T, at)``: where a kernel that calls :func:`write_trie` writes the next batch.  O(1).
 
-        Valid until :meth:`rebase` (which a read of the spine's table may
-        call): read the table first.
+        Valid until :meth:`rebase`: ask :meth:`traces.spine.Spine.arena_room`
+        for the arena first, which rebases it if the spine's rows moved.
         """
         self._target = self.T
         return self.buf, self.used, self.T, self.base + self.n
@@ -206,11 +206,11 @@ class Arena:
                 return self.buf[o: o + count]
 
             nk, nv, k = int(r[NKEYS]), int(r[NVALS]), int(r[NUPD])
-            b = Batch(at(KEYS, nk), tuple(at(VAL0 + j, nv) for j in range(self.arity - 1)), at(KOFFS64, nk + 1),
-                      at(VOFFS64, nv + 1), at(TIMES, k * self.depth).reshape(k, self.depth), at(DIFFS, k),
-                      Description.covering(self.depth), self.kinds, check=False)
-            b._row = (r.copy(), [self.buf])
-            self._batches.append(b)
+            # Its table row is made from these views when asked for: the spine's checks compare it with ``r``.
+            self._batches.append(Batch(at(KEYS, nk), tuple(at(VAL0 + j, nv) for j in range(self.arity - 1)),
+                                       at(KOFFS64, nk + 1), at(VOFFS64, nv + 1),
+                                       at(TIMES, k * self.depth).reshape(k, self.depth), at(DIFFS, k),
+                                       Description.covering(self.depth), self.kinds, check=False))
         return self._batches[: self.n]
 
     def _check(self) -> None:

@@ -169,13 +169,10 @@ def _merge_all(batches: list[Batch], frontier: Antichain, rows: np.ndarray | Non
             since = since if since == b.desc.since else since.glb(b.desc.since)
     desc = Description(first.desc.lower, last.desc.upper, since)
     if (rows is not None or all(all_int(b) for b in batches)) and sum(len(b) for b in batches) < 2**31:
-        F = frontier.elements  # an empty frontier's too: a read-only (0, depth) array, the type the kernels compile for
         T = rows if rows is not None else BatchTable.of(batches, first.depth, len(first.kinds)).matrix
-        keys, vals, key_offs, val_offs, times, diffs, row, overflow = merge_table(T, len(first.kinds), first.depth, F)
-        if not overflow:
-            if not len(diffs):
-                return Batch.empty(first.kinds, first.depth, desc)
-            return Batch.with_row(keys, vals, key_offs, val_offs, times, diffs, desc, first.kinds, row, check=False)
+        merged = _rows_merged(T, desc, first.kinds, first.depth, frontier)
+        if merged is not None:
+            return merged
     u = Updates.concat([b.flatten() for b in batches])
     if len(frontier):
         u = u.with_times(advance_by(u.times, frontier))
@@ -184,6 +181,19 @@ def _merge_all(batches: list[Batch], frontier: Antichain, rows: np.ndarray | Non
     except SchemaError as e:
         raise SchemaError(f"merging batches of {first.kinds}: {overflow_detail(u)}") from e
     return Batch.from_updates(u, desc, consolidated=True, check=False)
+
+
+def _rows_merged(rows: np.ndarray, desc: Description, kinds: tuple[str, ...], depth: int,
+                 frontier: Antichain) -> Batch | None:
+    """The batches of table ``rows`` as one batch described by ``desc``, times advanced by ``frontier``, consolidated,
+    in one compiled call (:func:`traces.merge.merge_table`); None when a sum leaves int64.  O(n log n)."""
+    # An empty frontier's elements too: a read-only (0, depth) array, the type the kernel compiles for.
+    keys, vals, key_offs, val_offs, times, diffs, row, overflow = merge_table(rows, len(kinds), depth, frontier.elements)
+    if overflow:
+        return None
+    if not len(diffs):
+        return Batch.empty(kinds, depth, desc)
+    return Batch.with_row(keys, vals, key_offs, val_offs, times, diffs, desc, kinds, row, check=False)
 
 
 def _span(b: Batch) -> int:
@@ -266,10 +276,7 @@ class Spine:
         under ``EAGER_BELOW`` updates runs at once, a larger one is spread
         over later insertions (``FUEL`` per update).
         """
-        if batch.kinds != self.kinds:
-            raise SchemaError(f"batch column kinds {batch.kinds} do not match the trace's {self.kinds}")
-        if batch.depth != self.depth:
-            raise SchemaError(f"batch time depth {batch.depth} does not match the trace's {self.depth} (mixed time depths)")
+        self.check_shape(batch.kinds, batch.depth)
         d = batch.desc
         untiled = d is self._covering or (not len(d.upper) and d.lower == self._minimum)
         if self._arena is not None and self._arena.n and (not untiled or len(batch) >= TAIL_ROWS):
@@ -300,6 +307,13 @@ class Spine:
         # Otherwise a small batch joined a tail still short of TAIL: the spine is as _start_merges left it
         # plus one tail batch, which no merge rule pairs with anything (only a full tail merges).
 
+    def check_shape(self, kinds: tuple[str, ...], depth: int) -> None:
+        """A SchemaError unless updates of column ``kinds`` and time ``depth`` fit this spine.  O(arity)."""
+        if kinds != self.kinds:
+            raise SchemaError(f"batch column kinds {kinds} do not match the trace's {self.kinds}")
+        if depth != self.depth:
+            raise SchemaError(f"batch time depth {depth} does not match the trace's {self.depth} (mixed time depths)")
+
     def insert_small(self, K: np.ndarray, diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
         """Consolidate a few updates and insert them as the newest batch, untiled, in one compiled call.
 
@@ -324,11 +338,12 @@ class Spine:
     def arena_room(self, n: int) -> Arena:
         """The arena, with room for a batch of up to ``n`` updates (``n <= SMALL_ROWS``; int64 columns only).
 
-        A full arena is merged first (:meth:`_flush_arena`).  A kernel that
-        writes a batch there (:func:`traces.arena.write_trie`, at
+        A full arena is merged first (:meth:`_flush_arena`), and the arena's
+        copy of the spine's rows brought up to date, so that reading the
+        table after this call moves nothing.  A kernel that writes a batch
+        there (:func:`traces.arena.write_trie`, at
         :meth:`traces.arena.Arena.target`) reports it with
-        :meth:`arena_written`.
-        Read the table after this call: it may merge.  O(1), or a merge.
+        :meth:`arena_written`.  O(1), or a merge, or a copy of the rows.
         """
         a = self._arena
         if a is None or not a.fits(n):
@@ -336,6 +351,8 @@ class Spine:
                 self._flush_arena()
                 self._start_merges()
             a = self._arena = Arena(self.kinds, self.depth, TAIL, self._entries_table())
+        elif a.src is not self._entries_table():
+            a.rebase(self._table)
         return a
 
     def arena_written(self, used: int, updates: int) -> None:
@@ -370,17 +387,13 @@ class Spine:
         if tail and self._tail_rows(tail) is None:
             tail = 0  # an empty entry in the tail has no row: merge the arena alone
         frontier = self._frontier()
+        # As _merge_all describes a merged tail; the arena's batches are untiled (since: the minimum).
         since = frontier if len(frontier) else self._minimum
         lower = self.entries[-tail].desc.lower if tail else self._minimum
-        desc = Description(lower, self._covering.upper, since)
-        keys, vals, key_offs, val_offs, times, diffs, row, overflow = merge_table(
-            a.rows(tail), len(self.kinds), self.depth, frontier.elements)
-        if overflow:  # the general path names the record whose sum leaves int64
+        merged = _rows_merged(a.rows(tail), Description(lower, self._covering.upper, since), self.kinds, self.depth,
+                              frontier)
+        if merged is None:  # the general path names the record whose sum leaves int64
             merged = _merge_all(self.entries[len(self.entries) - tail:] + a.batches(), frontier)
-        elif not len(diffs):
-            merged = Batch.empty(self.kinds, self.depth, desc)
-        else:
-            merged = Batch.with_row(keys, vals, key_offs, val_offs, times, diffs, desc, self.kinds, row, check=False)
         self._arena = None  # only now: a merge that raised leaves the spine as it was
         if tail:
             self._replace(len(self.entries) - tail, len(self.entries), merged)
@@ -492,6 +505,7 @@ class Spine:
         if self._arena is not None:
             self._arena._check()
             assert tail + self._arena.n < TAIL, f"a full tail of {tail} batches and {self._arena.n} in the arena was left unmerged"
+        if self._arena is not None and self._arena.n:
             assert np.array_equal(self.table().matrix[len(self._entries_table().matrix):],
                                   np.stack([b.table_row() for b in self._arena.batches()])), \
                 "the arena's rows do not describe its batches"

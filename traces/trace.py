@@ -130,10 +130,7 @@ class Trace:
             if len(u):
                 self.insert_updates(u, consolidated=True)
             return u
-        if u.kinds != self.kinds:
-            raise SchemaError(f"batch column kinds {u.kinds} do not match the trace's {self.kinds}")
-        if u.times.shape[1] != self.depth:
-            raise SchemaError(f"batch time depth {u.times.shape[1]} does not match the trace's {self.depth} (mixed time depths)")
+        self.spine.check_shape(u.kinds, u.depth)
         diffs = u.diffs
         if diffs.flags.writeable:  # one argument type for the kernel, however the batch was made
             diffs, = frozen(diffs)

@@ -102,9 +102,7 @@ class ReduceTactic(ABC):
         t = self.out_trace
         if t is None or not t.ints or t.kinds != out_kinds:
             return _NOWHERE[0], 0, _NOWHERE[1], 0, 0
-        arena = t.spine.arena_room(SMALL_ROWS)
-        t.spine.table()  # brings the arena's copy of the spine's rows up to date, which moves its rows: first
-        return (*arena.target(), SMALL_ROWS)
+        return (*t.spine.arena_room(SMALL_ROWS).target(), SMALL_ROWS)
 
     def output_written(self, out: Updates, used: int) -> None:
         """Emit ``out``, which the step's kernel wrote into the output trace's arena (leaving ``used`` words used)."""
