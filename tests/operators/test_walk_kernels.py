@@ -81,3 +81,71 @@ def test_walk_rows_lays_out_the_emitted_rows(h, data, numbered, loop, plain):
     want = consolidate(ref)  # the reference: every row as laid out, then consolidated
     assert C.shape == (width, len(want)) and [c.tolist() for c in C] == [c.tolist() for c in want.cols]
     assert T.tolist() == want.times.tolist() and D.tolist() == want.diffs.tolist()
+
+
+def _walk_trace(draw, depth: int, r: int):
+    """A random trace of (key, value) pairs at times of ``depth`` (iterations up to ``r`` in a loop)."""
+    from ddflow.traces import Trace
+
+    trace = Trace(("i", "i"), depth=depth)
+    for _ in range(draw(st.integers(0, 3))):
+        n = draw(st.integers(0, 6))
+        cols = tuple(draw(hnp.arrays(np.int64, n, elements=st.integers(0, 3))) for _ in range(2))
+        times = np.column_stack([draw(hnp.arrays(np.int64, n, elements=st.integers(0, 4))) for _ in range(depth)])
+        if depth == 2:
+            times[:, 1] = np.minimum(times[:, 1], r)
+        diffs = draw(hnp.arrays(np.int64, n, elements=st.sampled_from([-1, 1, 1, 2])))
+        trace.insert_updates(Updates(cols, times.reshape(n, depth).astype(np.int64), diffs, ("i", "i")))
+    return trace
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.sampled_from(["min", "max", "top_k"]), st.sampled_from([1, 2]), st.booleans())
+def test_walk_step_writes_a_small_output_into_the_arena_as_its_trie(data, logic, depth, plain):
+    """The one-call min/max/top_k step given an arena and given none: the same output and pending seeds, and
+    the batch it writes into the arena (a few updates) is the trie it builds otherwise."""
+    from ddflow.base.kernels import SMALL_ROWS
+    from ddflow.operators.reduce.tactic import DONE
+    from ddflow.operators.reduce.walk import MODES, walk_step
+    from ddflow.traces.arena import Arena
+    from ddflow.traces.layout import BatchTable, build_trie
+
+    r = data.draw(st.integers(0, 2)) if depth == 2 else 0
+    bound = np.array([data.draw(st.integers(1, 5))] + ([r + 1] if depth == 2 else []), dtype=np.int64)
+    in_trace, out_trace = _walk_trace(data.draw, depth, r), _walk_trace(data.draw, depth, r)
+    in_T, out_T = in_trace.spine.table().matrix, out_trace.spine.table().matrix
+    nn, npd = data.draw(st.integers(0, 6)), data.draw(st.integers(0, 4))
+    nk = data.draw(hnp.arrays(np.int64, nn, elements=st.integers(0, 3)))
+    nt = np.column_stack([data.draw(hnp.arrays(np.int64, nn, elements=st.integers(0, 6)))]
+                         + ([np.full(nn, r, dtype=np.int64)] if depth == 2 else [])).reshape(nn, depth).astype(np.int64)
+    pk = np.unique(data.draw(hnp.arrays(np.int64, npd, elements=st.integers(0, 3))))
+    pt = np.column_stack([data.draw(hnp.arrays(np.int64, len(pk), elements=st.integers(0, 6)))]
+                         + ([np.full(len(pk), r, dtype=np.int64)] if depth == 2 else [])).reshape(len(pk), depth)
+    pt = pt.astype(np.int64)
+    nt.flags.writeable = False  # as the tactic passes it: the warm-up's signature, loaded from the cache
+    kernel = walk_step.plain if plain else walk_step
+    args = (MODES[logic], 2, nk, nt, pk, pt, bound, in_T, out_T, 1 << 30)
+    none = kernel(*args, np.empty(0, dtype=np.int64), 0, np.empty((0, 1), dtype=np.int64), 0, 0)
+    arena = Arena(("i", "i"), depth, 8, BatchTable(out_T, []))
+    buf, used, T, at = arena.target()
+    got = kernel(*args, buf, used, T, at, SMALL_ROWS)
+    cols, times, diffs, status = none[0], none[1], none[2], none[10]
+    assert got[10] == status and none[11] == 0
+    for a, b in zip(got[:3] + got[8:10], none[:3] + none[8:10]):
+        assert a.tolist() == b.tolist()
+    if status != DONE or not len(diffs):
+        assert got[11] == used
+        return
+    keys, key_offs, V, val_offs = none[3:7]
+    assert (keys.tolist(), key_offs.tolist(), V.tolist(), val_offs.tolist()) == \
+        tuple(x.tolist() for x in build_trie(np.ascontiguousarray(cols.T), times, diffs)[:4])
+    if len(diffs) > SMALL_ROWS:
+        assert got[11] == used and len(got[3])
+        return
+    assert got[11] > used and not len(got[3])
+    arena.written(got[11], len(diffs))
+    b = arena.batches()[0]
+    assert (b.keys.tolist(), b.key_offs.tolist(), [v.tolist() for v in b.vals], b.val_offs.tolist()) == \
+        (keys.tolist(), key_offs.tolist(), V.tolist(), val_offs.tolist())
+    assert b.times.tolist() == times.tolist() and b.diffs.tolist() == diffs.tolist()
+    arena._check()

@@ -56,6 +56,7 @@ from ddflow.operators.reduce.keywalk import key_walk, rank_values, walk_rows
 from ddflow.operators.reduce.logic import ExtremeLogic, Logic
 from ddflow.operators.reduce.tactic import BAD_ROUND, DONE, OVERFLOW
 from ddflow.operators.reduce.pending import due_seeds, merge_pending
+from ddflow.traces.arena import write_trie
 from ddflow.traces.layout import build_trie, histories
 
 #: Logics as the kernel numbers them.
@@ -205,24 +206,27 @@ class WalkTactic(GeneralTactic):
         logic = self.node.logic
         keep = len(bound) == 2 and self._span(int(bound[0])) > 1
         nt, = frozen(nt)  # read-only as a new batch's times are: one signature (see frozen)
+        target = self.out_target(trace.kinds)  # before the tables are read: it may merge
         one = (MODES[logic.name], getattr(logic, "k", 1), nk, nt, pk, pt, bound, trace.spine.table().matrix,
-               self.out_table(len(trace.kinds)), NUMPY_SORT_ABOVE)
+               self.out_table(len(trace.kinds)), NUMPY_SORT_ABOVE, *target)
         if not keep:
-            cols, times, diffs, tkeys, key_offs, V, val_offs, row, pend_k, pend_t, status = walk_step(*one)
+            cols, times, diffs, tkeys, key_offs, V, val_offs, row, pend_k, pend_t, status, used = walk_step(*one)
         else:
             args = history_arguments(history, bound, 1, 2)
             if args[0].shape[1] and arrived is not None:  # what the trace took since, for the keys kept
                 args = (*args[:3], *frozen(key_matrix(arrived.cols), arrived.times, arrived.diffs), *args[3:])
             else:
                 args = (*args[:3], *no_history(1, 2)[2:], *args[3:])
-            cols, times, diffs, tkeys, key_offs, V, val_offs, row, pend_k, pend_t, groups, inputs, outputs, status = \
-                walk_step_kept(*one, *args)
+            cols, times, diffs, tkeys, key_offs, V, val_offs, row, pend_k, pend_t, groups, inputs, outputs, status, \
+                used = walk_step_kept(*one, *args)
         if status == BAD_ROUND:  # outside the walk's contract: the reference, before anything has changed
             return super().step(new, bound)
         if status == OVERFLOW:
             raise SchemaError(f"{logic.name} {self.node.name!r}: a sum of diffs does not fit in int64")
         self.pending_keys, self.pending_times = pend_k, pend_t
-        if len(diffs):
+        if used != target[1]:
+            self.output_written(Updates.unchecked(tuple(cols), times, diffs, trace.kinds), used)
+        elif len(diffs):
             self.output(Updates(tuple(cols), times, diffs, trace.kinds), (tkeys, V, key_offs, val_offs, row))
         if keep:
             emitted = (np.ascontiguousarray(cols.T), times, diffs) if len(diffs) else no_history(1, 2)[2:]
@@ -426,7 +430,7 @@ def _value_order(Ci: np.ndarray, Co: np.ndarray, m: int) -> np.ndarray:
     return sort_rows(key_matrix(vals))
 
 
-def walk_step_body(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, keep,
+def walk_step_body(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, buf, used, T, at, small, keep,
                    c_groups, c_in, c_out, a_rows, a_times, a_diffs, e_rows, e_times, e_diffs):
     """A walk tactic's step for min, max or top_k (``mode``) of one int value field, in one compiled call.
 
@@ -435,7 +439,10 @@ def walk_step_body(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, keep
     (tables ``in_T``, ``out_T``), :func:`rank_values` (over
     ``sort_above`` rows whose values are not narrow, ranked after a radix
     sort of their values), :func:`key_walk`, :func:`~.pending.merge_pending`,
-    :func:`walk_rows`, and the output's trie for the output trace
+    :func:`walk_rows`, and the output's batch for the output trace: an
+    output of up to ``small`` updates written into its arena
+    (:func:`traces.arena.write_trie` at ``buf``, ``used``, ``T``, ``at``:
+    :meth:`traces.arena.Arena.target`), a larger one built as a trie
     (:func:`traces.layout.build_trie`).  With ``keep`` (in a loop) the
     histories are compacted to the round and read from the last step's
     where it holds the key (``c_groups`` to ``e_diffs``: the last step's
@@ -443,10 +450,12 @@ def walk_step_body(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, keep
     times and diffs, and what the last step emitted; else unused).  A
     kernel helper, called by :func:`walk_step` and :func:`walk_step_kept`.
     Returns ``(cols, times, diffs, keys, key_offs, V, val_offs, row,
-    pending keys, pending times, groups, inputs, outputs, status)``, the
-    three before the status what :class:`~.compacted.RoundHistory` keeps
-    (at depth 1 empty), status :data:`DONE`, :data:`BAD_ROUND` (nothing
-    else is then meaningful) or :data:`OVERFLOW`.  Cost: as those kernels.
+    pending keys, pending times, groups, inputs, outputs, status, used)``:
+    the trie's levels and row empty when the output went to the arena,
+    which ``used`` then says (the words now used there); the three before
+    the status what :class:`~.compacted.RoundHistory` keeps (at depth 1
+    empty); status :data:`DONE`, :data:`BAD_ROUND` (nothing else is then
+    meaningful) or :data:`OVERFLOW`.  Cost: as those kernels.
     """
     depth = len(bound)
     r = bound[depth - 1] - 1 if depth == 2 else 0
@@ -457,7 +466,7 @@ def walk_step_body(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, keep
     keys, sg, sa, waiting, bad = due_seeds(nk, nt, pk, pt, bound)
     if bad:
         return no_cols, emptyT, empty1, empty1, no_offs, no_vals, no_offs, empty1, pk, pt, no_groups, no_entries, \
-            no_entries, BAD_ROUND
+            no_entries, BAD_ROUND, used
     groups = np.empty((1, len(keys)), dtype=np.int64)
     for g in range(len(keys)):
         groups[0, g] = keys[g]
@@ -467,7 +476,7 @@ def walk_step_body(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, keep
         E_out, overflow_out = compacted_histories(out_T, groups, arity, r, c_groups, c_out, e_rows, e_times, e_diffs)
         if overflow_in or overflow_out:
             return no_cols, emptyT, empty1, empty1, no_offs, no_vals, no_offs, empty1, pk, pt, no_groups, no_entries, \
-                no_entries, OVERFLOW
+                no_entries, OVERFLOW, used
         in_g, Ci, it, idf = entry_columns(E_in, groups)
         out_g, Co, ot, odf = entry_columns(E_out, groups)
     else:
@@ -487,35 +496,40 @@ def walk_step_body(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, keep
     pend_k, pend_t = merge_pending(pk, pt, waiting, keys, later)
     if len(emitted) == 0:
         return no_cols, emptyT, empty1, empty1, no_offs, no_vals, no_offs, empty1, pend_k, pend_t, groups, E_in, E_out, \
-            DONE
+            DONE, used
     cols, times, diffs, overflow = walk_rows(emitted, keys, vfirst, lo, narrow, Ci, Co, 1, False, depth, r)
     if overflow:
         return no_cols, emptyT, empty1, empty1, no_offs, no_vals, no_offs, empty1, pk, pt, no_groups, no_entries, \
-            no_entries, OVERFLOW
+            no_entries, OVERFLOW, used
     if len(diffs) == 0:
-        return cols, times, diffs, empty1, no_offs, no_vals, no_offs, empty1, pend_k, pend_t, groups, E_in, E_out, DONE
+        return cols, times, diffs, empty1, no_offs, no_vals, no_offs, empty1, pend_k, pend_t, groups, E_in, E_out, DONE, \
+            used
+    if len(diffs) <= small:
+        return cols, times, diffs, empty1, no_offs, no_vals, no_offs, empty1, pend_k, pend_t, groups, E_in, E_out, DONE, \
+            write_trie(cols, times, diffs, buf, used, T, at)
     tkeys, key_offs, V, val_offs, row = build_trie(np.ascontiguousarray(cols.T), times, diffs)
-    return cols, times, diffs, tkeys, key_offs, V, val_offs, row, pend_k, pend_t, groups, E_in, E_out, DONE
+    return cols, times, diffs, tkeys, key_offs, V, val_offs, row, pend_k, pend_t, groups, E_in, E_out, DONE, used
 
 
 @lazy_jit(uses=helpers_of(due_seeds, histories, compacted_histories, rank_values, key_walk, merge_pending, walk_rows,
-                          build_trie) + (entry_columns, walk_step_body))
-def walk_step(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above):
+                          build_trie, write_trie) + (entry_columns, walk_step_body))
+def walk_step(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, buf, used, T, at, small):
     """:func:`walk_step_body` reading every key from the traces and keeping nothing.
 
-    Returns its first eleven results and its status.  Ten arguments, not
-    nineteen: a call costs numba about 3 us less to dispatch, which a step
-    of a few keys notices.
+    Returns its first eleven results, its status and the arena's words
+    used.  Fifteen arguments, not twenty-five: a call costs numba about
+    3 us less to dispatch, which a step of a few keys notices.
     """
     e1, e2 = np.empty(0, dtype=np.int64), np.empty((0, 2), dtype=np.int64)
-    res = walk_step_body(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, False, np.empty((1, 0), dtype=np.int64),
-                         np.empty((0, 5), dtype=np.int64), np.empty((0, 5), dtype=np.int64), e2, e2, e1, e2, e2, e1)
-    return res[0], res[1], res[2], res[3], res[4], res[5], res[6], res[7], res[8], res[9], res[13]
+    res = walk_step_body(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, buf, used, T, at, small, False,
+                         np.empty((1, 0), dtype=np.int64), np.empty((0, 5), dtype=np.int64),
+                         np.empty((0, 5), dtype=np.int64), e2, e2, e1, e2, e2, e1)
+    return res[0], res[1], res[2], res[3], res[4], res[5], res[6], res[7], res[8], res[9], res[13], res[14]
 
 
 @lazy_jit(uses=helpers_of(due_seeds, histories, compacted_histories, rank_values, key_walk, merge_pending, walk_rows,
-                          build_trie) + (entry_columns, walk_step_body))
-def walk_step_kept(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above,
+                          build_trie, write_trie) + (entry_columns, walk_step_body))
+def walk_step_kept(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, buf, used, T, at, small,
                    c_groups, c_in, c_out, a_rows, a_times, a_diffs, e_rows, e_times, e_diffs):
     """:func:`walk_step_body` in a loop, its histories compacted to the round and kept for the next step.
 
@@ -523,5 +537,5 @@ def walk_step_kept(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above,
     (:class:`~.compacted.RoundHistory`) and what the input trace took since.
     Returns all of :func:`walk_step_body`'s results.
     """
-    return walk_step_body(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, True, c_groups, c_in, c_out,
-                          a_rows, a_times, a_diffs, e_rows, e_times, e_diffs)
+    return walk_step_body(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, buf, used, T, at, small, True,
+                          c_groups, c_in, c_out, a_rows, a_times, a_diffs, e_rows, e_times, e_diffs)
