@@ -13,11 +13,13 @@ import numpy as np
 
 from ddflow.base.columnar import frozen
 from ddflow.base.consolidate import consolidate
-from ddflow.base.jit import lazy_jit
+from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidated_split, group_sums, key_matrix
 from ddflow.base.updates import Updates
 from ddflow.graph.node import Node, any_complete, complete_row, object_columns, ready_split
 from ddflow.graph.scope import Scope
+from ddflow.operators.route import route_of
+from ddflow.traces.arena import arena_insert
 
 
 class EnterNode(Node):
@@ -70,7 +72,10 @@ class VariableNode(Node):
         """Emit the initial input and the feedback due in this round, consolidated.
 
         The usual step (a few rows of last round's feedback, all due now,
-        nothing held) is one compiled call (:func:`feedback_round`).
+        nothing held) is one compiled call (:func:`feedback_round`); where
+        the variable's output is routed to an arrangement
+        (:func:`~ddflow.operators.route.route_of`), the same call inserts
+        it there (:func:`feedback_round_into`).
         """
         init = self.dequeue(0)
         fb = self.dequeue(1)
@@ -80,11 +85,20 @@ class VariableNode(Node):
                 diffs = fb.diffs
                 if diffs.flags.writeable:  # from a join (from a trace it is read-only): one signature
                     diffs, = frozen(diffs)
-                C, T, D, due, overflow = feedback_round(key_matrix(fb.cols, fb.times), diffs, len(fb.cols), bound)
-                if due and not overflow:
-                    if len(D):
-                        self.emit(Updates.unchecked(tuple(C), T, D, fb.kinds))
-                    return
+                K = key_matrix(fb.cols, fb.times)
+                route = route_of(self)
+                into = route.target(fb.kinds) if route is not None else None
+                if into is not None:  # the arrangement reading this variable takes the round's input in the call
+                    k, C, T, D, due, overflow, used = feedback_round_into(K, diffs, len(fb.cols), bound, *into)
+                    if due and not overflow:
+                        route.written(fb.kinds, k, C, T, D, used)
+                        return
+                else:
+                    C, T, D, due, overflow = feedback_round(K, diffs, len(fb.cols), bound)
+                    if due and not overflow:
+                        if len(D):
+                            self.emit(Updates.unchecked(tuple(C), T, D, fb.kinds))
+                        return
         if init is not None:
             self.emit(init)
             self.held.append(_next_iteration(self._fit(init.with_diffs(-init.diffs))))
@@ -159,6 +173,38 @@ def feedback_round(K, diffs, m, bound):
             return none_c, none_t, np.empty(0, dtype=np.int64), False, False
     C, TT, D, overflow = consolidated_split(A, diffs, m)
     return C, TT, D, True, overflow
+
+
+@lazy_jit(uses=helpers_of(feedback_round, arena_insert))
+def feedback_round_into(K, diffs, m, bound, idx, buf, used, At, at):
+    """:func:`feedback_round`, its output's fields ``idx`` then written into an arrangement's arena, in one call.
+
+    What a variable whose output is routed to an arrangement
+    (:mod:`ddflow.operators.route`) does with a round's feedback: the
+    feedback, moved on and consolidated, projected to fields ``idx``, is
+    consolidated again and written as a batch at ``buf[used:]``, its
+    table row at ``At[at]`` (:func:`traces.arena.arena_insert`).  Returns
+    ``(k, cols, times, diffs, due, overflow, used)``: how many updates the
+    variable emits, what the arrangement took, :func:`feedback_round`'s
+    flags (a sum past int64 while inserting is an overflow too; nothing is
+    written unless due and no overflow) and the words now used.
+    O(n^2 (m + depth)).
+    """
+    C, T, D, due, overflow = feedback_round(K, diffs, m, bound)
+    k, w, depth = len(D), len(idx), T.shape[1]
+    noC, noT, none1 = np.empty((w, 0), dtype=np.int64), np.empty((0, depth), dtype=np.int64), np.empty(0, dtype=np.int64)
+    if not due or overflow or k == 0:
+        return k, noC, noT, none1, due, overflow, used
+    P = np.empty((k, w + depth), dtype=np.int64)
+    for x in range(k):
+        for j in range(w):
+            P[x, j] = C[idx[j], x]
+        for c in range(depth):
+            P[x, w + c] = T[x, c]
+    cols, times, ds, now_used, overflow = arena_insert(P, D, w, buf, used, At, at)
+    if overflow:
+        return k, noC, noT, none1, due, True, used
+    return k, cols, times, ds, due, False, now_used
 
 
 def _next_iteration(u: Updates) -> Updates:

@@ -18,15 +18,17 @@ import numpy as np
 
 from ddflow.base.columnar import frozen, ranges, wrapping_products
 from ddflow.base.consolidate import consolidate
-from ddflow.base.jit import lazy_jit
+from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidate_rows, group_sums, kernels
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import Node
 from ddflow.graph.scope import Scope
 from ddflow.operators.arrange import ArrangeNode
+from ddflow.operators.route import route_of
 from ddflow.traces import Trace
 from ddflow.traces import layout
+from ddflow.traces.arena import arena_insert
 from ddflow.traces.layout import find_key, gather_found, key_offsets, key_positions, offset, seek_table, val_offsets
 
 
@@ -181,6 +183,44 @@ def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
     return M, D, sel, sums, 0, total, OC, OT
 
 
+@lazy_jit(uses=helpers_of(join_table, arena_insert))
+def join_table_into(T, C, dtimes, ddiffs, arity, depth, delta_left, limit, idx, buf, used, At, at):
+    """:func:`join_table`, its output's fields ``idx`` then written into an arrangement's arena, in one call.
+
+    What a join step whose output is routed to an arrangement
+    (:mod:`ddflow.operators.route`) does: the step's consolidated output,
+    projected to fields ``idx``, is consolidated again and written as a
+    batch at ``buf[used:]``, its table row at ``At[at]``
+    (:func:`traces.arena.arena_insert`).  Returns ``(M, diffs, status, k,
+    cols, times, diffs_in, used)``: :func:`join_table`'s ``M``, diffs and
+    status (``M`` meaningful only at status 1, when nothing was
+    written); ``k`` the join's consolidated output (status 0); what the
+    arrangement took and the words now used.  A sum past int64 while
+    inserting is status 2, with nothing written.  Cost: as
+    :func:`join_table` plus O(k^2) for the insert.
+    """
+    M, D, sel, sums, status, total, OC, OT = join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit)
+    m = len(idx)
+    none1, noC, noT = np.empty(0, dtype=np.int64), np.empty((m, 0), dtype=np.int64), np.empty((0, depth), dtype=np.int64)
+    k = len(sums)
+    if status != 0 or k == 0:
+        return M, D, status, k, noC, noT, none1, used
+    K = np.empty((k, m + depth), dtype=np.int64)
+    for x in range(k):
+        for j in range(m):
+            K[x, j] = OC[idx[j], x]
+        for c in range(depth):
+            K[x, m + c] = OT[x, c]
+    cols, times, diffs, now_used, overflow = arena_insert(K, sums, m, buf, used, At, at)
+    if overflow:
+        return M, D, 2, k, noC, noT, none1, used
+    return M, D, 0, k, cols, times, diffs, now_used
+
+
+#: What :meth:`JoinNode._join_one` returns when the step's output went straight into an arrangement (nothing to emit).
+ROUTED = Updates.empty(("i",), 1)
+
+
 class JoinNode(Node):
     """Joins two arrangements; port 0 gets the left batches, port 1 the right."""
 
@@ -204,7 +244,7 @@ class JoinNode(Node):
                 return
             u = self._join_one(d, t, left, where)
             if u is not None:
-                if len(u):
+                if len(u):  # ROUTED is empty: the arrangement took the output
                     self.emit(u)
                 return
         parts = []
@@ -225,6 +265,9 @@ class JoinNode(Node):
         Applies to int64 columns on both sides and outputs of up to
         ``CHECK_ABOVE`` updates; None otherwise, and wherever a product or a
         sum leaves int64 (the general path then raises, naming the record).
+        Where the output is routed to an arrangement (:func:`~ddflow.operators.route.route_of`), an
+        output of up to ``SMALL_ROWS`` updates goes into it in the same
+        call (:func:`join_table_into`), and the result is :data:`ROUTED`.
         """
         if not trace.ints or any(c.dtype != np.int64 for c in delta.cols):
             return None
@@ -235,13 +278,24 @@ class JoinNode(Node):
         times, diffs = delta.times, delta.diffs
         if times.flags.writeable or diffs.flags.writeable:
             times, diffs = frozen(times, diffs)
-        M, D, sel, sums, status, _, OC, OT = join_table(trace.spine.table().matrix, C, times, diffs, len(trace.kinds),
-                                                        trace.depth, delta_left, layout.CHECK_ABOVE)
+        kinds = delta.kinds + trace.kinds[1:] if delta_left else trace.kinds + delta.kinds[1:]
+        route = route_of(self)
+        into = route.target(kinds, (self.left.trace, self.right.trace)) if route is not None else None
+        if into is not None:  # asked before the table is read: making room may merge
+            M, D, status, k, cols, ts, ds, used = join_table_into(
+                trace.spine.table().matrix, C, times, diffs, len(trace.kinds), trace.depth, delta_left,
+                layout.CHECK_ABOVE, *into)
+            if status == 0:
+                route.written(kinds, k, cols, ts, ds, used)
+                return ROUTED
+        else:
+            M, D, sel, sums, status, _, OC, OT = join_table(trace.spine.table().matrix, C, times, diffs,
+                                                            len(trace.kinds), trace.depth, delta_left,
+                                                            layout.CHECK_ABOVE)
+            if status == 0:
+                return Updates.unchecked(tuple(OC), OT, sums, kinds)
         if status >= 2:
             return None
-        kinds = delta.kinds + trace.kinds[1:] if delta_left else trace.kinds + delta.kinds[1:]
-        if status == 0:
-            return Updates.unchecked(tuple(OC), OT, sums, kinds)
         try:
             sel, sums = consolidate_rows(M, D, where)
         except SchemaError:

@@ -27,6 +27,13 @@ from ddflow.base.kernels import kernels
 from tests.test_dataflows import kcore_dataflow
 
 
+def _reach_read_twice(edges):
+    """Reachability whose variable two operators read: its output is not routed to one arrangement
+    (``feedback_round``, not ``feedback_round_into``)."""
+    roots = edges.filter(lambda e: e[0] == 1).project(0, 0)
+    return roots.iterate(lambda r: r.join(edges).project(2, 1).concat(roots).concat(r.project(0, 0)).distinct())
+
+
 def _reach(edges):
     """Reachability from node 0: feedback from a ``distinct`` (its trace's read-only arrays; kcore's comes
     from a join, writable)."""
@@ -38,7 +45,8 @@ def _reach(edges):
 def seen(monkeypatch):
     """The argument types each spied kernel was called with, by kernel name."""
     types: dict[str, set] = {}
-    spied = ((loop_plumbing, "feedback_round"), (join_module, "join_table"), (loop_tactic, "chain_walk"),
+    spied = ((loop_plumbing, "feedback_round"), (loop_plumbing, "feedback_round_into"), (join_module, "join_table"),
+             (join_module, "join_table_into"), (loop_tactic, "chain_walk"),
              (loop_tactic, "loop_seeds"), (loop_tactic, "loop_step"), (walk_tactic, "key_walk"),
              (spine, "arena_insert"))
     for module, name in spied:
@@ -62,7 +70,7 @@ def test_the_kernels_an_operator_calls_see_one_type_per_argument_whatever_the_da
     rng = np.random.default_rng(7)
     with ddflow.Dataflow() as flow:
         edges_in, edges = flow.new_collection("edges", schema=("i", "i"))
-        for out in (kcore_dataflow(edges, True), kcore_dataflow(edges, False), _reach(edges)):
+        for out in (kcore_dataflow(edges, True), kcore_dataflow(edges, False), _reach(edges), _reach_read_twice(edges)):
             out.capture()
         # Float keys: a join and a count seek each batch with the delta's keys, made by a queue or not.
         floats = edges.map(lambda e: (e[0] / 2, e[1]))
@@ -85,7 +93,7 @@ def test_the_kernels_an_operator_calls_see_one_type_per_argument_whatever_the_da
             edges_in.update([e], times=t, diffs=-1 if step % 2 else 1)
         flow.advance_to(t + 1)
         flow.run()
-    assert set(seen) == {"feedback_round", "join_table", "chain_walk", "loop_seeds", "loop_step", "key_walk", "seek",
+    assert set(seen) == {"feedback_round", "feedback_round_into", "join_table", "join_table_into", "chain_walk", "loop_seeds", "loop_step", "key_walk", "seek",
                          "arena_insert"}, \
         f"a spied kernel was never called: {sorted(seen)}"
     counts = {name: len(tuples) for name, tuples in seen.items()}

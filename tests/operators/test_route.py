@@ -1,0 +1,214 @@
+"""Routes (``operators/route.py``): outputs written straight into the arrangement they reach.
+
+A routed run must be the unrouted run exactly: the same output at every
+step, the same counters and kinds on every operator, the same traces.
+The kernels that route (``join_table_into``, ``feedback_round_into``),
+compiled and plain, are checked against the kernels they extend followed
+by the projection and ``arena_insert``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import ddflow
+import ddflow.operators.route as route_module
+from ddflow.operators.route import route_of
+
+#: Calls kernels with argument types of its own: they compile in the test process, so it runs last (conftest.py).
+pytestmark = pytest.mark.compiles
+
+
+def _flows():
+    """Dataflows whose joins and variables are routed (reach, a projection and a union on the way) or not."""
+    def build(edges):
+        roots = edges.filter(lambda e: e[0] < 2).project(0, 0)
+        reach = roots.iterate(lambda r: r.join(edges).project(2, 1).concat(roots).distinct())
+        # Routed through two projections: the arrangement keeps (dst, src) of (key, src, dst).
+        pairs = edges.join(edges).project(2, 0, 1).project(0, 2).concat(edges).count()
+        # Not routed: the variable is read twice.
+        twice = roots.iterate(lambda r: r.join(edges).project(2, 1).concat(r.project(0, 0)).distinct())
+        return reach, pairs, twice
+    return build
+
+
+def _run(schedule, routed: bool):
+    with pytest.MonkeyPatch.context() as mp:
+        if not routed:
+            mp.setattr(route_module, "_find", lambda node: None)
+        return _steps(schedule)
+
+
+def _steps(schedule):
+    outs, stats = [], []
+    with ddflow.Dataflow() as flow:
+        edges_in, edges = flow.new_collection("edges", schema=("i", "i"))
+        caps = [c.capture() for c in _flows()(edges)]
+        for rows, times, diffs, frontier in schedule:
+            if rows:
+                edges_in.update(rows, times=times, diffs=diffs)
+            flow.advance_to(frontier)
+            flow.run()
+            outs.append([c.changes() for c in caps])
+            stats.append([(s["operator"], s["records"], s["updates_in"], s["updates_out"]) for s in flow.stats()])
+    return outs, stats
+
+
+@st.composite
+def schedules(draw):
+    """Edge updates, several data times an advance, removals of edges present (and some absent) among them."""
+    out, t, present = [], 0, []
+    for _ in range(draw(st.integers(1, 6))):
+        n = draw(st.integers(0, 8))
+        rows, times, diffs = [], [], []
+        for _ in range(n):
+            if present and draw(st.booleans()):
+                rows.append(present.pop(draw(st.integers(0, len(present) - 1))))
+                diffs.append(-1)
+            else:
+                e = (draw(st.integers(0, 7)), draw(st.integers(0, 7)))
+                rows.append(e)
+                present.append(e)
+                diffs.append(1)
+            times.append(t + draw(st.integers(0, 2)))
+        t += draw(st.integers(1, 3))
+        out.append((rows, times, diffs, t + 2))
+        t += 2
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(schedules())
+def test_a_routed_run_is_the_unrouted_run(schedule):
+    assert _run(schedule, True) == _run(schedule, False)
+
+
+def _captures(flow_build):
+    """How many joins and variables of ``flow_build``'s dataflow are routed, and where to."""
+    with ddflow.Dataflow() as flow:
+        _, edges = flow.new_collection("edges", schema=("i", "i"))
+        flow_build(edges)
+        return {n.name: type(r.arrangement).__name__ if (r := route_of(n)) is not None else None
+                for n in flow.top.all_nodes() if type(n).__name__ in ("JoinNode", "VariableNode")}
+
+
+def test_a_route_passes_projections_and_unions_only():
+    def build(edges):
+        for c in _flows()(edges):  # routed: reach's variable and join, pairs' join, twice's join; not twice's variable
+            c.capture()
+        edges.join(edges).map(lambda r: r).distinct().capture()  # not: a map on the way
+        edges.join(edges).project(0, 1).distinct().capture()  # routed
+        j = edges.join(edges).project(1, 2)  # not: the projection has two readers
+        j.distinct().capture()
+        j.capture()
+    routes = _captures(build)
+    assert sorted(v is not None for v in routes.values()) == [False] * 3 + [True] * 5, routes
+    assert set(routes.values()) == {None, "ArrangeNode"}
+
+
+def test_a_route_composes_its_projections():
+    with ddflow.Dataflow() as flow:
+        _, x = flow.new_collection("x", schema=("i", "i", "i"))
+        _, z = flow.new_collection("z", schema=("i",))
+        x.project(2, 0).concat(z.project(0, 0)).project(1).arrange()
+        r = route_of(x.node)
+        assert r.fields(3).tolist() == [0] and r.fields(2) is None
+        assert route_of(z.node).fields(1).tolist() == [0]  # (0, 0), then (1,)
+
+
+@st.composite
+def join_steps(draw):
+    from ddflow.base.updates import Updates
+    from ddflow.traces import Trace
+
+    depth = draw(st.integers(1, 2))
+    trace = Trace(("i", "i"), depth=depth)
+    for _ in range(draw(st.integers(0, 3))):
+        n = draw(st.integers(0, 6))
+        cols = tuple(draw(hnp.arrays(np.int64, n, elements=st.integers(0, 3))) for _ in range(2))
+        times = draw(hnp.arrays(np.int64, (n, depth), elements=st.integers(0, 3)))
+        diffs = draw(hnp.arrays(np.int64, n, elements=st.sampled_from([-1, 1, 2])))
+        trace.insert_updates(Updates(cols, times, diffs, ("i", "i")))
+    n = draw(st.integers(0, 6))
+    C = draw(hnp.arrays(np.int64, (2, n), elements=st.integers(0, 3)))
+    times = draw(hnp.arrays(np.int64, (n, depth), elements=st.integers(0, 3)))
+    diffs = draw(hnp.arrays(np.int64, n, elements=st.sampled_from([-1, 1, 3])))
+    idx = np.array(draw(st.lists(st.integers(0, 2), min_size=1, max_size=3)), dtype=np.int64)
+    return trace, C, times, diffs, idx, draw(st.booleans())
+
+
+def _arena_for(m: int, depth: int):
+    from ddflow.traces.arena import Arena
+    from ddflow.traces.layout import BatchTable, empty_table
+
+    return Arena(("i",) * m, depth, 8, BatchTable(empty_table(m), []))
+
+
+def _arena_batch(arena, used, n):
+    arena.written(used, n)
+    b = arena.batches()[0]
+    arena._check()
+    u = b.flatten()
+    return [c.tolist() for c in u.cols], u.times.tolist(), u.diffs.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(join_steps(), st.booleans())
+def test_join_table_into_is_join_table_then_the_insert(s, plain):
+    from ddflow.operators.join import join_table, join_table_into
+    from ddflow.traces.arena import arena_insert
+
+    trace, C, times, diffs, idx, left = s
+    C.flags.writeable = times.flags.writeable = diffs.flags.writeable = False
+    T = trace.spine.table().matrix
+    depth = trace.depth
+    M, D, sel, sums, status, _, OC, OT = join_table(T, C, times, diffs, 2, depth, left, 1 << 20)
+    arena = _arena_for(len(idx), depth)
+    kernel = join_table_into.plain if plain else join_table_into
+    M2, D2, status2, k, cols, ts, ds, used = kernel(T, C, times, diffs, 2, depth, left, 1 << 20, idx, *arena.target())
+    assert status2 == status and M2.tolist() == M.tolist() and D2.tolist() == D.tolist()
+    if status != 0:
+        return
+    assert k == len(sums)
+    K = np.column_stack([OC[idx].T, OT]).reshape(len(sums), len(idx) + depth)
+    ref = _arena_for(len(idx), depth)
+    rc, rt, rd, rused, overflow = arena_insert(K, sums.copy(), len(idx), *ref.target())
+    assert not overflow
+    assert [c.tolist() for c in cols] == [c.tolist() for c in rc] and ts.tolist() == rt.tolist()
+    assert ds.tolist() == rd.tolist() and used == rused
+    if len(ds):
+        assert _arena_batch(arena, used, len(ds)) == _arena_batch(ref, rused, len(rd))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.booleans())
+def test_feedback_round_into_is_feedback_round_then_the_insert(data, plain):
+    from ddflow.operators.iterate import feedback_round, feedback_round_into
+    from ddflow.traces.arena import arena_insert
+
+    m = data.draw(st.integers(1, 3))
+    n = data.draw(st.integers(0, 8))
+    K = np.column_stack([data.draw(hnp.arrays(np.int64, (n, m), elements=st.integers(0, 2))),
+                         data.draw(hnp.arrays(np.int64, (n, 2), elements=st.integers(0, 3)))]).reshape(n, m + 2)
+    diffs = data.draw(hnp.arrays(np.int64, n, elements=st.sampled_from([-1, 1, 2])))
+    diffs.flags.writeable = False
+    bound = np.array([data.draw(st.integers(1, 5)), data.draw(st.integers(1, 5))], dtype=np.int64)
+    idx = np.array(data.draw(st.lists(st.integers(0, m - 1), min_size=1, max_size=3)), dtype=np.int64)
+    C, T, D, due, overflow = feedback_round(K, diffs, m, bound)
+    arena = _arena_for(len(idx), 2)
+    kernel = feedback_round_into.plain if plain else feedback_round_into
+    k, cols, ts, ds, due2, overflow2, used = kernel(K, diffs, m, bound, idx, *arena.target())
+    assert (due2, overflow2) == (due, overflow)
+    if not due or overflow:
+        return
+    assert k == len(D)
+    ref = _arena_for(len(idx), 2)
+    P = np.column_stack([C[idx].T, T]).reshape(len(D), len(idx) + 2)
+    rc, rt, rd, rused, _ = arena_insert(P, D.copy(), len(idx), *ref.target())
+    assert [c.tolist() for c in cols] == [c.tolist() for c in rc] and ts.tolist() == rt.tolist()
+    assert ds.tolist() == rd.tolist() and used == rused
+    if len(ds):
+        assert _arena_batch(arena, used, len(ds)) == _arena_batch(ref, rused, len(rd))
