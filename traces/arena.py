@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.jit import lazy_jit
+from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, _trie_starts, consolidated_split, group_sums
 
 from .batch import Batch, Description
@@ -117,6 +117,28 @@ def arena_insert(K, diffs, m, buf, used, T, at):
     if overflow or len(D) == 0:
         return C, Tm, D, used, overflow
     return C, Tm, D, write_trie(C, Tm, D, buf, used, T, at), overflow
+
+
+def insert_fields(C, Tm, D, idx, buf, used, T, at):
+    """Fields ``idx`` of updates (columns as the rows of ``C``, times ``Tm``, diffs ``D``), consolidated and
+    written as :func:`arena_insert` writes a batch.
+
+    What a kernel whose output an arrangement takes through projections
+    does with it (:mod:`ddflow.operators.route`).  Returns
+    :func:`arena_insert`'s ``(C, T, D, used, overflow)``.  A kernel
+    helper.  O(k^2 (m + depth)) for k updates.
+    """
+    k, m, depth = len(D), len(idx), Tm.shape[1]
+    K = np.empty((k, m + depth), dtype=np.int64)
+    for x in range(k):
+        for j in range(m):
+            K[x, j] = C[idx[j], x]
+        for c in range(depth):
+            K[x, m + c] = Tm[x, c]
+    return arena_insert(K, D, m, buf, used, T, at)
+
+
+insert_fields.uses = helpers_of(arena_insert)
 
 
 class Arena:

@@ -19,7 +19,7 @@ from ddflow.base.updates import Updates
 from ddflow.graph.node import Node, any_complete, complete_row, object_columns, ready_split
 from ddflow.graph.scope import Scope
 from ddflow.operators.route import route_of
-from ddflow.traces.arena import arena_insert
+from ddflow.traces.arena import insert_fields
 
 
 class EnterNode(Node):
@@ -175,7 +175,7 @@ def feedback_round(K, diffs, m, bound):
     return C, TT, D, True, overflow
 
 
-@lazy_jit(uses=helpers_of(feedback_round, arena_insert))
+@lazy_jit(uses=helpers_of(feedback_round, insert_fields))
 def feedback_round_into(K, diffs, m, bound, idx, buf, used, At, at):
     """:func:`feedback_round`, its output's fields ``idx`` then written into an arrangement's arena, in one call.
 
@@ -183,7 +183,7 @@ def feedback_round_into(K, diffs, m, bound, idx, buf, used, At, at):
     (:mod:`ddflow.operators.route`) does with a round's feedback: the
     feedback, moved on and consolidated, projected to fields ``idx``, is
     consolidated again and written as a batch at ``buf[used:]``, its
-    table row at ``At[at]`` (:func:`traces.arena.arena_insert`).  Returns
+    table row at ``At[at]`` (:func:`traces.arena.insert_fields`).  Returns
     ``(k, cols, times, diffs, due, overflow, used)``: how many updates the
     variable emits, what the arrangement took, :func:`feedback_round`'s
     flags (a sum past int64 while inserting is an overflow too; nothing is
@@ -191,20 +191,13 @@ def feedback_round_into(K, diffs, m, bound, idx, buf, used, At, at):
     O(n^2 (m + depth)).
     """
     C, T, D, due, overflow = feedback_round(K, diffs, m, bound)
-    k, w, depth = len(D), len(idx), T.shape[1]
-    noC, noT, none1 = np.empty((w, 0), dtype=np.int64), np.empty((0, depth), dtype=np.int64), np.empty(0, dtype=np.int64)
-    if not due or overflow or k == 0:
-        return k, noC, noT, none1, due, overflow, used
-    P = np.empty((k, w + depth), dtype=np.int64)
-    for x in range(k):
-        for j in range(w):
-            P[x, j] = C[idx[j], x]
-        for c in range(depth):
-            P[x, w + c] = T[x, c]
-    cols, times, ds, now_used, overflow = arena_insert(P, D, w, buf, used, At, at)
-    if overflow:
-        return k, noC, noT, none1, due, True, used
-    return k, cols, times, ds, due, False, now_used
+    k = len(D)
+    if due and not overflow and k:
+        cols, times, ds, now_used, overflow = insert_fields(C, T, D, idx, buf, used, At, at)
+        if not overflow:
+            return k, cols, times, ds, due, False, now_used
+    noC, noT = np.empty((len(idx), 0), dtype=np.int64), np.empty((0, T.shape[1]), dtype=np.int64)
+    return k, noC, noT, np.empty(0, dtype=np.int64), due, overflow, used
 
 
 def _next_iteration(u: Updates) -> Updates:

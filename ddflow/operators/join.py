@@ -28,7 +28,7 @@ from ddflow.operators.arrange import ArrangeNode
 from ddflow.operators.route import route_of
 from ddflow.traces import Trace
 from ddflow.traces import layout
-from ddflow.traces.arena import arena_insert
+from ddflow.traces.arena import insert_fields
 from ddflow.traces.layout import find_key, gather_found, key_offsets, key_positions, offset, seek_table, val_offsets
 
 
@@ -183,7 +183,7 @@ def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
     return M, D, sel, sums, 0, total, OC, OT
 
 
-@lazy_jit(uses=helpers_of(join_table, arena_insert))
+@lazy_jit(uses=helpers_of(join_table, insert_fields))
 def join_table_into(T, C, dtimes, ddiffs, arity, depth, delta_left, limit, idx, buf, used, At, at):
     """:func:`join_table`, its output's fields ``idx`` then written into an arrangement's arena, in one call.
 
@@ -197,24 +197,17 @@ def join_table_into(T, C, dtimes, ddiffs, arity, depth, delta_left, limit, idx, 
     written); ``k`` the join's consolidated output (status 0); what the
     arrangement took and the words now used.  A sum past int64 while
     inserting is status 2, with nothing written.  Cost: as
-    :func:`join_table` plus O(k^2) for the insert.
+    :func:`join_table` plus O(k^2) for the insert (:func:`traces.arena.insert_fields`).
     """
     M, D, sel, sums, status, total, OC, OT = join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit)
-    m = len(idx)
-    none1, noC, noT = np.empty(0, dtype=np.int64), np.empty((m, 0), dtype=np.int64), np.empty((0, depth), dtype=np.int64)
     k = len(sums)
-    if status != 0 or k == 0:
-        return M, D, status, k, noC, noT, none1, used
-    K = np.empty((k, m + depth), dtype=np.int64)
-    for x in range(k):
-        for j in range(m):
-            K[x, j] = OC[idx[j], x]
-        for c in range(depth):
-            K[x, m + c] = OT[x, c]
-    cols, times, diffs, now_used, overflow = arena_insert(K, sums, m, buf, used, At, at)
-    if overflow:
-        return M, D, 2, k, noC, noT, none1, used
-    return M, D, 0, k, cols, times, diffs, now_used
+    if status == 0 and k:
+        cols, times, diffs, now_used, overflow = insert_fields(OC, OT, sums, idx, buf, used, At, at)
+        if not overflow:
+            return M, D, 0, k, cols, times, diffs, now_used
+        status = 2
+    none1, noC, noT = np.empty(0, dtype=np.int64), np.empty((len(idx), 0), dtype=np.int64), np.empty((0, depth), dtype=np.int64)
+    return M, D, status, k, noC, noT, none1, used
 
 
 #: What :meth:`JoinNode._join_one` returns when the step's output went straight into an arrangement (nothing to emit).
