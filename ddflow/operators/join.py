@@ -191,13 +191,13 @@ def join_table_into(T, C, dtimes, ddiffs, arity, depth, delta_left, limit, idx, 
     (:mod:`ddflow.operators.route`) does: the step's consolidated output,
     projected to fields ``idx``, is consolidated again and written as a
     batch at ``buf[used:]``, its table row at ``At[at]``
-    (:func:`traces.arena.arena_insert`).  Returns ``(M, diffs, status, k,
-    cols, times, diffs_in, used)``: :func:`join_table`'s ``M``, diffs and
-    status (``M`` meaningful only at status 1, when nothing was
-    written); ``k`` the join's consolidated output (status 0); what the
-    arrangement took and the words now used.  A sum past int64 while
-    inserting is status 2, with nothing written.  Cost: as
-    :func:`join_table` plus O(k^2) for the insert (:func:`traces.arena.insert_fields`).
+    (:func:`traces.arena.insert_fields`).  Returns ``(M, diffs, status,
+    k, cols, times, diffs_in, used)``: :func:`join_table`'s ``M``, diffs
+    and status (``M`` meaningful only at status 1, when nothing was
+    written); ``k`` the number of updates in the join's consolidated
+    output (status 0); what the arrangement took and the words now used.
+    A sum past int64 while inserting is status 2, with nothing written.
+    Cost: as :func:`join_table`, plus O(k^2) for the insert.
     """
     M, D, sel, sums, status, total, OC, OT = join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit)
     k = len(sums)
