@@ -97,9 +97,12 @@ class Route:
     def written(self, kinds: tuple[str, ...], k: int, C: np.ndarray, T: np.ndarray, D: np.ndarray, used: int) -> None:
         """A kernel routed ``k`` consolidated source updates of column ``kinds``: the arrangement took ``C, T, D``.
 
-        Counts and fixes kinds as ``emit`` along the chain would, records
-        the arena's batch and has the arrangement emit it to its readers.  O(route length).
+        Counts and fixes kinds as ``emit`` along the chain would (nothing,
+        for no updates), records the arena's batch and has the arrangement
+        emit it to its readers.  O(route length).
         """
+        if not k:
+            return
         src = self.source
         src.updates_out += k
         if src.kinds is None:
