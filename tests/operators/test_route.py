@@ -1,7 +1,8 @@
 """Routes (``operators/route.py``): outputs written straight into the arrangement they reach.
 
 A routed run must be the unrouted run exactly: the same output at every
-step, the same counters and kinds on every operator, the same traces.
+step, the same counters and records held on every operator, the same
+column kinds fixed on every node.
 The kernels that route (``join_table_into``, ``feedback_round_into``),
 compiled and plain, are checked against the kernels they extend followed
 by the projection and ``arena_insert``.
@@ -27,7 +28,7 @@ def _flows():
     def build(edges):
         roots = edges.filter(lambda e: e[0] < 2).project(0, 0)
         reach = roots.iterate(lambda r: r.join(edges).project(2, 1).concat(roots).distinct())
-        # Routed through two projections: the arrangement keeps (dst, src) of (key, src, dst).
+        # Routed through two projections: (key, left value, right value) becomes (right value, left value).
         pairs = edges.join(edges).project(2, 0, 1).project(0, 2).concat(edges).count()
         # Not routed: the variable is read twice.
         twice = roots.iterate(lambda r: r.join(edges).project(2, 1).concat(r.project(0, 0)).distinct())
@@ -54,12 +55,13 @@ def _steps(schedule):
             flow.run()
             outs.append([c.changes() for c in caps])
             stats.append([(s["operator"], s["records"], s["updates_in"], s["updates_out"]) for s in flow.stats()])
-    return outs, stats
+        kinds = [(n.name, n.kinds) for n in flow.top.all_nodes()]
+    return outs, stats, kinds
 
 
 @st.composite
 def schedules(draw):
-    """Edge updates, several data times an advance, removals of edges present (and some absent) among them."""
+    """Edge updates, several data times an advance, removals of edges present among them."""
     out, t, present = [], 0, []
     for _ in range(draw(st.integers(1, 6))):
         n = draw(st.integers(0, 8))
