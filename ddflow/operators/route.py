@@ -37,11 +37,12 @@ class Route:
     the chain ends.
     """
 
-    __slots__ = ("source", "passes", "hops", "arrangement", "_idx")
+    __slots__ = ("source", "passes", "hops", "arrangement", "_idx", "_kinds")
 
     def __init__(self, source: Node, passes: tuple[Node, ...], hops: tuple, arrangement: ArrangeNode):
         self.source, self.passes, self.hops, self.arrangement = source, passes, hops, arrangement
         self._idx: dict[int, np.ndarray | None] = {}
+        self._kinds: dict[tuple[str, ...], tuple[tuple[str, ...], ...]] = {}
 
     def fields(self, width: int) -> np.ndarray | None:
         """The source fields the arrangement receives, of a record of ``width`` fields, as int64 indices.
@@ -67,6 +68,20 @@ class Route:
             self._idx[width] = np.array(idx, dtype=np.int64) if idx is not None else None
         return self._idx[width]
 
+    def kinds_along(self, kinds: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+        """The column kinds each node on the way emits, for source records of ``kinds`` (valid :meth:`fields`).
+
+        O(route length), cached per ``kinds``.
+        """
+        along = self._kinds.get(kinds)
+        if along is None:
+            out, k = [], kinds
+            for h in self.hops:
+                k = k if h is None else tuple(k[i] for i in h)
+                out.append(k)
+            along = self._kinds[kinds] = tuple(out)
+        return along
+
     def target(self, kinds: tuple[str, ...], avoid: tuple = ()) -> tuple | None:
         """Where a kernel writes a few routed updates of source records of column ``kinds``, or None where it may not.
 
@@ -87,9 +102,7 @@ class Route:
             return None
         if self.source.kinds not in (None, kinds):
             return None
-        k = kinds
-        for node, h in zip(self.passes, self.hops):
-            k = k if h is None else tuple(k[i] for i in h)
+        for node, k in zip(self.passes, self.kinds_along(kinds)):
             if node.kinds not in (None, k):
                 return None
         return (idx, *trace.spine.arena_room(SMALL_ROWS).target())
@@ -107,12 +120,11 @@ class Route:
         src.updates_out += k
         if src.kinds is None:
             src.kinds = kinds
-        for node, h in zip(self.passes, self.hops):
-            kinds = kinds if h is None else tuple(kinds[i] for i in h)
+        for node, along in zip(self.passes, self.kinds_along(kinds)):
             node.updates_in += k
             node.updates_out += k
             if node.kinds is None:
-                node.kinds = kinds
+                node.kinds = along
         arr = self.arrangement
         arr.updates_in += k
         if len(D):

@@ -23,19 +23,17 @@ from ddflow.operators.route import route_of
 pytestmark = pytest.mark.compiles
 
 
-def _flows():
+def _build(edges):
     """Dataflows whose joins and variables are routed (reach, a projection and a union on the way) or not."""
-    def build(edges):
-        roots = edges.filter(lambda e: e[0] < 2).project(0, 0)
-        # Bounded: a loop that fails to converge fails the test at once, instead of running for max_seconds.
-        reach = roots.iterate(lambda r: r.join(edges).project(2, 1).concat(roots).distinct(), max_iterations=100)
-        # Routed through two projections: (key, left value, right value) becomes (right value, left value).
-        pairs = edges.join(edges).project(2, 0, 1).project(0, 2).concat(edges).count()
-        # Not routed: the variable is read twice.
-        twice = roots.iterate(lambda r: r.join(edges).project(2, 1).concat(r.project(0, 0)).distinct(),
-                              max_iterations=100)
-        return reach, pairs, twice
-    return build
+    roots = edges.filter(lambda e: e[0] < 2).project(0, 0)
+    # Bounded: a loop that fails to converge fails the test at once, instead of running for max_seconds.
+    reach = roots.iterate(lambda r: r.join(edges).project(2, 1).concat(roots).distinct(), max_iterations=100)
+    # Routed through two projections: (key, left value, right value) becomes (right value, left value).
+    pairs = edges.join(edges).project(2, 0, 1).project(0, 2).concat(edges).count()
+    # Not routed: the variable is read twice.
+    twice = roots.iterate(lambda r: r.join(edges).project(2, 1).concat(r.project(0, 0)).distinct(),
+                          max_iterations=100)
+    return reach, pairs, twice
 
 
 def _run(schedule, routed: bool):
@@ -49,7 +47,7 @@ def _steps(schedule):
     outs, stats = [], []
     with ddflow.Dataflow() as flow:
         edges_in, edges = flow.new_collection("edges", schema=("i", "i"))
-        caps = [c.capture() for c in _flows()(edges)]
+        caps = [c.capture() for c in _build(edges)]
         for rows, times, diffs, frontier in schedule:
             if rows:
                 edges_in.update(rows, times=times, diffs=diffs)
@@ -106,7 +104,7 @@ def _captures(flow_build):
 
 def test_a_route_passes_projections_and_unions_only():
     def build(edges):
-        for c in _flows()(edges):  # routed: reach's variable and join, pairs' join, twice's join; not twice's variable
+        for c in _build(edges):  # routed: reach's variable and join, pairs' join, twice's join; not twice's variable
             c.capture()
         edges.join(edges).map(lambda r: r).distinct().capture()  # not: a map on the way
         edges.join(edges).project(0, 1).distinct().capture()  # routed
