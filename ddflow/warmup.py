@@ -38,7 +38,8 @@ from typing import Callable
 KERNEL_MODULES = (
     "ddflow.base.columnar", "ddflow.base.exactsum", "ddflow.base.kernels", "ddflow.base.radix",
     "ddflow.traces.arena", "ddflow.traces.layout", "ddflow.traces.merge", "ddflow.graph.node", "ddflow.graph.scope",
-    "ddflow.operators.iterate", "ddflow.operators.join", "ddflow.operators.session",
+    "ddflow.operators.feedback", "ddflow.operators.iterate", "ddflow.operators.join", "ddflow.operators.round",
+    "ddflow.operators.session",
     "ddflow.operators.reduce.accumulate", "ddflow.operators.reduce.chain", "ddflow.operators.reduce.compacted",
     "ddflow.operators.reduce.iterate", "ddflow.operators.reduce.keywalk", "ddflow.operators.reduce.pending",
     "ddflow.operators.reduce.walk",

@@ -355,6 +355,14 @@ class Spine:
             a.rebase(self._table)
         return a
 
+    def arena_free(self, n: int) -> Arena | None:
+        """:meth:`arena_room` where that merges nothing, else None: for a fused loop round (``operators/round``).
+
+        So that each spine sees the merges of the steps the round stands for.  O(1), or a copy of the rows.
+        """
+        a = self._arena
+        return None if a is not None and a.n and not a.fits(n) else self.arena_room(n)
+
     def arena_written(self, used: int, updates: int) -> None:
         """A kernel wrote a batch of ``updates`` updates at the arena's target, leaving ``used`` words used.
 

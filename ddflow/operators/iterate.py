@@ -13,13 +13,13 @@ import numpy as np
 
 from ddflow.base.columnar import frozen
 from ddflow.base.consolidate import consolidate
-from ddflow.base.jit import helpers_of, lazy_jit
-from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidated_split, group_sums, key_matrix
+from ddflow.base.kernels import SMALL_ROWS, key_matrix
 from ddflow.base.updates import Updates
-from ddflow.graph.node import Node, any_complete, complete_row, object_columns, ready_split
+from ddflow.graph.node import Node, any_complete, object_columns, ready_split
 from ddflow.graph.scope import Scope
+from ddflow.operators.feedback import feedback_round, feedback_round_into
+from ddflow.operators.round import round_of
 from ddflow.operators.route import route_of
-from ddflow.traces.arena import insert_fields
 
 
 class EnterNode(Node):
@@ -75,7 +75,9 @@ class VariableNode(Node):
         nothing held) is one compiled call (:func:`feedback_round`); where
         the variable's output is routed to an arrangement
         (:func:`~ddflow.operators.route.route_of`), the same call inserts
-        it there (:func:`feedback_round_into`).
+        it there (:func:`feedback_round_into`), and where the loop body
+        has the shape of reach's, the round's join and reduce run in the
+        same call (:mod:`ddflow.operators.round`).
         """
         init = self.dequeue(0)
         fb = self.dequeue(1)
@@ -87,6 +89,10 @@ class VariableNode(Node):
                     diffs, = frozen(diffs)
                 K = key_matrix(fb.cols, fb.times)
                 route = route_of(self)
+                if route is not None:
+                    fused = round_of(self)
+                    if fused is not None and fused.run(K, diffs, fb.kinds, bound):
+                        return
                 into = route.target(fb.kinds) if route is not None else None
                 if into is not None:  # the arrangement reading this variable takes the round's input in the call
                     k, C, T, D, due, overflow, used = feedback_round_into(K, diffs, len(fb.cols), bound, *into)
@@ -148,56 +154,6 @@ class VariableNode(Node):
         yield from super().held_columns()
         for u in self.held:
             yield from object_columns(u)
-
-
-@lazy_jit(uses=(complete_row, consolidated_split, _consolidate_small, group_sums))
-def feedback_round(K, diffs, m, bound):
-    """A few rows of feedback moved on one iteration and consolidated, if all of them are due under ``bound``.
-
-    ``K``: the ``(n, m + depth)`` matrix of the rows' ``m`` columns then
-    times.  Returns ``(C, T, D, due, overflow)``: the consolidated rows
-    (columns as the rows of ``C``), their times one iteration on, their
-    diffs, as ``consolidate`` orders them; ``due`` False when some row is
-    not complete under ``bound`` (nothing else is then computed);
-    ``overflow`` when a sum leaves int64.  O(n^2 (m + depth)): for the
-    ``SMALL_ROWS`` of a small step.
-    """
-    n, w = K.shape
-    A = K.copy()
-    for i in range(n):
-        A[i, w - 1] += 1
-    none_c, none_t = np.empty((m, 0), dtype=np.int64), np.empty((0, w - m), dtype=np.int64)
-    T = A[:, m:]
-    for i in range(n):
-        if not complete_row(T, i, bound):
-            return none_c, none_t, np.empty(0, dtype=np.int64), False, False
-    C, TT, D, overflow = consolidated_split(A, diffs, m)
-    return C, TT, D, True, overflow
-
-
-@lazy_jit(uses=helpers_of(feedback_round, insert_fields))
-def feedback_round_into(K, diffs, m, bound, idx, buf, used, At, at):
-    """:func:`feedback_round`, its output's fields ``idx`` then written into an arrangement's arena, in one call.
-
-    What a variable whose output is routed to an arrangement
-    (:mod:`ddflow.operators.route`) does with a round's feedback: the
-    feedback, moved on and consolidated, projected to fields ``idx``, is
-    consolidated again and written as a batch at ``buf[used:]``, its
-    table row at ``At[at]`` (:func:`traces.arena.insert_fields`).  Returns
-    ``(k, cols, times, diffs, due, overflow, used)``: how many updates the
-    variable emits, what the arrangement took, :func:`feedback_round`'s
-    flags (a sum past int64 while inserting is an overflow too; nothing is
-    written unless due and no overflow) and the words now used.
-    O(n^2 (m + depth)).
-    """
-    C, T, D, due, overflow = feedback_round(K, diffs, m, bound)
-    k = len(D)
-    if due and not overflow and k:
-        cols, times, ds, now_used, overflow = insert_fields(C, T, D, idx, buf, used, At, at)
-        if not overflow:
-            return k, cols, times, ds, due, False, now_used
-    noC, noT = np.empty((len(idx), 0), dtype=np.int64), np.empty((0, T.shape[1]), dtype=np.int64)
-    return k, noC, noT, np.empty(0, dtype=np.int64), due, overflow, used
 
 
 def _next_iteration(u: Updates) -> Updates:

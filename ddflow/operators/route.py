@@ -82,7 +82,7 @@ class Route:
             along = self._kinds[kinds] = tuple(out)
         return along
 
-    def target(self, kinds: tuple[str, ...], avoid: tuple = ()) -> tuple | None:
+    def target(self, kinds: tuple[str, ...], avoid: tuple = (), merge: bool = True) -> tuple | None:
         """Where a kernel writes a few routed updates of source records of column ``kinds``, or None where it may not.
 
         ``(idx, buf, used, T, at)``: the fields to keep and the
@@ -90,8 +90,10 @@ class Route:
         for ``SMALL_ROWS`` updates).  None when the arrangement has no
         trace yet, holds queued batches, is one of the traces in
         ``avoid`` (those the kernel reads), or would coerce the routed
-        kinds; or when a node on the way has other kinds.  Ask before
-        reading any table: making room may merge.  O(route length).
+        kinds; or when a node on the way has other kinds; or, with
+        ``merge`` False, when the arena has no room without a merge
+        (:meth:`traces.spine.Spine.arena_free`).  Ask before reading any
+        table: making room may merge.  O(route length).
         """
         arr = self.arrangement
         trace = arr.trace
@@ -105,7 +107,8 @@ class Route:
         for node, k in zip(self.passes, self.kinds_along(kinds)):
             if node.kinds not in (None, k):
                 return None
-        return (idx, *trace.spine.arena_room(SMALL_ROWS).target())
+        arena = trace.spine.arena_room(SMALL_ROWS) if merge else trace.spine.arena_free(SMALL_ROWS)
+        return (idx, *arena.target()) if arena is not None else None
 
     def written(self, kinds: tuple[str, ...], k: int, C: np.ndarray, T: np.ndarray, D: np.ndarray, used: int) -> None:
         """A kernel routed ``k`` consolidated source updates of column ``kinds``: the arrangement took ``C, T, D``.
@@ -114,8 +117,18 @@ class Route:
         for no updates), records the arena's batch and has the arrangement
         emit it to its readers.  O(route length).
         """
-        if not k:
-            return
+        if k:
+            self.counted(kinds, k, len(D), used)
+            if len(D):
+                arr = self.arrangement
+                arr.emit(Updates.unchecked(tuple(C), T, D, arr.trace.kinds))
+
+    def counted(self, kinds: tuple[str, ...], k: int, n: int, used: int) -> None:
+        """:meth:`written` but for the arrangement's emit: ``k`` source updates routed, ``n`` taken (``k > 0``).
+
+        For a caller that hands the arrangement's batch to its reader
+        itself (a fused loop round).  O(route length).
+        """
         src = self.source
         src.updates_out += k
         if src.kinds is None:
@@ -127,9 +140,8 @@ class Route:
                 node.kinds = along
         arr = self.arrangement
         arr.updates_in += k
-        if len(D):
-            arr.trace.spine.arena_written(used, len(D))
-            arr.emit(Updates.unchecked(tuple(C), T, D, arr.trace.kinds))
+        if n:
+            arr.trace.spine.arena_written(used, n)
 
 
 def route_of(node: Node) -> Route | None:

@@ -22,6 +22,7 @@ import ddflow.operators.iterate as loop_plumbing
 import ddflow.operators.join as join_module
 import ddflow.operators.reduce.iterate as loop_tactic
 import ddflow.operators.reduce.walk as walk_tactic
+import ddflow.operators.round as loop_round
 import ddflow.traces.spine as spine
 from ddflow.base.kernels import kernels
 from tests.test_dataflows import kcore_dataflow
@@ -48,7 +49,7 @@ def seen(monkeypatch):
     spied = ((loop_plumbing, "feedback_round"), (loop_plumbing, "feedback_round_into"), (join_module, "join_table"),
              (join_module, "join_table_into"), (loop_tactic, "chain_walk"),
              (loop_tactic, "loop_seeds"), (loop_tactic, "loop_step"), (walk_tactic, "key_walk"),
-             (spine, "arena_insert"))
+             (spine, "arena_insert"), (loop_round, "loop_round"))
     for module, name in spied:
         kernel = getattr(module, name)
 
@@ -94,7 +95,7 @@ def test_the_kernels_an_operator_calls_see_one_type_per_argument_whatever_the_da
         flow.advance_to(t + 1)
         flow.run()
     assert set(seen) == {"feedback_round", "feedback_round_into", "join_table", "join_table_into", "chain_walk", "loop_seeds", "loop_step", "key_walk", "seek",
-                         "arena_insert"}, \
+                         "arena_insert", "loop_round"}, \
         f"a spied kernel was never called: {sorted(seen)}"
     counts = {name: len(tuples) for name, tuples in seen.items()}
     assert counts == dict.fromkeys(seen, 1), f"argument type tuples by kernel: {counts}; {seen}"

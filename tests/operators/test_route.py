@@ -43,11 +43,12 @@ def _run(schedule, routed: bool):
         return _steps(schedule)
 
 
-def _steps(schedule):
+def _steps(schedule, build=_build):
+    """Outputs, counters and records held after each step, and the kinds of every node, of ``build``'s dataflows."""
     outs, stats = [], []
     with ddflow.Dataflow() as flow:
         edges_in, edges = flow.new_collection("edges", schema=("i", "i"))
-        caps = [c.capture() for c in _build(edges)]
+        caps = [c.capture() for c in build(edges)]
         for rows, times, diffs, frontier in schedule:
             if rows:
                 edges_in.update(rows, times=times, diffs=diffs)

@@ -80,29 +80,45 @@ class LoopTactic(ReduceTactic):
         nk, nt = (key_matrix(new.cols), new.times) if new is not None else (_no_rows(ng), _no_rows(2))
         if nt.flags.writeable:  # a batch's times are read-only, no rows or a queue's concatenation not: one signature
             nt, = frozen(nt)
-        pk, pt = (key_matrix(pend.cols), pend.times) if pend is not None else (_no_rows(ng), _no_rows(2))
+        pk, pt = self.pending_keys(ng)
         logic = self.node.logic
-        written = False
         if logic.scalar_code is not None:
             buf, used, T, at, small = self.out_target(out_kinds)  # before the tables are read: it may merge
             in_T, out_T = trace.spine.table().matrix, self.out_table(len(out_kinds))
-            cols, times, diffs, keys, key_offs, V, val_offs, row, later, later_t, status, now_used = loop_step(
-                nk, nt, pk, pt, bound, in_T, out_T, len(out_kinds), logic.scalar_code, buf, used, T, at, small)
-            self._raise(status, bound)
-            emitted = Updates.unchecked(tuple(cols), times, diffs, out_kinds)
-            trie = (keys, V, key_offs, val_offs, row)
-            written = now_used != used
-        else:
-            in_T, out_T = trace.spine.table().matrix, self.out_table(len(out_kinds))
-            emitted, later, later_t, status = loop_step_by_parts(nk, nt, pk, pt, bound, in_T, out_T, logic, out_kinds)
-            self._raise(status, bound)
-            trie = None
-        self.pending_rows = Updates.unchecked(tuple(later), later_t, seed_diffs(len(later_t)), trace.kinds) \
-            if len(later_t) else None
-        if written:
+            self.finish(loop_step(nk, nt, pk, pt, bound, in_T, out_T, len(out_kinds), logic.scalar_code, buf, used,
+                                  T, at, small), used, bound, trace.kinds, out_kinds)
+            return
+        in_T, out_T = trace.spine.table().matrix, self.out_table(len(out_kinds))
+        emitted, later, later_t, status = loop_step_by_parts(nk, nt, pk, pt, bound, in_T, out_T, logic, out_kinds)
+        self._raise(status, bound)
+        self._pend(later, later_t, trace.kinds)
+        if len(emitted):
+            self.output(emitted)
+
+    def pending_keys(self, ng: int) -> tuple[np.ndarray, np.ndarray]:
+        """The pending seeds as :func:`loop_step` takes them: their rows' ``(n, ng)`` matrix and their times."""
+        pend = self.pending_rows
+        return (key_matrix(pend.cols), pend.times) if pend is not None else (_no_rows(ng), _no_rows(2))
+
+    def finish(self, result: tuple, used: int, bound: np.ndarray, in_kinds: tuple[str, ...],
+               out_kinds: tuple[str, ...]) -> None:
+        """Keep what a :func:`loop_step` returned: raise its error, keep its seeds, record and emit its output.
+
+        ``used``: the words of the output's arena before the call (the
+        output went there when the call says otherwise).
+        """
+        cols, times, diffs, keys, key_offs, V, val_offs, row, later, later_t, status, now_used = result
+        self._raise(status, bound)
+        self._pend(later, later_t, in_kinds)
+        emitted = Updates.unchecked(tuple(cols), times, diffs, out_kinds)
+        if now_used != used:
             self.output_written(emitted, now_used)
         elif len(emitted):
-            self.output(emitted, trie)
+            self.output(emitted, (keys, V, key_offs, val_offs, row))
+
+    def _pend(self, later: np.ndarray, later_t: np.ndarray, kinds: tuple[str, ...]) -> None:
+        self.pending_rows = Updates.unchecked(tuple(later), later_t, seed_diffs(len(later_t)), kinds) \
+            if len(later_t) else None
 
     def _raise(self, status: int, bound: np.ndarray) -> None:
         """The error a step's ``status`` (:data:`BAD_ROUND`, :data:`OVERFLOW`) stands for, if any."""

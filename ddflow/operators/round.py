@@ -1,0 +1,235 @@
+"""A loop round in one compiled call: variable, join and distinct (or count) run as one kernel.
+
+Reach's body, ``reach.join(edges).project(2, 1).concat(start).distinct()``,
+is at one update a step about ten rounds of a few rows each.  Each
+stateful step of a round is one compiled call already, and writes its
+output straight into the trace that reads it (:mod:`ddflow.operators.route`),
+so a round is three kernels with Python between them: the variable's
+feedback (:func:`~ddflow.operators.iterate.feedback_round_into`), the
+join (:func:`~ddflow.operators.join.join_table_into`) and the loop
+reduce (:func:`~ddflow.operators.reduce.iterate.loop_step`).  Where the
+body has that shape, :func:`loop_round` calls the three in one kernel and
+Python only records what they wrote and emits the reduce's output.
+
+The shape (:func:`round_of`): the variable is routed to an arrangement
+read by one join alone (not a self-join); the join is routed to an
+arrangement read by one reduce alone, whose tactic is the loop tactic's
+one-call step (count, distinct).  A round runs fused, at the variable's
+step, when running the steps one by one would do exactly what it does:
+
+* the variable's step is its one-call step (feedback alone, due, small);
+* nothing is queued at the join or the reduce, and no other member
+  between the variable and the reduce in the round's order has work it
+  could do (it could reach the join or the reduce first);
+* the three arenas have room without a merge (the steps would merge at
+  the same inserts), the other side of the join has a trace, and the
+  kinds match all the way (nothing is coerced or fixed on the way).
+
+Otherwise, or when a stage's output is too large for an arena, the
+stages the kernel did not finish are left to the usual steps, which find
+the last finished stage's batch queued as they would have: the round is
+never half-applied, only partly fused.  ``tests/operators/test_round.py``
+checks fused runs against unfused ones, step by step.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ddflow.base.jit import helpers_of, lazy_jit
+from ddflow.base.kernels import SMALL_ROWS
+from ddflow.base.updates import Updates
+from ddflow.graph.node import Node
+from ddflow.operators.feedback import feedback_round_into
+from ddflow.operators.join import JoinNode, join_table_into
+from ddflow.operators.reduce.iterate import LoopTactic, loop_step
+from ddflow.operators.reduce.node import ReduceNode
+from ddflow.operators.reduce.tactic import DONE
+from ddflow.operators.route import Route, route_of
+from ddflow.traces import layout
+
+#: What :func:`loop_round` finished: nothing (the variable's step runs as usual); the variable's feedback
+#: (in its arrangement; the join's step runs as usual); and the join's output (in the reduce's input
+#: arrangement; the reduce's step runs as usual); or the whole round.
+NOTHING, FED, JOINED, ROUND = 0, 1, 2, 3
+
+
+class Round:
+    """A loop body fused by :func:`loop_round`: a variable, the join reading it, the reduce reading the join.
+
+    ``fed``: the variable's route to the join's arrangement; ``joined``:
+    the join's route to the reduce's; ``between``: the other members the
+    round steps between the variable and the reduce, which must have no
+    work for the round to run fused.
+    """
+
+    __slots__ = ("variable", "fed", "join", "delta_left", "other", "joined", "reduce", "between")
+
+    def __init__(self, variable: Node, fed: Route, join: JoinNode, joined: Route, reduce: ReduceNode,
+                 between: tuple[Node, ...]):
+        self.variable, self.fed, self.join, self.joined, self.reduce = variable, fed, join, joined, reduce
+        self.delta_left = join.left is fed.arrangement
+        self.other = join.right if self.delta_left else join.left
+        self.between = between
+
+    def run(self, K: np.ndarray, diffs: np.ndarray, kinds: tuple[str, ...], bound: np.ndarray) -> bool:
+        """Run a round from the variable's feedback ``K`` (rows then times), ``diffs``; whether it ran.
+
+        False, with nothing changed but arenas made ready, where the
+        module docstring's conditions do not hold: the variable's step
+        then goes on as usual.  O(the three kernels), one compiled call.
+        """
+        join, red = self.join, self.reduce
+        if join.queues[0] or join.queues[1] or red.queues[0]:
+            return False
+        for m in self.between:
+            if m.has_ready_work(bound):
+                return False
+        a, a2 = self.fed.arrangement, self.joined.arrangement
+        at, et, it, ot = a.trace, self.other.trace, a2.trace, red.tactic.out_trace
+        if at is None or et is None or it is None or ot is None or not (et.ints and ot.ints):
+            return False
+        if at.kinds[0] != et.kinds[0] or a.kinds != at.kinds or a2.kinds != it.kinds:
+            return False
+        jkinds = at.kinds + et.kinds[1:] if self.delta_left else et.kinds + at.kinds[1:]
+        out_kinds = red.logic.out_kinds(it.kinds)
+        if ot.kinds != out_kinds or len(it.kinds) < red.logic.min_arity or red.kinds != out_kinds:
+            return False
+        # Before any table is read: making room may merge (the variable's arrangement, as its own step would).
+        fed = self.fed.target(kinds)
+        if fed is None:
+            return False
+        joined = self.joined.target(jkinds, (at, et), merge=False)
+        out = ot.spine.arena_free(SMALL_ROWS)
+        if joined is None or out is None:
+            return False
+        tactic = red.tactic
+        pk, pt = tactic.pending_keys(len(it.kinds))
+        m = len(kinds)
+        bo = out.target()
+        (stage, k1, n1, used1, k2, n2, used2, C, T, D, cols, times, ds, keys, key_offs, V, val_offs, row, later,
+         later_t, status, now_used) = loop_round(
+            K, diffs, m, bound, *fed, et.spine.table().matrix, len(et.kinds), self.delta_left, layout.CHECK_ABOVE,
+            *joined, pk, pt, len(out_kinds), red.logic.scalar_code, *bo, SMALL_ROWS)
+        if stage == NOTHING:
+            return False
+        if stage == FED:  # the join's output is not for an arena: the join's step takes the batch as usual
+            self.fed.written(kinds, k1, C, T, D, used1)
+            return True
+        self._handed(self.fed, kinds, k1, n1, used1, join)
+        if stage == JOINED:  # the reduce's step takes the batch (and raises what its kernel reported)
+            self.joined.written(jkinds, k2, C, T, D, used2)
+            return True
+        if k2:
+            self._handed(self.joined, jkinds, k2, n2, used2, red)
+        tactic.finish((cols, times, ds, keys, key_offs, V, val_offs, row, later, later_t, status, now_used),
+                      bo[1], bound, it.kinds, out_kinds)
+        return True
+
+    @staticmethod
+    def _handed(route: Route, kinds: tuple[str, ...], k: int, n: int, used: int, reader: Node) -> None:
+        """``route`` wrote ``n`` of ``k`` updates, which its arrangement emitted to ``reader`` (inside the kernel)."""
+        route.counted(kinds, k, n, used)
+        if n:
+            route.arrangement.updates_out += n
+            reader.updates_in += n
+
+
+def round_of(variable: Node) -> Round | None:
+    """The fused round starting at ``variable``, or None where its loop body has another shape.
+
+    Kept on the node until the graph changes: O(1), O(body) when found again.
+    """
+    version = variable.ctx.graph_version
+    cached = variable.__dict__.get("_round")
+    if cached is not None and cached[0] == version:
+        return cached[1]
+    found = _find(variable)
+    variable._round = (version, found)
+    return found
+
+
+def _find(variable: Node) -> Round | None:
+    fed = route_of(variable)
+    if fed is None or len(fed.arrangement.targets) != 1:
+        return None
+    join, port = fed.arrangement.targets[0]
+    if type(join) is not JoinNode or join.left is join.right:
+        return None
+    joined = route_of(join)
+    if joined is None or len(joined.arrangement.targets) != 1:
+        return None
+    red, _ = joined.arrangement.targets[0]
+    if type(red) is not ReduceNode or type(red.tactic) is not LoopTactic or red.logic.scalar_code is None \
+            or red.source is not joined.arrangement:
+        return None
+    scope = variable.scope
+    plan = scope.plan()
+    if not plan.local or any(scope.member_of(n) is not n for n in (join, red)):
+        return None
+    steps = [m for m, _ in plan.steps]
+    if variable not in steps or join not in steps or red not in steps:
+        return None
+    v, j, r = steps.index(variable), steps.index(join), steps.index(red)
+    if not v < j < r:
+        return None
+    between = tuple(m for m, loop in plan.steps[v + 1: r] if m is not join)
+    if any(loop for _, loop in plan.steps[v + 1: r]):
+        return None  # a nested loop runs rounds of its own in between
+    return Round(variable, fed, join, joined, red, between)
+
+
+@lazy_jit(uses=helpers_of(feedback_round_into, join_table_into, loop_step))
+def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delta_left, limit,
+               idx2, buf2, used2, T2, at2, pk, pt, out_arity, code, bufO, usedO, TO, atO, small):
+    """A loop round: the variable's feedback, the join reading it, the reduce reading the join, one call.
+
+    ``K``/``diffs``/``m``/``bound``: as :func:`feedback_round_into`, whose
+    output goes to the arena ``idx1, buf1, used1, T1, at1``; ``ET``: the
+    table of the join's other side (``e_arity`` fields; the variable's
+    arrangement is the join's left side when ``delta_left``); the join's
+    output goes to the arena ``idx2, ...``, of the reduce's input, and
+    :func:`loop_step` (pending seeds ``pk``/``pt``) reads it there and
+    writes its output to the arena ``bufO, usedO, TO, atO``.  Returns
+    ``(stage, k1, n1, used1, k2, n2, used2, C, T, D, *loop_step's)``:
+    the last stage finished (:data:`NOTHING`, :data:`FED`,
+    :data:`JOINED`, :data:`ROUND`); per routed stage, the updates it
+    emitted, those its arrangement took, and the words then used there;
+    the batch the usual step of the next stage takes (its columns as the
+    rows of ``C``; empty at :data:`ROUND`); :func:`loop_step`'s result
+    (meaningful at :data:`ROUND`).  A stage that does not finish wrote
+    nothing.  Cost: as the three kernels.
+    """
+    depth = K.shape[1] - m
+    ng = len(idx2)
+    none1 = np.empty(0, dtype=np.int64)
+    noC1, noT = np.empty((len(idx1), 0), dtype=np.int64), np.empty((0, depth), dtype=np.int64)
+    no_offs, no_row = np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int64)
+    no_cols, no_vals = np.empty((out_arity, 0), dtype=np.int64), np.empty((out_arity - 1, 0), dtype=np.int64)
+    no_later = np.empty((ng, 0), dtype=np.int64)
+    k1, C1, T1s, D1, due, overflow, now1 = feedback_round_into(K, diffs, m, bound, idx1, buf1, used1, T1, at1)
+    if not due or overflow:
+        return NOTHING, k1, 0, used1, 0, 0, used2, noC1, noT, none1, \
+            no_cols, noT, none1, none1, no_offs, no_vals, no_offs, no_row, no_later, noT, DONE, usedO
+    n1 = len(D1)
+    if n1 == 0:  # nothing reaches the join: the reduce's step (pending seeds) runs as usual
+        return FED, k1, 0, now1, 0, 0, used2, C1, T1s, D1, \
+            no_cols, noT, none1, none1, no_offs, no_vals, no_offs, no_row, no_later, noT, DONE, usedO
+    M, MD, status, k2, C2, T2s, D2, now2 = join_table_into(ET, C1, T1s, D1, e_arity, depth, delta_left, limit,
+                                                           idx2, buf2, used2, T2, at2)
+    if status != 0:
+        return FED, k1, n1, now1, 0, 0, used2, C1, T1s, D1, \
+            no_cols, noT, none1, none1, no_offs, no_vals, no_offs, no_row, no_later, noT, DONE, usedO
+    n2 = len(D2)
+    nk = np.empty((n2, ng), dtype=np.int64)
+    for i in range(n2):
+        for c in range(ng):
+            nk[i, c] = C2[c, i]
+    in_T = T2[: at2 + (1 if n2 else 0)]
+    out_T = TO[:atO]
+    cols, times, ds, keys, key_offs, V, val_offs, row, later, later_t, st, nowO = loop_step(
+        nk, T2s, pk, pt, bound, in_T, out_T, out_arity, code, bufO, usedO, TO, atO, small)
+    if st != DONE:
+        return JOINED, k1, n1, now1, k2, n2, now2, C2, T2s, D2, \
+            no_cols, noT, none1, none1, no_offs, no_vals, no_offs, no_row, no_later, noT, st, usedO
+    return ROUND, k1, n1, now1, k2, n2, now2, noC1, noT, none1, \
+        cols, times, ds, keys, key_offs, V, val_offs, row, later, later_t, st, nowO
