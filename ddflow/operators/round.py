@@ -69,7 +69,8 @@ class Round:
         self.variable, self.fed, self.join, self.joined, self.reduce = variable, fed, join, joined, reduce
         self.delta_left = join.left is fed.arrangement
         self.other = join.right if self.delta_left else join.left
-        self.between = between
+        # Each with whether its only work is its queues (Node.has_work's O(1) case): checked inline.
+        self.between = tuple((m, m._queues_only and type(m).has_ready_work is Node.has_ready_work) for m in between)
 
     def run(self, K: np.ndarray, diffs: np.ndarray, kinds: tuple[str, ...], bound: np.ndarray) -> bool:
         """Run a round from the variable's feedback ``K`` (rows then times), ``diffs``; whether it ran.
@@ -81,8 +82,12 @@ class Round:
         join, red = self.join, self.reduce
         if join.queues[0] or join.queues[1] or red.queues[0]:
             return False
-        for m in self.between:
-            if m.has_ready_work(bound):
+        for m, queues_only in self.between:
+            if queues_only:
+                for q in m.queues:  # what has_ready_work says for such a node, without its two calls
+                    if q:
+                        return False
+            elif m.has_ready_work(bound):
                 return False
         a, a2 = self.fed.arrangement, self.joined.arrangement
         at, et, it, ot = a.trace, self.other.trace, a2.trace, red.tactic.out_trace
@@ -106,23 +111,21 @@ class Round:
         pk, pt = tactic.pending_keys(len(it.kinds))
         m = len(kinds)
         bo = out.target()
-        (stage, k1, n1, used1, k2, n2, used2, C, T, D, cols, times, ds, keys, key_offs, V, val_offs, row, later,
-         later_t, status, now_used) = loop_round(
+        stage, k1, n1, used1, k2, n2, used2, B, cols, times, ds, later, later_t, status, now_used = loop_round(
             K, diffs, m, bound, *fed, et.spine.table().matrix, len(et.kinds), self.delta_left, layout.CHECK_ABOVE,
             *joined, pk, pt, len(out_kinds), red.logic.scalar_code, *bo, SMALL_ROWS)
         if stage == NOTHING:
             return False
         if stage == FED:  # the join's output is not for an arena: the join's step takes the batch as usual
-            self.fed.written(kinds, k1, C, T, D, used1)
+            self.fed.written(kinds, k1, *_unpacked(B, len(at.kinds)), used1)
             return True
         self._handed(self.fed, kinds, k1, n1, used1, join)
         if stage == JOINED:  # the reduce's step takes the batch (and raises what its kernel reported)
-            self.joined.written(jkinds, k2, C, T, D, used2)
+            self.joined.written(jkinds, k2, *_unpacked(B, len(it.kinds)), used2)
             return True
         if k2:
             self._handed(self.joined, jkinds, k2, n2, used2, red)
-        tactic.finish((cols, times, ds, keys, key_offs, V, val_offs, row, later, later_t, status, now_used),
-                      bo[1], bound, it.kinds, out_kinds)
+        tactic.finish(cols, times, ds, later, later_t, status, now_used, bo[1], bound, it.kinds, out_kinds)
         return True
 
     @staticmethod
@@ -132,6 +135,12 @@ class Round:
         if n:
             route.arrangement.updates_out += n
             reader.updates_in += n
+
+
+def _unpacked(B: np.ndarray, m: int) -> tuple[tuple[np.ndarray, ...], np.ndarray, np.ndarray]:
+    """A batch :func:`loop_round` packed as rows of ``m`` fields, times, diff: its columns, times and diffs."""
+    return (tuple(np.ascontiguousarray(B[:, j]) for j in range(m)), np.ascontiguousarray(B[:, m:-1]),
+            np.ascontiguousarray(B[:, -1]))
 
 
 def round_of(variable: Node) -> Round | None:
@@ -178,7 +187,20 @@ def _find(variable: Node) -> Round | None:
     return Round(variable, fed, join, joined, red, between)
 
 
-@lazy_jit(uses=helpers_of(feedback_round_into, join_table_into, loop_step))
+def _packed(C, T, D, n):
+    """The first ``n`` updates of columns ``C`` (as rows), times ``T`` and diffs ``D`` as one matrix of rows."""
+    m, depth = C.shape[0], T.shape[1]
+    B = np.empty((n, m + depth + 1), dtype=np.int64)
+    for i in range(n):
+        for j in range(m):
+            B[i, j] = C[j, i]
+        for c in range(depth):
+            B[i, m + c] = T[i, c]
+        B[i, m + depth] = D[i]
+    return B
+
+
+@lazy_jit(uses=(*helpers_of(feedback_round_into, join_table_into, loop_step), _packed))
 def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delta_left, limit,
                idx2, buf2, used2, T2, at2, pk, pt, out_arity, code, bufO, usedO, TO, atO, small):
     """A loop round: the variable's feedback, the join reading it, the reduce reading the join, one call.
@@ -190,35 +212,34 @@ def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delt
     output goes to the arena ``idx2, ...``, of the reduce's input, and
     :func:`loop_step` (pending seeds ``pk``/``pt``) reads it there and
     writes its output to the arena ``bufO, usedO, TO, atO``.  Returns
-    ``(stage, k1, n1, used1, k2, n2, used2, C, T, D, *loop_step's)``:
-    the last stage finished (:data:`NOTHING`, :data:`FED`,
-    :data:`JOINED`, :data:`ROUND`); per routed stage, the updates it
-    emitted, those its arrangement took, and the words then used there;
-    the batch the usual step of the next stage takes (its columns as the
-    rows of ``C``; empty at :data:`ROUND`); :func:`loop_step`'s result
-    (meaningful at :data:`ROUND`).  A stage that does not finish wrote
-    nothing.  Cost: as the three kernels.
+    ``(stage, k1, n1, used1, k2, n2, used2, B, cols, times, diffs, later,
+    later_t, status, used)``: the last stage finished (:data:`NOTHING`,
+    :data:`FED`, :data:`JOINED`, :data:`ROUND`); per routed stage, the
+    updates it emitted, those its arrangement took and the words then used
+    there; ``B``, the batch the usual step of the next stage takes, as
+    rows of fields, times and diff (empty at :data:`ROUND`); and
+    :func:`loop_step`'s output, seeds, status and words used (meaningful
+    at :data:`ROUND`; an output too large for the arena is left to Python
+    to insert).  A stage that does not finish wrote nothing.  Few arrays
+    returned, since numba boxes each with a Python call.  Cost: as the
+    three kernels.
     """
     depth = K.shape[1] - m
     ng = len(idx2)
-    none1 = np.empty(0, dtype=np.int64)
-    noC1, noT = np.empty((len(idx1), 0), dtype=np.int64), np.empty((0, depth), dtype=np.int64)
-    no_offs, no_row = np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int64)
-    no_cols, no_vals = np.empty((out_arity, 0), dtype=np.int64), np.empty((out_arity - 1, 0), dtype=np.int64)
-    no_later = np.empty((ng, 0), dtype=np.int64)
+    none1, noT = np.empty(0, dtype=np.int64), np.empty((0, depth), dtype=np.int64)
+    no_cols, no_later = np.empty((out_arity, 0), dtype=np.int64), np.empty((ng, 0), dtype=np.int64)
     k1, C1, T1s, D1, due, overflow, now1 = feedback_round_into(K, diffs, m, bound, idx1, buf1, used1, T1, at1)
     if not due or overflow:
-        return NOTHING, k1, 0, used1, 0, 0, used2, noC1, noT, none1, \
-            no_cols, noT, none1, none1, no_offs, no_vals, no_offs, no_row, no_later, noT, DONE, usedO
+        return NOTHING, k1, 0, used1, 0, 0, used2, _packed(C1, T1s, D1, 0), \
+            no_cols, noT, none1, no_later, noT, DONE, usedO
     n1 = len(D1)
     if n1 == 0:  # nothing reaches the join: the reduce's step (pending seeds) runs as usual
-        return FED, k1, 0, now1, 0, 0, used2, C1, T1s, D1, \
-            no_cols, noT, none1, none1, no_offs, no_vals, no_offs, no_row, no_later, noT, DONE, usedO
+        return FED, k1, 0, now1, 0, 0, used2, _packed(C1, T1s, D1, 0), no_cols, noT, none1, no_later, noT, DONE, usedO
     M, MD, status, k2, C2, T2s, D2, now2 = join_table_into(ET, C1, T1s, D1, e_arity, depth, delta_left, limit,
                                                            idx2, buf2, used2, T2, at2)
     if status != 0:
-        return FED, k1, n1, now1, 0, 0, used2, C1, T1s, D1, \
-            no_cols, noT, none1, none1, no_offs, no_vals, no_offs, no_row, no_later, noT, DONE, usedO
+        return FED, k1, n1, now1, 0, 0, used2, _packed(C1, T1s, D1, n1), \
+            no_cols, noT, none1, no_later, noT, DONE, usedO
     n2 = len(D2)
     nk = np.empty((n2, ng), dtype=np.int64)
     for i in range(n2):
@@ -229,7 +250,6 @@ def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delt
     cols, times, ds, keys, key_offs, V, val_offs, row, later, later_t, st, nowO = loop_step(
         nk, T2s, pk, pt, bound, in_T, out_T, out_arity, code, bufO, usedO, TO, atO, small)
     if st != DONE:
-        return JOINED, k1, n1, now1, k2, n2, now2, C2, T2s, D2, \
-            no_cols, noT, none1, none1, no_offs, no_vals, no_offs, no_row, no_later, noT, st, usedO
-    return ROUND, k1, n1, now1, k2, n2, now2, noC1, noT, none1, \
-        cols, times, ds, keys, key_offs, V, val_offs, row, later, later_t, st, nowO
+        return JOINED, k1, n1, now1, k2, n2, now2, _packed(C2, T2s, D2, n2), \
+            no_cols, noT, none1, no_later, noT, st, usedO
+    return ROUND, k1, n1, now1, k2, n2, now2, _packed(C2, T2s, D2, 0), cols, times, ds, later, later_t, st, nowO

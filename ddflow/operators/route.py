@@ -97,14 +97,15 @@ class Route:
         """
         arr = self.arrangement
         trace = arr.trace
-        if trace is None or arr.queues[0] or not trace.ints or any(trace is t for t in avoid):
+        if trace is None or arr.queues[0] or not trace.ints or trace in avoid:  # a Trace equals itself alone
             return None
         idx = self.fields(len(kinds))
-        if idx is None or tuple(kinds[i] for i in idx) != trace.kinds:
+        if idx is None:
             return None
-        if self.source.kinds not in (None, kinds):
+        along = self.kinds_along(kinds)
+        if (along[-1] if along else kinds) != trace.kinds or self.source.kinds not in (None, kinds):
             return None
-        for node, k in zip(self.passes, self.kinds_along(kinds)):
+        for node, k in zip(self.passes, along):
             if node.kinds not in (None, k):
                 return None
         arena = trace.spine.arena_room(SMALL_ROWS) if merge else trace.spine.arena_free(SMALL_ROWS)

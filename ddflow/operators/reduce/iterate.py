@@ -85,8 +85,10 @@ class LoopTactic(ReduceTactic):
         if logic.scalar_code is not None:
             buf, used, T, at, small = self.out_target(out_kinds)  # before the tables are read: it may merge
             in_T, out_T = trace.spine.table().matrix, self.out_table(len(out_kinds))
-            self.finish(loop_step(nk, nt, pk, pt, bound, in_T, out_T, len(out_kinds), logic.scalar_code, buf, used,
-                                  T, at, small), used, bound, trace.kinds, out_kinds)
+            cols, times, diffs, keys, key_offs, V, val_offs, row, later, later_t, status, now_used = loop_step(
+                nk, nt, pk, pt, bound, in_T, out_T, len(out_kinds), logic.scalar_code, buf, used, T, at, small)
+            self.finish(cols, times, diffs, later, later_t, status, now_used, used, bound, trace.kinds, out_kinds,
+                        (keys, V, key_offs, val_offs, row))
             return
         in_T, out_T = trace.spine.table().matrix, self.out_table(len(out_kinds))
         emitted, later, later_t, status = loop_step_by_parts(nk, nt, pk, pt, bound, in_T, out_T, logic, out_kinds)
@@ -100,21 +102,22 @@ class LoopTactic(ReduceTactic):
         pend = self.pending_rows
         return (key_matrix(pend.cols), pend.times) if pend is not None else (_no_rows(ng), _no_rows(2))
 
-    def finish(self, result: tuple, used: int, bound: np.ndarray, in_kinds: tuple[str, ...],
-               out_kinds: tuple[str, ...]) -> None:
+    def finish(self, cols: np.ndarray, times: np.ndarray, diffs: np.ndarray, later: np.ndarray, later_t: np.ndarray,
+               status: int, now_used: int, used: int, bound: np.ndarray, in_kinds: tuple[str, ...],
+               out_kinds: tuple[str, ...], trie: tuple | None = None) -> None:
         """Keep what a :func:`loop_step` returned: raise its error, keep its seeds, record and emit its output.
 
         ``used``: the words of the output's arena before the call (the
-        output went there when the call says otherwise).
+        output went there when ``now_used`` differs); ``trie``: the
+        output's trie when the call built it (else it is built here).
         """
-        cols, times, diffs, keys, key_offs, V, val_offs, row, later, later_t, status, now_used = result
         self._raise(status, bound)
         self._pend(later, later_t, in_kinds)
         emitted = Updates.unchecked(tuple(cols), times, diffs, out_kinds)
         if now_used != used:
             self.output_written(emitted, now_used)
         elif len(emitted):
-            self.output(emitted, (keys, V, key_offs, val_offs, row))
+            self.output(emitted, trie)
 
     def _pend(self, later: np.ndarray, later_t: np.ndarray, kinds: tuple[str, ...]) -> None:
         self.pending_rows = Updates.unchecked(tuple(later), later_t, seed_diffs(len(later_t)), kinds) \
