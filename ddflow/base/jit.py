@@ -22,7 +22,8 @@ def jit_enabled() -> bool:
     return os.environ.get("DDFLOW_JIT", "1") != "0"
 
 
-def lazy_jit(f: Callable | None = None, *, uses: Sequence[Callable] = (), inline: Sequence[Callable] = ()) -> Callable:
+def lazy_jit(f: Callable | None = None, *, uses: Sequence[Callable] = (), inline: Sequence[Callable] = (),
+             calls: Sequence[Callable] = ()) -> Callable:
     """``f`` compiled by numba on its first call (plain Python under ``DDFLOW_JIT=0``).
 
     For operator kernels that live next to their operator: the operator
@@ -43,6 +44,11 @@ def lazy_jit(f: Callable | None = None, *, uses: Sequence[Callable] = (), inline
     two of them inlined as well, ran 1.1-1.2x slower in two runs; and
     inlining every helper everywhere doubled reach's compile time
     (``bench/README.md``, twenty-third slice).
+    ``calls``: lazy kernels ``f`` calls as they are, their own compiled
+    code (compiled first if need be) instead of copies compiled for ``f``:
+    for a kernel made of whole kernels (:func:`ddflow.operators.round.loop_round`),
+    whose copies would cost their compile time again.  Their files join
+    ``f``'s cache stamp.
     Cost: nothing until the first call, which compiles or loads from the
     cache (seconds, or milliseconds); then numba's dispatch, under a
     microsecond.
@@ -54,32 +60,38 @@ def lazy_jit(f: Callable | None = None, *, uses: Sequence[Callable] = (), inline
     (7, ['twice'])
     """
     if f is None:
-        return lambda g: lazy_jit(g, uses=uses, inline=inline)
+        return lambda g: lazy_jit(g, uses=uses, inline=inline, calls=calls)
     # A compiled helper (kernels() binds its compiled group_sums in its module) is taken from its plain function.
     uses = tuple(getattr(h, "py_func", h) for h in uses)
     inline = frozenset(getattr(h, "py_func", h) for h in inline)
     if not inline <= set(uses):
         raise ValueError(f"{f.__name__}: inline names helpers that uses does not list")
+    calls = tuple(calls)
     compiled = None
 
-    def call(*args):
+    def dispatcher() -> Callable:
+        """The compiled kernel (compiled or loaded now if need be; ``f`` itself under ``DDFLOW_JIT=0``)."""
         nonlocal compiled
         if compiled is None:
             if jit_enabled():
                 from ddflow.base.address import register_views
 
                 register_views()
-                compiled = _compile_with(f, uses, inline)
+                compiled = _compile_with(f, uses, inline, calls)
             else:
                 compiled = f
-        return compiled(*args)
+        return compiled
 
-    call.__name__, call.__doc__, call.plain, call.uses = f.__name__, f.__doc__, f, uses
+    def call(*args):
+        return (compiled if compiled is not None else dispatcher())(*args)
+
+    call.__name__, call.__doc__, call.plain, call.uses, call.dispatcher = f.__name__, f.__doc__, f, uses, dispatcher
+    call.calls = tuple(k.plain for k in calls)
     _lazy[f] = call
     return call
 
 
-def _compile_with(f: Callable, uses: tuple, inline: frozenset = frozenset()) -> Callable:
+def _compile_with(f: Callable, uses: tuple, inline: frozenset = frozenset(), calls: tuple = ()) -> Callable:
     """A dispatcher for ``f`` whose calls to ``uses`` reach compiled copies made for it alone.
 
     numba resolves a kernel's global names when it compiles, so the helpers
@@ -110,7 +122,8 @@ def _compile_with(f: Callable, uses: tuple, inline: frozenset = frozenset()) -> 
         _dispatchers.setdefault(h, []).append(jitted[h.__name__])
     for space in spaces.values():
         space.update({name: d for name, d in jitted.items() if name in space})
-    _dispatchers.setdefault(f, []).append(dispatcher := njit_cached(copies[f], uses))
+    spaces[id(f.__globals__)].update({k.__name__: k.dispatcher() for k in calls})
+    _dispatchers.setdefault(f, []).append(dispatcher := njit_cached(copies[f], (*uses, *helpers_of(*calls))))
     return dispatcher
 
 

@@ -161,7 +161,7 @@ def entry_kernels() -> dict[str, Callable[[], list]]:
 
     The kernels of :func:`ddflow.base.kernels.kernels` and every
     :func:`~ddflow.base.jit.lazy_jit` kernel of an imported module.  A
-    lazy kernel that another lists in ``uses`` is compiled into that one,
+    lazy kernel that another lists in ``uses`` (or ``calls``) is compiled into (or linked with) that one,
     and may be called from Python too (the walks call ``key_walk`` for
     several value fields).  Its list holds the signatures of every
     dispatcher made of it, and ``"in <caller>"`` for each caller that holds
@@ -176,7 +176,8 @@ def entry_kernels() -> dict[str, Callable[[], list]]:
         return sorted({str(s) for d in jit._dispatchers.get(f, ()) for s in d.signatures})
 
     def held(f) -> Callable[[], list]:
-        return lambda: own(f) + [f"in {c.__name__}" for c, k in jit._lazy.items() if f in k.uses and own(c)]
+        return lambda: own(f) + [f"in {c.__name__}" for c, k in jit._lazy.items()
+                                 if (f in k.uses or f in k.calls) and own(c)]
 
     out = {f"{f.__module__}.{f.__name__}": held(f) for f in jit._lazy}
     for name in ("pack", "consolidate", "seek", "consolidate_small", "trie_starts"):

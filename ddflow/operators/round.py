@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.jit import helpers_of, lazy_jit
+from ddflow.base.jit import lazy_jit
 from ddflow.base.kernels import SMALL_ROWS
 from ddflow.base.updates import Updates
 from ddflow.graph.node import Node
@@ -200,7 +200,7 @@ def _packed(C, T, D, n):
     return B
 
 
-@lazy_jit(uses=(*helpers_of(feedback_round_into, join_table_into, loop_step), _packed))
+@lazy_jit(uses=(_packed,), calls=(feedback_round_into, join_table_into, loop_step))
 def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delta_left, limit,
                idx2, buf2, used2, T2, at2, pk, pt, out_arity, code, bufO, usedO, TO, atO, small):
     """A loop round: the variable's feedback, the join reading it, the reduce reading the join, one call.

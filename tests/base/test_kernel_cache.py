@@ -144,3 +144,27 @@ def test_a_helper_kernel_python_calls_loads_whichever_caller_compiled_first(tmp_
     assert result == "7 8"
     assert "data saved" not in log, log  # everything the first process ran was loaded, nothing compiled
     assert "data loaded" in log, log
+
+
+WHOLE = """
+from ddflow.base.jit import lazy_jit
+from kpkg.step import step
+
+
+@lazy_jit(calls=(step,))
+def whole(x):
+    return step(x) * 10
+"""
+
+
+def test_a_kernel_calling_another_as_it_is_loads_and_follows_its_files(tmp_path, package):
+    """``calls``: a kernel calls another's own compiled code (a fused loop round calls three).  A second
+    process loads it and compiles nothing; an edit of the called kernel's helper compiles it again."""
+    (package / "step.py").write_text(STEP)
+    (package / "whole.py").write_text(WHOLE)
+    call = "import kpkg.whole as w, kpkg.step as s; print(w.whole(3), s.py_step(3))"
+    assert run(tmp_path, call)[0] == "70 7"
+    result, log = run(tmp_path, call)
+    assert result == "70 7" and "data saved" not in log and "data loaded" in log, log
+    (package / "helper.py").write_text("def twice(x):\n    return 3 * x\n")
+    assert run(tmp_path, call)[0] == "100 10", "an edit of the called kernel's helper loaded the old machine code"
