@@ -10,7 +10,7 @@ back for them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
@@ -179,6 +179,21 @@ class Node(ABC):
         for q in self.queues:
             for u in q:
                 yield u.times
+
+    def graph_cached(self, key: str, find: Callable[["Node"], Any]) -> Any:
+        """``find(self)``, kept on the node under ``key`` until the graph changes.  O(1) when kept.
+
+        For what a step asks of the graph around it (where its output is
+        routed, whether its loop round is fused): answers that change only
+        when a node or an edge is added.
+        """
+        version = self.ctx.graph_version
+        cached = self.__dict__.get(key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        found = find(self)
+        self.__dict__[key] = (version, found)
+        return found
 
     def has_work(self) -> bool:
         """Whether :meth:`work_times` holds anything: a node without work is not stepped.

@@ -148,13 +148,7 @@ def round_of(variable: Node) -> Round | None:
 
     Kept on the node until the graph changes: O(1), O(body) when found again.
     """
-    version = variable.ctx.graph_version
-    cached = variable.__dict__.get("_round")
-    if cached is not None and cached[0] == version:
-        return cached[1]
-    found = _find(variable)
-    variable._round = (version, found)
-    return found
+    return variable.graph_cached("_round", _find)
 
 
 def _find(variable: Node) -> Round | None:

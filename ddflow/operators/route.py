@@ -152,13 +152,7 @@ def route_of(node: Node) -> Route | None:
     :class:`~ddflow.operators.arrange.ArrangeNode`.  Kept on the node
     until the graph changes: O(1), O(chain length) when found again.
     """
-    version = node.ctx.graph_version
-    cached = node.__dict__.get("_route")
-    if cached is not None and cached[0] == version:
-        return cached[1]
-    route = _find(node)
-    node._route = (version, route)
-    return route
+    return node.graph_cached("_route", _find)
 
 
 def _find(node: Node) -> Route | None:
