@@ -66,12 +66,13 @@ def _wrap_kernels() -> None:
     lazy, namespace = _jit.lazy_jit, _kernels.kernels
     wrapped = []
 
-    def lazy_jit(f=None, *, uses=(), inline=()):
+    def lazy_jit(f=None, *, uses=(), inline=(), calls=()):
         if f is None:
-            return lambda g: lazy_jit(g, uses=uses, inline=inline)
-        inner = lazy(f, uses=uses, inline=inline)
+            return lambda g: lazy_jit(g, uses=uses, inline=inline, calls=calls)
+        inner = lazy(f, uses=uses, inline=inline, calls=calls)
         call = _timed(inner, f.__name__)
-        call.plain, call.uses = inner.plain, inner.uses
+        call.__name__, call.plain, call.uses, call.calls, call.dispatcher = \
+            f.__name__, inner.plain, inner.uses, inner.calls, inner.dispatcher
         return call
 
     def kernels():
