@@ -180,8 +180,8 @@ class Arena:
         self.T, self.base, self.src, self._view = T, len(rows), src, None
 
     def fits(self, n: int) -> bool:
-        """Whether a batch of ``n`` updates has room (:func:`words_for`, written out: a call fewer).  O(1)."""
-        return self.n < self.capacity and self.used + n * (3 + self.arity + self.depth) + 2 <= len(self.buf)
+        """Whether a batch of ``n`` updates has room.  O(1)."""
+        return self.n < self.capacity and self.used + words_for(n, self.arity, self.depth) <= len(self.buf)
 
     def target(self) -> tuple[np.ndarray, int, np.ndarray, int]:
         """``(buf, used, T, at)``: where a kernel that calls :func:`write_trie` writes the next batch.  O(1).

@@ -37,7 +37,6 @@ import numpy as np
 
 from ddflow.base.jit import lazy_jit
 from ddflow.base.kernels import SMALL_ROWS
-from ddflow.base.updates import Updates
 from ddflow.graph.node import Node
 from ddflow.operators.feedback import feedback_round_into
 from ddflow.operators.join import JoinNode, join_table_into
@@ -56,21 +55,18 @@ NOTHING, FED, JOINED, ROUND = 0, 1, 2, 3
 class Round:
     """A loop body fused by :func:`loop_round`: a variable, the join reading it, the reduce reading the join.
 
-    ``fed``: the variable's route to the join's arrangement; ``joined``:
+    ``fed``: the variable's (its ``source``) route to the join's arrangement; ``joined``:
     the join's route to the reduce's; ``between``: the other members the
     round steps between the variable and the reduce, which must have no
     work for the round to run fused.
     """
 
-    __slots__ = ("variable", "fed", "join", "delta_left", "other", "joined", "reduce", "between")
+    __slots__ = ("fed", "join", "delta_left", "other", "joined", "reduce", "between")
 
-    def __init__(self, variable: Node, fed: Route, join: JoinNode, joined: Route, reduce: ReduceNode,
-                 between: tuple[Node, ...]):
-        self.variable, self.fed, self.join, self.joined, self.reduce = variable, fed, join, joined, reduce
+    def __init__(self, fed: Route, join: JoinNode, joined: Route, reduce: ReduceNode, between: tuple[Node, ...]):
+        self.fed, self.join, self.joined, self.reduce, self.between = fed, join, joined, reduce, between
         self.delta_left = join.left is fed.arrangement
         self.other = join.right if self.delta_left else join.left
-        # Each with whether its only work is its queues (Node.has_work's O(1) case): checked inline.
-        self.between = tuple((m, m._queues_only and type(m).has_ready_work is Node.has_ready_work) for m in between)
 
     def run(self, K: np.ndarray, diffs: np.ndarray, kinds: tuple[str, ...], bound: np.ndarray) -> bool:
         """Run a round from the variable's feedback ``K`` (rows then times), ``diffs``; whether it ran.
@@ -82,12 +78,8 @@ class Round:
         join, red = self.join, self.reduce
         if join.queues[0] or join.queues[1] or red.queues[0]:
             return False
-        for m, queues_only in self.between:
-            if queues_only:
-                for q in m.queues:  # what has_ready_work says for such a node, without its two calls
-                    if q:
-                        return False
-            elif m.has_ready_work(bound):
+        for m in self.between:
+            if m.has_ready_work(bound):
                 return False
         a, a2 = self.fed.arrangement, self.joined.arrangement
         at, et, it, ot = a.trace, self.other.trace, a2.trace, red.tactic.out_trace
@@ -155,7 +147,7 @@ def _find(variable: Node) -> Round | None:
     fed = route_of(variable)
     if fed is None or len(fed.arrangement.targets) != 1:
         return None
-    join, port = fed.arrangement.targets[0]
+    join, _ = fed.arrangement.targets[0]
     if type(join) is not JoinNode or join.left is join.right:
         return None
     joined = route_of(join)
@@ -178,7 +170,7 @@ def _find(variable: Node) -> Round | None:
     between = tuple(m for m, loop in plan.steps[v + 1: r] if m is not join)
     if any(loop for _, loop in plan.steps[v + 1: r]):
         return None  # a nested loop runs rounds of its own in between
-    return Round(variable, fed, join, joined, red, between)
+    return Round(fed, join, joined, red, between)
 
 
 def _packed(C, T, D, n):
@@ -235,10 +227,7 @@ def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delt
         return FED, k1, n1, now1, 0, 0, used2, _packed(C1, T1s, D1, n1), \
             no_cols, noT, none1, no_later, noT, DONE, usedO
     n2 = len(D2)
-    nk = np.empty((n2, ng), dtype=np.int64)
-    for i in range(n2):
-        for c in range(ng):
-            nk[i, c] = C2[c, i]
+    nk = np.ascontiguousarray(C2.T)  # the rows, as loop_step takes its new seeds
     in_T = T2[: at2 + (1 if n2 else 0)]
     out_T = TO[:atO]
     cols, times, ds, keys, key_offs, V, val_offs, row, later, later_t, st, nowO = loop_step(
