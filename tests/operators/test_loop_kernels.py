@@ -291,7 +291,7 @@ def test_later_rounds_pends_the_least_later_iteration_at_every_candidate_time(r,
     ``i`` the least iteration past ``r`` in the group's history: round ``i`` makes the next one pending."""
     from ddflow.base.jit import lazy_jit
     from ddflow.base.kernels import grown, sort_small, sorted_unique
-    from ddflow.operators.reduce.chain import later_rounds
+    from ddflow.operators.reduce.chain import first_change, later_rounds
 
     hin, hout = sorted(hin), sorted(hout)
     in_a = np.array([a for a, _ in hin], dtype=np.int64)
@@ -303,10 +303,67 @@ def test_later_rounds_pends_the_least_later_iteration_at_every_candidate_time(r,
         return
     chain_arr = np.array(sorted(set(chain)), dtype=np.int64)
     fn = getattr(later_rounds, "py_func", later_rounds)
-    kernel = fn if plain else lazy_jit(uses=(grown, sort_small, sorted_unique))(fn)
+    kernel = fn if plain else lazy_jit(uses=(grown, sort_small, sorted_unique, first_change))(fn)
     scratch = np.empty(len(chain_arr) + len(in_a) + len(out_a), dtype=np.int64)
     P, npd = kernel(np.empty((2, 3), dtype=np.int64), 0, 5, r, ms, chain_arr, 0, len(chain_arr), later,
-                    in_a, in_i, 0, len(in_a), out_a, out_i, 0, len(out_a), scratch)
+                    in_a, in_i, 0, len(in_a), out_a, out_i, 0, len(out_a), scratch, False, chain_arr,
+                    np.ones(len(in_a), dtype=np.int64), np.ones(len(out_a), dtype=np.int64))
     least = min(i for _, i in hin + hout if i > r)
     outer = set(chain_arr.tolist()) | {a for a, i in hin + hout if i > r and a >= ms}
     assert [tuple(p) for p in P[:npd].tolist()] == [(5, a, least) for a in sorted(outer)]
+
+
+@st.composite
+def distinct_histories(draw):
+    """One group's input and output histories ``(outer time, iteration, diff)``, its seeds' outer times, a round."""
+    r = draw(st.integers(0, 3))
+    row = st.tuples(st.integers(0, 5), st.integers(0, 7), st.sampled_from([-1, 1, 1, 2]))
+    hin = sorted(draw(st.lists(row, max_size=8)))
+    hout = sorted(draw(st.lists(row, max_size=6)))
+    seeds = sorted(set(draw(st.lists(st.integers(0, 5), min_size=1, max_size=3))))
+    return r, hin, hout, seeds
+
+
+def _walk(kernel, r, seeds, hin, hout, distinct):
+    """``chain_walk`` for group 0 at round ``r``; then what a distinct emits there: ``(P, emitted (time, diff))``."""
+    def cols(h, k):
+        return np.array([x[k] for x in h], dtype=np.int64)
+    seed_a = np.array(seeds, dtype=np.int64)
+    cg, ca, acc, out_pos, P, overflow = kernel(r, np.zeros(len(seeds), dtype=np.int64), seed_a,
+                                               np.zeros(len(hin), dtype=np.int64), cols(hin, 0), cols(hin, 1),
+                                               cols(hin, 2), np.zeros(len(hout), dtype=np.int64), cols(hout, 0),
+                                               cols(hout, 1), cols(hout, 2), distinct)
+    assert not overflow
+    net = [int(acc[i] > 0) - (int(acc[i - 1] > 0) if i else 0) for i in range(len(ca))]
+    for q, i in enumerate(out_pos.tolist()):
+        if i >= 0:
+            net[i] -= hout[q][2]
+    return P, [(int(a), d) for a, d in zip(ca.tolist(), net) if d]
+
+
+@settings(max_examples=400, deadline=None)
+@given(distinct_histories(), st.booleans())
+def test_a_distinct_pends_the_first_round_whose_visit_emits(h, plain):
+    """A distinct's walk at round ``r`` pends the least later iteration whose visit would emit something.
+
+    The reference makes every visit: round ``r``'s output joins the
+    output history, then each later iteration of the group's history in
+    order is walked, seeded at every candidate outer time (the pending
+    times the walk without pruning gives), until one emits.  The pruned
+    walk must pend that iteration at the same outer times, or nothing
+    when no visit emits.
+    """
+    from ddflow.operators.reduce.chain import chain_walk
+
+    kernel = chain_walk.plain if plain else chain_walk
+    r, hin, hout, seeds = h
+    P_all, emitted = _walk(kernel, r, seeds, hin, hout, False)
+    P, _ = _walk(kernel, r, seeds, hin, hout, True)
+    hout = sorted(hout + [(a, r, d) for a, d in emitted])
+    candidates = sorted({int(a) for a in P_all[:, 1].tolist()})
+    want = None
+    for L in sorted({i for _, i, _ in hin + hout if i > r}):
+        if _walk(kernel, L, candidates, hin, hout, False)[1]:
+            want = L
+            break
+    assert [tuple(p) for p in P.tolist()] == ([(0, a, want) for a in candidates] if want is not None else [])

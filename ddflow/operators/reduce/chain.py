@@ -22,6 +22,7 @@ from ddflow.base.jit import lazy_jit
 from ddflow.base.kernels import group_sums, grown, lex_order, run_of, sort_small, sorted_unique
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
+from ddflow.operators.reduce.logic import SCALAR_DISTINCT
 
 
 def overflow_message(logic) -> str:
@@ -57,7 +58,8 @@ def scalar_loop(
     oo = pair_order(out_gid, out.times[:, 0])
     c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid[so], seed_t[so],
                                                       in_gid[io], in_times[io, 0], in_times[io, 1], in_diffs[io],
-                                                      out_gid[oo], out.times[oo, 0], out.times[oo, 1])
+                                                      out_gid[oo], out.times[oo, 0], out.times[oo, 1], out.diffs[oo],
+                                                      logic.scalar_code == SCALAR_DISTINCT)
     if overflow:
         raise SchemaError(overflow_message(logic))
     val, mult = logic.scalar_rows(acc)
@@ -231,7 +233,75 @@ def n_later(r, in_i, i0, i1, out_i, o0, o1):
     return n
 
 
-def later_rounds(P, npd, g, r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, out_a, out_i, o0, o1, scratch):
+#: :func:`first_change` looks for the iteration at most this much work (history rows times candidate times);
+#: past it, the least later iteration is visited, as for every other logic.
+FIRST_CHANGE_WORK = 1 << 11
+
+
+def first_change(r, least, outer, chain, acc, c0, nc, in_a, in_i, in_d, i0, i1, out_a, out_i, out_d, o0, o1):
+    """For a distinct: the least iteration past ``r`` at which its output would change; -1 if none would.  A kernel helper.
+
+    After round ``r`` emits, the group's output accumulated at each chain
+    time ``c`` is ``[acc(c) > 0]`` (``acc``: the input counts at iterations
+    ``<= r``, ``chain[c0:c0 + nc]``).  Supposing no input changes after
+    round ``r`` (a change that does is a seed whose own walk asks again),
+    the visit of iteration ``L`` emits, by telescoping, ``E(c) = [in(c,
+    L) > 0] - out(c, L)`` summed along its chain, so nothing iff ``E = 0``
+    at every candidate outer time ``c`` (``outer``, sorted: ``E`` changes
+    only there), where ``in``/``out`` add the later history at iterations
+    in ``(r, L]`` at outer times ``<= c``.  The later iterations are
+    tried in order.  ``least``: the least of them, returned when a sum
+    would leave int64 or the search would pass :data:`FIRST_CHANGE_WORK`.
+    O(l * (h + p)) for l later iterations, h history rows and p outer times.
+    """
+    h = (i1 - i0) + (o1 - o0)
+    nb = len(outer)
+    if h * (h + 2 * nb) > FIRST_CHANGE_WORK:
+        return least
+    BIG = np.iinfo(np.int64).max
+    D = np.empty(nb, dtype=np.int64)
+    O = np.empty(nb, dtype=np.int64)
+    j = c0
+    for b in range(nb):
+        while j + 1 < c0 + nc and chain[j + 1] <= outer[b]:
+            j += 1
+        D[b] = acc[j]
+        O[b] = 1 if acc[j] > 0 else 0
+    it = r
+    while True:
+        L = BIG
+        for p in range(i0, i1):
+            if it < in_i[p] < L:
+                L = in_i[p]
+        for q in range(o0, o1):
+            if it < out_i[q] < L:
+                L = out_i[q]
+        if L == BIG:
+            return -1
+        for p in range(i0, i1):
+            if in_i[p] == L:
+                for b in range(nb):
+                    if outer[b] >= in_a[p]:
+                        x, s = in_d[p], D[b]
+                        if (x > 0 and s > BIG - x) or (x < 0 and s < -BIG - 1 - x):
+                            return least
+                        D[b] = s + x
+        for q in range(o0, o1):
+            if out_i[q] == L:
+                for b in range(nb):
+                    if outer[b] >= out_a[q]:
+                        x, s = out_d[q], O[b]
+                        if (x > 0 and s > BIG - x) or (x < 0 and s < -BIG - 1 - x):
+                            return least
+                        O[b] = s + x
+        for b in range(nb):
+            if O[b] != (1 if D[b] > 0 else 0):
+                return L
+        it = L
+
+
+def later_rounds(P, npd, g, r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, out_a, out_i, o0, o1, scratch,
+                 distinct, acc, in_d, out_d):
     """Append to ``P`` (rows ``(group, outer time, iteration)``, ``npd`` used) group ``g``'s next later round.
 
     A kernel helper (compiled with the kernels that call it), called for a
@@ -249,8 +319,12 @@ def later_rounds(P, npd, g, r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, o
     visited, and a round does not queue all of them again only for the
     pending set to drop the repeats.  ``scratch``: at least ``nc +
     n_later`` int64s, allocated once by the caller for every group.
+    For a ``distinct`` (``acc``: the chain's accumulated input counts;
+    ``in_d``/``out_d``: the histories' diffs), the iteration pended is the
+    least at which the output would change (:func:`first_change`), and
+    none where it would not: a visit that emits nothing is not made.
     Returns ``(P, npd)``.  O(h + p log p) for h history rows and p outer
-    times.
+    times, and :func:`first_change`'s for a distinct.
     """
     outer = scratch[:nc + n_later]
     for x in range(nc):
@@ -270,6 +344,11 @@ def later_rounds(P, npd, g, r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, o
                 outer[nout] = out_a[j]
                 nout += 1
     outer = sorted_unique(outer[:nout])
+    if distinct:
+        least = first_change(r, least, outer, chain, acc, c0, nc, in_a, in_i, in_d, i0, i1, out_a, out_i, out_d,
+                             o0, o1)
+        if least < 0:
+            return P, npd
     P = grown(P, npd, npd + len(outer))
     for a in outer:
         P[npd, 0] = g
@@ -301,8 +380,8 @@ def next_chain_time(c, r, sp, s1, seed_a, p, i1, in_a, in_i, q, o1, out_a, out_i
     return nxt, sp
 
 
-@lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, later_rounds, next_chain_time))
-def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
+@lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, first_change, later_rounds, next_chain_time))
+def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i, out_d, distinct):
     """The chain of each seeded group at iteration ``r``, its input counts, and the pending times.
 
     Every array is sorted by (group, outer time).  Per group the chain is
@@ -313,8 +392,11 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
     ``<= r``); ``out_pos`` for each output history update the chain row
     where it first becomes visible (-1: at a later iteration, or after the
     last chain time); ``P`` rows ``(group, outer time, iteration)`` from
-    :func:`later_rounds`.  One pass per group: O(h + |chain|) for h history
-    updates, plus sorting the pending candidates of groups with later history.
+    :func:`later_rounds` (``distinct``: the logic is a distinct, which
+    pends only the rounds where its output would change; ``out_d``: the
+    output history's diffs, read for it).  One pass per group: O(h +
+    |chain|) for h history updates, plus sorting the pending candidates of
+    groups with later history.
     """
     BIG = np.iinfo(np.int64).max
     ns, ni, no = len(seed_g), len(in_g), len(out_g)
@@ -362,7 +444,7 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i):
         later = n_later(r, in_i, i0, i1, out_i, o0, o1)
         if later:  # P is reassigned only here: an array reassigned on every pass costs the loop reference counting
             P, npd = later_rounds(P, npd, g, r, ms, ca, c0, nc - c0, later, in_a, in_i, i0, i1, out_a, out_i, o0, o1,
-                                  scratch)
+                                  scratch, distinct, acc, in_d, out_d)
         s0, i0, o0 = s1, i1, o1
     return cg[:nc], ca[:nc], acc[:nc], out_pos, P[:npd], overflow
 

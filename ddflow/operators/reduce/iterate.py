@@ -26,7 +26,7 @@ from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError, SchemaError
 from ddflow.graph.node import any_complete, complete_row, object_columns, ready_mask, ready_split
 from ddflow.operators.reduce.chain import _assemble, chain_output, chain_walk, overflow_message, scalar_loop
-from ddflow.operators.reduce.logic import SCALAR_COUNT, Logic
+from ddflow.operators.reduce.logic import SCALAR_COUNT, SCALAR_DISTINCT, Logic
 from ddflow.operators.reduce.tactic import BAD_ROUND, DONE, OVERFLOW, ReduceTactic
 from ddflow.traces.arena import write_trie
 from ddflow.traces.layout import build_trie, histories
@@ -230,7 +230,8 @@ def loop_step_by_parts(nk, nt, pk, pt, bound, in_T, out_T, logic, out_kinds):
     out_gid, o_cols, o_times, o_diffs = histories(out_T, gmat, arity, 2)
     c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid, seed_t, in_gid, time_column(in_times, 0),
                                                       time_column(in_times, 1), in_diffs, out_gid,
-                                                      time_column(o_times, 0), time_column(o_times, 1))
+                                                      time_column(o_times, 0), time_column(o_times, 1), o_diffs,
+                                                      logic.scalar_code == SCALAR_DISTINCT)
     if overflow:
         return None, None, None, OVERFLOW
     val, mult = logic.scalar_rows(acc)
@@ -411,7 +412,8 @@ def loop_step(nk, nt, pk, pt, bound, in_T, out_T, out_arity, code, buf, used, T,
     in_gid, _, in_times, in_diffs = histories(in_T, gmat, ng, 2)
     out_gid, o_cols, o_times, o_diffs = histories(out_T, gmat, out_arity, 2)
     c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid, seed_t, in_gid, in_times[:, 0], in_times[:, 1],
-                                                      in_diffs, out_gid, o_times[:, 0], o_times[:, 1])
+                                                      in_diffs, out_gid, o_times[:, 0], o_times[:, 1], o_diffs,
+                                                      code == SCALAR_DISTINCT)
     if overflow:
         return no_cols, empty2, empty1, empty1, no_offs, no_vals, no_offs, no_row, no_later, empty2, OVERFLOW, used
     count = code == SCALAR_COUNT

@@ -13,7 +13,7 @@ import numpy as np
 from ddflow.base.jit import lazy_jit
 from ddflow.base.kernels import group_sums, grown, lex_order, rows_differ, run_of, sort_small, sorted_unique
 from ddflow.base.radix import radix_order
-from ddflow.operators.reduce.chain import later_rounds, n_later, next_chain_time
+from ddflow.operators.reduce.chain import first_change, later_rounds, n_later, next_chain_time
 
 
 @lazy_jit(uses=(lex_order, rows_differ, radix_order))
@@ -109,7 +109,8 @@ def add_changed(delta, mark, st, n, x, d):
     return n
 
 
-@lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, later_rounds, next_chain_time, add_changed))
+@lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, first_change, later_rounds, next_chain_time,
+                add_changed))
 def key_walk(mode, k, r, bound_a, n_values,
              seed_g, seed_a,
              in_g, in_a, in_i, in_v, in_d,
@@ -363,6 +364,6 @@ def key_walk(mode, k, r, bound_a, n_values,
         later = n_later(r, in_i, i0, i1, out_i, o0, o1)
         if later:  # P is reassigned only here (see chain_walk)
             P, npd = later_rounds(P, npd, g, r, ms, chain, 0, nc, later, in_a, in_i, i0, i1, out_a, out_i, o0, o1,
-                                  scratch)
+                                  scratch, False, chain, in_d, out_d)
         s0, i0, o0 = s1, i1, o1
     return E[:ne], P[:npd]
