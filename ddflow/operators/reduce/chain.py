@@ -238,6 +238,25 @@ def n_later(r, in_i, i0, i1, out_i, o0, o1):
 FIRST_CHANGE_WORK = 1 << 11
 
 
+def add_at_iteration(S, outer, a, i, d, p0, p1, L):
+    """Add to ``S[b]`` the diffs ``d[p0:p1]`` at iteration ``L`` (``i``) and outer times ``a <= outer[b]``.  A kernel helper.
+
+    For :func:`first_change`.  Returns True, leaving ``S`` partly added,
+    when a sum would leave int64.  O((p1 - p0) * len(outer)).
+    """
+    BIG = np.iinfo(np.int64).max
+    for p in range(p0, p1):
+        if i[p] == L:
+            x = d[p]
+            for b in range(len(outer)):
+                if outer[b] >= a[p]:
+                    s = S[b]
+                    if (x > 0 and s > BIG - x) or (x < 0 and s < -BIG - 1 - x):
+                        return True
+                    S[b] = s + x
+    return False
+
+
 def first_change(r, least, outer, chain, acc, c0, nc, in_a, in_i, in_d, i0, i1, out_a, out_i, out_d, o0, o1):
     """For a distinct: the least iteration past ``r`` at which its output would change; -1 if none would.  A kernel helper.
 
@@ -278,22 +297,9 @@ def first_change(r, least, outer, chain, acc, c0, nc, in_a, in_i, in_d, i0, i1, 
                 L = out_i[q]
         if L == BIG:
             return -1
-        for p in range(i0, i1):
-            if in_i[p] == L:
-                for b in range(nb):
-                    if outer[b] >= in_a[p]:
-                        x, s = in_d[p], D[b]
-                        if (x > 0 and s > BIG - x) or (x < 0 and s < -BIG - 1 - x):
-                            return least
-                        D[b] = s + x
-        for q in range(o0, o1):
-            if out_i[q] == L:
-                for b in range(nb):
-                    if outer[b] >= out_a[q]:
-                        x, s = out_d[q], O[b]
-                        if (x > 0 and s > BIG - x) or (x < 0 and s < -BIG - 1 - x):
-                            return least
-                        O[b] = s + x
+        if add_at_iteration(D, outer, in_a, in_i, in_d, i0, i1, L) or \
+                add_at_iteration(O, outer, out_a, out_i, out_d, o0, o1, L):
+            return least
         for b in range(nb):
             if O[b] != (1 if D[b] > 0 else 0):
                 return L
@@ -380,7 +386,8 @@ def next_chain_time(c, r, sp, s1, seed_a, p, i1, in_a, in_i, q, o1, out_a, out_i
     return nxt, sp
 
 
-@lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, first_change, later_rounds, next_chain_time))
+@lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, add_at_iteration, first_change, later_rounds,
+                next_chain_time))
 def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i, out_d, distinct):
     """The chain of each seeded group at iteration ``r``, its input counts, and the pending times.
 

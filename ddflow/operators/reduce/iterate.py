@@ -12,7 +12,8 @@ times) must be evaluated too.  The least of those iterations is returned
 as pending seeds for its round (:func:`~.chain.later_rounds`) and merged
 into the waiting set by :func:`loop_pending`; that round's walk pends
 the next one.  Over-approximating the set is safe: evaluating a time
-whose output does not change emits nothing.
+whose output does not change emits nothing.  A distinct skips the later
+iterations where its output would not change (:func:`~.chain.first_change`).
 """
 from __future__ import annotations
 
