@@ -235,7 +235,7 @@ def n_later(r, in_i, i0, i1, out_i, o0, o1):
 
 #: :func:`first_change` looks for the iteration at most this much work (history rows times candidate times);
 #: past it, the least later iteration is visited, as for every other logic.
-FIRST_CHANGE_WORK = 1 << 11
+FIRST_CHANGE_WORK = 1 << 8
 
 
 def add_at_iteration(S, outer, a, i, d, p0, p1, L):
@@ -257,7 +257,7 @@ def add_at_iteration(S, outer, a, i, d, p0, p1, L):
     return False
 
 
-def first_change(r, least, outer, chain, acc, c0, nc, in_a, in_i, in_d, i0, i1, out_a, out_i, out_d, o0, o1):
+def first_change(r, least, outer, chain, acc, c0, nc, in_a, in_i, in_d, i0, i1, out_a, out_i, out_d, o0, o1, work):
     """For a distinct: the least iteration past ``r`` at which its output would change; -1 if none would.  A kernel helper.
 
     After round ``r`` emits, the group's output accumulated at each chain
@@ -271,15 +271,16 @@ def first_change(r, least, outer, chain, acc, c0, nc, in_a, in_i, in_d, i0, i1, 
     in ``(r, L]`` at outer times ``<= c``.  The later iterations are
     tried in order.  ``least``: the least of them, returned when a sum
     would leave int64 or the search would pass :data:`FIRST_CHANGE_WORK`.
-    O(l * (h + p)) for l later iterations, h history rows and p outer times.
+    ``work``: at least ``2 * len(outer)`` int64s, the caller's (an array
+    allocated for each group cost the walk a fifth more).  O(l * (h + p))
+    for l later iterations, h history rows and p outer times.
     """
     h = (i1 - i0) + (o1 - o0)
     nb = len(outer)
     if h * (h + 2 * nb) > FIRST_CHANGE_WORK:
         return least
     BIG = np.iinfo(np.int64).max
-    D = np.empty(nb, dtype=np.int64)
-    O = np.empty(nb, dtype=np.int64)
+    D, O = work[:nb], work[nb:2 * nb]
     j = c0
     for b in range(nb):
         while j + 1 < c0 + nc and chain[j + 1] <= outer[b]:
@@ -324,7 +325,8 @@ def later_rounds(P, npd, g, r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, o
     there.  So every later iteration that can change the output is still
     visited, and a round does not queue all of them again only for the
     pending set to drop the repeats.  ``scratch``: at least ``nc +
-    n_later`` int64s, allocated once by the caller for every group.
+    n_later`` int64s (three times that for a distinct), allocated once by
+    the caller for every group.
     For a ``distinct`` (``acc``: the chain's accumulated input counts;
     ``in_d``/``out_d``: the histories' diffs), the iteration pended is the
     least at which the output would change (:func:`first_change`), and
@@ -352,7 +354,7 @@ def later_rounds(P, npd, g, r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, o
     outer = sorted_unique(outer[:nout])
     if distinct:
         least = first_change(r, least, outer, chain, acc, c0, nc, in_a, in_i, in_d, i0, i1, out_a, out_i, out_d,
-                             o0, o1)
+                             o0, o1, scratch[nc + n_later:])
         if least < 0:
             return P, npd
     P = grown(P, npd, npd + len(outer))
@@ -362,6 +364,11 @@ def later_rounds(P, npd, g, r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, o
         P[npd, 2] = least
         npd += 1
     return P, npd
+
+
+#: What a kernel walking a distinct's chains compiles into its code rather than calls: called once a
+#: group, with a dozen arrays whose references each call takes and releases, they cost the walk 30%.
+DISTINCT_INLINE = (add_at_iteration, first_change)
 
 
 def next_chain_time(c, r, sp, s1, seed_a, p, i1, in_a, in_i, q, o1, out_a, out_i):
@@ -387,7 +394,7 @@ def next_chain_time(c, r, sp, s1, seed_a, p, i1, in_a, in_i, q, o1, out_a, out_i
 
 
 @lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, add_at_iteration, first_change, later_rounds,
-                next_chain_time))
+                next_chain_time), inline=DISTINCT_INLINE)
 def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i, out_d, distinct):
     """The chain of each seeded group at iteration ``r``, its input counts, and the pending times.
 
@@ -413,7 +420,7 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i, o
     acc = np.empty(cap, dtype=np.int64)
     out_pos = np.full(no, -1, dtype=np.int64)
     P = np.empty((16, 3), dtype=np.int64)
-    scratch = np.empty(cap + ni + no, dtype=np.int64)  # later_rounds': a group's chain plus its history
+    scratch = np.empty(3 * (cap + ni + no), dtype=np.int64)  # later_rounds': a group's chain plus its history, thrice
     nc = 0
     npd = 0
     s0 = 0
