@@ -233,8 +233,9 @@ def n_later(r, in_i, i0, i1, out_i, o0, o1):
     return n
 
 
-#: :func:`first_change` looks for the iteration at most this much work (history rows times candidate times);
-#: past it, the least later iteration is visited, as for every other logic.
+#: :func:`first_change` searches only where ``h * (h + 2 p)`` (h history rows, p candidate times) is at most
+#: this; past it, the least later iteration is visited, as for every other logic.  Most groups are far
+#: smaller: 2,048 pended about a quarter fewer seeds at 10,000-node reach K=1000, and no fewer at K=1.
 FIRST_CHANGE_WORK = 1 << 8
 
 
@@ -271,9 +272,9 @@ def first_change(r, least, outer, chain, acc, c0, nc, in_a, in_i, in_d, i0, i1, 
     in ``(r, L]`` at outer times ``<= c``.  The later iterations are
     tried in order.  ``least``: the least of them, returned when a sum
     would leave int64 or the search would pass :data:`FIRST_CHANGE_WORK`.
-    ``work``: at least ``2 * len(outer)`` int64s, the caller's (an array
-    allocated for each group cost the walk a fifth more).  O(l * (h + p))
-    for l later iterations, h history rows and p outer times.
+    ``work``: at least ``2 * len(outer)`` int64s of the caller's scratch.
+    O(l * (h + p)) for l later iterations, h history rows and p outer
+    times.
     """
     h = (i1 - i0) + (o1 - o0)
     nb = len(outer)
@@ -366,8 +367,9 @@ def later_rounds(P, npd, g, r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, o
     return P, npd
 
 
-#: What a kernel walking a distinct's chains compiles into its code rather than calls: called once a
-#: group, with a dozen arrays whose references each call takes and releases, they cost the walk 30%.
+#: What a kernel walking a distinct's chains compiles into its code rather than calls: called once a group,
+#: with a dozen arrays whose references each call takes and releases, the search made the walk 1.33x slower
+#: at 10,000-node reach K=1000 (1.18x at 1,000 nodes); inlined, 1.25x (1.09x).
 DISTINCT_INLINE = (add_at_iteration, first_change)
 
 
