@@ -292,6 +292,7 @@ def test_later_rounds_pends_the_least_later_iteration_at_every_candidate_time(r,
     from ddflow.base.jit import lazy_jit
     from ddflow.base.kernels import grown, sort_small, sorted_unique
     from ddflow.operators.reduce.chain import add_at_iteration, first_change, later_rounds
+    from ddflow.traces.merge import sum_overflows
 
     hin, hout = sorted(hin), sorted(hout)
     in_a = np.array([a for a, _ in hin], dtype=np.int64)
@@ -303,7 +304,7 @@ def test_later_rounds_pends_the_least_later_iteration_at_every_candidate_time(r,
         return
     chain_arr = np.array(sorted(set(chain)), dtype=np.int64)
     fn = getattr(later_rounds, "py_func", later_rounds)
-    kernel = fn if plain else lazy_jit(uses=(grown, sort_small, sorted_unique, add_at_iteration, first_change))(fn)
+    kernel = fn if plain else lazy_jit(uses=(grown, sort_small, sorted_unique, sum_overflows, add_at_iteration, first_change))(fn)
     scratch = np.empty(len(chain_arr) + len(in_a) + len(out_a), dtype=np.int64)
     P, npd = kernel(np.empty((2, 3), dtype=np.int64), 0, 5, r, ms, chain_arr, 0, len(chain_arr), later,
                     in_a, in_i, 0, len(in_a), out_a, out_i, 0, len(out_a), scratch, False, chain_arr,

@@ -23,6 +23,7 @@ from ddflow.base.kernels import group_sums, grown, lex_order, run_of, sort_small
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.operators.reduce.logic import SCALAR_DISTINCT
+from ddflow.traces.merge import sum_overflows
 
 
 def overflow_message(logic) -> str:
@@ -245,16 +246,14 @@ def add_at_iteration(S, outer, a, i, d, p0, p1, L):
     For :func:`first_change`.  Returns True, leaving ``S`` partly added,
     when a sum would leave int64.  O((p1 - p0) * len(outer)).
     """
-    BIG = np.iinfo(np.int64).max
     for p in range(p0, p1):
         if i[p] == L:
             x = d[p]
             for b in range(len(outer)):
                 if outer[b] >= a[p]:
-                    s = S[b]
-                    if (x > 0 and s > BIG - x) or (x < 0 and s < -BIG - 1 - x):
+                    if sum_overflows(S[b], x):
                         return True
-                    S[b] = s + x
+                    S[b] += x
     return False
 
 
@@ -367,10 +366,11 @@ def later_rounds(P, npd, g, r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, o
     return P, npd
 
 
-#: What a kernel walking a distinct's chains compiles into its code rather than calls: called once a group,
-#: with a dozen arrays whose references each call takes and releases, the search made the walk 1.33x slower
-#: at 10,000-node reach K=1000 (1.18x at 1,000 nodes); inlined, 1.25x (1.09x).
-DISTINCT_INLINE = (add_at_iteration, first_change)
+#: What a kernel walking chains compiles into its code rather than calls: the overflow test of its per-row
+#: sum, and a distinct's search (called once a group, with a dozen arrays whose references each call takes
+#: and releases, the search made the walk 1.33x slower at 10,000-node reach K=1000, 1.18x at 1,000 nodes;
+#: inlined, 1.25x and 1.09x).
+CHAIN_INLINE = (sum_overflows, add_at_iteration, first_change)
 
 
 def next_chain_time(c, r, sp, s1, seed_a, p, i1, in_a, in_i, q, o1, out_a, out_i):
@@ -395,8 +395,8 @@ def next_chain_time(c, r, sp, s1, seed_a, p, i1, in_a, in_i, q, o1, out_a, out_i
     return nxt, sp
 
 
-@lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, add_at_iteration, first_change, later_rounds,
-                next_chain_time), inline=DISTINCT_INLINE)
+@lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, sum_overflows, add_at_iteration, first_change,
+                later_rounds, next_chain_time), inline=CHAIN_INLINE)
 def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i, out_d, distinct):
     """The chain of each seeded group at iteration ``r``, its input counts, and the pending times.
 
@@ -443,7 +443,7 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i, o
             while p < i1 and in_a[p] <= c:
                 if in_i[p] <= r:
                     d = in_d[p]
-                    if (d > 0 and total > BIG - d) or (d < 0 and total < -BIG - 1 - d):
+                    if sum_overflows(total, d):
                         overflow = True  # the count leaves int64: reported, never wrapped
                     else:
                         total += d

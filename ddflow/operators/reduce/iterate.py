@@ -26,7 +26,7 @@ from ddflow.base.kernels import key_matrix, lex_order, rows_differ
 from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError, SchemaError
 from ddflow.graph.node import any_complete, complete_row, object_columns, ready_mask, ready_split
-from ddflow.operators.reduce.chain import DISTINCT_INLINE, _assemble, chain_output, chain_walk, overflow_message, \
+from ddflow.operators.reduce.chain import CHAIN_INLINE, _assemble, chain_output, chain_walk, overflow_message, \
     scalar_loop
 from ddflow.operators.reduce.logic import SCALAR_COUNT, SCALAR_DISTINCT, Logic
 from ddflow.operators.reduce.tactic import BAD_ROUND, DONE, OVERFLOW, ReduceTactic
@@ -357,7 +357,7 @@ def loop_pending(pk, pt, waiting, groups, P):
 
 
 @lazy_jit(uses=helpers_of(complete_row, loop_seeds, histories, chain_walk, chain_output, loop_pending, build_trie,
-                          write_trie), inline=DISTINCT_INLINE)
+                          write_trie), inline=CHAIN_INLINE)
 def loop_step(nk, nt, pk, pt, bound, in_T, out_T, out_arity, code, buf, used, T, at, small):
     """A loop tactic's step for count (``code`` ``SCALAR_COUNT``) or distinct (``SCALAR_DISTINCT``), one compiled call.
 

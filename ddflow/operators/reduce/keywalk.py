@@ -14,6 +14,7 @@ from ddflow.base.jit import lazy_jit
 from ddflow.base.kernels import group_sums, grown, lex_order, rows_differ, run_of, sort_small, sorted_unique
 from ddflow.base.radix import radix_order
 from ddflow.operators.reduce.chain import add_at_iteration, first_change, later_rounds, n_later, next_chain_time
+from ddflow.traces.merge import sum_overflows
 
 
 @lazy_jit(uses=(lex_order, rows_differ, radix_order))
@@ -109,8 +110,8 @@ def add_changed(delta, mark, st, n, x, d):
     return n
 
 
-@lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, add_at_iteration, first_change, later_rounds,
-                next_chain_time, add_changed))
+@lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, sum_overflows, add_at_iteration, first_change,
+                later_rounds, next_chain_time, add_changed))
 def key_walk(mode, k, r, bound_a, n_values,
              seed_g, seed_a,
              in_g, in_a, in_i, in_v, in_d,
