@@ -82,7 +82,8 @@ def loops() -> None:
         roots_in, edges_in, start, edges = _reachable(flow)
         edges.map(lambda e: (e[0], e[0])).iterate(lambda lab: lab.join(edges).project(2, 1).concat(lab).min()).capture()
         start.iterate(lambda r: r.join(edges).project(2, 1).concat(start).count().project(0, 0)).capture()
-        # A variable routed to its join, in a round not fused (a min): feedback_round_into called from Python.
+        # A min in a loop: its rounds fused (loop_round's walk) at the advances of one time, the first and the
+        # last; at the others the walk keeps its history, and the variable calls feedback_round_into from Python.
         start.iterate(lambda r: r.join(edges).project(2, 1).concat(start).min()).capture()
         _feed(flow, [(roots_in, [(0,), (5,)]), (edges_in, _graph())])
 

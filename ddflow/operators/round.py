@@ -1,4 +1,4 @@
-"""A loop round in one compiled call: variable, join and distinct (or count) run as one kernel.
+"""A loop round in one compiled call: variable, join and distinct, count or min (max, top_k) run as one kernel.
 
 Reach's body, ``reach.join(edges).project(2, 1).concat(start).distinct()``,
 is at one update a step about ten rounds of a few rows each.  Each
@@ -14,8 +14,11 @@ Python only records what they wrote and emits the reduce's output.
 The shape (:func:`round_of`): the variable is routed to an arrangement
 read by one join alone (not a self-join); the join is routed to an
 arrangement read by one reduce alone, whose tactic is the loop tactic's
-one-call step (count, distinct).  A round runs fused, at the variable's
-step, when running the steps one by one would do exactly what it does:
+one-call step (count, distinct) or the walk's (a min, max or top_k of
+one integer value, as connected components by least label has it:
+:func:`~ddflow.operators.reduce.walk.walk_step`).  A round runs fused,
+at the variable's step, when running the steps one by one would do
+exactly what it does:
 
 * the variable's step is its one-call step (feedback alone, due, small);
 * nothing is queued at the join or the reduce, and no other member
@@ -23,7 +26,14 @@ step, when running the steps one by one would do exactly what it does:
   could do (it could reach the join or the reduce first);
 * the three arenas have room without a merge (the steps would merge at
   the same inserts), the other side of the join has a trace, and the
-  kinds match all the way (nothing is coerced or fixed on the way).
+  kinds match all the way (nothing is coerced or fixed on the way);
+* a walk's step would be its one call, keeping no history (the advance
+  moved the outer time by one at most:
+  :meth:`~ddflow.operators.reduce.walk.WalkTactic.steps_in_one_call`),
+  and the join's output is complete (the walk holds what is not).  What
+  the walk holds from earlier steps and is now complete joins the seeds,
+  as its step would take it (at one update an advance, the first round
+  of an advance reaches every later iteration the variable changed at).
 
 Otherwise, or when a stage's output is too large for an arena, the
 stages the kernel did not finish are left to the usual steps, which find
@@ -35,17 +45,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from ddflow.base.columnar import frozen
 from ddflow.base.jit import lazy_jit
 from ddflow.base.kernels import SMALL_ROWS
-from ddflow.graph.node import Node
+from ddflow.graph.node import Node, ready_split
 from ddflow.operators.feedback import feedback_round_into
 from ddflow.operators.join import JoinNode, join_table_into
 from ddflow.operators.reduce.iterate import LoopTactic, loop_step
 from ddflow.operators.reduce.node import ReduceNode
+from ddflow.operators.reduce.walk import MODES, NUMBERED, NUMPY_SORT_ABOVE, WalkTactic, walk_step
 from ddflow.operators.reduce.tactic import DONE
 from ddflow.operators.route import Route, route_of
 from ddflow.traces import layout
 
+_NO_KEYS, _NO_TIMES = frozen(np.zeros(0, dtype=np.int64), np.zeros((0, 2), dtype=np.int64))
 #: What :func:`loop_round` finished: nothing (the variable's step runs as usual); the variable's feedback
 #: (in its arrangement; the join's step runs as usual); and the join's output (in the reduce's input
 #: arrangement; the reduce's step runs as usual); or the whole round.
@@ -61,12 +74,14 @@ class Round:
     work for the round to run fused.
     """
 
-    __slots__ = ("fed", "join", "delta_left", "other", "joined", "reduce", "between")
+    __slots__ = ("fed", "join", "delta_left", "other", "joined", "reduce", "between", "walk")
 
     def __init__(self, fed: Route, join: JoinNode, joined: Route, reduce: ReduceNode, between: tuple[Node, ...]):
         self.fed, self.join, self.joined, self.reduce, self.between = fed, join, joined, reduce, between
         self.delta_left = join.left is fed.arrangement
         self.other = join.right if self.delta_left else join.left
+        #: The reduce's walk mode (a min, max or top_k: :func:`walk_step`), or -1 (count, distinct: :func:`loop_step`).
+        self.walk = MODES[reduce.logic.name] if type(reduce.tactic) is WalkTactic else -1
 
     def run(self, K: np.ndarray, diffs: np.ndarray, kinds: tuple[str, ...], bound: np.ndarray) -> bool:
         """Run a round from the variable's feedback ``K`` (rows then times), ``diffs``; whether it ran.
@@ -91,6 +106,15 @@ class Round:
         out_kinds = red.logic.out_kinds(it.kinds)
         if ot.kinds != out_kinds or len(it.kinds) < red.logic.min_arity or red.kinds != out_kinds:
             return False
+        tactic = red.tactic
+        held = None
+        if self.walk >= 0:
+            if not tactic.steps_in_one_call(it, bound):
+                return False
+            hk, ht, held = tactic.held_seeds(bound)
+            hk, ht = frozen(np.ascontiguousarray(hk), np.ascontiguousarray(ht))
+        else:
+            hk, ht = _NO_KEYS, _NO_TIMES
         # Before any table is read: making room may merge (the variable's arrangement, as its own step would).
         fed = self.fed.target(kinds)
         if fed is None:
@@ -99,13 +123,14 @@ class Round:
         out = ot.spine.arena_free(SMALL_ROWS)
         if joined is None or out is None:
             return False
-        tactic = red.tactic
-        pk, pt = tactic.pending_keys(len(it.kinds))
+        pk, pt = tactic.pending_keys(len(it.kinds)) if self.walk < 0 else tactic.pending_matrix()
         m = len(kinds)
         bo = out.target()
+        logic = red.logic
         stage, k1, n1, used1, k2, n2, used2, B, cols, times, ds, later, later_t, status, now_used = loop_round(
             K, diffs, m, bound, *fed, et.spine.table().matrix, len(et.kinds), self.delta_left, layout.CHECK_ABOVE,
-            *joined, pk, pt, len(out_kinds), red.logic.scalar_code, *bo, SMALL_ROWS)
+            *joined, pk, pt, len(out_kinds), logic.scalar_code if self.walk < 0 else -1, self.walk,
+            getattr(logic, "k", 1), NUMPY_SORT_ABOVE, hk, ht, *bo, SMALL_ROWS)
         if stage == NOTHING:
             return False
         if stage == FED:  # the join's output is not for an arena: the join's step takes the batch as usual
@@ -117,7 +142,10 @@ class Round:
             return True
         if k2:
             self._handed(self.joined, jkinds, k2, n2, used2, red)
-        tactic.finish(cols, times, ds, later, later_t, status, now_used, bo[1], bound, it.kinds, out_kinds)
+        if self.walk >= 0:
+            tactic.finish_round(cols, times, ds, later, later_t, now_used, bo[1], bound, out_kinds, held)
+        else:
+            tactic.finish(cols, times, ds, later, later_t, status, now_used, bo[1], bound, it.kinds, out_kinds)
         return True
 
     @staticmethod
@@ -154,8 +182,13 @@ def _find(variable: Node) -> Round | None:
     if joined is None or len(joined.arrangement.targets) != 1:
         return None
     red, _ = joined.arrangement.targets[0]
-    if type(red) is not ReduceNode or type(red.tactic) is not LoopTactic or red.logic.scalar_code is None \
-            or red.source is not joined.arrangement:
+    if type(red) is not ReduceNode or red.source is not joined.arrangement:
+        return None
+    logic = red.logic
+    loop = type(red.tactic) is LoopTactic and logic.scalar_code is not None
+    walks = type(red.tactic) is WalkTactic and logic.name in MODES and logic.name not in NUMBERED \
+        and not logic.partition and not logic.desc
+    if not (loop or walks):
         return None
     scope = variable.scope
     plan = scope.plan()
@@ -186,9 +219,10 @@ def _packed(C, T, D, n):
     return B
 
 
-@lazy_jit(uses=(_packed,), calls=(feedback_round_into, join_table_into, loop_step))
+@lazy_jit(uses=(_packed,), calls=(feedback_round_into, join_table_into, loop_step, walk_step, ready_split))
 def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delta_left, limit,
-               idx2, buf2, used2, T2, at2, pk, pt, out_arity, code, bufO, usedO, TO, atO, small):
+               idx2, buf2, used2, T2, at2, pk, pt, out_arity, code, walk, k, sort_above, hk, ht,
+               bufO, usedO, TO, atO, small):
     """A loop round: the variable's feedback, the join reading it, the reduce reading the join, one call.
 
     ``K``/``diffs``/``m``/``bound``: as :func:`feedback_round_into`, whose
@@ -196,8 +230,15 @@ def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delt
     table of the join's other side (``e_arity`` fields; the variable's
     arrangement is the join's left side when ``delta_left``); the join's
     output goes to the arena ``idx2, ...``, of the reduce's input, and
-    :func:`loop_step` (pending seeds ``pk``/``pt``) reads it there and
-    writes its output to the arena ``bufO, usedO, TO, atO``.  Returns
+    :func:`loop_step` (pending seeds ``pk``/``pt``; logic ``code``) reads
+    it there and writes its output to the arena ``bufO, usedO, TO, atO``.
+    With ``walk`` a walk mode (:data:`~ddflow.operators.reduce.walk.MODES`,
+    else -1) the reduce is :func:`~ddflow.operators.reduce.walk.walk_step`
+    instead (mode ``walk``, ``k``, ``sort_above``; the pending keys are
+    ``pk``'s one column, and come back as ``later``'s one row; the keys
+    ``hk`` at times ``ht``, the walk's held input now complete, are seeds
+    too), and a join output not all complete under ``bound`` is left to
+    its usual step, which holds what is not.  Returns
     ``(stage, k1, n1, used1, k2, n2, used2, B, cols, times, diffs, later,
     later_t, status, used)``: the last stage finished (:data:`NOTHING`,
     :data:`FED`, :data:`JOINED`, :data:`ROUND`); per routed stage, the
@@ -227,11 +268,25 @@ def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delt
         return FED, k1, n1, now1, 0, 0, used2, _packed(C1, T1s, D1, n1), \
             no_cols, noT, none1, no_later, noT, DONE, usedO
     n2 = len(D2)
-    nk = np.ascontiguousarray(C2.T)  # the rows, as loop_step takes its new seeds
     in_T = T2[: at2 + (1 if n2 else 0)]
     out_T = TO[:atO]
-    cols, times, ds, keys, key_offs, V, val_offs, row, later, later_t, st, nowO = loop_step(
-        nk, T2s, pk, pt, bound, in_T, out_T, out_arity, code, bufO, usedO, TO, atO, small)
+    if walk >= 0:
+        if ready_split(T2s, bound)[1] != n2:  # the walk holds what is not complete: its usual step
+            return JOINED, k1, n1, now1, k2, n2, now2, _packed(C2, T2s, D2, n2), \
+                no_cols, noT, none1, no_later, noT, DONE, usedO
+        nh = len(hk)  # the seeds: what the step would dequeue, the held input first
+        sk, sT = np.empty(nh + n2, dtype=np.int64), np.empty((nh + n2, depth), dtype=np.int64)
+        sk[:nh], sT[:nh] = hk, ht
+        sk[nh:], sT[nh:] = C2[0], T2s
+        cols, times, ds, keys, key_offs, V, val_offs, row, pend_k, later_t, st, nowO = walk_step(
+            walk, k, sk, sT, np.ascontiguousarray(pk[:, 0]), pt, bound, in_T, out_T, sort_above,
+            bufO, usedO, TO, atO, small)
+        later = np.empty((1, len(pend_k)), dtype=np.int64)
+        later[0, :] = pend_k
+    else:
+        nk = np.ascontiguousarray(C2.T)  # the rows, as loop_step takes its new seeds
+        cols, times, ds, keys, key_offs, V, val_offs, row, later, later_t, st, nowO = loop_step(
+            nk, T2s, pk, pt, bound, in_T, out_T, out_arity, code, bufO, usedO, TO, atO, small)
     if st != DONE:
         return JOINED, k1, n1, now1, k2, n2, now2, _packed(C2, T2s, D2, n2), \
             no_cols, noT, none1, no_later, noT, st, usedO

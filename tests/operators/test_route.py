@@ -43,8 +43,11 @@ def _run(schedule, routed: bool):
         return _steps(schedule)
 
 
-def _steps(schedule, build=_build):
-    """Outputs, counters and records held after each step, and the kinds of every node, of ``build``'s dataflows."""
+def _steps(schedule, build=_build, probe=None):
+    """Outputs, counters and records held after each step, and the kinds of every node, of ``build``'s dataflows.
+
+    ``probe(flow)``: more state to compare after each step, kept with the counters.
+    """
     outs, stats = [], []
     with ddflow.Dataflow() as flow:
         edges_in, edges = flow.new_collection("edges", schema=("i", "i"))
@@ -56,6 +59,8 @@ def _steps(schedule, build=_build):
             flow.run()
             outs.append([c.changes() for c in caps])
             stats.append([(s["operator"], s["records"], s["updates_in"], s["updates_out"]) for s in flow.stats()])
+            if probe is not None:
+                stats.append(probe(flow))
         kinds = [(n.name, n.kinds) for n in flow.top.all_nodes()]
     return outs, stats, kinds
 

@@ -64,6 +64,7 @@ MODES = {"min": 0, "max": 1, "top_k": 2, "row_number": 3, "rank": 4, "dense_rank
 #: Logics whose output rows end in a number (a row number or a rank).
 NUMBERED = ("row_number", "rank", "dense_rank")
 _NO_GROUPS = np.zeros(0, dtype=np.int64)
+_NO_TIMES = np.zeros((0, 2), dtype=np.int64)
 #: Numbered top_k counts (value, number) pairs in arrays of n_values x (k + 1); a step needing more goes to
 #: the general tactic (a large k over many values), so the arrays stay under about 70 MB.
 PAIRS_AT_MOST = 1 << 22
@@ -120,6 +121,64 @@ class WalkTactic(GeneralTactic):
         if b0 != self.b0:
             self.span, self.b0 = (b0 - self.b0 if self.b0 is not None else 0), b0
         return self.span
+
+    def steps_in_one_call(self, trace, bound: np.ndarray) -> bool:
+        """Whether a step at ``bound`` on complete input would be :func:`walk_step`, keeping no history.
+
+        What a fused loop round (:mod:`ddflow.operators.round`) asks before
+        it calls that kernel itself: int64 traces of one integer value,
+        ascending, no parts, the outer bound moved by one time at most.
+        Changes nothing.  O(fields).
+        """
+        logic = self.node.logic
+        if logic.desc or logic.partition or logic.name in NUMBERED:
+            return False
+        if not (trace.ints and (self.out_trace is None or self.out_trace.ints) and len(trace.kinds) == 2
+                and trace.kinds[1] in "ib"):
+            return False
+        b0 = int(bound[0])
+        return len(bound) != 2 or (self.span if b0 == self.b0 else b0 - self.b0 if self.b0 is not None else 0) <= 1
+
+    def held_seeds(self, bound: np.ndarray) -> tuple[np.ndarray, np.ndarray, Updates | None]:
+        """The keys and times of the held input complete under ``bound``, and what stays held: a fused round's seeds.
+
+        What :meth:`step` would take from ``held`` (its rows, complete, are
+        seeds like the new input's).  Changes nothing.  O(held).
+        """
+        h = self.held
+        if h is None:
+            return _NO_GROUPS, _NO_TIMES, None
+        ok, due = ready_split(h.times, bound)
+        if due == len(h):
+            return h.cols[0], h.times, None
+        if not due:  # the same rows as the step would hold again, in the same order
+            return _NO_GROUPS, _NO_TIMES, h
+        ready = np.flatnonzero(ok)
+        return h.cols[0][ready], h.times[ready], h.take(np.flatnonzero(~ok))
+
+    def pending_matrix(self) -> tuple[np.ndarray, np.ndarray]:
+        """The pending keys as a one-column matrix, and their times: a fused round's seeds.  O(1) (a view)."""
+        pk = self.pending_keys if self.pending_keys is not None else np.zeros(0, dtype=np.int64)
+        return pk[:, None], self.pending_times
+
+    def finish_round(self, cols: np.ndarray, times: np.ndarray, diffs: np.ndarray, later: np.ndarray,
+                     later_t: np.ndarray, now_used: int, used: int, bound: np.ndarray, out_kinds: tuple[str, ...],
+                     held: Updates | None) -> None:
+        """Keep what a fused round's :func:`walk_step` returned, as :meth:`step` does (``later``: one row).
+
+        ``used``: the output arena's words before the call (the output went
+        there when ``now_used`` differs); ``held``: what stays held
+        (:meth:`held_seeds`).  The round leaves a step that fails to the
+        usual step.
+        """
+        self.held = held
+        self.history = None
+        self._span(int(bound[0]))
+        self.pending_keys, self.pending_times = later[0], later_t
+        if now_used != used:
+            self.output_written(Updates.unchecked(tuple(cols), times, diffs, out_kinds), now_used)
+        elif len(diffs):
+            self.output(Updates(tuple(cols), times, diffs, out_kinds))
 
     def _ready(self, new: Updates | None, bound: np.ndarray) -> Updates | None:
         """The updates of ``new`` complete under ``bound`` (None if none); the rest are held.  O(n)."""
