@@ -117,10 +117,16 @@ class WalkTactic(GeneralTactic):
             super().step(self._ready(new, bound), bound)
 
     def _span(self, b0: int) -> int:
-        """How far the outer bound moved at the last advance (0 before the second).  O(1)."""
+        """How far the outer bound moved at the last advance (0 before the second), recorded.  O(1)."""
         if b0 != self.b0:
-            self.span, self.b0 = (b0 - self.b0 if self.b0 is not None else 0), b0
+            self.span, self.b0 = self._span_at(b0), b0
         return self.span
+
+    def _span_at(self, b0: int) -> int:
+        """What :meth:`_span` would return at outer bound ``b0``, recording nothing.  O(1)."""
+        if b0 == self.b0:
+            return self.span
+        return b0 - self.b0 if self.b0 is not None else 0
 
     def steps_in_one_call(self, trace, bound: np.ndarray) -> bool:
         """Whether a step at ``bound`` on complete input would be :func:`walk_step`, keeping no history.
@@ -136,8 +142,7 @@ class WalkTactic(GeneralTactic):
         if not (trace.ints and (self.out_trace is None or self.out_trace.ints) and len(trace.kinds) == 2
                 and trace.kinds[1] in "ib"):
             return False
-        b0 = int(bound[0])
-        return len(bound) != 2 or (self.span if b0 == self.b0 else b0 - self.b0 if self.b0 is not None else 0) <= 1
+        return len(bound) != 2 or self._span_at(int(bound[0])) <= 1
 
     def held_seeds(self, bound: np.ndarray) -> tuple[np.ndarray, np.ndarray, Updates | None]:
         """The keys and times of the held input complete under ``bound``, and what stays held: a fused round's seeds.
