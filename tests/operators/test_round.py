@@ -2,8 +2,8 @@
 
 A fused run must be the unfused run (routes still on) and the run with
 neither: the same output at every step, the same counters and records
-held on every operator, the same seeds pending at every reduce, the same
-column kinds on every node.  The round
+held on every operator, the same seeds pending and input held at every
+reduce, the same column kinds on every node.  The round
 kernel, compiled, is checked against its plain self on the arguments a
 run passes it, arenas included.
 """
@@ -51,14 +51,17 @@ def _bodies(edges):
 
 
 def _pending(flow):
-    """Every reduce's seeds waiting for later rounds: a fused round must leave them as the steps would."""
+    """Every reduce's seeds waiting for later rounds, and the input a walk holds: as the steps would leave them."""
     out = []
     for n in flow.top.all_nodes():
         t = getattr(n, "tactic", None)
         if isinstance(t, LoopTactic) and t.pending_rows is not None:
             out.append((n.name, [c.tolist() for c in t.pending_rows.cols], t.pending_rows.times.tolist()))
-        elif isinstance(t, WalkTactic) and t.pending_keys is not None:
-            out.append((n.name, t.pending_keys.tolist(), t.pending_times.tolist()))
+        elif isinstance(t, WalkTactic):
+            if t.pending_keys is not None:
+                out.append((n.name, t.pending_keys.tolist(), t.pending_times.tolist()))
+            if t.held is not None:
+                out.append((n.name, [c.tolist() for c in t.held.cols], t.held.times.tolist()))
     return out
 
 
