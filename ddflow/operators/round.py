@@ -107,14 +107,13 @@ class Round:
         if ot.kinds != out_kinds or len(it.kinds) < red.logic.min_arity or red.kinds != out_kinds:
             return False
         tactic = red.tactic
-        held = None
         if self.walk >= 0:
             if not tactic.steps_in_one_call(it, bound):
                 return False
-            hk, ht, held = tactic.held_seeds(bound)
+            pk, pt, hk, ht, held = tactic.round_seeds(bound)
             hk, ht = frozen(np.ascontiguousarray(hk), np.ascontiguousarray(ht))
         else:
-            hk, ht = _NO_KEYS, _NO_TIMES
+            (pk, pt), hk, ht, held = tactic.pending_keys(len(it.kinds)), _NO_KEYS, _NO_TIMES, None
         # Before any table is read: making room may merge (the variable's arrangement, as its own step would).
         fed = self.fed.target(kinds)
         if fed is None:
@@ -123,7 +122,6 @@ class Round:
         out = ot.spine.arena_free(SMALL_ROWS)
         if joined is None or out is None:
             return False
-        pk, pt = tactic.pending_keys(len(it.kinds)) if self.walk < 0 else tactic.pending_matrix()
         m = len(kinds)
         bo = out.target()
         logic = red.logic

@@ -136,45 +136,36 @@ class WalkTactic(GeneralTactic):
         ascending, no parts, the outer bound moved by one time at most.
         Changes nothing.  O(fields).
         """
-        logic = self.node.logic
-        if logic.desc or logic.partition or logic.name in NUMBERED:
-            return False
-        if not (trace.ints and (self.out_trace is None or self.out_trace.ints) and len(trace.kinds) == 2
-                and trace.kinds[1] in "ib"):
-            return False
-        return len(bound) != 2 or self._span_at(int(bound[0])) <= 1
+        logic, out = self.node.logic, self.out_trace
+        return not (logic.desc or logic.partition or logic.name in NUMBERED) and trace.ints \
+            and (out is None or out.ints) and len(trace.kinds) == 2 and trace.kinds[1] in "ib" \
+            and (len(bound) != 2 or self._span_at(int(bound[0])) <= 1)
 
-    def held_seeds(self, bound: np.ndarray) -> tuple[np.ndarray, np.ndarray, Updates | None]:
-        """The keys and times of the held input complete under ``bound``, and what stays held: a fused round's seeds.
+    def round_seeds(self, bound: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Updates | None]:
+        """A fused round's seeds: pending keys (one column) and times, then the held input's now complete, and the rest.
 
-        What :meth:`step` would take from ``held`` (its rows, complete, are
-        seeds like the new input's).  Changes nothing.  O(held).
+        The held rows complete under ``bound`` are seeds as :meth:`step`
+        would take them; the rest stay held.  Changes nothing.  O(held).
         """
+        pk = (self.pending_keys if self.pending_keys is not None else _NO_GROUPS)[:, None]
         h = self.held
         if h is None:
-            return _NO_GROUPS, _NO_TIMES, None
+            return pk, self.pending_times, _NO_GROUPS, _NO_TIMES, None
         ok, due = ready_split(h.times, bound)
         if due == len(h):
-            return h.cols[0], h.times, None
+            return pk, self.pending_times, h.cols[0], h.times, None
         if not due:  # the same rows as the step would hold again, in the same order
-            return _NO_GROUPS, _NO_TIMES, h
+            return pk, self.pending_times, _NO_GROUPS, _NO_TIMES, h
         ready = np.flatnonzero(ok)
-        return h.cols[0][ready], h.times[ready], h.take(np.flatnonzero(~ok))
-
-    def pending_matrix(self) -> tuple[np.ndarray, np.ndarray]:
-        """The pending keys as a one-column matrix, and their times: a fused round's seeds.  O(1) (a view)."""
-        pk = self.pending_keys if self.pending_keys is not None else np.zeros(0, dtype=np.int64)
-        return pk[:, None], self.pending_times
+        return pk, self.pending_times, h.cols[0][ready], h.times[ready], h.take(np.flatnonzero(~ok))
 
     def finish_round(self, cols: np.ndarray, times: np.ndarray, diffs: np.ndarray, later: np.ndarray,
                      later_t: np.ndarray, now_used: int, used: int, bound: np.ndarray, out_kinds: tuple[str, ...],
                      held: Updates | None) -> None:
-        """Keep what a fused round's :func:`walk_step` returned, as :meth:`step` does (``later``: one row).
+        """Keep what a fused round's :func:`walk_step` returned (``later``: one row), as :meth:`step` does.
 
         ``used``: the output arena's words before the call (the output went
-        there when ``now_used`` differs); ``held``: what stays held
-        (:meth:`held_seeds`).  The round leaves a step that fails to the
-        usual step.
+        there if ``now_used`` differs); ``held``: what stays held.
         """
         self.held = held
         self.history = None
