@@ -315,10 +315,13 @@ def test_later_rounds_pends_the_least_later_iteration_at_every_candidate_time(r,
 
 
 @st.composite
-def distinct_histories(draw):
-    """One group's input and output histories ``(outer time, iteration, diff)``, its seeds' outer times, a round."""
+def group_histories(draw, *values):
+    """One group's input and output histories ``(outer time, iteration, *values, diff)``, its seeds, a round.
+
+    ``values``: a strategy for each value field (none for a distinct's).
+    """
     r = draw(st.integers(0, 3))
-    row = st.tuples(st.integers(0, 5), st.integers(0, 7), st.sampled_from([-1, 1, 1, 2]))
+    row = st.tuples(st.integers(0, 5), st.integers(0, 7), *values, st.sampled_from([-1, 1, 1, 2]))
     hin = sorted(draw(st.lists(row, max_size=6)))
     hout = sorted(draw(st.lists(row, max_size=4)))
     seeds = sorted(set(draw(st.lists(st.integers(0, 5), min_size=1, max_size=2))))
@@ -343,7 +346,7 @@ def _walk(kernel, r, seeds, hin, hout, distinct):
 
 
 @settings(max_examples=400, deadline=None)
-@given(distinct_histories(), st.booleans())
+@given(group_histories(), st.booleans())
 def test_a_distinct_pends_the_first_round_whose_visit_emits(h, plain):
     """A distinct's walk at round ``r`` pends the least later iteration whose visit would emit something.
 

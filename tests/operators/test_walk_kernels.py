@@ -11,6 +11,7 @@ from ddflow.base.consolidate import consolidate
 from ddflow.base.updates import Updates
 from ddflow.operators.reduce.keywalk import rank_values, walk_rows
 from ddflow.operators.reduce.walk import _dense_rank, _narrow_int_range
+from tests.operators.test_loop_kernels import group_histories
 
 #: Calls kernels with argument types of its own: they compile in the test process, so it runs last (conftest.py).
 pytestmark = pytest.mark.compiles
@@ -149,3 +150,54 @@ def test_walk_step_writes_a_small_output_into_the_arena_as_its_trie(data, logic,
         (keys.tolist(), key_offs.tolist(), V.tolist(), val_offs.tolist())
     assert b.times.tolist() == times.tolist() and b.diffs.tolist() == diffs.tolist()
     arena._check()
+
+
+def _key_walk(kernel, mode, r, seeds, hin, hout):
+    """``key_walk`` of group 0 at round ``r``, every time complete: ``(E rows (value, outer time, diff), P)``."""
+    def cols(h, k):
+        return np.array([x[k] for x in h], dtype=np.int64)
+    none = np.zeros(0, dtype=np.int64)
+    E, P = kernel(mode, 1, r, 1 << 40, 4, np.zeros(len(seeds), dtype=np.int64), np.array(seeds, dtype=np.int64),
+                  np.zeros(len(hin), dtype=np.int64), cols(hin, 0), cols(hin, 1), cols(hin, 2), cols(hin, 3),
+                  np.zeros(len(hout), dtype=np.int64), cols(hout, 0), cols(hout, 1), cols(hout, 2), cols(hout, 3),
+                  np.zeros(len(hout), dtype=np.int64), none, none)
+    return [(int(v), int(a), int(d)) for _, v, _, a, d in E.tolist()], P
+
+
+@settings(max_examples=400, deadline=None)
+@given(group_histories(st.integers(0, 3)), st.sampled_from([0, 1]), st.booleans())
+def test_a_min_or_max_pends_the_first_round_whose_visit_emits(h, mode, plain):
+    """A min's (max's) walk at round ``r`` pends the least later iteration whose visit would emit something.
+
+    The reference makes every visit: round ``r``'s output joins the output
+    history, then each later iteration of the group's history in order is
+    walked, seeded at every candidate outer time (those a top_k of one
+    pends, which is not pruned and equals a min), until one emits.  The
+    pruned walk must pend that iteration at those outer times, or nothing
+    when no visit emits.  Past ``EXTREME_CHANGE_WORK``, the least later
+    iteration.
+    """
+    from ddflow.operators.reduce.keywalk import EXTREME_CHANGE_WORK, key_walk
+
+    kernel = key_walk.plain if plain else key_walk
+    r, hin, hout, seeds = h
+    if mode == 1:  # a max is a min of the values reversed: the same top_k of one, in reverse
+        flip = lambda rows: sorted((a, i, 3 - v, d) for a, i, v, d in rows)  # noqa: E731
+    else:
+        flip = sorted
+    emitted, P = _key_walk(kernel, mode, r, seeds, hin, hout)
+    emitted_ref, P_all = _key_walk(kernel, 2, r, seeds, flip(hin), flip(hout))
+    assert sorted(emitted) == sorted((3 - v if mode else v, a, d) for v, a, d in emitted_ref)
+    candidates = sorted({int(a) for a in P_all[:, 1].tolist()})
+    later = sorted({i for _, i, _, _ in hin + hout if i > r})
+    values = {v for _, _, v, _ in hin + hout}
+    want = None
+    if len(hin + hout) * (len(hin + hout) + len(candidates) * len(values)) > EXTREME_CHANGE_WORK:
+        want = later[0] if later else None
+    else:
+        hout = sorted(hout + [(a, r, v, d) for v, a, d in emitted])
+        for L in later:
+            if _key_walk(kernel, mode, L, candidates, hin, hout)[0]:
+                want = L
+                break
+    assert [tuple(p) for p in P.tolist()] == ([(0, a, want) for a in candidates] if want is not None else [])

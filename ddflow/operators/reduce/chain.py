@@ -9,8 +9,9 @@ output history first visible at ``a_i``.  :func:`chain_walk` builds every
 group's chain, accumulated counts and later-round pending times in one
 pass over the histories sorted by (group, time); :func:`chain_output`
 (ints) or :func:`_assemble` (any columns) writes the output.  Used by the
-loop tactic (:mod:`.iterate`) and, for :func:`later_rounds`, by the
-min/max walk (:mod:`.walk`).
+loop tactic (:mod:`.iterate`) and, for the later rounds to pend
+(:func:`later_rounds`, or :func:`later_times` and :func:`pend_at` with a
+search of its own between), by the walk (:mod:`.keywalk`).
 """
 from __future__ import annotations
 
@@ -257,6 +258,18 @@ def add_at_iteration(S, outer, a, i, d, p0, p1, L):
     return False
 
 
+def next_later(it, in_i, i0, i1, out_i, o0, o1):
+    """The least iteration past ``it`` of the group's history rows (int64's greatest if none).  A kernel helper.  O(h)."""
+    L = np.iinfo(np.int64).max
+    for p in range(i0, i1):
+        if it < in_i[p] < L:
+            L = in_i[p]
+    for q in range(o0, o1):
+        if it < out_i[q] < L:
+            L = out_i[q]
+    return L
+
+
 def first_change(r, least, outer, chain, acc, c0, nc, in_a, in_i, in_d, i0, i1, out_a, out_i, out_d, o0, o1, work):
     """For a distinct: the least iteration past ``r`` at which its output would change; -1 if none would.  A kernel helper.
 
@@ -289,13 +302,7 @@ def first_change(r, least, outer, chain, acc, c0, nc, in_a, in_i, in_d, i0, i1, 
         O[b] = 1 if acc[j] > 0 else 0
     it = r
     while True:
-        L = BIG
-        for p in range(i0, i1):
-            if it < in_i[p] < L:
-                L = in_i[p]
-        for q in range(o0, o1):
-            if it < out_i[q] < L:
-                L = out_i[q]
+        L = next_later(it, in_i, i0, i1, out_i, o0, o1)
         if L == BIG:
             return -1
         if add_at_iteration(D, outer, in_a, in_i, in_d, i0, i1, L) or \
@@ -334,6 +341,22 @@ def later_rounds(P, npd, g, r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, o
     Returns ``(P, npd)``.  O(h + p log p) for h history rows and p outer
     times, and :func:`first_change`'s for a distinct.
     """
+    outer, least = later_times(r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, out_a, out_i, o0, o1, scratch)
+    if distinct:
+        least = first_change(r, least, outer, chain, acc, c0, nc, in_a, in_i, in_d, i0, i1, out_a, out_i, out_d,
+                             o0, o1, scratch[nc + n_later:])
+        if least < 0:
+            return P, npd
+    return pend_at(P, npd, g, outer, least)
+
+
+def later_times(r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, out_a, out_i, o0, o1, scratch):
+    """:func:`later_rounds`' candidate outer times (sorted, distinct) and the least later iteration.  A kernel helper.
+
+    The candidates: the chain ``chain[c0:c0 + nc]`` and the outer times,
+    from the earliest seed ``ms`` on, of the ``n_later`` history rows past
+    ``r``; written into ``scratch[:nc + n_later]``.  O(h + p log p).
+    """
     outer = scratch[:nc + n_later]
     for x in range(nc):
         outer[x] = chain[c0 + x]
@@ -351,17 +374,16 @@ def later_rounds(P, npd, g, r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, o
             if out_a[j] >= ms:
                 outer[nout] = out_a[j]
                 nout += 1
-    outer = sorted_unique(outer[:nout])
-    if distinct:
-        least = first_change(r, least, outer, chain, acc, c0, nc, in_a, in_i, in_d, i0, i1, out_a, out_i, out_d,
-                             o0, o1, scratch[nc + n_later:])
-        if least < 0:
-            return P, npd
+    return sorted_unique(outer[:nout]), least
+
+
+def pend_at(P, npd, g, outer, L):
+    """Append to ``P`` (``npd`` rows used) the rows ``(g, a, L)`` for each ``a`` of ``outer``.  A kernel helper.  O(p)."""
     P = grown(P, npd, npd + len(outer))
     for a in outer:
         P[npd, 0] = g
         P[npd, 1] = a
-        P[npd, 2] = least
+        P[npd, 2] = L
         npd += 1
     return P, npd
 
@@ -370,7 +392,7 @@ def later_rounds(P, npd, g, r, ms, chain, c0, nc, n_later, in_a, in_i, i0, i1, o
 #: sum, and a distinct's search (called once a group, with a dozen arrays whose references each call takes
 #: and releases, the search made the walk 1.33x slower at 10,000-node reach K=1000, 1.18x at 1,000 nodes;
 #: inlined, 1.25x and 1.09x).
-CHAIN_INLINE = (sum_overflows, add_at_iteration, first_change)
+CHAIN_INLINE = (sum_overflows, add_at_iteration, next_later, first_change)
 
 
 def next_chain_time(c, r, sp, s1, seed_a, p, i1, in_a, in_i, q, o1, out_a, out_i):
@@ -395,8 +417,8 @@ def next_chain_time(c, r, sp, s1, seed_a, p, i1, in_a, in_i, q, o1, out_a, out_i
     return nxt, sp
 
 
-@lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, sum_overflows, add_at_iteration, first_change,
-                later_rounds, next_chain_time), inline=CHAIN_INLINE)
+@lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, sum_overflows, add_at_iteration, next_later,
+                first_change, later_times, pend_at, later_rounds, next_chain_time), inline=CHAIN_INLINE)
 def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i, out_d, distinct):
     """The chain of each seeded group at iteration ``r``, its input counts, and the pending times.
 

@@ -13,7 +13,8 @@ import numpy as np
 from ddflow.base.jit import lazy_jit
 from ddflow.base.kernels import group_sums, grown, lex_order, rows_differ, run_of, sort_small, sorted_unique
 from ddflow.base.radix import radix_order
-from ddflow.operators.reduce.chain import add_at_iteration, first_change, later_rounds, n_later, next_chain_time
+from ddflow.operators.reduce.chain import (add_at_iteration, first_change, later_rounds, later_times, n_later,
+                                           next_chain_time, next_later, pend_at)
 from ddflow.traces.merge import sum_overflows
 
 
@@ -110,8 +111,110 @@ def add_changed(delta, mark, st, n, x, d):
     return n
 
 
-@lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, sum_overflows, add_at_iteration, first_change,
-                later_rounds, next_chain_time, add_changed))
+#: The most work (history rows times (history rows plus candidate times times values)) a min's or max's search
+#: for its first later change (:func:`first_extreme_change`) may take; past it the least later round is pended.
+EXTREME_CHANGE_WORK = 1 << 14
+
+
+def add_counted(cnt, v, d, nnz):
+    """``cnt[v] += d`` with ``nnz`` the count of nonzero entries kept; ``(nnz, overflowed)``.  A kernel helper."""
+    if sum_overflows(cnt[v], d):
+        return nnz, True
+    before = cnt[v] != 0
+    cnt[v] += d
+    return nnz + (cnt[v] != 0) - before, False
+
+
+def first_extreme_change(mode, r, least, outer, in_a, in_i, in_v, in_d, i0, i1, out_a, out_i, out_v, out_d, o0, o1,
+                         E, e0, e1, cnt, ocnt, mark, gv):
+    """For a min (``mode`` 0) or max (1): the least iteration past ``r`` where its output would change; -1 if none.
+
+    A kernel helper, :func:`~.chain.first_change`'s counterpart.  After
+    round ``r`` emits ``E[e0:e1]`` (rows ``(g, value, 0, outer time,
+    diff)``), the group's output at ``(c, L)`` is its output history at
+    outer times ``<= c`` and iterations ``<= L`` plus those rows at outer
+    times ``<= c``.  Supposing no input changes after round ``r`` (one
+    that does is a seed whose own walk asks again), the visit of a later
+    iteration ``L`` emits, by telescoping along its chain (the candidate
+    outer times ``outer``), nothing iff at every ``c`` of ``outer`` that
+    output is exactly one copy of the least (greatest) value with a
+    positive count in the input at ``(c, L)``, or nothing where none has.
+    The later iterations are tried in order, each accumulated afresh.
+    ``least``, the least of them, is returned when a sum would leave int64
+    or the work would pass :data:`EXTREME_CHANGE_WORK`.  ``cnt``, ``ocnt``
+    (zeros) and ``mark`` (False) have a slot per value rank and are left
+    so; ``gv``: room for the group's values.  O(l * (h + p * v)) for l
+    later iterations, h history rows, p candidate times and v values.
+    """
+    nv = 0
+    for j in range(i0, i1):
+        if not mark[in_v[j]]:
+            mark[in_v[j]] = True
+            gv[nv] = in_v[j]
+            nv += 1
+    for j in range(o0, o1):
+        if not mark[out_v[j]]:
+            mark[out_v[j]] = True
+            gv[nv] = out_v[j]
+            nv += 1
+    for x in range(e0, e1):
+        if not mark[E[x, 1]]:
+            mark[E[x, 1]] = True
+            gv[nv] = E[x, 1]
+            nv += 1
+    vals = gv[:nv]
+    for x in range(nv):
+        mark[vals[x]] = False
+    h = (i1 - i0) + (o1 - o0)
+    nb = len(outer)
+    if h * (h + nb * nv) > EXTREME_CHANGE_WORK:
+        return least
+    sort_small(vals)
+    BIG = np.iinfo(np.int64).max
+    found = -1
+    it = r
+    while found < 0:
+        L = next_later(it, in_i, i0, i1, out_i, o0, o1)
+        if L == BIG:
+            break
+        p, q, e, nnz = i0, o0, e0, 0
+        for b in range(nb):
+            c = outer[b]
+            over = False
+            while p < i1 and in_a[p] <= c and not over:
+                if in_i[p] <= L:
+                    over = sum_overflows(cnt[in_v[p]], in_d[p])
+                    cnt[in_v[p]] += 0 if over else in_d[p]
+                p += 1
+            while q < o1 and out_a[q] <= c and not over:
+                if out_i[q] <= L:
+                    nnz, over = add_counted(ocnt, out_v[q], out_d[q], nnz)
+                q += 1
+            while e < e1 and E[e, 3] <= c and not over:
+                nnz, over = add_counted(ocnt, E[e, 1], E[e, 4], nnz)
+                e += 1
+            if over:
+                found = least
+                break
+            m = -1
+            for x in range(nv):
+                v = vals[x] if mode == 0 else vals[nv - 1 - x]
+                if cnt[v] > 0:
+                    m = v
+                    break
+            if not (nnz == 0 if m < 0 else nnz == 1 and ocnt[m] == 1):
+                found = L
+                break
+        for x in range(nv):
+            cnt[vals[x]] = 0
+            ocnt[vals[x]] = 0
+        it = L
+    return found
+
+
+@lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, sum_overflows, add_at_iteration, next_later,
+                first_change, later_times, pend_at, later_rounds, next_chain_time, add_changed, add_counted,
+                first_extreme_change))
 def key_walk(mode, k, r, bound_a, n_values,
              seed_g, seed_a,
              in_g, in_a, in_i, in_v, in_d,
@@ -127,7 +230,9 @@ def key_walk(mode, k, r, bound_a, n_values,
     unused).  Returns ``(E, P)``: ``E`` rows ``(g, value rank, number,
     outer time, diff)``, the output at iteration ``r`` (outer times
     ``< bound_a`` only; the number is 0 but in mode 3), and ``P`` rows
-    ``(g, outer time, iteration)`` still to retire.  Mode 3 keys its
+    ``(g, outer time, iteration)`` still to retire (for min and max, the
+    first later iteration whose visit would emit, if any:
+    :func:`first_extreme_change`).  Mode 3 keys its
     counts by (value, number) pairs, ``value * (k + 1) + number``.  Modes 4
     and 5 too, with every copy of a value under one number: 1 + the copies
     (mode 4) or the tie groups (mode 5) before its tie group, ``tie[v]``
@@ -157,6 +262,10 @@ def key_walk(mode, k, r, bound_a, n_values,
     st = np.empty(n_values, dtype=np.int64)
     chain = np.empty(len(seed_a) + len(in_a) + len(out_a), dtype=np.int64)
     scratch = np.empty(len(chain) + len(in_a) + len(out_a), dtype=np.int64)  # later_rounds'
+    cnt2 = np.zeros(n_values if mode < 2 else 0, dtype=np.int64)  # first_extreme_change's
+    ocnt2 = np.zeros(n_values if mode < 2 else 0, dtype=np.int64)
+    mark2 = np.zeros(n_values if mode < 2 else 0, dtype=np.bool_)
+    gv = np.empty(n_values if mode < 2 else 0, dtype=np.int64)
     W = k + 1 if mode >= 3 else 0  # modes 3-5: pairs (value, number) as value * W + number
     pdelta = np.zeros(n_values * W, dtype=np.int64)
     pmark = np.zeros(n_values * W, dtype=np.bool_)
@@ -179,6 +288,7 @@ def key_walk(mode, k, r, bound_a, n_values,
         i0, i1 = run_of(in_g, i0, g)
         o0, o1 = run_of(out_g, o0, g)
         ms = seed_a[s0]  # seeds are sorted: the earliest
+        e0 = ne  # the group's output rows start here
         pm = -1  # min/max: the group's output value rank at the previous chain time (-1: none)
         nprev = 0
         # The group's values visible at iteration r.
@@ -363,7 +473,13 @@ def key_walk(mode, k, r, bound_a, n_values,
             prev[v] = 0
             seen[v] = False
         later = n_later(r, in_i, i0, i1, out_i, o0, o1)
-        if later:  # P is reassigned only here (see chain_walk)
+        if later and mode < 2:  # min, max: only the first later round whose visit would emit (if any)
+            outer, least = later_times(r, ms, chain, 0, nc, later, in_a, in_i, i0, i1, out_a, out_i, o0, o1, scratch)
+            L = first_extreme_change(mode, r, least, outer, in_a, in_i, in_v, in_d, i0, i1, out_a, out_i, out_v,
+                                     out_d, o0, o1, E, e0, ne, cnt2, ocnt2, mark2, gv)
+            if L >= 0:
+                P, npd = pend_at(P, npd, g, outer, L)
+        elif later:  # P is reassigned only here (see chain_walk)
             P, npd = later_rounds(P, npd, g, r, ms, chain, 0, nc, later, in_a, in_i, i0, i1, out_a, out_i, o0, o1,
                                   scratch, False, chain, in_d, out_d)
         s0, i0, o0 = s1, i1, o1
