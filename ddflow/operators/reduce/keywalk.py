@@ -262,10 +262,6 @@ def key_walk(mode, k, r, bound_a, n_values,
     st = np.empty(n_values, dtype=np.int64)
     chain = np.empty(len(seed_a) + len(in_a) + len(out_a), dtype=np.int64)
     scratch = np.empty(len(chain) + len(in_a) + len(out_a), dtype=np.int64)  # later_rounds'
-    cnt2 = np.zeros(n_values if mode < 2 else 0, dtype=np.int64)  # first_extreme_change's
-    ocnt2 = np.zeros(n_values if mode < 2 else 0, dtype=np.int64)
-    mark2 = np.zeros(n_values if mode < 2 else 0, dtype=np.bool_)
-    gv = np.empty(n_values if mode < 2 else 0, dtype=np.int64)
     W = k + 1 if mode >= 3 else 0  # modes 3-5: pairs (value, number) as value * W + number
     pdelta = np.zeros(n_values * W, dtype=np.int64)
     pmark = np.zeros(n_values * W, dtype=np.bool_)
@@ -475,8 +471,9 @@ def key_walk(mode, k, r, bound_a, n_values,
         later = n_later(r, in_i, i0, i1, out_i, o0, o1)
         if later and mode < 2:  # min, max: only the first later round whose visit would emit (if any)
             outer, least = later_times(r, ms, chain, 0, nc, later, in_a, in_i, i0, i1, out_a, out_i, o0, o1, scratch)
+            # Between groups cnt and prev (unused by min and max) are zeros, seen False, touched free.
             L = first_extreme_change(mode, r, least, outer, in_a, in_i, in_v, in_d, i0, i1, out_a, out_i, out_v,
-                                     out_d, o0, o1, E, e0, ne, cnt2, ocnt2, mark2, gv)
+                                     out_d, o0, o1, E, e0, ne, cnt, prev, seen, touched)
             if L >= 0:
                 P, npd = pend_at(P, npd, g, outer, L)
         elif later:  # P is reassigned only here (see chain_walk)
