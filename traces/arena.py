@@ -29,15 +29,30 @@ from __future__ import annotations
 import numpy as np
 
 from ddflow.base.jit import helpers_of, lazy_jit
-from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, _trie_starts, consolidated_split, group_sums
+from ddflow.base.kernels import SMALL_ROWS, _trie_starts, consolidated_split
 
 from .batch import Batch, Description
 from .layout import DIFFS, KEYS, KOFFS32, KOFFS64, NKEYS, NUPD, NVALS, TIMES, VAL0, VOFFS32, VOFFS64, BatchTable
 
 
+#: The most updates a batch written into an arena may have: fewer than the spine's ``TAIL_ROWS``, so it is
+#: a tail batch (:mod:`traces.spine`).  A step asks for room for ``SMALL_ROWS``; a kernel whose output turns
+#: out larger writes it when the arena has the words left (:func:`has_room`), else leaves it to Python.
+ARENA_ROWS = 255
+
+
 def words_for(n: int, arity: int, depth: int) -> int:
-    """Buffer words a batch of at most ``n`` updates may take (keys, offsets, values, times, diffs).  O(1)."""
+    """Buffer words a batch of at most ``n`` updates may take (keys, offsets, values, times, diffs).  O(1).
+
+    Keys and their offsets ``n + (n + 1)``, values ``(arity - 1) n`` and
+    their offsets ``n + 1``, times ``depth n``, diffs ``n``.
+    """
     return n * (3 + arity + depth) + 2
+
+
+def has_room(buf, used, n, arity, depth):
+    """Whether a batch of ``n`` updates fits in ``buf`` past ``used`` (:func:`words_for`).  A kernel helper.  O(1)."""
+    return n <= ARENA_ROWS and used + n * (3 + arity + depth) + 2 <= len(buf)
 
 
 def write_trie(C, Tm, D, buf, used, T, at):
@@ -98,7 +113,7 @@ def write_trie(C, Tm, D, buf, used, T, at):
 write_trie.uses = (_trie_starts,)  # what a kernel listing it in ``helpers_of`` must compile with it
 
 
-@lazy_jit(uses=(consolidated_split, _consolidate_small, group_sums, _trie_starts, write_trie))
+@lazy_jit(uses=(*helpers_of(consolidated_split), _trie_starts, write_trie))
 def arena_insert(K, diffs, m, buf, used, T, at):
     """Consolidate rows ``K`` and write them as a batch at ``buf[used:]``, its table row at ``T[at]``.
 
@@ -147,8 +162,9 @@ class Arena:
     ``base`` rows of ``T`` are the spine's own table as of ``src`` (the
     :class:`traces.layout.BatchTable` they were copied from); the ``n``
     rows after them are this arena's batches.  Room for ``capacity``
-    batches of up to ``SMALL_ROWS`` updates.  O(1) to make but for the
-    copy of the spine's rows.
+    batches of up to ``SMALL_ROWS`` updates, and one of ``ARENA_ROWS``
+    besides (a join's output in a round of a label flood is often a
+    hundred).  O(1) to make but for the copy of the spine's rows.
     """
 
     __slots__ = ("kinds", "arity", "depth", "capacity", "buf", "used", "T", "base", "n", "updates", "src", "_view",
@@ -156,7 +172,8 @@ class Arena:
 
     def __init__(self, kinds: tuple[str, ...], depth: int, capacity: int, src: BatchTable):
         self.kinds, self.arity, self.depth, self.capacity = kinds, len(kinds), depth, capacity
-        self.buf = np.empty(capacity * words_for(SMALL_ROWS, self.arity, depth), dtype=np.int64)
+        words = capacity * words_for(SMALL_ROWS, self.arity, depth) + words_for(ARENA_ROWS, self.arity, depth)
+        self.buf = np.empty(words, dtype=np.int64)
         self.used = 0
         self.n = 0
         self.updates = 0

@@ -25,7 +25,7 @@ from ddflow.base.lattice import Antichain, advance_by
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError, UsageError
 
-from .arena import Arena, ArenaTable, arena_insert
+from .arena import ARENA_ROWS, Arena, ArenaTable, arena_insert
 from .batch import Batch, Description, offset_dtype
 from .layout import BatchTable, all_int
 from .merge import merge_table
@@ -45,6 +45,7 @@ EAGER_BELOW = 4096
 #: (a record and its retraction wait apart in the tail), so 8 it is.
 TAIL_ROWS = 256
 TAIL = 8
+assert ARENA_ROWS < TAIL_ROWS, "an arena's batches are the tail's"
 #: Batches at least this large are compacted once as soon as the frontier passes their step
 #: (smaller ones merge eagerly, which advances their times anyway).
 SETTLE_MIN = 1024

@@ -273,15 +273,21 @@ def _seek(bkeys, key_offs, val_offs, keys):
 
 
 def consolidated_split(K, diffs, m):
-    """A few rows consolidated (:func:`_consolidate_small`) and split: ``(C, T, D, overflow)``.  A kernel helper.
+    """Rows consolidated and split: ``(C, T, D, overflow)``.  A kernel helper.
 
     ``K``: ``(n, m + depth)`` rows of ``m`` columns then times.  ``C``
     holds the columns as its rows (``(m, k)``), ``T`` the ``(k, depth)``
     times and ``D`` the sums, in ``consolidate``'s order; ``overflow``
-    when a sum leaves int64.  O(n^2 (m + depth)): for ``SMALL_ROWS``.
+    when a sum leaves int64.  Up to ``SMALL_ROWS`` rows an insertion sort
+    (:func:`_consolidate_small`), O(n^2 (m + depth)); beyond, a merge sort
+    (:func:`lex_order`), O(n log n (m + depth)), in the same order: both
+    are stable, so the same rows are kept and summed in the same order.
     """
     w = K.shape[1]
-    sel, D, overflow = _consolidate_small(K, diffs)
+    if K.shape[0] <= SMALL_ROWS:
+        sel, D, overflow = _consolidate_small(K, diffs)
+    else:
+        sel, D, overflow = group_sums(K, lex_order(K), diffs)
     k = len(sel)
     C = np.empty((m, k), dtype=np.int64)
     T = np.empty((k, w - m), dtype=np.int64)
@@ -531,3 +537,6 @@ def consolidate_rows(K: np.ndarray, diffs: np.ndarray, where: str = "consolidate
     if overflow:
         raise SchemaError(f"{where}: a sum of diffs does not fit in int64")
     return sel, sums
+
+
+consolidated_split.uses = (_consolidate_small, group_sums, lex_order)  # for ``helpers_of``, as the others'

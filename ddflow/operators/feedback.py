@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 from ddflow.base.jit import helpers_of, lazy_jit
-from ddflow.base.kernels import _consolidate_small, consolidated_split, group_sums
+from ddflow.base.kernels import consolidated_split
 from ddflow.graph.node import complete_row
 from ddflow.traces.arena import insert_fields
 
 
-@lazy_jit(uses=(complete_row, consolidated_split, _consolidate_small, group_sums))
+@lazy_jit(uses=(complete_row, *helpers_of(consolidated_split)))
 def feedback_round(K, diffs, m, bound):
     """A few rows of feedback moved on one iteration and consolidated, if all of them are due under ``bound``.
 

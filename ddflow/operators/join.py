@@ -19,7 +19,7 @@ import numpy as np
 from ddflow.base.columnar import frozen, ranges, wrapping_products
 from ddflow.base.consolidate import consolidate
 from ddflow.base.jit import helpers_of, lazy_jit
-from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidate_rows, group_sums, kernels
+from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidate_rows, group_sums, kernels, lex_order
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import Node
@@ -28,7 +28,7 @@ from ddflow.operators.arrange import ArrangeNode
 from ddflow.operators.route import route_of
 from ddflow.traces import Trace
 from ddflow.traces import layout
-from ddflow.traces.arena import insert_fields
+from ddflow.traces.arena import ARENA_ROWS, has_room, insert_fields
 from ddflow.traces.layout import find_key, gather_found, key_offsets, key_positions, offset, seek_table, val_offsets
 
 
@@ -183,7 +183,7 @@ def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
     return M, D, sel, sums, 0, total, OC, OT
 
 
-@lazy_jit(uses=helpers_of(join_table, insert_fields))
+@lazy_jit(uses=(*helpers_of(join_table, insert_fields), has_room, lex_order))
 def join_table_into(T, C, dtimes, ddiffs, arity, depth, delta_left, limit, idx, buf, used, At, at):
     """:func:`join_table`, its output's fields ``idx`` then written into an arrangement's arena, in one call.
 
@@ -191,15 +191,34 @@ def join_table_into(T, C, dtimes, ddiffs, arity, depth, delta_left, limit, idx, 
     (:mod:`ddflow.operators.route`) does: the step's consolidated output,
     projected to fields ``idx``, is consolidated again and written as a
     batch at ``buf[used:]``, its table row at ``At[at]``
-    (:func:`traces.arena.insert_fields`).  Returns ``(M, diffs, status,
-    k, cols, times, diffs_in, used)``: :func:`join_table`'s ``M``, diffs
-    and status (``M`` meaningful only at status 1, when nothing was
+    (:func:`traces.arena.insert_fields`).  An output of more than
+    ``SMALL_ROWS`` updates (status 1 from :func:`join_table`) is
+    consolidated here too, by a merge sort, and written where it is at
+    most ``ARENA_ROWS`` updates and the arena has the words left
+    (:func:`traces.arena.has_room`): at one update an advance, a join in a
+    loop round of a label flood makes a hundred.  Returns ``(M, diffs,
+    status, k, cols, times, diffs_in, used)``: :func:`join_table`'s ``M``,
+    diffs and status (``M`` meaningful only at status 1, when nothing was
     written); ``k`` the number of updates in the join's consolidated
     output (status 0); what the arrangement took and the words now used.
     A sum past int64 while inserting is status 2, with nothing written.
-    Cost: as :func:`join_table`, plus O(k^2) for the insert.
+    Cost: as :func:`join_table`, plus O(k^2) for the insert of k up to
+    ``SMALL_ROWS``, O(n log n) for n rows beyond.
     """
     M, D, sel, sums, status, total, OC, OT = join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit)
+    if status == 1 and total <= 4 * ARENA_ROWS:
+        sel, sums, overflow = group_sums(M, lex_order(M), D)
+        if overflow:
+            status = 2
+        elif has_room(buf, used, len(sel), len(idx), depth):
+            width = M.shape[1] - depth
+            OC, OT = np.empty((width, len(sel)), dtype=np.int64), np.empty((len(sel), depth), dtype=np.int64)
+            for x in range(len(sel)):
+                for j in range(width):
+                    OC[j, x] = M[sel[x], j]
+                for c in range(depth):
+                    OT[x, c] = M[sel[x], width + c]
+            status = 0
     k = len(sums)
     if status == 0 and k:
         cols, times, diffs, now_used, overflow = insert_fields(OC, OT, sums, idx, buf, used, At, at)
@@ -260,7 +279,8 @@ class JoinNode(Node):
         sum leaves int64 (the general path then raises, naming the record).
         Where the output is routed to an arrangement (:func:`~ddflow.operators.route.route_of`), an
         output of up to ``SMALL_ROWS`` updates goes into it in the same
-        call (:func:`join_table_into`), and the result is :data:`ROUTED`.
+        call (:func:`join_table_into`), and the result is :data:`ROUTED`;
+        so does one of up to ``ARENA_ROWS`` where the arena has the room.
         """
         if not trace.ints or any(c.dtype != np.int64 for c in delta.cols):
             return None

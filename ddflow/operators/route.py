@@ -87,7 +87,8 @@ class Route:
 
         ``(idx, buf, used, T, at)``: the fields to keep and the
         arrangement's arena (:meth:`traces.spine.Spine.arena_room`, room
-        for ``SMALL_ROWS`` updates).  None when the arrangement has no
+        for ``SMALL_ROWS`` updates; a kernel checks for more with
+        :func:`traces.arena.has_room`).  None when the arrangement has no
         trace yet, holds queued batches, is one of the traces in
         ``avoid`` (those the kernel reads), or would coerce the routed
         kinds; or when a node on the way has other kinds; or, with

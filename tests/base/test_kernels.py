@@ -267,3 +267,27 @@ def test_sorted_unique_matches_numpy_by_insertion_and_by_sort(values, compiled):
     ref = np.unique(values)
     got = (_sorted_unique_compiled() if compiled else _SORTED_UNIQUE)(values.copy())
     assert got.tolist() == ref.tolist()
+
+
+@functools.cache
+def _consolidated_split_compiled():
+    return lazy_jit(uses=helpers_of(K.consolidated_split))(_CONSOLIDATED_SPLIT)
+
+
+_CONSOLIDATED_SPLIT = getattr(K.consolidated_split, "py_func", K.consolidated_split)
+
+
+@settings(max_examples=200)
+@given(rows=key_matrices(max_rows=120), data=st.data(), compiled=st.booleans())
+def test_consolidated_split_matches_the_reference_by_insertion_and_by_merge_sort(rows, data, compiled):
+    """Both paths (an insertion sort up to SMALL_ROWS rows, :func:`lex_order` past it): groups, sums and overflow."""
+    m = data.draw(st.integers(1, rows.shape[1]))
+    big = data.draw(st.booleans())
+    diffs = data.draw(hnp.arrays(np.int64, len(rows), elements=st.sampled_from([I64.max, I64.min, 1, -1]) if big
+                                 else st.integers(-2, 2)))
+    ref_sel, ref_sums, ref_overflow = reference_consolidate(rows, diffs)
+    C, T, D, overflow = (_consolidated_split_compiled() if compiled else _CONSOLIDATED_SPLIT)(rows, diffs, m)
+    assert overflow == ref_overflow
+    if not overflow:
+        assert D.tolist() == ref_sums
+        assert C.T.tolist() == rows[ref_sel, :m].tolist() and T.tolist() == rows[ref_sel, m:].tolist()

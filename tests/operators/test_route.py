@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -139,14 +139,15 @@ def join_steps(draw):
 
     depth = draw(st.integers(1, 2))
     trace = Trace(("i", "i"), depth=depth)
+    big = draw(st.integers(6, 60))  # up to a few hundred pairs: past SMALL_ROWS, some past ARENA_ROWS
     for _ in range(draw(st.integers(0, 3))):
-        n = draw(st.integers(0, 6))
-        cols = tuple(draw(hnp.arrays(np.int64, n, elements=st.integers(0, 3))) for _ in range(2))
+        n = draw(st.integers(0, big))
+        cols = tuple(draw(hnp.arrays(np.int64, n, elements=st.integers(0, hi))) for hi in (3, 20))  # key, value
         times = draw(hnp.arrays(np.int64, (n, depth), elements=st.integers(0, 3)))
         diffs = draw(hnp.arrays(np.int64, n, elements=st.sampled_from([-1, 1, 2])))
         trace.insert_updates(Updates(cols, times, diffs, ("i", "i")))
-    n = draw(st.integers(0, 6))
-    C = draw(hnp.arrays(np.int64, (2, n), elements=st.integers(0, 3)))
+    n = draw(st.integers(0, big // 2))
+    C = np.stack([draw(hnp.arrays(np.int64, n, elements=st.integers(0, hi))) for hi in (3, 20)])
     times = draw(hnp.arrays(np.int64, (n, depth), elements=st.integers(0, 3)))
     diffs = draw(hnp.arrays(np.int64, n, elements=st.sampled_from([-1, 1, 3])))
     idx = np.array(draw(st.lists(st.integers(0, 2), min_size=1, max_size=3)), dtype=np.int64)
@@ -169,31 +170,55 @@ def _arena_batch(arena, used, n):
 
 
 @settings(max_examples=200, deadline=None)
-@given(join_steps(), st.booleans())
-def test_join_table_into_is_join_table_then_the_insert(s, plain):
+@given(join_steps(), st.booleans(), st.data())
+def test_join_table_into_is_join_table_then_the_insert(s, plain, data):
+    """The join's output, consolidated (by numpy past SMALL_ROWS) and projected, is the batch written into the arena.
+
+    Past ``SMALL_ROWS`` the kernel writes it where it has at most
+    ``ARENA_ROWS`` updates and the arena the words left (drawn: the arena
+    is written past a drawn offset, leaving room for ``SMALL_ROWS`` as a
+    step's ``target`` does), and leaves ``M`` to the caller otherwise.
+    """
+    from ddflow.base.kernels import SMALL_ROWS, consolidate_rows
     from ddflow.operators.join import join_table, join_table_into
-    from ddflow.traces.arena import arena_insert
+    from ddflow.traces.arena import ARENA_ROWS, arena_insert, words_for
 
     trace, C, times, diffs, idx, left = s
     C.flags.writeable = times.flags.writeable = diffs.flags.writeable = False
     T = trace.spine.table().matrix
     depth = trace.depth
-    M, D, sel, sums, status, _, OC, OT = join_table(T, C, times, diffs, 2, depth, left, 1 << 20)
+    M, D, sel, sums, status, total, OC, OT = join_table(T, C, times, diffs, 2, depth, left, 1 << 20)
     arena = _arena_for(len(idx), depth)
+    buf, _, At, at = arena.target()
+    most = len(buf) - words_for(SMALL_ROWS, len(idx), depth)
+    used = data.draw(st.integers(0, most) | st.just(most), label="used")
     kernel = join_table_into.plain if plain else join_table_into
-    M2, D2, status2, k, cols, ts, ds, used = kernel(T, C, times, diffs, 2, depth, left, 1 << 20, idx, *arena.target())
-    assert status2 == status and M2.tolist() == M.tolist() and D2.tolist() == D.tolist()
+    M2, D2, status2, k, cols, ts, ds, now_used = kernel(T, C, times, diffs, 2, depth, left, 1 << 20, idx, buf, used,
+                                                        At, at)
+    assert M2.tolist() == M.tolist() and D2.tolist() == D.tolist()
+    if status == 1:
+        sel, sums = consolidate_rows(M, D)
+        width = M.shape[1] - depth
+        fits = total <= 4 * ARENA_ROWS and len(sums) <= ARENA_ROWS and \
+            used + words_for(len(sums), len(idx), depth) <= len(buf)
+        assert status2 == (0 if fits else 1), (total, len(sums), used)
+        event("past SMALL_ROWS, written" if fits else "past SMALL_ROWS, left to the caller")
+        if not fits:
+            return
+        OC, OT, status = M[sel, :width].T, M[sel, width:], 0
+    assert status2 == status
     if status != 0:
         return
     assert k == len(sums)
     K = np.column_stack([OC[idx].T, OT]).reshape(len(sums), len(idx) + depth)
     ref = _arena_for(len(idx), depth)
-    rc, rt, rd, rused, overflow = arena_insert(K, sums.copy(), len(idx), *ref.target())
+    rb, _, rT, rat = ref.target()
+    rc, rt, rd, rused, overflow = arena_insert(K, sums.copy(), len(idx), rb, used, rT, rat)
     assert not overflow
     assert [c.tolist() for c in cols] == [c.tolist() for c in rc] and ts.tolist() == rt.tolist()
-    assert ds.tolist() == rd.tolist() and used == rused
+    assert ds.tolist() == rd.tolist() and now_used == rused
     if len(ds):
-        assert _arena_batch(arena, used, len(ds)) == _arena_batch(ref, rused, len(rd))
+        assert _arena_batch(arena, now_used, len(ds)) == _arena_batch(ref, rused, len(rd))
 
 
 @settings(max_examples=200, deadline=None)
