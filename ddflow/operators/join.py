@@ -28,7 +28,7 @@ from ddflow.operators.arrange import ArrangeNode
 from ddflow.operators.route import route_of
 from ddflow.traces import Trace
 from ddflow.traces import layout
-from ddflow.traces.arena import ARENA_ROWS, has_room, insert_fields
+from ddflow.traces.arena import has_room, insert_fields
 from ddflow.traces.layout import find_key, gather_found, key_offsets, key_positions, offset, seek_table, val_offsets
 
 
@@ -193,10 +193,11 @@ def join_table_into(T, C, dtimes, ddiffs, arity, depth, delta_left, limit, idx, 
     batch at ``buf[used:]``, its table row at ``At[at]``
     (:func:`traces.arena.insert_fields`).  An output of more than
     ``SMALL_ROWS`` updates (status 1 from :func:`join_table`) is
-    consolidated here too, by a merge sort, and written where it is at
-    most ``ARENA_ROWS`` updates and the arena has the words left
-    (:func:`traces.arena.has_room`): at one update an advance, a join in a
-    loop round of a label flood makes a hundred.  Returns ``(M, diffs,
+    consolidated here too, by a merge sort, and written where it has at
+    most ``ARENA_ROWS`` rows and the arena the words left for them all
+    (:func:`traces.arena.has_room`; asked before consolidating, so no
+    sort is wasted): at one update an advance, a join in a loop round of
+    a label flood makes a hundred.  Returns ``(M, diffs,
     status, k, cols, times, diffs_in, used)``: :func:`join_table`'s ``M``,
     diffs and status (``M`` meaningful only at status 1, when nothing was
     written); ``k`` the number of updates in the join's consolidated
@@ -206,11 +207,11 @@ def join_table_into(T, C, dtimes, ddiffs, arity, depth, delta_left, limit, idx, 
     ``SMALL_ROWS``, O(n log n) for n rows beyond.
     """
     M, D, sel, sums, status, total, OC, OT = join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit)
-    if status == 1 and total <= 4 * ARENA_ROWS:
+    if status == 1 and has_room(buf, used, total, len(idx), depth):  # room for the rows before consolidation
         sel, sums, overflow = group_sums(M, lex_order(M), D)
         if overflow:
             status = 2
-        elif has_room(buf, used, len(sel), len(idx), depth):
+        else:
             width = M.shape[1] - depth
             OC, OT = np.empty((width, len(sel)), dtype=np.int64), np.empty((len(sel), depth), dtype=np.int64)
             for x in range(len(sel)):

@@ -175,9 +175,10 @@ def test_join_table_into_is_join_table_then_the_insert(s, plain, data):
     """The join's output, consolidated (by numpy past SMALL_ROWS) and projected, is the batch written into the arena.
 
     Past ``SMALL_ROWS`` the kernel writes it where it has at most
-    ``ARENA_ROWS`` updates and the arena the words left (drawn: the arena
-    is written past a drawn offset, leaving room for ``SMALL_ROWS`` as a
-    step's ``target`` does), and leaves ``M`` to the caller otherwise.
+    ``ARENA_ROWS`` rows before consolidation and the arena the words for
+    them (drawn: the arena is written past a drawn offset, leaving room
+    for ``SMALL_ROWS`` as a step's ``target`` does), and leaves ``M`` to
+    the caller otherwise.
     """
     from ddflow.base.kernels import SMALL_ROWS, consolidate_rows
     from ddflow.operators.join import join_table, join_table_into
@@ -199,8 +200,7 @@ def test_join_table_into_is_join_table_then_the_insert(s, plain, data):
     if status == 1:
         sel, sums = consolidate_rows(M, D)
         width = M.shape[1] - depth
-        fits = total <= 4 * ARENA_ROWS and len(sums) <= ARENA_ROWS and \
-            used + words_for(len(sums), len(idx), depth) <= len(buf)
+        fits = total <= ARENA_ROWS and used + words_for(total, len(idx), depth) <= len(buf)
         assert status2 == (0 if fits else 1), (total, len(sums), used)
         event("past SMALL_ROWS, written" if fits else "past SMALL_ROWS, left to the caller")
         if not fits:
