@@ -395,26 +395,31 @@ def pend_at(P, npd, g, outer, L):
 CHAIN_INLINE = (sum_overflows, add_at_iteration, next_later, first_change)
 
 
-def next_chain_time(c, r, sp, s1, seed_a, p, i1, in_a, in_i, q, o1, out_a, out_i):
+def next_chain_time(c, r, sp, s1, seed_a, pn, i1, in_a, in_i, qn, o1, out_a, out_i):
     """The chain time after ``c``: the least later seed, or later history time at an iteration ``<= r``.
 
-    Returns it (int64's max when there is none) and the seed cursor moved
-    past ``c``.  ``p``/``q``: cursors into the group's input ``[p, i1)`` and
-    output ``[q, o1)`` histories, at or before their first time after ``c``
-    (left where they are).  O(scan to that time).
+    Returns it (int64's max when there is none) and the seed cursor and
+    the look-ahead cursors ``pn``/``qn`` into the group's input ``[pn,
+    i1)`` and output ``[qn, o1)`` histories, each moved to its first row
+    after ``c`` at an iteration ``<= r``.  A row they pass is never the
+    answer again (``c`` only grows; its iteration does not change), so
+    the caller keeps them for the group's next call: each history row is
+    passed once per group, not once per chain time (a group with many
+    rows at later iterations and many seeds was quadratic).  O(rows
+    passed).
     """
     while sp < s1 and seed_a[sp] <= c:
         sp += 1
     nxt = seed_a[sp] if sp < s1 else np.iinfo(np.int64).max
-    while p < i1 and (in_a[p] <= c or in_i[p] > r):
-        p += 1
-    if p < i1 and in_a[p] < nxt:
-        nxt = in_a[p]
-    while q < o1 and (out_a[q] <= c or out_i[q] > r):
-        q += 1
-    if q < o1 and out_a[q] < nxt:
-        nxt = out_a[q]
-    return nxt, sp
+    while pn < i1 and (in_a[pn] <= c or in_i[pn] > r):
+        pn += 1
+    if pn < i1 and in_a[pn] < nxt:
+        nxt = in_a[pn]
+    while qn < o1 and (out_a[qn] <= c or out_i[qn] > r):
+        qn += 1
+    if qn < o1 and out_a[qn] < nxt:
+        nxt = out_a[qn]
+    return nxt, sp, pn, qn
 
 
 @lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, sum_overflows, add_at_iteration, next_later,
@@ -460,6 +465,7 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i, o
         c0 = nc
         total = 0
         p, q, sp = i0, o0, s0
+        pn, qn = i0, o0
         c = ms
         while c != BIG:
             while p < i1 and in_a[p] <= c:
@@ -478,7 +484,7 @@ def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i, o
             ca[nc] = c
             acc[nc] = total
             nc += 1
-            c, sp = next_chain_time(c, r, sp, s1, seed_a, p, i1, in_a, in_i, q, o1, out_a, out_i)
+            c, sp, pn, qn = next_chain_time(c, r, sp, s1, seed_a, pn, i1, in_a, in_i, qn, o1, out_a, out_i)
         later = n_later(r, in_i, i0, i1, out_i, o0, o1)
         if later:  # P is reassigned only here: an array reassigned on every pass costs the loop reference counting
             P, npd = later_rounds(P, npd, g, r, ms, ca, c0, nc - c0, later, in_a, in_i, i0, i1, out_a, out_i, o0, o1,

@@ -303,6 +303,7 @@ def key_walk(mode, k, r, bound_a, n_values,
         sort_small(vals)  # ranks in value order
         # Walk the chain of outer times: seeds, and history at iterations <= r from the earliest seed on.
         p, q, sp = i0, o0, s0
+        pn, qn = i0, o0
         nc = 0
         c = ms
         while c != BIG:
@@ -462,7 +463,7 @@ def key_walk(mode, k, r, bound_a, n_values,
                     mark[v] = False
             chain[nc] = c
             nc += 1
-            c, sp = next_chain_time(c, r, sp, s1, seed_a, p, i1, in_a, in_i, q, o1, out_a, out_i)
+            c, sp, pn, qn = next_chain_time(c, r, sp, s1, seed_a, pn, i1, in_a, in_i, qn, o1, out_a, out_i)
         for x in range(nt):
             v = vals[x]
             cnt[v] = 0
