@@ -122,8 +122,22 @@ def checked_product(a, b):
     return a * b, True
 
 
+def split_rows(M, sel, width, depth):
+    """Rows ``sel`` of ``M`` (``width`` fields then ``depth`` time coordinates) as ``(fields as rows, times)``.
+
+    A kernel helper.  O(len(sel) (width + depth)).
+    """
+    OC, OT = np.empty((width, len(sel)), dtype=np.int64), np.empty((len(sel), depth), dtype=np.int64)
+    for x in range(len(sel)):
+        for j in range(width):
+            OC[j, x] = M[sel[x], j]
+        for c in range(depth):
+            OT[x, c] = M[sel[x], width + c]
+    return OC, OT
+
+
 @lazy_jit(uses=(offset, find_key, key_offsets, val_offsets, key_positions, gather_found, checked_product,
-                _consolidate_small, group_sums))
+                _consolidate_small, group_sums, split_rows))
 def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
     """One side of a join step in one call: a delta's updates against every batch of table ``T``.
 
@@ -174,12 +188,7 @@ def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
     sel, sums, overflow = _consolidate_small(M, D)
     if overflow:
         return M, D, sel, sums, 2, total, OC, OT
-    OC, OT = np.empty((width, len(sel)), dtype=np.int64), np.empty((len(sel), depth), dtype=np.int64)
-    for x in range(len(sel)):
-        for j in range(width):
-            OC[j, x] = M[sel[x], j]
-        for c in range(depth):
-            OT[x, c] = M[sel[x], width + c]
+    OC, OT = split_rows(M, sel, width, depth)
     return M, D, sel, sums, 0, total, OC, OT
 
 
@@ -212,13 +221,7 @@ def join_table_into(T, C, dtimes, ddiffs, arity, depth, delta_left, limit, idx, 
         if overflow:
             status = 2
         else:
-            width = M.shape[1] - depth
-            OC, OT = np.empty((width, len(sel)), dtype=np.int64), np.empty((len(sel), depth), dtype=np.int64)
-            for x in range(len(sel)):
-                for j in range(width):
-                    OC[j, x] = M[sel[x], j]
-                for c in range(depth):
-                    OT[x, c] = M[sel[x], width + c]
+            OC, OT = split_rows(M, sel, M.shape[1] - depth, depth)
             status = 0
     k = len(sums)
     if status == 0 and k:
