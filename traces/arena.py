@@ -52,7 +52,10 @@ def words_for(n: int, arity: int, depth: int) -> int:
 
 def has_room(buf, used, n, arity, depth):
     """Whether a batch of ``n`` updates fits in ``buf`` past ``used`` (:func:`words_for`).  A kernel helper.  O(1)."""
-    return n <= ARENA_ROWS and used + n * (3 + arity + depth) + 2 <= len(buf)
+    return n <= ARENA_ROWS and used + words_for(n, arity, depth) <= len(buf)
+
+
+has_room.uses = (words_for,)  # what a kernel listing it in ``helpers_of`` must compile with it
 
 
 def write_trie(C, Tm, D, buf, used, T, at):

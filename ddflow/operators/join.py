@@ -19,7 +19,7 @@ import numpy as np
 from ddflow.base.columnar import frozen, ranges, wrapping_products
 from ddflow.base.consolidate import consolidate
 from ddflow.base.jit import helpers_of, lazy_jit
-from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidate_rows, group_sums, kernels, lex_order
+from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidate_rows, consolidated_split, group_sums, kernels
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import Node
@@ -122,22 +122,8 @@ def checked_product(a, b):
     return a * b, True
 
 
-def split_rows(M, sel, width, depth):
-    """Rows ``sel`` of ``M`` (``width`` fields then ``depth`` time coordinates) as ``(fields as rows, times)``.
-
-    A kernel helper.  O(len(sel) (width + depth)).
-    """
-    OC, OT = np.empty((width, len(sel)), dtype=np.int64), np.empty((len(sel), depth), dtype=np.int64)
-    for x in range(len(sel)):
-        for j in range(width):
-            OC[j, x] = M[sel[x], j]
-        for c in range(depth):
-            OT[x, c] = M[sel[x], width + c]
-    return OC, OT
-
-
 @lazy_jit(uses=(offset, find_key, key_offsets, val_offsets, key_positions, gather_found, checked_product,
-                _consolidate_small, group_sums, split_rows))
+                _consolidate_small, group_sums))
 def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
     """One side of a join step in one call: a delta's updates against every batch of table ``T``.
 
@@ -188,11 +174,16 @@ def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
     sel, sums, overflow = _consolidate_small(M, D)
     if overflow:
         return M, D, sel, sums, 2, total, OC, OT
-    OC, OT = split_rows(M, sel, width, depth)
+    OC, OT = np.empty((width, len(sel)), dtype=np.int64), np.empty((len(sel), depth), dtype=np.int64)
+    for x in range(len(sel)):
+        for j in range(width):
+            OC[j, x] = M[sel[x], j]
+        for c in range(depth):
+            OT[x, c] = M[sel[x], width + c]
     return M, D, sel, sums, 0, total, OC, OT
 
 
-@lazy_jit(uses=(*helpers_of(join_table, insert_fields), has_room, lex_order))
+@lazy_jit(uses=helpers_of(join_table, insert_fields, has_room))
 def join_table_into(T, C, dtimes, ddiffs, arity, depth, delta_left, limit, idx, buf, used, At, at):
     """:func:`join_table`, its output's fields ``idx`` then written into an arrangement's arena, in one call.
 
@@ -202,7 +193,8 @@ def join_table_into(T, C, dtimes, ddiffs, arity, depth, delta_left, limit, idx, 
     batch at ``buf[used:]``, its table row at ``At[at]``
     (:func:`traces.arena.insert_fields`).  An output of more than
     ``SMALL_ROWS`` updates (status 1 from :func:`join_table`) is
-    consolidated here too, by a merge sort, and written where it has at
+    consolidated here too (:func:`~ddflow.base.kernels.consolidated_split`,
+    a merge sort past ``SMALL_ROWS``), and written where it has at
     most ``ARENA_ROWS`` rows and the arena the words left for them all
     (:func:`traces.arena.has_room`; asked before consolidating, so no
     sort is wasted): at one update an advance, a join in a loop round of
@@ -217,12 +209,8 @@ def join_table_into(T, C, dtimes, ddiffs, arity, depth, delta_left, limit, idx, 
     """
     M, D, sel, sums, status, total, OC, OT = join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit)
     if status == 1 and has_room(buf, used, total, len(idx), depth):  # room for the rows before consolidation
-        sel, sums, overflow = group_sums(M, lex_order(M), D)
-        if overflow:
-            status = 2
-        else:
-            OC, OT = split_rows(M, sel, M.shape[1] - depth, depth)
-            status = 0
+        OC, OT, sums, overflow = consolidated_split(M, D, M.shape[1] - depth)
+        status = 2 if overflow else 0
     k = len(sums)
     if status == 0 and k:
         cols, times, diffs, now_used, overflow = insert_fields(OC, OT, sums, idx, buf, used, At, at)

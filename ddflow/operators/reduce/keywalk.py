@@ -116,6 +116,20 @@ def add_changed(delta, mark, st, n, x, d):
 EXTREME_CHANGE_WORK = 1 << 14
 
 
+def add_values(v, it, lo, hi, upto, mark, out, n):
+    """Append to ``out[:n]`` the values ``v[lo:hi]`` at iterations ``it <= upto`` not yet in ``mark``, marking them.
+
+    Returns the new count.  A kernel helper: a group's distinct values,
+    its input's then its output history's.  O(hi - lo).
+    """
+    for j in range(lo, hi):
+        if it[j] <= upto and not mark[v[j]]:
+            mark[v[j]] = True
+            out[n] = v[j]
+            n += 1
+    return n
+
+
 def add_counted(cnt, v, d, nnz):
     """``cnt[v] += d`` with ``nnz`` the count of nonzero entries kept; ``(nnz, overflowed)``.  A kernel helper."""
     if sum_overflows(cnt[v], d):
@@ -146,17 +160,9 @@ def first_extreme_change(mode, r, least, outer, in_a, in_i, in_v, in_d, i0, i1, 
     so; ``gv``: room for the group's values.  O(l * (h + p * v)) for l
     later iterations, h history rows, p candidate times and v values.
     """
-    nv = 0
-    for j in range(i0, i1):
-        if not mark[in_v[j]]:
-            mark[in_v[j]] = True
-            gv[nv] = in_v[j]
-            nv += 1
-    for j in range(o0, o1):
-        if not mark[out_v[j]]:
-            mark[out_v[j]] = True
-            gv[nv] = out_v[j]
-            nv += 1
+    BIG = np.iinfo(np.int64).max
+    nv = add_values(in_v, in_i, i0, i1, BIG, mark, gv, 0)
+    nv = add_values(out_v, out_i, o0, o1, BIG, mark, gv, nv)
     for x in range(e0, e1):
         if not mark[E[x, 1]]:
             mark[E[x, 1]] = True
@@ -170,7 +176,6 @@ def first_extreme_change(mode, r, least, outer, in_a, in_i, in_v, in_d, i0, i1, 
     if h * (h + nb * nv) > EXTREME_CHANGE_WORK:
         return least
     sort_small(vals)
-    BIG = np.iinfo(np.int64).max
     found = -1
     it = r
     while found < 0:
@@ -213,8 +218,8 @@ def first_extreme_change(mode, r, least, outer, in_a, in_i, in_v, in_d, i0, i1, 
 
 
 @lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, sum_overflows, add_at_iteration, next_later,
-                first_change, later_times, pend_at, later_rounds, next_chain_time, add_changed, add_counted,
-                first_extreme_change))
+                first_change, later_times, pend_at, later_rounds, next_chain_time, add_changed, add_values,
+                add_counted, first_extreme_change))
 def key_walk(mode, k, r, bound_a, n_values,
              seed_g, seed_a,
              in_g, in_a, in_i, in_v, in_d,
@@ -288,17 +293,8 @@ def key_walk(mode, k, r, bound_a, n_values,
         pm = -1  # min/max: the group's output value rank at the previous chain time (-1: none)
         nprev = 0
         # The group's values visible at iteration r.
-        nt = 0
-        for j in range(i0, i1):
-            if in_i[j] <= r and not seen[in_v[j]]:
-                seen[in_v[j]] = True
-                touched[nt] = in_v[j]
-                nt += 1
-        for j in range(o0, o1):
-            if out_i[j] <= r and not seen[out_v[j]]:
-                seen[out_v[j]] = True
-                touched[nt] = out_v[j]
-                nt += 1
+        nt = add_values(in_v, in_i, i0, i1, r, seen, touched, 0)
+        nt = add_values(out_v, out_i, o0, o1, r, seen, touched, nt)
         vals = touched[:nt]
         sort_small(vals)  # ranks in value order
         # Walk the chain of outer times: seeds, and history at iterations <= r from the earliest seed on.
