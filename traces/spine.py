@@ -13,6 +13,9 @@ an idle caller finish merges early.
 
 Until a merge completes, readers see both of its inputs: cursors read
 every batch of the spine, so a partial merge changes nothing they see.
+
+Why this module is long: it is one structure, whose merge rules (the
+fuel, the tail, the arena, settling) hold only together.
 """
 from __future__ import annotations
 
@@ -363,6 +366,13 @@ class Spine:
         """
         a = self._arena
         return None if a is not None and a.n and not a.fits(n) else self.arena_room(n)
+
+    def quiet_writes(self) -> int:
+        """How many batches the arena may take in a row with no merge work but at the last (>= 1).  O(1).
+
+        A fused chain of loop rounds writes that many at most before it records them (``ddflow/operators/round``).
+        """
+        return 1 if self._merging else max(1, TAIL - self._tail - (self._arena.n if self._arena is not None else 0))
 
     def arena_written(self, used: int, updates: int) -> None:
         """A kernel wrote a batch of ``updates`` updates at the arena's target, leaving ``used`` words used.

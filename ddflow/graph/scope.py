@@ -167,6 +167,11 @@ class IterativeScope(Scope):
         self.max_seconds = max_seconds if max_seconds is not None else self.DEFAULT_MAX_SECONDS
         self.variables: list = []
         self.rounds_run = 0
+        #: Set by the scheduler before each round: the most rounds, this one first, that one call may run
+        #: (a fused loop round, ``ddflow/operators/round``); 1 where rounds must be stepped one by one.
+        self.chain_limit = 1
+        #: Set by such a call: the rounds after this one it ran; the scheduler goes on past them.
+        self.rounds_ahead = 0
         parent.add(self)
 
     def __repr__(self) -> str:
@@ -309,7 +314,9 @@ class Scheduler:
         time.)  A guess is never wrong, only wasted: every round before
         it has run.  So a step of the loop costs one empty round and saves
         a scan a round; workers agree on every round instead
-        (``agree_round``).
+        (``agree_round``).  With one worker a fused loop round may run the
+        rounds after it in the same call (``chain_limit``; it reports them
+        in ``rounds_ahead``), and the loop goes on after the last of them.
         """
         loop.check_variables()
         started = time.monotonic()
@@ -340,7 +347,14 @@ class Scheduler:
             bound = np.empty(len(outer_bound) + 1, dtype=np.int64)
             bound[:-1] = outer_bound
             bound[-1] = r + 1
-            r, guessed = (r + 1, True) if self.step_scope(loop, bound) else (None, False)
+            # One worker may run rounds r, r + 1, ... in one fused call (its peers would wait for each).
+            loop.chain_limit, loop.rounds_ahead = (loop.max_iterations - r + 1 if self.alone else 1), 0
+            emitted = self.step_scope(loop, bound)
+            ahead, loop.chain_limit, loop.rounds_ahead = loop.rounds_ahead, 1, 0
+            if ahead:
+                last += ahead
+                loop.rounds_run = max(loop.rounds_run, last + 1)
+            r, guessed = (last + 1, True) if emitted else (None, False)
 
     # -- hooks -------------------------------------------------------------------------
     def begin_epoch(self) -> None:

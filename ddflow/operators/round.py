@@ -38,8 +38,19 @@ exactly what it does:
 Otherwise, or when a stage's output is too large for an arena, the
 stages the kernel did not finish are left to the usual steps, which find
 the last finished stage's batch queued as they would have: the round is
-never half-applied, only partly fused.  ``tests/operators/test_round.py``
-checks fused runs against unfused ones, step by step.
+never half-applied, only partly fused.
+
+One call may run the next rounds too, a chain, where the scheduler would
+run nothing but them (one worker; a count or distinct whose output goes
+straight back to the variable; no other member with work) and no spine
+would merge in between (:meth:`Round._chain`).  A round of the chain
+starts from the one before's output, as the variable's step would take
+it; Python then records each round's batches, counters and output in
+the steps' order (:meth:`Round._replayed`), and the scheduler goes on
+after the last round (``IterativeScope.rounds_ahead``).  At one update
+an advance, reach runs about eight rounds an update in about four calls.
+``tests/operators/test_round.py`` checks fused runs, chained or not,
+against unfused ones, step by step.
 """
 from __future__ import annotations
 
@@ -48,6 +59,8 @@ import numpy as np
 from ddflow.base.columnar import frozen
 from ddflow.base.jit import lazy_jit
 from ddflow.base.kernels import SMALL_ROWS
+from ddflow.base.updates import Updates
+from ddflow.errors import DataflowError
 from ddflow.graph.node import Node, ready_split
 from ddflow.operators.feedback import feedback_round_into
 from ddflow.operators.join import JoinNode, join_table_into
@@ -57,6 +70,7 @@ from ddflow.operators.reduce.walk import MODES, NUMBERED, NUMPY_SORT_ABOVE, Walk
 from ddflow.operators.reduce.tactic import DONE
 from ddflow.operators.route import Route, route_of
 from ddflow.traces import layout
+from ddflow.traces.arena import words_for
 
 _NO_KEYS, _NO_TIMES = frozen(np.zeros(0, dtype=np.int64), np.zeros((0, 2), dtype=np.int64))
 #: What :func:`loop_round` finished: nothing (the variable's step runs as usual); the variable's feedback
@@ -88,7 +102,10 @@ class Round:
 
         False, with nothing changed but arenas made ready, where the
         module docstring's conditions do not hold: the variable's step
-        then goes on as usual.  O(the three kernels), one compiled call.
+        then goes on as usual.  The rounds after it that the call ran too
+        (a chain) are recorded in order, and reported to the scheduler
+        through the loop's ``rounds_ahead``.  O(the three kernels) a
+        round, one compiled call.
         """
         join, red = self.join, self.reduce
         if join.queues[0] or join.queues[1] or red.queues[0]:
@@ -125,10 +142,13 @@ class Round:
         m = len(kinds)
         bo = out.target()
         logic = red.logic
-        stage, k1, n1, used1, k2, n2, used2, B, cols, times, ds, later, later_t, status, now_used = loop_round(
+        chain = self._chain(kinds, out_kinds, bound, (at.spine, it.spine, ot.spine))
+        stage, R, B, cols, times, ds, later, later_t, status = loop_round(
             K, diffs, m, bound, *fed, et.spine.table().matrix, len(et.kinds), self.delta_left, layout.CHECK_ABOVE,
             *joined, pk, pt, len(out_kinds), logic.scalar_code if self.walk < 0 else -1, self.walk,
-            getattr(logic, "k", 1), NUMPY_SORT_ABOVE, hk, ht, *bo, SMALL_ROWS)
+            getattr(logic, "k", 1), NUMPY_SORT_ABOVE, hk, ht, *bo, SMALL_ROWS, chain)
+        rounds = R.tolist()
+        k1, n1, used1, k2, n2, used2, _, _ = rounds[0]
         if stage == NOTHING:
             return False
         if stage == FED:  # the join's output is not for an arena: the join's step takes the batch as usual
@@ -138,13 +158,81 @@ class Round:
         if stage == JOINED:  # the reduce's step takes the batch (and raises what its kernel reported)
             self.joined.written(jkinds, k2, *_unpacked(B, len(it.kinds)), used2)
             return True
-        if k2:
-            self._handed(self.joined, jkinds, k2, n2, used2, red)
-        if self.walk >= 0:
-            tactic.finish_round(cols, times, ds, later, later_t, now_used, bo[1], bound, out_kinds, held)
-        else:
-            tactic.finish(cols, times, ds, later, later_t, status, now_used, bo[1], bound, it.kinds, out_kinds)
+        used, o, last = bo[1], 0, len(rounds) - 1
+        for r, (k1, n1, used1, k2, n2, used2, n_out, now_used) in enumerate(rounds):
+            if r:  # a chained round: what the unfused round asks and takes, in its order (see _replayed)
+                self._replayed(r, rounds[r - 1])
+                self._handed(self.fed, kinds, k1, n1, used1, join)
+            if k2:
+                self._handed(self.joined, jkinds, k2, n2, used2, red)
+            out_r = (cols[:, o: o + n_out], times[o: o + n_out], ds[o: o + n_out])
+            if r < last:  # its output went into the arena (else no round followed): emitted, the feedback included
+                tactic.output_written(Updates.unchecked(tuple(out_r[0]), out_r[1], out_r[2], out_kinds), now_used)
+            elif self.walk >= 0:
+                tactic.finish_round(*out_r, later, later_t, now_used, used, bound, out_kinds, held)
+            else:
+                tactic.finish(*out_r, later, later_t, status, now_used, used, bound, it.kinds, out_kinds)
+            used, o = now_used, o + n_out
+        if last:
+            self.fed.source.scope.rounds_ahead = last
         return True
+
+    def _chain(self, kinds: tuple[str, ...], out_kinds: tuple[str, ...], bound: np.ndarray, spines: tuple) -> int:
+        """How many rounds :func:`loop_round` may run from this one: 1 (this round alone) unless all of these hold.
+
+        Running round ``r + 1`` inside the call is what the scheduler would
+        do next when nothing else in the loop could act before it: one
+        worker, whose scheduler lets the loop chain (``chain_limit``, also
+        the rounds left before ``max_iterations``); a count or distinct
+        (the walk holds input across rounds); the reduce's output goes
+        straight back to the variable, whose feedback then has the kinds
+        this round's had, and otherwise only out of the loop; and no
+        other member has work at any iteration of this outer time (what
+        reaches them comes from outside the loop, not from the round).
+        Each spine must take the rounds' batches without merging
+        (:meth:`traces.spine.Spine.quiet_writes`), so that recording them
+        after the call, in the steps' order, is recording each at once.
+        O(members + spines).
+        """
+        variable, red = self.fed.source, self.reduce
+        loop = variable.scope
+        limit = loop.chain_limit
+        if limit <= 1 or self.walk >= 0 or kinds != out_kinds or variable.queues[0] or variable.held:
+            return 1
+        for t, port in red.targets:
+            if t is variable and port != variable.feedback_port or t is not variable and loop.member_of(t) is not None:
+                return 1
+        if variable.feedback_source is not red:
+            return 1
+        later = bound.copy()
+        later[-1] = np.iinfo(np.int64).max
+        for m, nested in loop.plan().steps:
+            if nested or m is not variable and m is not self.join and m is not red and m.has_ready_work(later):
+                return 1
+        for s in spines:
+            limit = min(limit, s.quiet_writes())
+        return limit
+
+    def _replayed(self, r: int, before: list[int]) -> None:
+        """Before recording chained round ``r``: ask each arena for its target, as the round's steps would.
+
+        The kernel wrote round ``r``'s batches where the arenas now point
+        (no merge came between: :meth:`_chain`), so each
+        :meth:`traces.arena.Arena.written` finds the target it expects;
+        ``before``, round ``r - 1``'s row of the kernel's ``R``, says where
+        that is, and is checked.  The variable's feedback, round ``r - 1``'s
+        output, is what the kernel took: it leaves the variable's queue as
+        the variable's step would dequeue it.  O(1).
+        """
+        variable = self.fed.source
+        fb = variable.dequeue(1)
+        spines = (self.fed.arrangement.trace.spine, self.joined.arrangement.trace.spine,
+                  self.reduce.tactic.out_trace.spine)
+        for spine, used in zip(spines, (before[2], before[5], before[7])):
+            arena = spine.arena_free(SMALL_ROWS)
+            if fb is None or arena is None or arena.target()[1] != used:
+                raise DataflowError(f"loop {variable.scope.name!r}: internal error, round {r} of a fused chain "
+                                    "does not follow from the round before it")
 
     @staticmethod
     def _handed(route: Route, kinds: tuple[str, ...], k: int, n: int, used: int, reader: Node) -> None:
@@ -217,11 +305,10 @@ def _packed(C, T, D, n):
     return B
 
 
-@lazy_jit(uses=(_packed,), calls=(feedback_round_into, join_table_into, loop_step, walk_step, ready_split))
-def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delta_left, limit,
-               idx2, buf2, used2, T2, at2, pk, pt, out_arity, code, walk, k, sort_above, hk, ht,
-               bufO, usedO, TO, atO, small):
-    """A loop round: the variable's feedback, the join reading it, the reduce reading the join, one call.
+def _round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delta_left, limit,
+           idx2, buf2, used2, T2, at2, pk, pt, out_arity, code, walk, k, sort_above, hk, ht,
+           bufO, usedO, TO, atO, small):
+    """One loop round: the variable's feedback, the join reading it, the reduce reading the join.
 
     ``K``/``diffs``/``m``/``bound``: as :func:`feedback_round_into`, whose
     output goes to the arena ``idx1, buf1, used1, T1, at1``; ``ET``: the
@@ -245,9 +332,9 @@ def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delt
     rows of fields, times and diff (empty at :data:`ROUND`); and
     :func:`loop_step`'s output, seeds, status and words used (meaningful
     at :data:`ROUND`; an output too large for the arena is left to Python
-    to insert).  A stage that does not finish wrote nothing.  Few arrays
-    returned, since numba boxes each with a Python call.  Cost: as the
-    three kernels.
+    to insert).  A stage that does not finish wrote nothing.  A kernel
+    helper (:func:`loop_round` runs it once a round).  Cost: as the three
+    kernels.
     """
     depth = K.shape[1] - m
     ng = len(idx2)
@@ -289,3 +376,103 @@ def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delt
         return JOINED, k1, n1, now1, k2, n2, now2, _packed(C2, T2s, D2, n2), \
             no_cols, noT, none1, no_later, noT, st, usedO
     return ROUND, k1, n1, now1, k2, n2, now2, _packed(C2, T2s, D2, 0), cols, times, ds, later, later_t, st, nowO
+
+
+def _fits(buf, used, arity, depth):
+    """Whether an arena's buffer has the words for a batch of ``SMALL_ROWS`` past ``used``.  O(1).
+
+    :meth:`traces.arena.Arena.fits` for the batch a step asks room for
+    (the slot a chain asks for is within its budget: :meth:`traces.spine.Spine.quiet_writes`).
+    """
+    return used + words_for(SMALL_ROWS, arity, depth) <= len(buf)
+
+
+_fits.uses = (words_for,)
+
+
+@lazy_jit(uses=(_round, _packed, _fits, words_for), calls=(feedback_round_into, join_table_into, loop_step, walk_step,
+                                                          ready_split))
+def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delta_left, limit,
+               idx2, buf2, used2, T2, at2, pk, pt, out_arity, code, walk, k, sort_above, hk, ht,
+               bufO, usedO, TO, atO, small, chain):
+    """Loop rounds in one call: round ``bound[-1] - 1`` (:func:`_round`), then up to ``chain - 1`` after it.
+
+    The arguments are :func:`_round`'s, and ``chain``: the most rounds to
+    run.  A round after the first runs where the one before it finished
+    whole and its output, of 1 to ``small`` updates, went into the
+    output's arena (the variable's next feedback, as its usual step takes
+    it), and each arena has the words for another batch of ``small``
+    and a row (the caller's ``chain`` keeps within what the spines take
+    without merging).  It starts from that output, one
+    iteration on, with the round's seeds left for later as its pending
+    ones.  A later round that does not finish whole is dropped: what it
+    wrote lies past the words reported used, and its row past the
+    arena's last, which the next batch overwrites.  Only the loop
+    tactic's rounds chain (``walk`` -1).
+
+    Returns ``(stage, R, B, cols, times, diffs, later, later_t,
+    status)``: the first round's stage, ``B`` and ``status`` as
+    :func:`_round` returns them; per round run a row of ``R``: ``(k1,
+    n1, used1, k2, n2, used2, n_out, usedO)``, the updates each routed
+    stage emitted and its arrangement took, the output's updates, and
+    the words then used in each arena; the rounds' outputs one after
+    the other (``cols`` by columns), and the last round's seeds for
+    later.  Cost: as the three kernels, a round.
+    """
+    R = np.zeros((max(chain, 1), 8), dtype=np.int64)
+    # Writable copies (a few rows each): the later rounds' arrays are, so _round compiles for one signature.
+    diffs, pk, pt = diffs.copy(), pk.copy(), pt.copy()
+    stage, k1, n1, now1, k2, n2, now2, B, cols, times, ds, later, later_t, st, nowO = _round(
+        K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delta_left, limit,
+        idx2, buf2, used2, T2, at2, pk, pt, out_arity, code, walk, k, sort_above, hk, ht,
+        bufO, usedO, TO, atO, small)
+    R[0, 0], R[0, 1], R[0, 2], R[0, 3], R[0, 4], R[0, 5], R[0, 6], R[0, 7] = k1, n1, now1, k2, n2, now2, len(ds), nowO
+    if stage != ROUND or walk >= 0 or chain <= 1:
+        return stage, R[:1], B, cols, times, ds, later, later_t, st
+    depth = K.shape[1] - m
+    # The rounds' outputs, one after the other (grown by doubling); the last round's state besides.
+    oc, ot, od = np.empty((out_arity, 2 * len(ds) + small), dtype=np.int64), \
+        np.empty((2 * len(ds) + small, depth), dtype=np.int64), np.empty(2 * len(ds) + small, dtype=np.int64)
+    oc[:, :len(ds)], ot[:len(ds)], od[:len(ds)] = cols, times, ds
+    total, c, b = len(ds), 1, bound.copy()
+    a1, a2, aO = at1 + (1 if n1 else 0), at2 + (1 if n2 else 0), atO + (1 if nowO != usedO else 0)
+    u1, u2, uO = now1, now2, nowO
+    last_out, last_used = len(ds), usedO
+    while c < chain:
+        if last_out == 0 or last_out > small or uO == last_used:
+            break  # no feedback, or one the variable's usual step would not take in one call, or not in the arena
+        if not (_fits(buf1, u1, len(idx1), depth) and _fits(buf2, u2, len(idx2), depth)
+                and _fits(bufO, uO, out_arity, depth) and a1 < len(T1) and a2 < len(T2) and aO < len(TO)):
+            break  # no words or no row left for a batch (unchecked writes: asked here whatever the caller said)
+        b[-1] += 1
+        n = last_out
+        Kc = np.empty((n, out_arity + depth), dtype=np.int64)
+        for i in range(n):
+            for j in range(out_arity):
+                Kc[i, j] = oc[j, total - n + i]
+            for j in range(depth):
+                Kc[i, out_arity + j] = ot[total - n + i, j]
+        Dc = od[total - n: total].copy()
+        pkc = np.ascontiguousarray(later.T)
+        stage_c, k1, n1, now1, k2, n2, now2, _, cols, times, ds, later_c, later_tc, st_c, now_c = _round(
+            Kc, Dc, out_arity, b, idx1, buf1, u1, T1, a1, ET, e_arity, delta_left, limit,
+            idx2, buf2, u2, T2, a2, pkc, later_t, out_arity, code, walk, k, sort_above, hk, ht,
+            bufO, uO, TO, aO, small)
+        if stage_c != ROUND:
+            break  # dropped: the caller's next round runs it as usual
+        R[c, 0], R[c, 1], R[c, 2], R[c, 3], R[c, 4], R[c, 5], R[c, 6], R[c, 7] = \
+            k1, n1, now1, k2, n2, now2, len(ds), now_c
+        if total + len(ds) > len(od):
+            grow = 2 * (total + len(ds))
+            oc2, ot2, od2 = np.empty((out_arity, grow), dtype=np.int64), np.empty((grow, depth), dtype=np.int64), \
+                np.empty(grow, dtype=np.int64)
+            oc2[:, :total], ot2[:total], od2[:total] = oc[:, :total], ot[:total], od[:total]
+            oc, ot, od = oc2, ot2, od2
+        oc[:, total: total + len(ds)], ot[total: total + len(ds)], od[total: total + len(ds)] = cols, times, ds
+        total += len(ds)
+        a1, a2, aO = a1 + (1 if n1 else 0), a2 + (1 if n2 else 0), aO + (1 if now_c != uO else 0)
+        last_out, last_used = len(ds), uO
+        u1, u2, uO = now1, now2, now_c
+        later, later_t, st = later_c, later_tc, st_c
+        c += 1
+    return stage, R[:c], B, np.ascontiguousarray(oc[:, :total]), ot[:total], od[:total], later, later_t, st

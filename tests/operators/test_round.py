@@ -121,9 +121,9 @@ def _arena_words(buf, T, rows, lo, hi):
 
 
 def test_the_round_kernel_compiled_is_its_plain_self_on_a_run():
-    """Every round of a run of the fused bodies: compiled and plain give the same, words too, walks included."""
+    """Every call of a run of the fused bodies: compiled and plain give the same, words too, walks and chains included."""
     kernel = round_module.loop_round
-    stages, written = [], []
+    stages, written, chains = [], [], []
 
     def both(*args):
         args = list(args)
@@ -136,14 +136,21 @@ def test_the_round_kernel_compiled_is_its_plain_self_on_a_run():
                 assert g.shape == w.shape and g.tolist() == w.tolist()
             else:
                 assert g == w
-        # The arenas' (buf, used, T, at) are arguments 5-8, 14-17 and 27-30; the words then used, results 3, 6, 14.
-        for (b, u, t, at), now in (((5, 6, 7, 8), 3), ((14, 15, 16, 17), 6), ((27, 28, 29, 30), 14)):
-            if got[now] == args[u]:
+        # The arenas' (buf, used, T, at) are arguments 5-8, 14-17 and 27-30; the words used after each round
+        # run are columns 2, 5 and 7 of the rounds' rows (result 1), a batch written where they grow.
+        rounds = got[1].tolist()
+        for (b, u, t, at), col in (((5, 6, 7, 8), 2), ((14, 15, 16, 17), 5), ((27, 28, 29, 30), 7)):
+            used = [args[u]] + [row[col] for row in rounds]
+            batches = sum(x != y for x, y in zip(used, used[1:]))
+            if not batches:
                 continue  # nothing written there (the row at ``at`` is whatever it was)
-            written.append(now)
-            assert _arena_words(args[b], args[t], slice(args[at], args[at] + 1), args[u], got[now]) == \
-                _arena_words(copies[b], copies[t], slice(args[at], args[at] + 1), args[u], want[now])
+            written.append(col)
+            rows = slice(args[at], args[at] + batches)
+            assert _arena_words(args[b], args[t], rows, args[u], used[-1]) == \
+                _arena_words(copies[b], copies[t], rows, args[u], used[-1])
         stages.append((got[0], args[22]))  # the stage, and the walk mode (-1: the loop tactic)
+        chains.append(len(rounds))
+        assert len(rounds) <= args[-1]  # never more rounds than the chain allows
         return got
 
     rng = np.random.default_rng(5)
@@ -166,7 +173,8 @@ def test_the_round_kernel_compiled_is_its_plain_self_on_a_run():
         mp.setattr(round_module, "loop_round", both)
         _steps(schedule, _bodies)
     assert {(ROUND, -1), (ROUND, MODES["min"]), (ROUND, MODES["top_k"])} <= set(stages)
-    assert sorted(set(written)) == [3, 6, 14]
+    assert sorted(set(written)) == [2, 5, 7]
+    assert max(chains) > 1  # rounds after the first ran in the same call
 
 
 def _two_paths(edges):
@@ -189,7 +197,7 @@ def test_a_fused_walk_pends_the_rounds_its_step_would():
     def spy(*args):
         got = kernel(*args)
         if got[0] == ROUND and args[22] == MODES["min"]:
-            pended.append((got[11].tolist(), got[12].tolist()))
+            pended.append((got[6].tolist(), got[7].tolist()))
         return got
 
     with pytest.MonkeyPatch.context() as mp:
@@ -227,3 +235,58 @@ def test_an_error_in_the_fused_reduce_is_the_reduces_own():
             errors.append(str(e.value))
     assert stages == [round_module.JOINED]
     assert errors[0] == errors[1] and "count(" in errors[0] and "past int64" in errors[0]
+
+
+def _path_reach(limit):
+    """Reach from node 0 along a path: one round a node, so the fused rounds chain as far as the arenas let them."""
+    def build(edges):
+        roots = edges.filter(lambda e: e[0] == 0).project(0, 0)
+        return [roots.iterate(lambda r: r.join(edges).project(2, 1).concat(roots).distinct(), max_iterations=limit)]
+    return build
+
+
+def _rounds_run(flow):
+    return [n.rounds_run for n in flow.top.nodes if hasattr(n, "rounds_run")]
+
+
+def test_chained_rounds_are_the_rounds_one_by_one():
+    """A path of 40 edges added one a step, then cut in the middle: the chained run is the unfused one, rounds too."""
+    schedule = [([(i, i + 1)], [i], [1], i + 1) for i in range(40)]
+    schedule += [([(20, 21)], [40], [-1], 41), ([(20, 21)], [41], [1], 42)]
+    kernel, chains = round_module.loop_round, []
+
+    def spy(*args):
+        got = kernel(*args)
+        chains.append(len(got[1]))
+        return got
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(round_module, "loop_round", spy)
+        chained = _steps(schedule, _path_reach(100), _rounds_run)
+        mp.setattr(round_module.Round, "_chain", lambda *a: 1)
+        single = _steps(schedule, _path_reach(100), _rounds_run)
+        mp.setattr(round_module, "_find", lambda node: None)
+        assert chained == single == _steps(schedule, _path_reach(100), _rounds_run)
+    assert max(chains) > 2
+
+
+def test_a_chain_stops_at_max_iterations():
+    """A loop that needs more rounds than it may run fails as the unfused loop does, at the same round."""
+    schedule = [([(i, i + 1) for i in range(30)], [0] * 30, [1] * 30, 1)]
+    kernel, chains, errors = round_module.loop_round, [], []
+
+    def spy(*args):
+        got = kernel(*args)
+        chains.append(len(got[1]))
+        return got
+
+    for fused in (True, False):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(round_module, "loop_round", spy)
+            if not fused:
+                mp.setattr(round_module, "_find", lambda node: None)
+            with pytest.raises(ddflow.NonConvergence) as e:
+                _steps(schedule, _path_reach(29))
+            errors.append(str(e.value))
+    assert errors[0] == errors[1] and "max_iterations=29" in errors[0] and "iteration 30" in errors[0]
+    assert max(chains) > 1
