@@ -41,8 +41,8 @@ the last finished stage's batch queued as they would have: the round is
 never half-applied, only partly fused.
 
 One call may run the next rounds too, a chain, where the scheduler would
-run nothing but them (one worker; a count or distinct whose output goes
-straight back to the variable; no other member with work) and no spine
+run nothing but them (one worker; a reduce whose output goes straight
+back to the variable, a walk holding no input; no other member with work) and no spine
 would merge in between (:meth:`Round._chain`).  A round of the chain
 starts from the one before's output, as the variable's step would take
 it; Python then records each round's batches, counters and output in
@@ -61,7 +61,7 @@ from ddflow.base.jit import lazy_jit
 from ddflow.base.kernels import SMALL_ROWS
 from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError
-from ddflow.graph.node import Node, ready_split
+from ddflow.graph.node import Node, complete_row, ready_split
 from ddflow.operators.feedback import feedback_round_into
 from ddflow.operators.join import JoinNode, join_table_into
 from ddflow.operators.reduce.iterate import LoopTactic, loop_step
@@ -143,10 +143,12 @@ class Round:
         bo = out.target()
         logic = red.logic
         chain = self._chain(kinds, out_kinds, bound, (at.spine, it.spine, ot.spine))
-        stage, R, B, cols, times, ds, later, later_t, status = loop_round(
+        rk, rt = frozen(np.ascontiguousarray(held.cols[0]), np.ascontiguousarray(held.times)) \
+            if held is not None else (_NO_KEYS, _NO_TIMES)  # read-only both ways: one signature
+        stage, R, B, cols, times, ds, later, later_t, status, taken = loop_round(
             K, diffs, m, bound, *fed, et.spine.table().matrix, len(et.kinds), self.delta_left, layout.CHECK_ABOVE,
             *joined, pk, pt, len(out_kinds), logic.scalar_code if self.walk < 0 else -1, self.walk,
-            getattr(logic, "k", 1), NUMPY_SORT_ABOVE, hk, ht, *bo, SMALL_ROWS, chain)
+            getattr(logic, "k", 1), NUMPY_SORT_ABOVE, hk, ht, *bo, SMALL_ROWS, chain, rk, rt)
         rounds = R.tolist()
         k1, n1, used1, k2, n2, used2, _, _ = rounds[0]
         if stage == NOTHING:
@@ -169,7 +171,8 @@ class Round:
             if r < last:  # its output went into the arena (else no round followed): emitted, the feedback included
                 tactic.output_written(Updates.unchecked(tuple(out_r[0]), out_r[1], out_r[2], out_kinds), now_used)
             elif self.walk >= 0:
-                tactic.finish_round(*out_r, later, later_t, now_used, used, bound, out_kinds, held)
+                tactic.finish_round(*out_r, later, later_t, now_used, used, bound, out_kinds,
+                                    self._still_held(held, taken))
             else:
                 tactic.finish(*out_r, later, later_t, status, now_used, used, bound, it.kinds, out_kinds)
             used, o = now_used, o + n_out
@@ -177,14 +180,23 @@ class Round:
             self.fed.source.scope.rounds_ahead = last
         return True
 
+    @staticmethod
+    def _still_held(held: Updates | None, taken: np.ndarray) -> Updates | None:
+        """The walk's held input that no round of the chain took (``taken``: per row of ``held``), or None."""
+        if held is None or not taken.any():
+            return held
+        keep = np.flatnonzero(taken == 0)
+        return held.take(keep) if len(keep) else None
+
     def _chain(self, kinds: tuple[str, ...], out_kinds: tuple[str, ...], bound: np.ndarray, spines: tuple) -> int:
         """How many rounds :func:`loop_round` may run from this one: 1 (this round alone) unless all of these hold.
 
         Running round ``r + 1`` inside the call is what the scheduler would
         do next when nothing else in the loop could act before it: one
         worker, whose scheduler lets the loop chain (``chain_limit``, also
-        the rounds left before ``max_iterations``); a count or distinct
-        (the walk holds input across rounds); the reduce's output goes
+        the rounds left before ``max_iterations``); for a walk, no input
+        held input other than what later rounds take, as its step would
+        (the kernel's); the reduce's output goes
         straight back to the variable, whose feedback then has the kinds
         this round's had, and otherwise only out of the loop; and no
         other member has work at any iteration of this outer time (what
@@ -197,7 +209,7 @@ class Round:
         variable, red = self.fed.source, self.reduce
         loop = variable.scope
         limit = loop.chain_limit
-        if limit <= 1 or self.walk >= 0 or kinds != out_kinds or variable.queues[0] or variable.held:
+        if limit <= 1 or kinds != out_kinds or variable.queues[0] or variable.held:
             return 1
         for t, port in red.targets:
             if t is variable and port != variable.feedback_port or t is not variable and loop.member_of(t) is not None:
@@ -390,11 +402,11 @@ def _fits(buf, used, arity, depth):
 _fits.uses = (words_for,)
 
 
-@lazy_jit(uses=(_round, _packed, _fits, words_for), calls=(feedback_round_into, join_table_into, loop_step, walk_step,
+@lazy_jit(uses=(_round, _packed, _fits, words_for, complete_row), calls=(feedback_round_into, join_table_into, loop_step, walk_step,
                                                           ready_split))
 def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delta_left, limit,
                idx2, buf2, used2, T2, at2, pk, pt, out_arity, code, walk, k, sort_above, hk, ht,
-               bufO, usedO, TO, atO, small, chain):
+               bufO, usedO, TO, atO, small, chain, rk, rt):
     """Loop rounds in one call: round ``bound[-1] - 1`` (:func:`_round`), then up to ``chain - 1`` after it.
 
     The arguments are :func:`_round`'s, and ``chain``: the most rounds to
@@ -405,30 +417,34 @@ def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delt
     and a row (the caller's ``chain`` keeps within what the spines take
     without merging).  It starts from that output, one
     iteration on, with the round's seeds left for later as its pending
-    ones.  A later round that does not finish whole is dropped: what it
-    wrote lies past the words reported used, and its row past the
-    arena's last, which the next batch overwrites.  Only the loop
-    tactic's rounds chain (``walk`` -1).
+    ones; a walk's held input that is not complete at the first round
+    (keys ``rk`` at times ``rt``) joins the seeds of the round where it
+    is, first, as the walk's step would take it.  A later round that does
+    not finish whole is dropped: what it wrote lies past the words
+    reported used, and its row past the arena's last, which the next
+    batch overwrites.
 
     Returns ``(stage, R, B, cols, times, diffs, later, later_t,
-    status)``: the first round's stage, ``B`` and ``status`` as
+    status, taken)``: the first round's stage, ``B`` and ``status`` as
     :func:`_round` returns them; per round run a row of ``R``: ``(k1,
     n1, used1, k2, n2, used2, n_out, usedO)``, the updates each routed
     stage emitted and its arrangement took, the output's updates, and
     the words then used in each arena; the rounds' outputs one after
-    the other (``cols`` by columns), and the last round's seeds for
-    later.  Cost: as the three kernels, a round.
+    the other (``cols`` by columns), the last round's seeds for later,
+    and per row of ``rk`` whether a round took it (1) or it stays held
+    (0).  Cost: as the three kernels, a round.
     """
     R = np.zeros((max(chain, 1), 8), dtype=np.int64)
     # Writable copies (a few rows each): the later rounds' arrays are, so _round compiles for one signature.
-    diffs, pk, pt = diffs.copy(), pk.copy(), pt.copy()
+    diffs, pk, pt, hk, ht = diffs.copy(), pk.copy(), pt.copy(), hk.copy(), ht.copy()
     stage, k1, n1, now1, k2, n2, now2, B, cols, times, ds, later, later_t, st, nowO = _round(
         K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delta_left, limit,
         idx2, buf2, used2, T2, at2, pk, pt, out_arity, code, walk, k, sort_above, hk, ht,
         bufO, usedO, TO, atO, small)
     R[0, 0], R[0, 1], R[0, 2], R[0, 3], R[0, 4], R[0, 5], R[0, 6], R[0, 7] = k1, n1, now1, k2, n2, now2, len(ds), nowO
-    if stage != ROUND or walk >= 0 or chain <= 1:
-        return stage, R[:1], B, cols, times, ds, later, later_t, st
+    taken = np.zeros(len(rk), dtype=np.int64)
+    if stage != ROUND or chain <= 1:
+        return stage, R[:1], B, cols, times, ds, later, later_t, st, taken
     depth = K.shape[1] - m
     # The rounds' outputs, one after the other (grown by doubling); the last round's state besides.
     oc, ot, od = np.empty((out_arity, 2 * len(ds) + small), dtype=np.int64), \
@@ -454,12 +470,24 @@ def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delt
                 Kc[i, out_arity + j] = ot[total - n + i, j]
         Dc = od[total - n: total].copy()
         pkc = np.ascontiguousarray(later.T)
+        due = np.zeros(len(rk), dtype=np.int64)  # the held rows complete now, in their order
+        nd = 0
+        for i in range(len(rk)):
+            if not taken[i] and complete_row(rt, i, b):
+                due[nd] = i
+                nd += 1
+        hkc, htc = np.empty(nd, dtype=np.int64), np.empty((nd, depth), dtype=np.int64)
+        for x in range(nd):
+            hkc[x] = rk[due[x]]
+            htc[x] = rt[due[x]]
         stage_c, k1, n1, now1, k2, n2, now2, _, cols, times, ds, later_c, later_tc, st_c, now_c = _round(
             Kc, Dc, out_arity, b, idx1, buf1, u1, T1, a1, ET, e_arity, delta_left, limit,
-            idx2, buf2, u2, T2, a2, pkc, later_t, out_arity, code, walk, k, sort_above, hk, ht,
+            idx2, buf2, u2, T2, a2, pkc, later_t, out_arity, code, walk, k, sort_above, hkc, htc,
             bufO, uO, TO, aO, small)
         if stage_c != ROUND:
             break  # dropped: the caller's next round runs it as usual
+        for x in range(nd):
+            taken[due[x]] = 1
         R[c, 0], R[c, 1], R[c, 2], R[c, 3], R[c, 4], R[c, 5], R[c, 6], R[c, 7] = \
             k1, n1, now1, k2, n2, now2, len(ds), now_c
         if total + len(ds) > len(od):
@@ -475,4 +503,4 @@ def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delt
         u1, u2, uO = now1, now2, now_c
         later, later_t, st = later_c, later_tc, st_c
         c += 1
-    return stage, R[:c], B, np.ascontiguousarray(oc[:, :total]), ot[:total], od[:total], later, later_t, st
+    return stage, R[:c], B, np.ascontiguousarray(oc[:, :total]), ot[:total], od[:total], later, later_t, st, taken

@@ -150,7 +150,7 @@ def test_the_round_kernel_compiled_is_its_plain_self_on_a_run():
                 _arena_words(copies[b], copies[t], rows, args[u], used[-1])
         stages.append((got[0], args[22]))  # the stage, and the walk mode (-1: the loop tactic)
         chains.append(len(rounds))
-        assert len(rounds) <= args[-1]  # never more rounds than the chain allows
+        assert len(rounds) <= args[32]  # never more rounds than the chain (argument 32) allows
         return got
 
     rng = np.random.default_rng(5)
@@ -202,9 +202,11 @@ def test_a_fused_walk_pends_the_rounds_its_step_would():
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(round_module, "loop_round", spy)
+        chained = _steps(schedule, _two_paths, _pending)
+        mp.setattr(round_module.Round, "_chain", lambda *a: 1)  # each round's seeds returned by its own call
         fused = _steps(schedule, _two_paths, _pending)
         mp.setattr(round_module, "_find", lambda node: None)
-        assert fused == _steps(schedule, _two_paths, _pending)
+        assert chained == fused == _steps(schedule, _two_paths, _pending)
     assert ([[50]], [[1, 3]]) in pended and ([[99]], [[1, 4]]) in pended
     assert ((50, 1), 1, -1) not in fused[0][-1][0]  # node 50 keeps label 0
 
@@ -268,6 +270,35 @@ def test_chained_rounds_are_the_rounds_one_by_one():
         mp.setattr(round_module, "_find", lambda node: None)
         assert chained == single == _steps(schedule, _path_reach(100), _rounds_run)
     assert max(chains) > 2
+
+
+def test_a_chain_takes_the_input_a_walk_held_at_its_round():
+    """Least labels along a path: edge (30, 31) joins node 30's labels at iterations 0-30 at once.
+
+    The walk holds the join's output at the later iterations; each chained
+    round must take the rows of its own iteration, as the walk's step would.
+    """
+    def labels(edges):
+        tails = edges.project(0, 0)
+        return [tails.iterate(lambda lab: lab.join(edges).project(2, 1).concat(tails).min(), max_iterations=100)]
+
+    schedule = [([(i, i + 1) for i in range(30)], [0] * 30, [1] * 30, 1), ([(30, 31)], [1], [1], 2),
+                ([(30, 31), (0, 1)], [2, 2], [-1, -1], 3)]
+    kernel, took = round_module.loop_round, []
+
+    def spy(*args):
+        got = kernel(*args)
+        took.append(int(got[9].sum()))
+        return got
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(round_module, "loop_round", spy)
+        chained = _steps(schedule, labels, _pending)
+        mp.setattr(round_module.Round, "_chain", lambda *a: 1)
+        single = _steps(schedule, labels, _pending)
+        mp.setattr(round_module, "_find", lambda node: None)
+        assert chained == single == _steps(schedule, labels, _pending)
+    assert max(took) > 1
 
 
 def test_a_chain_stops_at_max_iterations():
