@@ -42,7 +42,7 @@ never half-applied, only partly fused.
 
 One call may run the next rounds too, a chain, where the scheduler would
 run nothing but them (one worker; a reduce whose output goes straight
-back to the variable, a walk holding no input; no other member with work) and no spine
+back to the variable; no other member with work) and no spine
 would merge in between (:meth:`Round._chain`).  A round of the chain
 starts from the one before's output, as the variable's step would take
 it; Python then records each round's batches, counters and output in

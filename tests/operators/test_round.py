@@ -218,23 +218,31 @@ def _count_reach(edges):
                           max_iterations=100)]
 
 
-def test_an_error_in_the_fused_reduce_is_the_reduces_own():
-    """The count of (3, 0) adds 2**62 at rounds 2 and 3: the round's reduce stage fails, and the reduce raises."""
-    schedule = [([(0, 0), (0, 1), (0, 4), (4, 2), (1, 3), (2, 3)], [0] * 6, [1, 1, 1, 1, 2**62, 2**62], 2)]
-    kernel, stages, errors = round_module.loop_round, [], []
-
-    def spy(*args):
-        stages.append((got := kernel(*args))[0])
-        return got
-
+def _errors_fused_and_not(schedule, build, error, spy):
+    """The messages of the ``error`` that ``build``'s run over ``schedule`` raises fused (kernel calls through
+    ``spy``) and unfused."""
+    errors = []
     for fused in (True, False):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(round_module, "loop_round", spy)
             if not fused:
                 mp.setattr(round_module, "_find", lambda node: None)
-            with pytest.raises(ddflow.SchemaError) as e:
-                _steps(schedule, _count_reach)
+            with pytest.raises(error) as e:
+                _steps(schedule, build)
             errors.append(str(e.value))
+    return errors
+
+
+def test_an_error_in_the_fused_reduce_is_the_reduces_own():
+    """The count of (3, 0) adds 2**62 at rounds 2 and 3: the round's reduce stage fails, and the reduce raises."""
+    schedule = [([(0, 0), (0, 1), (0, 4), (4, 2), (1, 3), (2, 3)], [0] * 6, [1, 1, 1, 1, 2**62, 2**62], 2)]
+    kernel, stages = round_module.loop_round, []
+
+    def spy(*args):
+        stages.append((got := kernel(*args))[0])
+        return got
+
+    errors = _errors_fused_and_not(schedule, _count_reach, ddflow.SchemaError, spy)
     assert stages == [round_module.JOINED]
     assert errors[0] == errors[1] and "count(" in errors[0] and "past int64" in errors[0]
 
@@ -304,20 +312,13 @@ def test_a_chain_takes_the_input_a_walk_held_at_its_round():
 def test_a_chain_stops_at_max_iterations():
     """A loop that needs more rounds than it may run fails as the unfused loop does, at the same round."""
     schedule = [([(i, i + 1) for i in range(30)], [0] * 30, [1] * 30, 1)]
-    kernel, chains, errors = round_module.loop_round, [], []
+    kernel, chains = round_module.loop_round, []
 
     def spy(*args):
         got = kernel(*args)
         chains.append(len(got[1]))
         return got
 
-    for fused in (True, False):
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(round_module, "loop_round", spy)
-            if not fused:
-                mp.setattr(round_module, "_find", lambda node: None)
-            with pytest.raises(ddflow.NonConvergence) as e:
-                _steps(schedule, _path_reach(29))
-            errors.append(str(e.value))
+    errors = _errors_fused_and_not(schedule, _path_reach(29), ddflow.NonConvergence, spy)
     assert errors[0] == errors[1] and "max_iterations=29" in errors[0] and "iteration 30" in errors[0]
     assert max(chains) > 1
