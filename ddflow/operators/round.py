@@ -194,14 +194,15 @@ class Round:
         Running round ``r + 1`` inside the call is what the scheduler would
         do next when nothing else in the loop could act before it: one
         worker, whose scheduler lets the loop chain (``chain_limit``, also
-        the rounds left before ``max_iterations``); for a walk, no input
-        held input other than what later rounds take, as its step would
-        (the kernel's); the reduce's output goes
+        the rounds left before ``max_iterations``); the reduce's output goes
         straight back to the variable, whose feedback then has the kinds
         this round's had, and otherwise only out of the loop; and no
         other member has work at any iteration of this outer time (what
         reaches them comes from outside the loop, not from the round).
-        Each spine must take the rounds' batches without merging
+        (A walk's input held for later iterations is no obstacle: the
+        kernel gives each chained round the rows at its iteration, as the
+        walk's step would take them.)  Each spine must take the rounds'
+        batches without merging
         (:meth:`traces.spine.Spine.quiet_writes`), so that recording them
         after the call, in the steps' order, is recording each at once.
         O(members + spines).
