@@ -70,7 +70,7 @@ from ddflow.operators.reduce.walk import MODES, NUMBERED, NUMPY_SORT_ABOVE, Walk
 from ddflow.operators.reduce.tactic import DONE
 from ddflow.operators.route import Route, route_of
 from ddflow.traces import layout
-from ddflow.traces.arena import words_for
+from ddflow.traces.arena import has_room, words_for
 
 _NO_KEYS, _NO_TIMES = frozen(np.zeros(0, dtype=np.int64), np.zeros((0, 2), dtype=np.int64))
 #: What :func:`loop_round` finished: nothing (the variable's step runs as usual); the variable's feedback
@@ -391,19 +391,7 @@ def _round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delta_le
     return ROUND, k1, n1, now1, k2, n2, now2, _packed(C2, T2s, D2, 0), cols, times, ds, later, later_t, st, nowO
 
 
-def _fits(buf, used, arity, depth):
-    """Whether an arena's buffer has the words for a batch of ``SMALL_ROWS`` past ``used``.  O(1).
-
-    :meth:`traces.arena.Arena.fits` for the batch a step asks room for
-    (the slot a chain asks for is within its budget: :meth:`traces.spine.Spine.quiet_writes`).
-    """
-    return used + words_for(SMALL_ROWS, arity, depth) <= len(buf)
-
-
-_fits.uses = (words_for,)
-
-
-@lazy_jit(uses=(_round, _packed, _fits, words_for, complete_row), calls=(feedback_round_into, join_table_into, loop_step, walk_step,
+@lazy_jit(uses=(_round, _packed, has_room, words_for, complete_row), calls=(feedback_round_into, join_table_into, loop_step, walk_step,
                                                           ready_split))
 def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delta_left, limit,
                idx2, buf2, used2, T2, at2, pk, pt, out_arity, code, walk, k, sort_above, hk, ht,
@@ -458,8 +446,8 @@ def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delt
     while c < chain:
         if last_out == 0 or last_out > small or uO == last_used:
             break  # no feedback, or one the variable's usual step would not take in one call, or not in the arena
-        if not (_fits(buf1, u1, len(idx1), depth) and _fits(buf2, u2, len(idx2), depth)
-                and _fits(bufO, uO, out_arity, depth) and a1 < len(T1) and a2 < len(T2) and aO < len(TO)):
+        if not (has_room(buf1, u1, small, len(idx1), depth) and has_room(buf2, u2, small, len(idx2), depth)
+                and has_room(bufO, uO, small, out_arity, depth) and a1 < len(T1) and a2 < len(T2) and aO < len(TO)):
             break  # no words or no row left for a batch (unchecked writes: asked here whatever the caller said)
         b[-1] += 1
         n = last_out
