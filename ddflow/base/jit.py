@@ -22,6 +22,26 @@ def jit_enabled() -> bool:
     return os.environ.get("DDFLOW_JIT", "1") != "0"
 
 
+def init_compiler() -> None:
+    """Build numba's typing and target contexts in this process now, once (about half a second).
+
+    Why: numba builds them at a process's first kernel, importing and
+    registering its implementations.  A process forked after this call
+    inherits them; one forked before pays for them again in each child at
+    its first kernel (1.1-1.3 s a worker, two forked workers measured;
+    ``bench/README.md``, "A forked worker's first kernel").  Nothing under
+    ``DDFLOW_JIT=0``.  O(1) after the first call.
+    """
+    if not jit_enabled():
+        return
+    from numba.core.registry import cpu_target
+
+    from ddflow.base.address import register_views
+
+    register_views()  # the views' overloads join the contexts built next
+    cpu_target.target_context.refresh()  # refreshes the typing context too
+
+
 def lazy_jit(f: Callable | None = None, *, uses: Sequence[Callable] = (), inline: Sequence[Callable] = (),
              calls: Sequence[Callable] = ()) -> Callable:
     """``f`` compiled by numba on its first call (plain Python under ``DDFLOW_JIT=0``).
