@@ -30,8 +30,8 @@ joining and mapping what has already arrived.  Where the workers must
 agree on something (the next round of a loop) they allreduce by recursive
 doubling, again log2(W) pairwise exchanges with no central coordinator.
 Waiting means polling the worker's own sockets for a moment (``SPIN_S``,
-when every worker has a core: a peer's reply in a round usually comes
-within it) and then blocking in epoll on them, so a message wakes only
+when the machine has a core for every worker and one to spare: a peer's
+reply in a round usually comes within it) and then blocking in epoll on them, so a message wakes only
 the worker it is addressed to.
 
 Outputs are merged pairwise up a binomial tree (ceil(log2 W) levels, the
@@ -88,20 +88,25 @@ def merge_batches(parts: list[Updates], ctx: Context, name: str) -> Updates:
 
 
 def spin_seconds(workers: int, spin: float) -> float:
-    """How long a worker polls before blocking: ``spin`` if this machine has a core per worker, else 0.
+    """How long a worker polls before blocking: ``spin`` if this machine has more cores than workers, else 0.
 
-    Where workers outnumber cores, a polling worker holds the core the
-    peer it waits for needs.  (Workers on several machines are counted as
-    if on this one: the cautious side.)
+    A polling worker holds a core.  Where the workers, with the driver
+    and whatever else runs, need every core, it holds the one the peer it
+    waits for needs: on this 2-core machine two workers ran reach at
+    K=100 16-19% faster without polling (three alternations, a day when
+    two busy processes got 1.3-1.7x one's speed), where polling had
+    gained 8.6% on a quieter day (``bench/README.md``, tenth slice and
+    stop 56).  A spare core is the cautious rule.  (Workers on several
+    machines are counted as if on this one: the cautious side.)
 
-    >>> spin_seconds(1, 5e-5) == 5e-5, spin_seconds(10 ** 6, 5e-5)
-    (True, 0.0)
+    >>> spin_seconds(10 ** 6, 5e-5)
+    0.0
     """
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    return spin if workers <= cores else 0.0
+    return spin if workers < cores else 0.0
 
 
 class WorkerRuntime(Scheduler):
@@ -111,7 +116,7 @@ class WorkerRuntime(Scheduler):
     #: peer's next message in a round usually comes within this, and waking a blocked process costs tens of
     #: microseconds on a VM: a round trip between two forked processes took 89 us blocking and 19 us polling;
     #: reach at W=2, K=100 gained 8.6% at 300 us, 4% at 50 us, nothing more at 2 ms (``bench/README.md``,
-    #: tenth slice).  Only when every worker can have a core (:func:`spin_seconds`).
+    #: tenth slice).  Only with a core to spare (:func:`spin_seconds`).
     SPIN_S = 300e-6
 
     def __init__(self, top: Scope, ctx: Context, me: int, workers: int, peers: dict[int, Channel], driver: Channel,

@@ -354,3 +354,13 @@ def test_bad_worker_counts_are_refused():
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="workers"):
             ddflow.Dataflow(workers=bad)
+
+
+def test_workers_poll_only_with_a_core_to_spare():
+    """Polling holds a core: with as many workers as cores, the peer a worker waits for (or the driver) needs it."""
+    from ddflow.workers.runtime import spin_seconds
+
+    cores = len(os.sched_getaffinity(0))
+    assert spin_seconds(cores, 3e-4) == 0.0
+    if cores > 1:
+        assert spin_seconds(cores - 1, 3e-4) == 3e-4
