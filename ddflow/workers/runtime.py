@@ -31,8 +31,8 @@ agree on something (the next round of a loop) they allreduce by recursive
 doubling, again log2(W) pairwise exchanges with no central coordinator.
 Waiting means polling the worker's own sockets for a moment (``SPIN_S``,
 when the machine has a core for every worker and one to spare: a peer's
-reply in a round usually comes within it) and then blocking in epoll on them, so a message wakes only
-the worker it is addressed to.
+reply in a round usually comes within it) and then blocking in epoll on
+them, so a message wakes only the worker it is addressed to.
 
 Outputs are merged pairwise up a binomial tree (ceil(log2 W) levels, the
 merges of a level in parallel on different workers); worker 0 sends the
