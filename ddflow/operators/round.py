@@ -57,7 +57,7 @@ from __future__ import annotations
 import numpy as np
 
 from ddflow.base.columnar import frozen
-from ddflow.base.jit import lazy_jit
+from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.base.kernels import SMALL_ROWS
 from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError
@@ -70,7 +70,7 @@ from ddflow.operators.reduce.walk import MODES, NUMBERED, NUMPY_SORT_ABOVE, Walk
 from ddflow.operators.reduce.tactic import DONE
 from ddflow.operators.route import Route, route_of
 from ddflow.traces import layout
-from ddflow.traces.arena import has_room, words_for
+from ddflow.traces.arena import has_room
 
 _NO_KEYS, _NO_TIMES = frozen(np.zeros(0, dtype=np.int64), np.zeros((0, 2), dtype=np.int64))
 #: What :func:`loop_round` finished: nothing (the variable's step runs as usual); the variable's feedback
@@ -391,8 +391,8 @@ def _round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delta_le
     return ROUND, k1, n1, now1, k2, n2, now2, _packed(C2, T2s, D2, 0), cols, times, ds, later, later_t, st, nowO
 
 
-@lazy_jit(uses=(_round, _packed, has_room, words_for, complete_row), calls=(feedback_round_into, join_table_into, loop_step, walk_step,
-                                                          ready_split))
+@lazy_jit(uses=(_round, _packed, *helpers_of(has_room), complete_row),
+          calls=(feedback_round_into, join_table_into, loop_step, walk_step, ready_split))
 def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delta_left, limit,
                idx2, buf2, used2, T2, at2, pk, pt, out_arity, code, walk, k, sort_above, hk, ht,
                bufO, usedO, TO, atO, small, chain, rk, rt):
