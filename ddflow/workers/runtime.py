@@ -102,11 +102,15 @@ def spin_seconds(workers: int, spin: float) -> float:
     >>> spin_seconds(10 ** 6, 5e-5)
     0.0
     """
+    return spin if workers < usable_cores() else 0.0
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the platform says, else the machine's).  O(1)."""
     try:
-        cores = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return spin if workers < cores else 0.0
+        return os.cpu_count() or 1
 
 
 class WorkerRuntime(Scheduler):
