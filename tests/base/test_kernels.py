@@ -12,6 +12,7 @@ from hypothesis.extra import numpy as hnp
 from ddflow.base import kernels as K
 from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.base.kernels import float_keys, key_matrix
+from ddflow.base.native import native_module
 
 I64 = np.iinfo(np.int64)
 
@@ -71,27 +72,14 @@ def test_sort_rows_is_a_stable_lexicographic_sort(rows):
     assert order.tolist() == ref.tolist()
 
 
-_LEX_ORDER = getattr(K.lex_order, "py_func", K.lex_order)  # the plain helper (bound compiled once a kernel uses it)
-
-
-@functools.cache
-def _lex_order_compiled():
-    from numba import njit
-
-    return njit(_LEX_ORDER)
-
-
 @settings(max_examples=200)
-@given(rows=key_matrices(), runs=st.integers(0, 4), compiled=st.booleans())
-def test_lex_order_is_a_stable_lexicographic_sort(rows, runs, compiled):
+@given(rows=key_matrices(), runs=st.integers(0, 4), native=st.booleans())
+def test_lex_order_is_a_stable_lexicographic_sort(rows, runs, native):
     if runs:  # a few sorted runs (what kernels hand it most often)
         cuts = np.linspace(0, len(rows), runs + 1).astype(int)
         rows = np.concatenate([rows[lo:hi][np.lexsort(rows[lo:hi].T[::-1])] for lo, hi in zip(cuts, cuts[1:])]
                               + [rows[:0]])
-    if compiled:
-        order = _lex_order_compiled()(rows)
-    else:
-        order = _LEX_ORDER(rows)
+    order = (native_module().base.lex_order if native else K.lex_order)(rows)
     ref = np.lexsort(rows.T[::-1]) if len(rows) else np.zeros(0, dtype=np.int64)
     assert order.tolist() == ref.tolist()
 
@@ -251,42 +239,30 @@ def test_the_helpers_a_kernel_names_inline_are_compiled_into_it_and_others_are_n
         lazy_jit(uses=(_twice,), inline=(_thrice,))(_thrice_plus_twice)
 
 
-@functools.cache
-def _sorted_unique_compiled():
-    return lazy_jit(uses=helpers_of(K.sorted_unique))(_SORTED_UNIQUE)
-
-
-_SORTED_UNIQUE = getattr(K.sorted_unique, "py_func", K.sorted_unique)
-
-
 @settings(max_examples=200)
 @given(values=hnp.arrays(np.int64, st.integers(0, 60), elements=st.integers(-2**63, 2**63 - 1) | st.integers(-3, 3)),
-       compiled=st.booleans())
-def test_sorted_unique_matches_numpy_by_insertion_and_by_sort(values, compiled):
-    """Both of ``sort_small``'s paths (the insertion sort up to SORT_BY_INSERTION values, numba's sort past it)."""
+       native=st.booleans())
+def test_sorted_unique_matches_numpy_by_insertion_and_by_sort(values, native):
+    """Both of ``sort_small``'s paths (the insertion sort up to SORT_BY_INSERTION values, a library sort past it)."""
     ref = np.unique(values)
-    got = (_sorted_unique_compiled() if compiled else _SORTED_UNIQUE)(values.copy())
+    if native:
+        a = values.copy()
+        got = a[:native_module().base.sorted_unique(a)]
+    else:
+        got = K.sorted_unique(values.copy())
     assert got.tolist() == ref.tolist()
 
 
-@functools.cache
-def _consolidated_split_compiled():
-    return lazy_jit(uses=helpers_of(K.consolidated_split))(_CONSOLIDATED_SPLIT)
-
-
-_CONSOLIDATED_SPLIT = getattr(K.consolidated_split, "py_func", K.consolidated_split)
-
-
 @settings(max_examples=200)
-@given(rows=key_matrices(max_rows=120), data=st.data(), compiled=st.booleans())
-def test_consolidated_split_matches_the_reference_by_insertion_and_by_merge_sort(rows, data, compiled):
+@given(rows=key_matrices(max_rows=120), data=st.data(), native=st.booleans())
+def test_consolidated_split_matches_the_reference_by_insertion_and_by_merge_sort(rows, data, native):
     """Both paths (an insertion sort up to SMALL_ROWS rows, :func:`lex_order` past it): groups, sums and overflow."""
     m = data.draw(st.integers(1, rows.shape[1]))
     big = data.draw(st.booleans())
     diffs = data.draw(hnp.arrays(np.int64, len(rows), elements=st.sampled_from([I64.max, I64.min, 1, -1]) if big
                                  else st.integers(-2, 2)))
     ref_sel, ref_sums, ref_overflow = reference_consolidate(rows, diffs)
-    C, T, D, overflow = (_consolidated_split_compiled() if compiled else _CONSOLIDATED_SPLIT)(rows, diffs, m)
+    C, T, D, overflow = (native_module().base.consolidated_split if native else K.consolidated_split)(rows, diffs, m)
     assert overflow == ref_overflow
     if not overflow:
         assert D.tolist() == ref_sums

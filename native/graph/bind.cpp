@@ -1,0 +1,16 @@
+// The graph layer's kernels as Python sees them: ddflow._native.graph (thin: one line a kernel).
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
+
+#include "base/convert.hpp"
+
+namespace nb = nanobind;
+
+namespace ddflow {
+
+void bind_graph(nb::module_& root) {
+    nb::module_ m = root.def_submodule("graph", "ddflow.graph's kernels");
+    (void)m;
+}
+
+}  // namespace ddflow

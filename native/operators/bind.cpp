@@ -1,0 +1,16 @@
+// The operators layer's kernels as Python sees them: ddflow._native.operators (thin: one line a kernel).
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
+
+#include "base/convert.hpp"
+
+namespace nb = nanobind;
+
+namespace ddflow {
+
+void bind_operators(nb::module_& root) {
+    nb::module_ m = root.def_submodule("operators", "ddflow.operators's kernels");
+    (void)m;
+}
+
+}  // namespace ddflow
