@@ -127,6 +127,15 @@ void Array<T>::truncate_cols(i64 n) {
     cols = n;
 }
 
+// Views of arrays known by address (a spine's table of batches, traces/layout.py): the caller keeps the
+// owning arrays alive for the call, as the reference's ddflow.base.address views require.
+template <class T>
+inline Vec<T> view_at(i64 addr, i64 n) { return Vec<T>(reinterpret_cast<T*>((intptr_t)addr), addr ? n : 0); }
+template <class T>
+inline Mat<T> view2d_at(i64 addr, i64 rows, i64 cols) {
+    return Mat<T>(reinterpret_cast<T*>((intptr_t)addr), addr ? rows : 0, cols);
+}
+
 // A fresh 1-d array of `n` elements, filled with `v`.
 template <class T>
 Array<T> filled(i64 n, T v) {
