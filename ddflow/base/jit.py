@@ -105,10 +105,75 @@ def lazy_jit(f: Callable | None = None, *, uses: Sequence[Callable] = (), inline
     def call(*args):
         return (compiled if compiled is not None else dispatcher())(*args)
 
+    if os.environ.get("DDFLOW_NATIVE_CHECK") == "1":
+        call = _checked_against_native(f, call)
+
     call.__name__, call.__doc__, call.plain, call.uses, call.dispatcher = f.__name__, f.__doc__, f, uses, dispatcher
     call.calls = tuple(k.plain for k in calls)
     _lazy[f] = call
     return call
+
+
+#: Kernels whose native twin is not compared under DDFLOW_NATIVE_CHECK: they write through the addresses in their
+#: arguments (a copy of the table would still point at the caller's buffers), so running both would write twice.
+NATIVE_CHECK_SKIP = frozenset(("arena_insert", "insert_fields", "join_table_into", "feedback_round_into",
+                               "loop_round", "write_trie"))
+
+
+def _checked_against_native(f: Callable, call: Callable) -> Callable:
+    """While the kernels move to native code: ``call``, then the native twin on copies of the same arguments, and an
+    AssertionError naming the kernel where the results (or the arguments written in place) differ.
+
+    ``DDFLOW_NATIVE_CHECK=1`` turns it on (for the port's differential tests: any engine test becomes a check
+    of every native kernel it reaches, on the engine's own inputs).  A kernel without a twin yet runs alone.
+    """
+    import numpy as np
+
+    module = f.__module__
+    layer = ("traces" if module.startswith("ddflow.traces") else module.split(".")[1])
+    name = f.__name__.lstrip("_")
+    twin = None
+
+    def copy(a):
+        if isinstance(a, np.ndarray):
+            return np.array(a, copy=True)
+        if isinstance(a, tuple):
+            return tuple(copy(x) for x in a)
+        return a
+
+    def same(a, b, where):
+        if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+            a, b = np.asarray(a), np.asarray(b)
+            ok = a.shape == b.shape and (a.dtype == b.dtype or (a.size == 0 and b.size == 0)) and \
+                np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+            assert ok, f"native {layer}.{name} differs from the reference at {where}: {a!r} != {b!r}"
+        elif isinstance(a, tuple) and isinstance(b, tuple):
+            assert len(a) == len(b), f"native {layer}.{name}: {len(b)} results, the reference {len(a)}"
+            for i, (x, y) in enumerate(zip(a, b)):
+                same(x, y, f"{where}[{i}]")
+        else:
+            assert a == b or (a != a and b != b), f"native {layer}.{name} differs at {where}: {a!r} != {b!r}"
+
+    def checked(*args):
+        nonlocal twin
+        if twin is None:
+            from ddflow.base.native import native_module
+
+            twin = getattr(getattr(native_module(), layer, None), name, False) if name not in NATIVE_CHECK_SKIP else False
+        if twin is False:
+            return call(*args)
+        mine = tuple(copy(a) for a in args)
+        out = call(*args)
+        got = twin(*mine)
+        same(out, got, "the result")
+        for i, (a, b) in enumerate(zip(args, mine)):
+            if isinstance(a, np.ndarray) and a.flags.writeable:
+                same(a, b, f"argument {i} after the call")
+        return out
+
+    for attr in ("__name__", "__doc__"):
+        setattr(checked, attr, getattr(call, attr))
+    return checked
 
 
 def _compile_with(f: Callable, uses: tuple, inline: frozenset = frozenset(), calls: tuple = ()) -> Callable:
