@@ -129,8 +129,9 @@ def _checked_against_native(f: Callable, call: Callable) -> Callable:
     """
     import numpy as np
 
-    module = f.__module__
-    layer = ("traces" if module.startswith("ddflow.traces") else module.split(".")[1])
+    from ddflow.base.native import layer_of
+
+    layer = layer_of(f.__module__)
     name = f.__name__.lstrip("_")
     twin = None
 
@@ -159,7 +160,10 @@ def _checked_against_native(f: Callable, call: Callable) -> Callable:
         if twin is None:
             from ddflow.base.native import native_module
 
-            twin = getattr(getattr(native_module(), layer, None), name, False) if name not in NATIVE_CHECK_SKIP else False
+            space = native_module()
+            for part in layer.split("."):
+                space = getattr(space, part, None)
+            twin = getattr(space, name, False) if name not in NATIVE_CHECK_SKIP else False
         if twin is False:
             return call(*args)
         mine = tuple(copy(a) for a in args)

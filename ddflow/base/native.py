@@ -9,8 +9,10 @@ calls it.  ``DDFLOW_NATIVE=0`` runs the references alone (slow; for
 debugging, and for checking the native code against them): then the
 extension is not even imported.
 
-A kernel is looked up by its layer and name (``kernel("traces")`` on
-``merge_rows`` finds ``ddflow._native.traces.merge_rows``); the module's
+A kernel is looked up by its package and name (``kernel("traces")`` on
+``merge_rows`` finds ``ddflow._native.traces.merge_rows``, and
+``kernel("operators.reduce")`` looks in ``ddflow._native.operators.reduce``:
+the extension's submodules mirror the Python packages); the module's
 name for it is the native function itself, so a call costs nanobind's
 dispatch and nothing of Python's (``python -m bench.calls``).  The
 reference stays reachable by :func:`reference`.
@@ -95,7 +97,10 @@ def kernel(layer: str, name: str | None = None, native: bool | None = None) -> C
         _REFERENCES[plain] = plain
         if not use_native:
             return plain
-        found = getattr(getattr(native_module(), layer), name or plain.__name__.lstrip("_"), None)
+        space = native_module()
+        for part in layer.split("."):
+            space = getattr(space, part)
+        found = getattr(space, name or plain.__name__.lstrip("_"), None)
         if found is None:
             raise NativeError(f"ddflow._native.{layer} has no kernel {name or plain.__name__.lstrip('_')!r}: the "
                               "extension is older than this checkout; rebuild it (pip install -e .)")
@@ -103,6 +108,15 @@ def kernel(layer: str, name: str | None = None, native: bool | None = None) -> C
         return found
 
     return wrap
+
+
+def layer_of(module: str) -> str:
+    """The extension's submodule for kernels of Python module ``module``: its package, without ``ddflow.``.
+
+    >>> layer_of("ddflow.operators.reduce.walk"), layer_of("ddflow.traces.merge")
+    ('operators.reduce', 'traces')
+    """
+    return module.split(".", 1)[1].rsplit(".", 1)[0]
 
 
 def reference(k: Callable) -> Callable:

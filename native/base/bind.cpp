@@ -9,8 +9,7 @@ namespace nb = nanobind;
 
 namespace ddflow {
 
-void bind_base(nb::module_& root) {
-    nb::module_ m = root.def_submodule("base", "ddflow.base's kernels (reference: ddflow/base/kernels.py)");
+void bind_base(nb::module_ m) {
     auto nogil = nb::call_guard<nb::gil_scoped_release>();
     m.def("address", [](nb::handle a) -> i64 {
         if (!PyArray_Check(a.ptr()) || !PyArray_IS_C_CONTIGUOUS(reinterpret_cast<PyArrayObject*>(a.ptr())))

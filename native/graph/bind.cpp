@@ -8,8 +8,7 @@ namespace nb = nanobind;
 
 namespace ddflow {
 
-void bind_graph(nb::module_& root) {
-    nb::module_ m = root.def_submodule("graph", "ddflow.graph's kernels");
+void bind_graph(nb::module_ m) {
     (void)m;
 }
 

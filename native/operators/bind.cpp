@@ -8,8 +8,7 @@ namespace nb = nanobind;
 
 namespace ddflow {
 
-void bind_operators(nb::module_& root) {
-    nb::module_ m = root.def_submodule("operators", "ddflow.operators's kernels");
+void bind_operators(nb::module_ m) {
     (void)m;
 }
 
