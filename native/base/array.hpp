@@ -127,6 +127,18 @@ void Array<T>::truncate_cols(i64 n) {
     cols = n;
 }
 
+// The transpose of a 2-d view, without a copy: element (i, j) is m(j, i) (numpy's `C.T`), for kernels that read
+// an (m, k) matrix of columns as k rows of m fields (traces/arena.py's write_trie, the reduce family's tries).
+// Has what the generic row readers use: `rows`, `cols`, `operator()(i, j)`.
+template <class T>
+struct Transposed {
+    Mat<T> m;
+    i64 rows = 0, cols = 0;
+    Transposed() = default;
+    explicit Transposed(Mat<T> m_) : m(m_), rows(m_.cols), cols(m_.rows) {}
+    T& operator()(i64 i, i64 j) const { return m(j, i); }
+};
+
 // Views of arrays known by address (a spine's table of batches, traces/layout.py): the caller keeps the
 // owning arrays alive for the call, as the reference's ddflow.base.address views require.
 template <class T>

@@ -3,7 +3,10 @@
 #include <nanobind/stl/tuple.h>
 
 #include "base/convert.hpp"
+#include "base/columnar.hpp"
+#include "base/exactsum.hpp"
 #include "base/kernels.hpp"
+#include "base/radix.hpp"
 
 namespace nb = nanobind;
 
@@ -21,7 +24,7 @@ void bind_base(nb::module_ m) {
     m.def("consolidate_small", &consolidate_small, nogil);
     m.def("pack", &pack, nogil);
     m.def("consolidated_split", &consolidated_split, nogil);
-    m.def("trie_starts", &trie_starts, nogil);
+    m.def("trie_starts", &trie_starts<Mat<const i64>>, nogil);
     m.def("sorted_unique", [](Vec<i64> a) { return sorted_unique(a); }, nogil);
     m.def("sort_small", [](Vec<i64> a) { sort_small(a); }, nogil);
     m.def("seek", &seek<i64, i32, i32>, nogil);
@@ -32,6 +35,12 @@ void bind_base(nb::module_ m) {
     m.def("seek", &seek<double, i64, i64>, nogil);
     m.def("seek", &seek<double, i32, i64>, nogil);
     m.def("seek", &seek<double, i64, i32>, nogil);
+    // radix.py, exactsum.py, columnar.py
+    m.def("radix_order", &radix_order, nogil);
+    m.def("row_order", &row_order, nogil);
+    m.def("float_limbs", &float_limbs, nogil);
+    m.def("round_limbs", &round_limbs, nogil);
+    m.def("counting_order", &counting_order, nogil);
 }
 
 }  // namespace ddflow

@@ -134,27 +134,6 @@ std::tuple<Array<i64>, Array<i64>, Array<i64>, bool> consolidated_split(Mat<cons
     return {std::move(C), std::move(T), std::move(D), overflow};
 }
 
-std::tuple<Array<i64>, Array<i64>, Array<i64>> trie_starts(Mat<const i64> K) {
-    const i64 n = K.rows, m = K.cols;
-    Array<i64> kstarts(n), vstarts(n), key_offs(n + 1);
-    i64 nk = 0, nv = 0;
-    for (i64 i = 0; i < n; ++i) {
-        bool newkey = i == 0 || K(i, 0) != K(i - 1, 0);
-        bool newval = newkey || rows_differ(K, i, i - 1, m);
-        if (newkey) {
-            kstarts[nk] = i;
-            key_offs[nk] = nv;
-            ++nk;
-        }
-        if (newval) vstarts[nv++] = i;
-    }
-    key_offs[nk] = nv;
-    kstarts.truncate(nk);
-    vstarts.truncate(nv);
-    key_offs.truncate(nk + 1);
-    return {std::move(kstarts), std::move(vstarts), std::move(key_offs)};
-}
-
 namespace {
 template <class K> inline bool key_less(K a, K b) { return a < b; }
 template <> inline bool key_less<double>(double a, double b) { return (a == a && b != b) || a < b; }

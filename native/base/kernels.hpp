@@ -109,8 +109,30 @@ constexpr i64 SMALL_ROWS = 32;
 std::tuple<Array<i64>, Array<i64>, Array<i64>, bool> consolidated_split(Mat<const i64> K, Vec<const i64> diffs,
                                                                         i64 m);
 
-// _trie_starts: group starts of a sorted key matrix: (kstarts, vstarts, key_offs).
-std::tuple<Array<i64>, Array<i64>, Array<i64>> trie_starts(Mat<const i64> K);
+// _trie_starts: group starts of a sorted key matrix: (kstarts, vstarts, key_offs).  O(n m).
+// Any 2-d reader with `rows`, `cols` and `operator()(i, j)`: a Mat, or a Transposed one (numba's `_trie_starts(C.T)`).
+template <class M>
+std::tuple<Array<i64>, Array<i64>, Array<i64>> trie_starts(const M& K) {
+    const i64 n = K.rows, m = K.cols;
+    Array<i64> kstarts(n), vstarts(n), key_offs(n + 1);
+    i64 nk = 0, nv = 0;
+    for (i64 i = 0; i < n; ++i) {
+        bool newkey = i == 0 || K(i, 0) != K(i - 1, 0);
+        bool newval = newkey;
+        for (i64 j = 1; j < m && !newval; ++j) newval = K(i, j) != K(i - 1, j);
+        if (newkey) {
+            kstarts[nk] = i;
+            key_offs[nk] = nv;
+            ++nk;
+        }
+        if (newval) vstarts[nv++] = i;
+    }
+    key_offs[nk] = nv;
+    kstarts.truncate(nk);
+    vstarts.truncate(nv);
+    key_offs.truncate(nk + 1);
+    return {std::move(kstarts), std::move(vstarts), std::move(key_offs)};
+}
 
 // _seek: every update of one trie batch whose key is among `keys`: (q, vrow, urow) per pair.
 // Keys are int64 or float64 (NaN finds NaN, sorted last); offsets int32 or int64.
