@@ -7,10 +7,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from ddflow.base.native import native_module
 from ddflow.operators.reduce.iterate import loop_pending, loop_seeds
 
 #: Calls kernels with argument types of its own: they compile in the test process, so it runs last (conftest.py).
 pytestmark = pytest.mark.compiles
+
+#: How a kernel runs in these tests: numba's compiled dispatcher, its plain Python, or its native twin.
+IMPLS = ("compiled", "plain", "native")
+I64 = np.iinfo(np.int64)
+
+
+def kernel_of(k, impl: str):
+    """Kernel ``k`` (a ``lazy_jit`` kernel of the reduce family) as ``impl`` runs it (:data:`IMPLS`)."""
+    if impl == "plain":
+        return k.plain
+    if impl == "native":
+        return getattr(native_module().operators.reduce, k.__name__.lstrip("_"))
+    return k
 
 
 @st.composite
@@ -81,7 +95,7 @@ def chains(draw):
     ng = draw(st.integers(1, 2))
     has_val = draw(st.booleans())
     rows = sorted(set(map(tuple, draw(hnp.arrays(np.int64, (draw(st.integers(1, 4)), ng), elements=st.integers(-2, 2))).tolist())))
-    groups = np.array(rows, dtype=np.int64).T.reshape(ng, len(rows))
+    groups = np.ascontiguousarray(np.array(rows, dtype=np.int64).T.reshape(ng, len(rows)))
     c_gid, c_a = [], []
     for g in range(len(rows)):
         for a in sorted(set(draw(st.lists(st.integers(0, 6), min_size=1, max_size=4)))):
@@ -104,8 +118,8 @@ def chains(draw):
 
 
 @settings(max_examples=300, deadline=None)
-@given(chains(), st.booleans())
-def test_chain_output_is_the_consolidated_assembly(ch, plain):
+@given(chains(), st.sampled_from(IMPLS))
+def test_chain_output_is_the_consolidated_assembly(ch, impl):
     """The compiled, consolidating writer against ``_assemble`` (vectorized numpy, then a consolidation)."""
     from ddflow.base.updates import Updates
     from ddflow.operators.reduce.chain import _assemble, chain_output
@@ -113,7 +127,7 @@ def test_chain_output_is_the_consolidated_assembly(ch, plain):
     c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_pos = ch
     r = 3
     kinds = ("i",) * len(ocols)
-    kernel = chain_output.plain if plain else chain_output
+    kernel = kernel_of(chain_output, impl)
     cols, times, diffs, overflow = kernel(r, c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_pos)
     assert not overflow
     out = Updates(tuple(ocols), np.zeros((len(odiffs), 2), dtype=np.int64), odiffs, kinds)
@@ -130,8 +144,67 @@ def test_chain_output_reports_an_overflow():
     args = (0, one, one, np.array([big]), one[:0], False, np.zeros((1, 1), dtype=np.int64),
             np.zeros((1, 1), dtype=np.int64), np.array([-5]), one)
     with np.errstate(over="ignore"):
-        for kernel in (chain_output, chain_output.plain):
-            assert kernel(*args)[-1]
+        for impl in IMPLS:
+            assert kernel_of(chain_output, impl)(*args)[-1]
+    with_val = (0, one, one, np.array([big]), one.copy(), True, np.zeros((1, 1), dtype=np.int64),
+                np.zeros((2, 1), dtype=np.int64), np.array([-5]), one)
+    with np.errstate(over="ignore"):
+        for impl in IMPLS:
+            cols, times, diffs, overflow = kernel_of(chain_output, impl)(*with_val)
+            assert overflow and cols.shape == (2, 0) and times.shape == (0, 2)
+
+
+def test_native_chain_kernels_check_their_arguments():
+    """What the native code would read out of bounds is a ValueError naming the kernel and the argument."""
+    from ddflow.operators.reduce.chain import chain_output, chain_walk
+
+    one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    g = np.zeros((1, 1), dtype=np.int64)
+    walk, output = kernel_of(chain_walk, "native"), kernel_of(chain_output, "native")
+    with pytest.raises(ValueError, match="chain_walk: seed_g and seed_a"):
+        walk(0, one, none, none, none, none, none, none, none, none, none, False)
+    with pytest.raises(ValueError, match="chain_walk: in_g, in_a"):
+        walk(0, one, one, one, one, none, one, none, none, none, none, False)
+    with pytest.raises(ValueError, match="chain_output: c_gid holds a group"):
+        output(0, np.array([1]), one, one, none, False, g, g, none, none)
+    with pytest.raises(ValueError, match="chain_output: out_pos holds a chain row"):
+        output(0, one, one, one, none, False, g, g, one, np.array([1]))
+    with pytest.raises(ValueError, match="chain_output: ocols"):
+        output(0, one, one, one, one, True, g, g, one, one)
+    with pytest.raises(TypeError):  # not int64, not contiguous: no silent copy
+        walk(0, one.astype(np.int32), one, none, none, none, none, none, none, none, none, False)
+
+
+@st.composite
+def walk_inputs(draw):
+    """``chain_walk``'s arguments for a few groups: seeds, input and output histories sorted by (group, time)."""
+    r = draw(st.integers(0, 3))
+    groups = draw(st.integers(1, 4))
+    wide = draw(st.booleans())  # diffs at int64's extremes: counts that overflow
+    diff = st.sampled_from([I64.max, I64.min, 1, -1]) if wide else st.sampled_from([-1, 1, 1, 2])
+
+    def rows(n, with_diff=True):
+        cols = [st.integers(0, groups - 1), st.integers(0, 6)] + ([st.integers(0, 6), diff] if with_diff else [])
+        return sorted(draw(st.lists(st.tuples(*cols), max_size=n)))
+
+    seeds = sorted(set(rows(6, False)))
+    hin, hout = rows(12), rows(8)
+    col = lambda h, k: np.array([x[k] for x in h], dtype=np.int64)  # noqa: E731
+    return (r, col(seeds, 0), col(seeds, 1), col(hin, 0), col(hin, 1), col(hin, 2), col(hin, 3),
+            col(hout, 0), col(hout, 1), col(hout, 2), col(hout, 3), draw(st.booleans()))
+
+
+@settings(max_examples=400, deadline=None)
+@given(walk_inputs())
+def test_chain_walk_native_is_the_reference(args):
+    """Every result of the native walk equals the compiled reference's: chains, counts, out_pos, pending, overflow."""
+    from ddflow.operators.reduce.chain import chain_walk
+
+    want = chain_walk(*args)
+    got = kernel_of(chain_walk, "native")(*args)
+    assert got[5] == want[5]
+    for a, b in zip(got[:5], want[:5]):
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tolist() == b.tolist()
 
 
 def _random_trace(draw, arity: int, values):
@@ -346,8 +419,8 @@ def _walk(kernel, r, seeds, hin, hout, distinct):
 
 
 @settings(max_examples=400, deadline=None)
-@given(group_histories(), st.booleans())
-def test_a_distinct_pends_the_first_round_whose_visit_emits(h, plain):
+@given(group_histories(), st.sampled_from(IMPLS))
+def test_a_distinct_pends_the_first_round_whose_visit_emits(h, impl):
     """A distinct's walk at round ``r`` pends the least later iteration whose visit would emit something.
 
     The reference makes every visit: round ``r``'s output joins the
@@ -360,7 +433,7 @@ def test_a_distinct_pends_the_first_round_whose_visit_emits(h, plain):
     """
     from ddflow.operators.reduce.chain import FIRST_CHANGE_WORK, chain_walk
 
-    kernel = chain_walk.plain if plain else chain_walk
+    kernel = kernel_of(chain_walk, impl)
     r, hin, hout, seeds = h
     P_all, emitted = _walk(kernel, r, seeds, hin, hout, False)
     P, _ = _walk(kernel, r, seeds, hin, hout, True)

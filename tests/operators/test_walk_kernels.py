@@ -11,7 +11,7 @@ from ddflow.base.consolidate import consolidate
 from ddflow.base.updates import Updates
 from ddflow.operators.reduce.keywalk import rank_values, walk_rows
 from ddflow.operators.reduce.walk import _dense_rank, _narrow_int_range
-from tests.operators.test_loop_kernels import group_histories
+from tests.operators.test_loop_kernels import IMPLS, group_histories, kernel_of
 
 #: Calls kernels with argument types of its own: they compile in the test process, so it runs last (conftest.py).
 pytestmark = pytest.mark.compiles
@@ -28,8 +28,8 @@ def histories(draw):
 
 
 @settings(max_examples=200, deadline=None)
-@given(histories(), st.booleans(), st.booleans(), st.booleans())
-def test_rank_values_ranks_as_the_numpy_reference(h, plain, by_numpy, by_radix):
+@given(histories(), st.sampled_from(IMPLS), st.booleans(), st.booleans())
+def test_rank_values_ranks_as_the_numpy_reference(h, impl, by_numpy, by_radix):
     """``by_numpy``: the order given; else sorted in the kernel, one value by radix (``by_radix``) or all by rows."""
     Ci, Co, m = h
     cols = [np.concatenate([Ci[1 + c], Co[1 + c]]) for c in range(m)]
@@ -38,7 +38,7 @@ def test_rank_values_ranks_as_the_numpy_reference(h, plain, by_numpy, by_radix):
     given = np.zeros(0, dtype=np.int64)
     if ref_lo is None and n and by_numpy:  # the order numpy gives many rows (unstable for one column)
         given = np.argsort(cols[0]) if m == 1 else np.lexsort(cols[::-1])
-    kernel = rank_values.plain if plain else rank_values
+    kernel = kernel_of(rank_values, impl)
     rank, first, n_values, lo, narrow = kernel(Ci, Co, m, given, 0 if by_radix else 1 << 30)
     assert bool(narrow) == (ref_lo is not None)
     if narrow:
@@ -51,8 +51,8 @@ def test_rank_values_ranks_as_the_numpy_reference(h, plain, by_numpy, by_radix):
 
 
 @settings(max_examples=200, deadline=None)
-@given(histories(), st.data(), st.booleans(), st.booleans(), st.booleans())
-def test_walk_rows_lays_out_the_emitted_rows(h, data, numbered, loop, plain):
+@given(histories(), st.data(), st.booleans(), st.booleans(), st.sampled_from(IMPLS))
+def test_walk_rows_lays_out_the_emitted_rows(h, data, numbered, loop, impl):
     Ci, Co, m = h
     rank, first, n_values, lo, narrow = rank_values(Ci, Co, m, np.zeros(0, dtype=np.int64), 1 << 30)
     if not n_values:
@@ -67,7 +67,7 @@ def test_walk_rows_lays_out_the_emitted_rows(h, data, numbered, loop, plain):
     if not numbered:
         E[:, 2] = 0  # as key_walk leaves it: the number is 0 but in mode 3
     depth, r = (2, 5) if loop else (1, 0)
-    kernel = walk_rows.plain if plain else walk_rows
+    kernel = kernel_of(walk_rows, impl)
     C, T, D, overflow = kernel(E, keys, first, lo, narrow, Ci, Co, m, numbered, depth, r)
     assert not overflow
     vals = [np.concatenate([Ci[1 + c], Co[1 + c]]) for c in range(m)]
@@ -165,8 +165,8 @@ def _key_walk(kernel, mode, r, seeds, hin, hout):
 
 
 @settings(max_examples=400, deadline=None)
-@given(group_histories(st.integers(0, 3)), st.sampled_from([0, 1]), st.booleans())
-def test_a_min_or_max_pends_the_first_round_whose_visit_emits(h, mode, plain):
+@given(group_histories(st.integers(0, 3)), st.sampled_from([0, 1]), st.sampled_from(IMPLS))
+def test_a_min_or_max_pends_the_first_round_whose_visit_emits(h, mode, impl):
     """A min's (max's) walk at round ``r`` pends the least later iteration whose visit would emit something.
 
     The reference makes every visit: round ``r``'s output joins the output
@@ -179,7 +179,7 @@ def test_a_min_or_max_pends_the_first_round_whose_visit_emits(h, mode, plain):
     """
     from ddflow.operators.reduce.keywalk import EXTREME_CHANGE_WORK, key_walk
 
-    kernel = key_walk.plain if plain else key_walk
+    kernel = kernel_of(key_walk, impl)
     r, hin, hout, seeds = h
     if mode == 1:  # a max is a min of the values reversed: the same top_k of one, in reverse
         flip = lambda rows: sorted((a, i, 3 - v, d) for a, i, v, d in rows)  # noqa: E731
@@ -201,3 +201,82 @@ def test_a_min_or_max_pends_the_first_round_whose_visit_emits(h, mode, plain):
                 want = L
                 break
     assert [tuple(p) for p in P.tolist()] == ([(0, a, want) for a in candidates] if want is not None else [])
+
+
+@st.composite
+def key_walk_inputs(draw):
+    """``key_walk``'s arguments: a few groups' seeds and histories sorted by (group, outer time), any mode, ties and
+    parts as the tactic makes them (nondecreasing), numbers of a numbered output history in 1..k."""
+    mode, k = draw(st.integers(0, 5)), draw(st.integers(0, 3))
+    n_values, G, r = draw(st.integers(1, 5)), draw(st.integers(1, 3)), draw(st.integers(0, 3))
+    bound_a = draw(st.sampled_from([1 << 40, 3, 5]))
+    col = lambda h, c: np.array([x[c] for x in h], dtype=np.int64)  # noqa: E731
+    key = st.integers(0, G - 1)
+    seeds = sorted(set(draw(st.lists(st.tuples(key, st.integers(0, 6)), max_size=5))))
+    row = st.tuples(key, st.integers(0, 6), st.integers(0, 5), st.integers(0, n_values - 1), st.sampled_from([-1, 1, 1, 2]))
+    hin = sorted(draw(st.lists(row, max_size=12)))
+    hout = sorted(draw(st.lists(row, max_size=8)))
+    out_n = (draw(hnp.arrays(np.int64, len(hout), elements=st.integers(1, max(k, 1)))) if mode >= 3 and k
+             else np.zeros(len(hout), dtype=np.int64))
+    if mode >= 3 and not k:  # no numbered output can exist: keep the output history unnumbered-free
+        hout = []
+        out_n = out_n[:0]
+
+    def groups_of():  # nondecreasing from 0, one per value rank
+        return np.cumsum([0] + draw(st.lists(st.integers(0, 1), min_size=n_values - 1, max_size=n_values - 1)))
+
+    tie = groups_of().astype(np.int64) if mode >= 4 else np.zeros(0, dtype=np.int64)
+    part = groups_of().astype(np.int64) if mode >= 2 and draw(st.booleans()) else np.zeros(0, dtype=np.int64)
+    return (mode, k, r, bound_a, n_values, col(seeds, 0), col(seeds, 1),
+            col(hin, 0), col(hin, 1), col(hin, 2), col(hin, 3), col(hin, 4),
+            col(hout, 0), col(hout, 1), col(hout, 2), col(hout, 3), col(hout, 4), out_n, tie, part)
+
+
+@settings(max_examples=600, deadline=None)
+@given(key_walk_inputs())
+def test_key_walk_native_is_the_reference(args):
+    """The native walk's output rows and pending times equal the compiled reference's, in every mode."""
+    from ddflow.operators.reduce.keywalk import key_walk
+
+    want = key_walk(*args)
+    got = kernel_of(key_walk, "native")(*args)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tolist() == b.tolist()
+
+
+def test_key_walk_rejects_an_output_number_outside_1_to_k_as_the_reference_does():
+    from ddflow.operators.reduce.keywalk import key_walk
+
+    one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    args = (3, 2, 0, 1 << 40, 1, one, one, none, none, none, none, none, one, one, one, one, one + 1, one + 3,
+            none, none)
+    for impl in IMPLS:
+        with pytest.raises(ValueError, match="an output row number outside 1..k"):
+            kernel_of(key_walk, impl)(*args)
+
+
+def test_native_walk_kernels_check_their_arguments():
+    """Value ranks index the walk's arrays: out of range, or parts out of order, is a ValueError, not a crash."""
+    from ddflow.operators.reduce.keywalk import key_walk, rank_values, walk_rows
+
+    one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    walk = kernel_of(key_walk, "native")
+    hist = (one, one, one, one, one)
+
+    def call(mode=0, n_values=1, in_v=one, tie=none, part=none, out=(none,) * 6):
+        return walk(mode, 1, 0, 1 << 40, n_values, one, one, *hist[:3], in_v, one, *out, tie, part)
+    with pytest.raises(ValueError, match="key_walk: in_v holds a value rank"):
+        call(in_v=one + 1)
+    with pytest.raises(ValueError, match="key_walk: the input history"):
+        call(in_v=none)
+    with pytest.raises(ValueError, match="key_walk: tie needs"):
+        call(mode=4)
+    with pytest.raises(ValueError, match="key_walk: part is not nondecreasing"):
+        call(mode=2, n_values=2, part=np.array([1, 0]))
+    with pytest.raises(ValueError, match="rank_values: order holds an index"):
+        kernel_of(rank_values, "native")(np.zeros((2, 2), dtype=np.int64), np.zeros((2, 0), dtype=np.int64), 1,
+                                         np.array([0, 5]), 0)
+    E = np.array([[3, 0, 0, 0, 1]], dtype=np.int64)
+    with pytest.raises(ValueError, match="walk_rows: E holds a group outside keys"):
+        kernel_of(walk_rows, "native")(E, one, one, 0, True, np.zeros((2, 1), dtype=np.int64),
+                                       np.zeros((2, 0), dtype=np.int64), 1, False, 1, 0)
