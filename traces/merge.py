@@ -500,7 +500,8 @@ def merge_table(T, arity, depth, F):
     val_offs = np.empty(nu + 1, dtype=np.int32)
     times = np.empty((nu, depth), dtype=np.int64)
     if overflow:
-        return keys[:0], vals[:, :0], key_offs[:1], val_offs[:1], times[:0], sums[:0], np.zeros(0, np.int64), True
+        none = np.zeros(1, dtype=np.int32)  # no keys, no values (not key_offs[:1], whose one offset is unset)
+        return keys[:0], vals[:, :0], none, none.copy(), times[:0], sums[:0], np.zeros(0, np.int64), True
     nk = 0
     nv = 0
     for u in range(nu):

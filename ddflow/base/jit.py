@@ -120,6 +120,12 @@ NATIVE_CHECK_SKIP = frozenset(("arena_insert", "insert_fields", "join_table_into
                                "loop_round", "write_trie"))
 
 
+#: Kernels whose result holds, at this index, a table row (:func:`traces.layout.trie_row`) of arrays the kernel made:
+#: its addresses differ between the two runs, so DDFLOW_NATIVE_CHECK compares what they can (the counts, and which
+#: address fields are set); the kernels' tests check that each row describes its own arrays.
+NATIVE_CHECK_ROWS = {"trie_with_row": 4, "merge_pair": 6, "merge_table": 6}
+
+
 def _checked_against_native(f: Callable, call: Callable) -> Callable:
     """While the kernels move to native code: ``call``, then the native twin on copies of the same arguments, and an
     AssertionError naming the kernel where the results (or the arguments written in place) differ.
@@ -169,7 +175,13 @@ def _checked_against_native(f: Callable, call: Callable) -> Callable:
         mine = tuple(copy(a) for a in args)
         out = call(*args)
         got = twin(*mine)
-        same(out, got, "the result")
+        at = NATIVE_CHECK_ROWS.get(name)
+        if at is None:
+            same(out, got, "the result")
+        else:  # a table row: the counts (its first 3 fields) and which addresses are set
+            row = lambda r: np.concatenate([r[:3], r[3:] != 0]) if len(r) else r  # noqa: E731
+            same(row(out[at]), row(got[at]), f"the result's table row [{at}]")
+            same(out[:at] + out[at + 1:], got[:at] + got[at + 1:], "the result (but its row)")
         for i, (a, b) in enumerate(zip(args, mine)):
             if isinstance(a, np.ndarray) and a.flags.writeable:
                 same(a, b, f"argument {i} after the call")

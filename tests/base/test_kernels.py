@@ -151,10 +151,10 @@ def test_key_matrix_puts_times_after_columns():
 
 
 @settings(max_examples=200)
-@given(rows=key_matrices())
-def test_trie_starts_match_the_reference(rows):
+@given(rows=key_matrices(), native=st.booleans())
+def test_trie_starts_match_the_reference(rows, native):
     rows = rows[np.lexsort(rows.T[::-1])] if len(rows) else rows
-    kstarts, vstarts, key_offs = K.kernels().trie_starts(rows)
+    kstarts, vstarts, key_offs = (native_module().base.trie_starts if native else K.kernels().trie_starts)(rows)
     n = len(rows)
     ref_k = [i for i in range(n) if i == 0 or rows[i, 0] != rows[i - 1, 0]]
     ref_v = [i for i in range(n) if i == 0 or (rows[i] != rows[i - 1]).any()]
@@ -163,12 +163,13 @@ def test_trie_starts_match_the_reference(rows):
 
 
 @settings(max_examples=200)
-@given(idx=st.lists(st.integers(-2, 6), max_size=30), n=st.integers(0, 5))
-def test_group_by_index_matches_a_stable_sort(idx, n):
+@given(idx=st.lists(st.integers(-2, 6) | st.sampled_from([I64.min, I64.max]), max_size=30), n=st.integers(0, 5),
+       native=st.booleans())
+def test_group_by_index_matches_a_stable_sort(idx, n, native):
     from ddflow.base.columnar import group_by_index
 
     a = np.array(idx, dtype=np.int64)
-    order, bounds = group_by_index(a, n)
+    order, bounds = native_module().base.counting_order(a, n) if native else group_by_index(a, n)
     ref_order = np.argsort(a, kind="stable")
     assert bounds.tolist() == np.searchsorted(a[ref_order], np.arange(n + 1)).tolist()
     # Each group in input order; what is out of range lies outside the bounds.
@@ -267,3 +268,8 @@ def test_consolidated_split_matches_the_reference_by_insertion_and_by_merge_sort
     if not overflow:
         assert D.tolist() == ref_sums
         assert C.T.tolist() == rows[ref_sel, :m].tolist() and T.tolist() == rows[ref_sel, m:].tolist()
+
+
+def test_native_counting_order_refuses_a_negative_bucket_count():
+    with pytest.raises(ValueError, match="n must not be negative"):
+        native_module().base.counting_order(np.zeros(3, dtype=np.int64), -1)

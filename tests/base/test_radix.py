@@ -1,4 +1,4 @@
-"""The radix sorts kernels use, compiled and plain: of values against numpy's stable argsort, of rows against lex_order."""
+"""The radix sorts kernels use, compiled, plain and native: of values against numpy's stable argsort, of rows against lex_order."""
 from __future__ import annotations
 
 import functools
@@ -11,6 +11,7 @@ from hypothesis.extra import numpy as hnp
 from ddflow.base import radix
 from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.base.kernels import lex_order
+from ddflow.base.native import native_module
 
 _RADIX_ORDER = getattr(radix.radix_order, "py_func", radix.radix_order)
 
@@ -27,10 +28,12 @@ def _radix_order_compiled():
                         hnp.arrays(np.int64, st.integers(0, 300), elements=st.integers(-(2**63), 2**63 - 1)),
                         hnp.arrays(np.int64, st.integers(0, 300), elements=st.sampled_from(
                             [-(2**63), -(2**40), -1, 0, 1, 2**11, 2**22 + 1, 2**63 - 1]))),
-       compiled=st.booleans())
-def test_radix_order_is_a_stable_sort(values, compiled):
+       mode=st.sampled_from(["numba", "plain", "native"]))
+def test_radix_order_is_a_stable_sort(values, mode):
     """Against numpy's stable argsort: narrow ranges (one pass), the whole of int64 (six), and digits that skip."""
-    order = (_radix_order_compiled() if compiled else _RADIX_ORDER)(values)
+    kernel = {"numba": _radix_order_compiled, "plain": lambda: _RADIX_ORDER,
+              "native": lambda: native_module().base.radix_order}[mode]()
+    order = kernel(values)
     assert order.tolist() == np.argsort(values, kind="stable").tolist()
 
 
@@ -56,14 +59,16 @@ def _matrices(draw):
 
 
 @settings(max_examples=200, deadline=None)
-@given(M=_matrices(), radix_above=st.sampled_from([0, 5, 10**9]), compiled=st.booleans())
-def test_row_order_is_lex_orders_permutation(M, radix_above, compiled):
+@given(M=_matrices(), radix_above=st.sampled_from([0, 5, 10**9]), mode=st.sampled_from(["numba", "plain", "native"]))
+def test_row_order_is_lex_orders_permutation(M, radix_above, mode):
     """Radix-sorted packed rows (any above ``radix_above`` that pack), else the merge sort: the same stable order.
 
     With ``radix_above`` 0 every packable matrix in more than
     ``RADIX_RUNS_ABOVE`` runs takes the radix path; the extreme columns do
     not pack and take the merge sort; 10**9 never radix-sorts.
     """
-    order = (_row_order_compiled() if compiled else _ROW_ORDER)(M, radix_above)
+    kernel = {"numba": _row_order_compiled, "plain": lambda: _ROW_ORDER,
+              "native": lambda: native_module().base.row_order}[mode]()
+    order = kernel(M, radix_above)
     assert order.tolist() == _LEX_ORDER(M).tolist()
     assert order.tolist() == sorted(range(len(M)), key=lambda i: (tuple(M[i].tolist()), i))

@@ -8,10 +8,25 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import ddflow
+from ddflow.base.native import native_module
 from ddflow.errors import DataflowError, NonConvergence
 from ddflow.graph.node import any_complete, ready_mask, ready_split
 from ddflow.graph.scope import IterativeScope, Scheduler, least_round
 from ddflow.workers.runtime import WorkerRuntime
+
+
+#: How a test runs a kernel: numba's compiled code, its plain-Python reference, or the native twin (``ddflow._native``).
+MODES = ("numba", "plain", "native")
+
+
+def _kernel(k, mode, layer="graph"):
+    """Kernel ``k`` as ``mode`` runs it."""
+    if mode == "native":
+        space = native_module()
+        for part in layer.split("."):
+            space = getattr(space, part)
+        return getattr(space, k.__name__.lstrip("_"))
+    return k.plain if mode == "plain" else k
 
 
 class General(Scheduler):
@@ -70,33 +85,33 @@ def reference_least_round(times: np.ndarray, outer_bound: np.ndarray) -> int:
 
 
 @settings(max_examples=200)
-@given(data=st.data())
-def test_least_round_matches_the_reference(data):
+@given(data=st.data(), mode=st.sampled_from(MODES))
+def test_least_round_matches_the_reference(data, mode):
     k = data.draw(st.integers(1, 2))
     cols = data.draw(st.integers(k, k + 2))  # k: an enter node's queue; k + 2: a nested loop's work
     n = data.draw(st.integers(0, 12))
     times = data.draw(hnp.arrays(np.int64, (n, cols), elements=st.integers(0, 5)))
     outer = data.draw(hnp.arrays(np.int64, k, elements=st.integers(0, 6)))
-    assert least_round(times, outer) == reference_least_round(times, outer)
+    assert _kernel(least_round, mode)(times, outer) == reference_least_round(times, outer)
 
 
 @settings(max_examples=200)
-@given(data=st.data(), plain=st.booleans())
-def test_any_complete_matches_the_ready_mask(data, plain):
+@given(data=st.data(), mode=st.sampled_from(MODES))
+def test_any_complete_matches_the_ready_mask(data, mode):
     depth = data.draw(st.integers(1, 3))
     times = data.draw(hnp.arrays(np.int64, (data.draw(st.integers(0, 8)), depth), elements=st.integers(0, 4)))
     bound = data.draw(hnp.arrays(np.int64, depth, elements=st.integers(0, 5)))
-    kernel = any_complete.plain if plain else any_complete
+    kernel = _kernel(any_complete, mode)
     assert kernel(times, bound) == bool(ready_mask(times, bound).any())
 
 
 @settings(max_examples=200)
-@given(data=st.data(), plain=st.booleans())
-def test_ready_split_is_the_ready_mask_and_its_count(data, plain):
+@given(data=st.data(), mode=st.sampled_from(MODES))
+def test_ready_split_is_the_ready_mask_and_its_count(data, mode):
     depth = data.draw(st.integers(1, 3))
     times = data.draw(hnp.arrays(np.int64, (data.draw(st.integers(0, 8)), depth), elements=st.integers(0, 4)))
     bound = data.draw(hnp.arrays(np.int64, depth, elements=st.integers(0, 5)))
-    mask, count = (ready_split.plain if plain else ready_split)(times, bound)
+    mask, count = _kernel(ready_split, mode)(times, bound)
     want = np.all(times < bound, axis=1)
     assert mask.dtype == bool and mask.tolist() == want.tolist() and count == int(want.sum())
 

@@ -2,8 +2,9 @@
 
 Random traces of several batches (empty and single-row ones included),
 int32 and int64 offsets, times of depth 1, 2 and 3; each kernel runs
-compiled and as plain Python (``.plain``, through ctypes views) and both
-must equal a reference computed from the batches' flattened updates.
+compiled, as plain Python (``.plain``, through ctypes views) and native
+(``ddflow._native.traces``), and each must equal a reference computed from
+the batches' flattened updates.
 """
 from __future__ import annotations
 
@@ -12,10 +13,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ddflow.base.native import native_module
 from ddflow.base.updates import Updates
 from ddflow.traces.batch import Batch
 from ddflow.traces.layout import COUNT_DISTINCT, INSERTION_RUN, BatchTable, histories, seek_table_within
 from ddflow.traces.trace import Trace, seek
+
+
+#: How a test runs a kernel: numba's compiled code, its plain-Python reference, or the native twin (``ddflow._native``).
+MODES = ("numba", "plain", "native")
+
+
+def _kernel(k, mode, layer="traces"):
+    """Kernel ``k`` as ``mode`` runs it."""
+    if mode == "native":
+        space = native_module()
+        for part in layer.split("."):
+            space = getattr(space, part)
+        return getattr(space, k.__name__.lstrip("_"))
+    return k.plain if mode == "plain" else k
 
 
 @st.composite
@@ -50,12 +66,12 @@ def _rows(cols, times, diffs):
 
 
 @settings(max_examples=150, deadline=None)
-@given(traces(), st.lists(st.integers(-4, 4), max_size=6), st.booleans())
-def test_seek_table_matches_the_per_batch_seek(tr, keys, plain):
+@given(traces(), st.lists(st.integers(-4, 4), max_size=6), st.sampled_from(MODES))
+def test_seek_table_matches_the_per_batch_seek(tr, keys, mode):
     batches, depth, arity = tr
     keys = np.array(keys, dtype=np.int64)
     table = BatchTable.of(batches, depth, arity)
-    kernel = seek_table_within.plain if plain else seek_table_within
+    kernel = _kernel(seek_table_within, mode)
     q, cols, times, diffs, total = kernel(table.matrix, keys, arity, depth, 1 << 40)
     assert total == len(q)
     over = kernel(table.matrix, keys, arity, depth, total - 1)  # over the limit: counted, nothing read
@@ -76,21 +92,21 @@ def test_seek_table_matches_the_per_batch_seek(tr, keys, plain):
 
 
 @settings(max_examples=150, deadline=None)
-@given(traces(), st.data(), st.booleans())
-def test_histories_match_a_filter_of_the_flattened_updates(tr, data, plain):
+@given(traces(), st.data(), st.sampled_from(MODES))
+def test_histories_match_a_filter_of_the_flattened_updates(tr, data, mode):
     batches, depth, arity = tr
     ng = data.draw(st.integers(1, arity))
     rows = data.draw(st.sets(st.tuples(*[st.integers(-4, 4)] * ng), max_size=5))
     groups = np.array(sorted(rows), dtype=np.int64).reshape(-1, ng).T.copy()
     table = BatchTable.of(batches, depth, arity)
-    kernel = histories.plain if plain else histories
+    kernel = _kernel(histories, mode)
     gid, cols, times, diffs = kernel(table.matrix, groups, arity, depth)
     _check_histories(batches, groups, gid, cols, times, diffs)
 
 
-@pytest.mark.parametrize("plain", [False, True])
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("outer_times", [3, 50])
-def test_histories_orders_long_groups_stably(plain, outer_times):
+def test_histories_orders_long_groups_stably(mode, outer_times):
     """Groups far past ``INSERTION_RUN`` updates, at few outer times (counted) or many (past ``COUNT_DISTINCT``)."""
     rng = np.random.default_rng(outer_times)
     batches = []
@@ -100,7 +116,7 @@ def test_histories_orders_long_groups_stably(plain, outer_times):
         times = np.stack([rng.integers(0, outer_times, size=n), rng.integers(0, 50, size=n)], axis=1)
         batches.append(Batch.from_updates(Updates(cols, times, rng.choice([-1, 1, 2], size=n), ("i", "i"))))
     groups = np.array([[0, 1]], dtype=np.int64)
-    kernel = histories.plain if plain else histories
+    kernel = _kernel(histories, mode)
     gid, cols, times, diffs = kernel(BatchTable.of(batches, 2, 2).matrix, groups, 2, 2)
     for g in range(2):
         outer = times[gid == g, 0]
@@ -143,8 +159,8 @@ def test_a_trace_keeps_its_table_until_its_batches_change():
 
 
 @settings(max_examples=150, deadline=None)
-@given(traces(), st.data(), st.booleans())
-def test_merge_table_is_the_consolidated_advanced_union(tr, data, plain):
+@given(traces(), st.data(), st.sampled_from(MODES))
+def test_merge_table_is_the_consolidated_advanced_union(tr, data, mode):
     """The spine's tail merge: every batch's updates, advanced by a frontier (or none), consolidated, as one trie."""
     from ddflow.base.consolidate import consolidate
     from ddflow.base.lattice import Antichain, advance_by
@@ -154,7 +170,7 @@ def test_merge_table_is_the_consolidated_advanced_union(tr, data, plain):
     batches, depth, arity = tr
     F = np.array(data.draw(st.lists(st.lists(st.integers(0, 4), min_size=depth, max_size=depth), max_size=2)),
                  dtype=np.int64).reshape(-1, depth)
-    kernel = merge_table.plain if plain else merge_table
+    kernel = _kernel(merge_table, mode)
     keys, vals, key_offs, val_offs, times, diffs, row, overflow = kernel(BatchTable.of(batches, depth, arity).matrix,
                                                                          arity, depth, F)
     assert not overflow
@@ -181,13 +197,15 @@ def test_merge_table_reports_an_overflow():
     big = np.iinfo(np.int64).max
     b = [Batch.from_updates(Updates((np.array([1]),), np.zeros((1, 1), dtype=np.int64), np.array([big]), ("i",)))] * 2
     with np.errstate(over="ignore"):  # the plain kernel's int64 sum wraps (and says so) before it is reported
-        for kernel in (merge_table, merge_table.plain):
-            assert kernel(BatchTable.of(b, 1, 1).matrix, 1, 1, np.zeros((0, 1), dtype=np.int64))[-1]
+        for mode in MODES:
+            out = _kernel(merge_table, mode)(BatchTable.of(b, 1, 1).matrix, 1, 1, np.zeros((0, 1), dtype=np.int64))
+            assert out[-1] and all(len(a) == 0 for a in out[:2] + out[4:7]) and out[2].tolist() == out[3].tolist() == [0]
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(1, 3), st.integers(1, 3), st.sampled_from([1, 2, 7, 40]), st.integers(0, 2**32 - 1), st.booleans())
-def test_trie_with_row_builds_the_batch_and_row_of_the_reference(depth, arity, n, seed, plain):
+@given(st.integers(1, 3), st.integers(1, 3), st.sampled_from([1, 2, 7, 40]), st.integers(0, 2**32 - 1),
+       st.sampled_from(MODES))
+def test_trie_with_row_builds_the_batch_and_row_of_the_reference(depth, arity, n, seed, mode):
     """A batch built in one call (``Batch._from_ints``) is the reference's trie, and its row is ``batch_row``'s."""
     from ddflow.base.consolidate import consolidate
     from ddflow.traces.batch import Description
@@ -199,7 +217,7 @@ def test_trie_with_row_builds_the_batch_and_row_of_the_reference(depth, arity, n
     if not len(u):
         return
     desc = Description.covering(depth)
-    got = Batch._from_ints(u, desc, True, trie_with_row.plain if plain else trie_with_row)
+    got = Batch._from_ints(u, desc, True, _kernel(trie_with_row, mode))
     ref = Batch._from_any(u, desc, True)
     for a, b in [(got.keys, ref.keys), (got.key_offs, ref.key_offs), (got.val_offs, ref.val_offs),
                  (got.times, ref.times), (got.diffs, ref.diffs), *zip(got.vals, ref.vals)]:
