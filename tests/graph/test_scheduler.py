@@ -405,3 +405,13 @@ def test_an_arrangement_queues_large_batches_and_keeps_their_order():
     Scheduler().step_scope(flow.top, np.array([2]))
     assert inserted == [1, n + 1] and not arrange.queues[0]
     assert sorted(out.drain()) == sorted([((0, 0), 0, 1), ((-1, 7), 1, 1)] + [((k, k - 1), 1, 1) for k in range(1, n + 1)])
+
+
+def test_native_completion_kernels_refuse_times_shorter_than_the_bound():
+    """Times with fewer coordinates than the bound would be read past their rows: a ValueError; no rows, no reads."""
+    N = native_module().graph
+    times, bound = np.zeros((2, 1), dtype=np.int64), np.ones(2, dtype=np.int64)
+    for kernel in (N.ready_split, N.any_complete, N.least_round):
+        with pytest.raises(ValueError, match="fewer coordinates"):
+            kernel(times, bound)
+    assert N.least_round(np.zeros((0, 1), dtype=np.int64), bound) == -1 and not N.any_complete(times[:0], bound)

@@ -34,18 +34,30 @@ def _kernel(k, mode, layer="traces"):
     return k.plain if mode == "plain" else k
 
 
+I64 = np.iinfo(np.int64)
+#: Values at int64's edges (and next to them).
+EXTREMES = np.array([I64.min, I64.min + 1, -1, 0, 1, I64.max - 1, I64.max], dtype=np.int64)
+#: Keys to look for: small ones (most present), and the edges.
+QUERY_KEYS = st.integers(-4, 4) | st.sampled_from(EXTREMES.tolist())
+
+
 @st.composite
 def traces(draw):
     depth = draw(st.integers(1, 3))
     arity = draw(st.integers(1, 3))
     nbatches = draw(st.integers(0, 5))
     sizes = [0, 1, 2, 7, 20] if draw(st.booleans()) else [120]  # 120s: groups past INSERTION_RUN updates
+    extreme = draw(st.integers(0, 3)) == 0  # values at int64's edges, in columns and times
     batches = []
     for _ in range(nbatches):
         n = draw(st.sampled_from(sizes))
         rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-        cols = tuple(rng.integers(-3, 4, size=n) for _ in range(arity))
-        times = rng.integers(0, 4, size=(n, depth))
+        if extreme:
+            cols = tuple(rng.choice(EXTREMES, size=n) for _ in range(arity))
+            times = rng.choice(EXTREMES[EXTREMES >= 0], size=(n, depth))  # times start at 0
+        else:
+            cols = tuple(rng.integers(-3, 4, size=n) for _ in range(arity))
+            times = rng.integers(0, 4, size=(n, depth))
         diffs = rng.choice([-2, -1, 1, 3], size=n)
         b = Batch.from_updates(Updates(cols, times, diffs, ("i",) * arity))
         if draw(st.booleans()):  # the other offset width
@@ -66,7 +78,7 @@ def _rows(cols, times, diffs):
 
 
 @settings(max_examples=150, deadline=None)
-@given(traces(), st.lists(st.integers(-4, 4), max_size=6), st.sampled_from(MODES))
+@given(traces(), st.lists(QUERY_KEYS, max_size=6), st.sampled_from(MODES))
 def test_seek_table_matches_the_per_batch_seek(tr, keys, mode):
     batches, depth, arity = tr
     keys = np.array(keys, dtype=np.int64)
@@ -96,7 +108,7 @@ def test_seek_table_matches_the_per_batch_seek(tr, keys, mode):
 def test_histories_match_a_filter_of_the_flattened_updates(tr, data, mode):
     batches, depth, arity = tr
     ng = data.draw(st.integers(1, arity))
-    rows = data.draw(st.sets(st.tuples(*[st.integers(-4, 4)] * ng), max_size=5))
+    rows = data.draw(st.sets(st.tuples(*[QUERY_KEYS] * ng), max_size=5))
     groups = np.array(sorted(rows), dtype=np.int64).reshape(-1, ng).T.copy()
     table = BatchTable.of(batches, depth, arity)
     kernel = _kernel(histories, mode)
@@ -256,3 +268,108 @@ def test_insert_consolidating_is_consolidate_then_insert():
     with pytest.raises(SchemaError, match="add up past int64"):
         t.insert_consolidating(u)
     assert len(t) == 0
+
+
+def _table_of(tr):
+    batches, depth, arity = tr
+    return BatchTable.of(batches, depth, arity), depth, arity
+
+
+@settings(max_examples=150, deadline=None)
+@given(traces(), st.lists(QUERY_KEYS, max_size=6))
+def test_native_key_positions_and_gather_found_are_the_references(tr, keys):
+    """The seek's two helpers (what the joins call inside their kernels), native against the plain functions."""
+    from ddflow.traces.layout import gather_found, key_positions
+
+    table, depth, arity = _table_of(tr)
+    keys = np.array(keys, dtype=np.int64)
+    N = native_module().traces
+    pos, total = key_positions(table.matrix, keys)
+    npos, ntotal = N.key_positions(table.matrix, keys)
+    assert ntotal == total and npos.shape == pos.shape and npos.tolist() == pos.tolist()
+    for a, b in zip(N.gather_found(table.matrix, npos, ntotal, arity, depth),
+                    gather_found(table.matrix, pos, total, arity, depth)):
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tolist() == b.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-5, 5) | st.sampled_from(EXTREMES.tolist()), max_size=40), QUERY_KEYS, st.data())
+def test_native_find_key_and_lower_bound_from_are_the_references(keys, x, data):
+    """On sorted keys (duplicates too): the position of a key or -1, and the galloping lower bound from any start
+    whose key is not above ``x`` (its precondition)."""
+    from ddflow.traces.layout import find_key, lower_bound_from
+
+    keys = np.array(sorted(keys), dtype=np.int64)
+    N = native_module().traces
+    assert N.find_key(keys, x) == find_key(keys, x)
+    starts = [lo for lo in range(len(keys) + 1) if lo == 0 or keys[lo - 1] <= x]
+    lo = data.draw(st.sampled_from(starts))
+    assert N.lower_bound_from(keys, x, lo) == lower_bound_from(keys, x, lo) == max(lo, int(np.searchsorted(keys, x)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(traces(), st.data())
+def test_native_value_range_is_the_reference(tr, data):
+    """A key's value rows narrowed to a group's leading values, in each batch, against the plain helper."""
+    from ddflow.traces.layout import key_offsets, offset, value_range
+
+    table, depth, arity = _table_of(tr)
+    T = table.matrix
+    if not len(T):
+        return
+    b = data.draw(st.integers(0, len(T) - 1))
+    p = data.draw(st.integers(0, int(T[b, 0]) - 1))
+    ng = data.draw(st.integers(1, arity))
+    groups = np.array(data.draw(st.lists(QUERY_KEYS, min_size=ng, max_size=ng)), dtype=np.int64).reshape(ng, 1)
+    ko64, ko32 = key_offsets(T, b)
+    lo, hi = int(offset(ko64, ko32, p)), int(offset(ko64, ko32, p + 1))
+    assert tuple(native_module().traces.value_range(T, b, lo, hi, groups, 0, ng)) == \
+        tuple(int(v) for v in value_range(T, b, lo, hi, groups, 0, ng))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 200), st.integers(1, 3), st.integers(1, 3), st.sampled_from([2, 10, 40, 10**6]), st.data())
+def test_native_order_by_time_is_the_reference(n, arity, depth, spread, data):
+    """Rows put in first-time order in place, stably: by insertion up to INSERTION_RUN rows, past it by counting
+    (at most COUNT_DISTINCT first times) or by a stable sort."""
+    from ddflow.traces.layout import order_by_time
+
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    ng = data.draw(st.integers(1, arity))
+    cols = rng.integers(-9, 9, size=(arity, n))
+    times = rng.integers(0, spread, size=(n, depth))
+    if data.draw(st.booleans()):
+        times[:, 0] = np.where(rng.random(n) < 0.5, I64.min, I64.max)
+    diffs = np.arange(n, dtype=np.int64)
+    start = data.draw(st.integers(0, n))
+    k = data.draw(st.integers(start, n))
+    a, b = (cols.copy(), times.copy(), diffs.copy()), (cols.copy(), times.copy(), diffs.copy())
+    order_by_time(*a, start, k, ng)
+    native_module().traces.order_by_time(*b, start, k, ng)
+    assert all(x.tolist() == y.tolist() for x, y in zip(a, b))
+    assert b[2][start:k].tolist() == sorted(range(start, k), key=lambda i: (times[i, 0], i))
+
+
+def test_native_table_kernels_refuse_arities_and_groups_they_cannot_read():
+    """A table has VAL0 + arity - 1 columns; groups sorted, unique, at most arity rows: else a ValueError, not a read
+    past a row."""
+    b = Batch.from_updates(Updates((np.array([1, 2]), np.array([3, 4])), np.zeros((2, 1), dtype=np.int64),
+                                   np.ones(2, dtype=np.int64), ("i", "i")))
+    T = BatchTable.of([b], 1, 2).matrix
+    N = native_module().traces
+    keys = np.array([1], dtype=np.int64)
+    assert N.seek_table_within(T, keys, 2, 1, 100)[4] == 1
+    with pytest.raises(ValueError, match="arity 3"):
+        N.seek_table_within(T, keys, 3, 1, 100)
+    with pytest.raises(ValueError, match="arity 3"):
+        N.histories(T, keys.reshape(1, 1), 3, 1)
+    with pytest.raises(ValueError, match="arity 3"):
+        N.merge_table(T, 3, 1, np.zeros((0, 1), dtype=np.int64))
+    with pytest.raises(ValueError, match="between 1 and arity"):
+        N.histories(T, np.zeros((3, 1), dtype=np.int64), 2, 1)
+    for groups in ([[2, 1]], [[1, 1]], [[1, 1], [4, 3]]):
+        with pytest.raises(ValueError, match="sorted and unique"):
+            N.histories(T, np.array(groups, dtype=np.int64), 2, 1)
+    assert N.histories(T, np.array([[1, 1], [3, 4]], dtype=np.int64), 2, 1)[0].tolist() == [0]
+    with pytest.raises(ValueError, match="one row per update"):
+        N.trie_with_row(np.zeros((2, 2), dtype=np.int64), np.zeros((1, 1), dtype=np.int64), np.ones(2, dtype=np.int64))
