@@ -139,7 +139,8 @@ def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
     the first row of each group with a nonzero ``sums``, in order), and
     ``cols`` (``(width, k)``) and ``times`` are those rows of ``M``, split,
     the step's output; 1: ``M`` is not consolidated
-    (more rows); 2: a product or a sum left int64; 3: more than ``limit``
+    (more rows); 2: a product or a sum left int64 (after a product, ``M``
+    and ``diffs`` hold the rows before it); 3: more than ``limit``
     updates would be read, and only ``total`` was counted.
     O(k log n) per batch for k delta updates, plus O(output), O(output^2)
     consolidating a small one.
@@ -166,8 +167,8 @@ def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
         for c in range(depth):
             M[k, width + c] = max(dtimes[i, c], times[k, c])
         d, ok = checked_product(ddiffs[i], diffs[k])
-        if not ok:
-            return M, D, none, none, 2, total, OC, OT
+        if not ok:  # the rows before this one (the rest of M and D is unwritten: not returned)
+            return M[:k], D[:k], none, none, 2, total, OC, OT
         D[k] = d
     if total > SMALL_ROWS:  # the caller sorts with numpy
         return M, D, none, none, 1, total, OC, OT

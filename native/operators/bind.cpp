@@ -3,6 +3,8 @@
 #include <nanobind/stl/tuple.h>
 
 #include "base/convert.hpp"
+#include "operators/feedback.hpp"
+#include "operators/join.hpp"
 #include "operators/session.hpp"
 
 namespace nb = nanobind;
@@ -11,7 +13,15 @@ namespace ddflow {
 
 void bind_operators(nb::module_ m) {
     auto nogil = nb::call_guard<nb::gil_scoped_release>();
+    // session.py
     m.def("session_step", &session_step, nogil);
+    // join.py
+    m.def("checked_product", &checked_product);
+    m.def("join_table", &join_table, nogil);
+    m.def("join_table_into", &join_table_into, nogil);
+    // feedback.py
+    m.def("feedback_round", &feedback_round, nogil);
+    m.def("feedback_round_into", &feedback_round_into, nogil);
 }
 
 }  // namespace ddflow
