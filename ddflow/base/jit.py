@@ -105,7 +105,7 @@ def lazy_jit(f: Callable | None = None, *, uses: Sequence[Callable] = (), inline
     def call(*args):
         return (compiled if compiled is not None else dispatcher())(*args)
 
-    if os.environ.get("DDFLOW_NATIVE_CHECK") == "1":
+    if _native_check(f):
         call = _checked_against_native(f, call)
 
     call.__name__, call.__doc__, call.plain, call.uses, call.dispatcher = f.__name__, f.__doc__, f, uses, dispatcher
@@ -126,6 +126,19 @@ NATIVE_CHECK_SKIP = frozenset(("arena_insert", "insert_fields", "join_table_into
 NATIVE_CHECK_ROWS = {"trie_with_row": 4, "merge_pair": 6, "merge_table": 6}
 
 
+def _native_check(f: Callable) -> bool:
+    """Whether DDFLOW_NATIVE_CHECK asks to check kernel ``f``: ``1`` every kernel, or a comma-separated list of the
+    layers to check (``traces,graph,base``: a port's own kernels while another layer's are half done)."""
+    wanted = os.environ.get("DDFLOW_NATIVE_CHECK", "")
+    if wanted in ("", "0"):
+        return False
+    if wanted == "1":
+        return True
+    from ddflow.base.native import layer_of
+
+    return layer_of(f.__module__) in wanted.split(",")
+
+
 def _checked_against_native(f: Callable, call: Callable) -> Callable:
     """While the kernels move to native code: ``call``, then the native twin on copies of the same arguments, and an
     AssertionError naming the kernel where the results (or the arguments written in place) differ.
@@ -143,7 +156,12 @@ def _checked_against_native(f: Callable, call: Callable) -> Callable:
 
     def copy(a):
         if isinstance(a, np.ndarray):
-            return np.array(a, copy=True)
+            # What the native twin will be handed after the flip: C-contiguous (else its binding refuses it), and
+            # read-only where the caller's array is (a twin that writes into it would be refused too).
+            assert a.flags.c_contiguous, f"native {layer}.{name} would refuse an argument that is not C-contiguous"
+            c = np.array(a, copy=True)
+            c.flags.writeable = a.flags.writeable
+            return c
         if isinstance(a, tuple):
             return tuple(copy(x) for x in a)
         return a
