@@ -55,9 +55,9 @@ def reference_seeds(nk, nt, pk, pt, bound):
 
 
 @settings(max_examples=200)
-@given(seeds(), st.booleans())
-def test_loop_seeds_matches_the_reference(s, plain):
-    kernel = loop_seeds.plain if plain else loop_seeds
+@given(seeds(), st.sampled_from(IMPLS))
+def test_loop_seeds_matches_the_reference(s, impl):
+    kernel = kernel_of(loop_seeds, impl)
     groups, gid, t, waiting, bad = kernel(*s)
     ref = reference_seeds(*s)
     assert [tuple(c) for c in groups.T.tolist()] == ref[0]
@@ -65,8 +65,8 @@ def test_loop_seeds_matches_the_reference(s, plain):
 
 
 @settings(max_examples=300)
-@given(seeds(), st.data(), st.booleans(), st.booleans())
-def test_loop_pending_is_the_sorted_distinct_union(s, data, plain, in_order):
+@given(seeds(), st.data(), st.sampled_from(IMPLS), st.booleans())
+def test_loop_pending_is_the_sorted_distinct_union(s, data, impl, in_order):
     """In order (as the tactic hands them: merged) or not (sorted first)."""
     _, _, pk, pt, _ = s
     m = pk.shape[1]
@@ -81,7 +81,7 @@ def test_loop_pending_is_the_sorted_distinct_union(s, data, plain, in_order):
         o = sorted(range(len(pk)), key=lambda i: (tuple(pk[i]), tuple(pt[i])))
         pk, pt, waiting = pk[o].reshape(-1, m), pt[o].reshape(-1, 2), waiting[o]
         P = P[sorted(range(np_), key=lambda j: (tuple(groups[:, P[j, 0]]), P[j, 1], P[j, 2]))].reshape(-1, 3)
-    kernel = loop_pending.plain if plain else loop_pending
+    kernel = kernel_of(loop_pending, impl)
     cols, times = kernel(pk, pt, waiting, groups, P)
     want = sorted({tuple(pk[i]) + tuple(pt[i]) for i in range(len(pk)) if waiting[i]}
                   | {tuple(groups[:, p[0]]) + (p[1], p[2]) for p in P.tolist()})
@@ -251,9 +251,10 @@ def loop_steps(draw):
 
 
 @settings(max_examples=300, deadline=None)
-@given(loop_steps(), st.booleans(), st.booleans())
-def test_loop_step_is_the_step_by_parts(s, plain, to_arena):
-    """The one-call step (compiled and plain) against its kernels called one by one, the logic in Python between.
+@given(loop_steps(), st.sampled_from(IMPLS), st.booleans())
+def test_loop_step_is_the_step_by_parts(s, impl, to_arena):
+    """The one-call step (compiled, plain and native) against its kernels called one by one, the logic in Python
+    between.
 
     Also: the batch it makes for the output trace is ``build_trie``'s,
     either built as a trie whose table row points at the output arrays it
@@ -266,7 +267,7 @@ def test_loop_step_is_the_step_by_parts(s, plain, to_arena):
 
     nk, nt, pk, pt, bound, in_T, out_T, logic, _ = s
     kinds = logic.out_kinds(("i",) * nk.shape[1])
-    kernel = loop_step.plain if plain else loop_step
+    kernel = kernel_of(loop_step, impl)
     arena = Arena(kinds, 2, 8, BatchTable(out_T, [])) if to_arena else None
     buf, used, T, at = arena.target() if to_arena else (np.empty(0, dtype=np.int64), 0, np.empty((0, 1), dtype=np.int64), 0)
     cols, times, diffs, keys, key_offs, V, val_offs, row, later, later_t, status, now_used = kernel(
@@ -313,7 +314,7 @@ def test_loop_step_reports_a_count_past_int64():
     args = (np.array([[7]]), np.array([[0, 0]]), np.zeros((0, 1), dtype=np.int64), np.zeros((0, 2), dtype=np.int64),
             np.array([1, 1]), trace.spine.table().matrix, np.zeros((0, VAL0 + 1), dtype=np.int64))
     with np.errstate(over="ignore"):
-        for kernel in (loop_step, loop_step.plain):
+        for kernel in (kernel_of(loop_step, impl) for impl in IMPLS):
             nowhere = (np.empty(0, dtype=np.int64), 0, np.empty((0, 1), dtype=np.int64), 0, 0)
             assert kernel(*args, 2, CountLogic.scalar_code, *nowhere)[-2] == OVERFLOW
         assert loop_step_by_parts(*args, CountLogic(), ("i", "i"))[-1] == OVERFLOW

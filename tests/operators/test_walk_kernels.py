@@ -101,8 +101,8 @@ def _walk_trace(draw, depth: int, r: int):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.data(), st.sampled_from(["min", "max", "top_k"]), st.sampled_from([1, 2]), st.booleans())
-def test_walk_step_writes_a_small_output_into_the_arena_as_its_trie(data, logic, depth, plain):
+@given(st.data(), st.sampled_from(["min", "max", "top_k"]), st.sampled_from([1, 2]), st.sampled_from(IMPLS))
+def test_walk_step_writes_a_small_output_into_the_arena_as_its_trie(data, logic, depth, impl):
     """The one-call min/max/top_k step given an arena and given none: the same output and pending seeds, and
     the batch it writes into the arena (a few updates) is the trie it builds otherwise."""
     from ddflow.base.kernels import SMALL_ROWS
@@ -124,7 +124,7 @@ def test_walk_step_writes_a_small_output_into_the_arena_as_its_trie(data, logic,
                          + ([np.full(len(pk), r, dtype=np.int64)] if depth == 2 else [])).reshape(len(pk), depth)
     pt = pt.astype(np.int64)
     nt.flags.writeable = False  # as the tactic passes it: the warm-up's signature, loaded from the cache
-    kernel = walk_step.plain if plain else walk_step
+    kernel = kernel_of(walk_step, impl)
     args = (MODES[logic], 2, nk, nt, pk, pt, bound, in_T, out_T, 1 << 30)
     none = kernel(*args, np.empty(0, dtype=np.int64), 0, np.empty((0, 1), dtype=np.int64), 0, 0)
     arena = Arena(("i", "i"), depth, 8, BatchTable(out_T, []))

@@ -7,6 +7,7 @@
 // unchecked (numba wrapped; C++ signed overflow is undefined), the wrap_* helpers below wrap the same way.
 #pragma once
 
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -38,6 +39,20 @@ inline bool all_within(Vec<const i64> v, i64 n, i64 lo = 0) {
     for (i64 i = 0; i < v.n; ++i)
         if (v[i] < lo || v[i] >= n) return false;
     return true;
+}
+
+// Column c of a 2-d matrix, contiguous (what numba read as the view M[:, c]).  O(rows).
+inline Array<i64> column(Mat<const i64> M, i64 c) {
+    Array<i64> out(M.rows);
+    for (i64 i = 0; i < M.rows; ++i) out[i] = M(i, c);
+    return out;
+}
+
+// A copy of a 2-d view (what a kernel returns where the reference returned its argument itself).  O(rows cols).
+inline Array<i64> copy_mat(Mat<const i64> M) {
+    Array<i64> a(M.rows, M.cols);
+    if (M.rows && M.cols) std::memcpy(a.p, M.p, sizeof(i64) * (size_t)(M.rows * M.cols));
+    return a;
 }
 
 // n_later: how many of a group's history rows (input i0:i1, output o0:o1) lie past iteration r.  O(h).
