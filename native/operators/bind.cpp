@@ -5,6 +5,7 @@
 #include "base/convert.hpp"
 #include "operators/feedback.hpp"
 #include "operators/join.hpp"
+#include "operators/round.hpp"
 #include "operators/session.hpp"
 
 namespace nb = nanobind;
@@ -22,6 +23,8 @@ void bind_operators(nb::module_ m) {
     // feedback.py
     m.def("feedback_round", &feedback_round, nogil);
     m.def("feedback_round_into", &feedback_round_into, nogil);
+    // round.py
+    m.def("loop_round", &loop_round, nogil);
 }
 
 }  // namespace ddflow

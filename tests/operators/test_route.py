@@ -264,11 +264,26 @@ def as_offsets(T, bufs):
     return R.tolist()
 
 
+def same_writes(args, copies):
+    """The writable arguments ``args`` of a kernel as their ``copies`` after its twin ran on them: the 1-d ones
+    (arenas' buffers) word for word, the 2-d ones (tables) with their addresses into an arena compared as offsets
+    into it (into the real one or its copy alike: old rows, and stale ones past a table's last, point into the
+    real arenas, or anywhere, in both)."""
+    bufs = [i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.flags.writeable and a.ndim == 1]
+    arenas = [args[j] for j in bufs] + [copies[j] for j in bufs]
+    for i, (a, c) in enumerate(zip(args, copies)):
+        if not isinstance(a, np.ndarray) or not a.flags.writeable:
+            continue
+        if a.ndim == 1:
+            assert a.tolist() == c.tolist(), f"argument {i}"
+        else:
+            assert as_offsets(a, arenas) == as_offsets(c, arenas), f"argument {i}"
+
+
 def same_results_and_writes(kernel, twin, args):
     """``kernel(*args)``, after ``twin`` ran on copies of the writable arguments: the same results, and the same
-    writes into the arenas (the writable 1-d arguments word for word; the 2-d ones, tables, with their addresses
-    into an arena compared as offsets into it, the copy's into the copy).  What checks a kernel that writes
-    through the addresses of its arguments, which ``DDFLOW_NATIVE_CHECK`` skips."""
+    writes into the arenas (:func:`same_writes`).  What checks a kernel that writes through the addresses of its
+    arguments, which ``DDFLOW_NATIVE_CHECK`` skips."""
     copies = [a.copy() if isinstance(a, np.ndarray) and a.flags.writeable else a for a in args]
     want = twin(*copies)
     got = kernel(*args)
@@ -278,15 +293,7 @@ def same_results_and_writes(kernel, twin, args):
             assert g.shape == w.shape and g.tolist() == w.tolist(), f"result {i}"
         else:
             assert g == w, f"result {i}: {g!r} != {w!r}"
-    bufs = [i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.flags.writeable and a.ndim == 1]
-    for i, (a, c) in enumerate(zip(args, copies)):
-        if not isinstance(a, np.ndarray) or not a.flags.writeable:
-            continue
-        if a.ndim == 1:
-            assert a.tolist() == c.tolist(), f"argument {i}"
-        else:  # old rows (and stale ones past the table's last) point into the real arenas, or anywhere: alike
-            arenas = [args[j] for j in bufs] + [copies[j] for j in bufs]
-            assert as_offsets(a, arenas) == as_offsets(c, arenas), f"argument {i}"
+    same_writes(args, copies)
     return got
 
 
