@@ -51,9 +51,13 @@ inline void free_capsule(PyObject* cap) { std::free(PyCapsule_GetPointer(cap, "d
 template <class T>
 inline PyObject* to_numpy(Array<T>& a) {
     npy_intp dims[2] = {(npy_intp)a.rows, (npy_intp)a.cols};
+    // Row j of a 2-d array starts at p + j * cols, even when cols is 0 (numpy's default strides would put it at
+    // p + j): where a table row made for the array (traces/layout.hpp's trie_row) says its rows are.
+    npy_intp strides[2] = {(npy_intp)(sizeof(T) * (size_t)(a.nd == 2 ? a.cols : 1)), (npy_intp)sizeof(T)};
     int nd = a.nd;
     T* p = a.release();
-    PyObject* arr = PyArray_SimpleNewFromData(nd, dims, dtype_of<T>::num, p);
+    PyObject* arr = PyArray_New(&PyArray_Type, nd, dims, dtype_of<T>::num, strides, p, (int)sizeof(T),
+                                NPY_ARRAY_CARRAY, nullptr);
     if (!arr) { std::free(p); return nullptr; }
     PyObject* cap = PyCapsule_New(p, "ddflow.native", free_capsule);
     if (!cap || PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(arr), cap) < 0) {

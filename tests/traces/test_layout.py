@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from ddflow.base.native import native_module
 from ddflow.base.updates import Updates
 from ddflow.traces.batch import Batch
-from ddflow.traces.layout import COUNT_DISTINCT, INSERTION_RUN, BatchTable, histories, seek_table_within
+from ddflow.traces.layout import COUNT_DISTINCT, INSERTION_RUN, VAL0, BatchTable, histories, seek_table_within
 from ddflow.traces.trace import Trace, seek
 
 
@@ -373,3 +373,17 @@ def test_native_table_kernels_refuse_arities_and_groups_they_cannot_read():
     assert N.histories(T, np.array([[1, 1], [3, 4]], dtype=np.int64), 2, 1)[0].tolist() == [0]
     with pytest.raises(ValueError, match="one row per update"):
         N.trie_with_row(np.zeros((2, 2), dtype=np.int64), np.zeros((1, 1), dtype=np.int64), np.ones(2, dtype=np.int64))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_empty_merge_puts_its_value_columns_where_its_row_says(mode):
+    """No values: each value column is an empty row of ``vals``, at the address the kernel's row gives it (found by
+    ``make asan``: a native (2, 0) matrix once had numpy's default strides, its second row 8 bytes on)."""
+    from ddflow.traces.layout import empty_table
+    from ddflow.traces.merge import merge_table
+
+    T = empty_table(3)
+    keys, vals, key_offs, val_offs, times, diffs, row, overflow = _kernel(merge_table, mode)(
+        T, 3, 1, np.zeros((0, 1), dtype=np.int64))
+    assert not overflow and vals.shape == (2, 0)
+    assert [v.ctypes.data for v in vals] == row[VAL0:].tolist()
