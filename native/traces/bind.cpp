@@ -3,7 +3,9 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/tuple.h>
 
+#include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "base/convert.hpp"
 #include "traces/arena.hpp"
@@ -23,6 +25,29 @@ void check_groups(Mat<const i64> groups) {
             if (groups(j, g) != groups(j, g - 1)) c = groups(j, g) < groups(j, g - 1) ? -1 : 1;
         if (c <= 0) throw std::invalid_argument("histories: the groups (columns of groups) must be sorted and unique");
     }
+}
+
+// merge_rows' preconditions, checked where Python calls it (merge_pair's rows come from tries, sorted by
+// construction): each side's rows sorted and unique, each row's times sorted.  O(n m + u d).
+template <class O>
+void check_sorted_side(const char* side, Mat<const i64> K, Vec<const O> off, Mat<const i64> t) {
+    for (i64 i = 1; i < K.rows; ++i)
+        if (row_cmp(K.row(i - 1), K.row(i), K.cols) >= 0)
+            throw std::invalid_argument(std::string("merge_rows: the rows of K") + side + " must be sorted and unique");
+    for (i64 i = 0; i + 1 < off.n; ++i)  // within t whatever the offsets (merge_rows checks those)
+        for (i64 u = std::max<i64>(off[i], 0) + 1; u < std::min<i64>(off[i + 1], t.rows); ++u)
+            if (row_cmp(t.row(u - 1), t.row(u), t.cols) > 0)
+                throw std::invalid_argument(std::string("merge_rows: the times of each row of ") + side +
+                                            " must be sorted");
+}
+
+template <class OA, class OB>
+MergedRows merge_rows_checked(Mat<const i64> KA, Vec<const OA> offA, Mat<const i64> tA, Vec<const i64> dA,
+                              Mat<const i64> KB, Vec<const OB> offB, Mat<const i64> tB, Vec<const i64> dB,
+                              Mat<const i64> F) {
+    check_sorted_side("A", KA, offA, tA);
+    check_sorted_side("B", KB, offB, tB);
+    return merge_rows<OA, OB>(KA, offA, tA, dA, KB, offB, tB, dB, F);
 }
 }  // namespace
 
@@ -46,10 +71,10 @@ void bind_traces(nb::module_ m) {
     m.def("value_range", &value_range, nogil);
     m.def("order_by_time", &order_by_time, nogil);
     // merge.py
-    m.def("merge_rows", &merge_rows<i32, i32>, nogil);
-    m.def("merge_rows", &merge_rows<i64, i64>, nogil);
-    m.def("merge_rows", &merge_rows<i32, i64>, nogil);
-    m.def("merge_rows", &merge_rows<i64, i32>, nogil);
+    m.def("merge_rows", &merge_rows_checked<i32, i32>, nogil);
+    m.def("merge_rows", &merge_rows_checked<i64, i64>, nogil);
+    m.def("merge_rows", &merge_rows_checked<i32, i64>, nogil);
+    m.def("merge_rows", &merge_rows_checked<i64, i32>, nogil);
     m.def("merge_pair", &merge_pair, nogil);
     m.def("merge_table", &merge_table, nogil);
     m.def("sum_overflows", &sum_overflows);

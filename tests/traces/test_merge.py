@@ -249,6 +249,12 @@ def test_native_merge_rows_refuses_offsets_it_cannot_follow():
         merge(K, np.array([0, 1, 3]), t, d, *none, np.zeros((0, 2), dtype=np.int64))
     with pytest.raises(ValueError, match="same columns"):
         merge(K, np.array([0, 1, 3]), t, d, np.zeros((0, 2), dtype=np.int64), *none[1:], F)
+    with pytest.raises(ValueError, match="rows of KA must be sorted and unique"):
+        merge(K[::-1].copy(), np.array([0, 1, 3]), t, d, *none, F)
+    with pytest.raises(ValueError, match="rows of KB must be sorted and unique"):
+        merge(*none, np.array([[1], [1]], dtype=np.int64), np.array([0, 1, 3]), t, d, F)
+    with pytest.raises(ValueError, match="times of each row of A must be sorted"):
+        merge(K, np.array([0, 1, 3]), np.array([[0], [1], [0]], dtype=np.int64), d, *none, F)
     with pytest.raises(TypeError):  # a float matrix is no int64 view: nothing is converted behind the caller's back
         merge(K.astype(np.float64), np.array([0, 1, 3]), t, d, *none, F)
 
