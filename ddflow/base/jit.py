@@ -123,7 +123,14 @@ NATIVE_CHECK_SKIP = frozenset(("arena_insert", "insert_fields", "join_table_into
 #: Kernels whose result holds, at this index, a table row (:func:`traces.layout.trie_row`) of arrays the kernel made:
 #: its addresses differ between the two runs, so DDFLOW_NATIVE_CHECK compares what they can (the counts, and which
 #: address fields are set); the kernels' tests check that each row describes its own arrays.
-NATIVE_CHECK_ROWS = {"trie_with_row": 4, "merge_pair": 6, "merge_table": 6}
+NATIVE_CHECK_ROWS = {"trie_with_row": 4, "merge_pair": 6, "merge_table": 6, "walk_step": 7, "walk_step_kept": 7,
+                     "loop_step": 7}
+
+#: Kernels that may write a batch into an arena (:func:`traces.arena.write_trie`): the positions of the arena's
+#: buffer and table among their arguments (``used`` follows the buffer, the row ``at`` the table; the words used
+#: come last in the result).  The row written holds addresses into the buffer, the caller's or its copy's:
+#: DDFLOW_NATIVE_CHECK compares that row with them as offsets into it.
+NATIVE_CHECK_ARENAS = {"walk_step": (10, 12), "walk_step_kept": (10, 12), "loop_step": (9, 11)}
 
 
 def _native_check(f: Callable) -> bool:
@@ -200,10 +207,22 @@ def _checked_against_native(f: Callable, call: Callable) -> Callable:
             row = lambda r: np.concatenate([r[:3], r[3:] != 0]) if len(r) else r  # noqa: E731
             same(row(out[at]), row(got[at]), f"the result's table row [{at}]")
             same(out[:at] + out[at + 1:], got[:at] + got[at + 1:], "the result (but its row)")
+        arena = NATIVE_CHECK_ARENAS.get(name)
         for i, (a, b) in enumerate(zip(args, mine)):
             if isinstance(a, np.ndarray) and a.flags.writeable:
+                if arena is not None and i == arena[1] and out[-1] != args[arena[0] + 1]:
+                    # the arena's table, a batch written (the words used changed): row `at`'s addresses as offsets
+                    a, b = in_buffer(a, args[arena[0]], args[i + 1]), in_buffer(b, mine[arena[0]], args[i + 1])
                 same(a, b, f"argument {i} after the call")
         return out
+
+    def in_buffer(T, buf, at):
+        if not 0 <= at < len(T):
+            return T
+        T, base = T.copy(), buf.ctypes.data
+        inside = (T[at] >= base) & (T[at] < base + buf.nbytes)
+        T[at] = np.where(inside, T[at] - base, T[at])
+        return T
 
     for attr in ("__name__", "__doc__"):
         setattr(checked, attr, getattr(call, attr))
