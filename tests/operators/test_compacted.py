@@ -1,4 +1,4 @@
-"""Histories compacted to the round, compiled and plain, against a Python reference; read from a cache or the trace."""
+"""Histories compacted to the round (compiled, plain, native) against a Python reference; from a cache or the trace."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The loop tactic's seed kernels, compiled and plain, against Python references on random seeds (empty ones too)."""
+"""The loop tactic's kernels (``reduce/iterate.py``, ``reduce/chain.py``), compiled, plain and native, against references."""
 from __future__ import annotations
 
 import numpy as np

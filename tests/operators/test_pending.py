@@ -1,4 +1,4 @@
-"""The walk's seed and pending kernels (``reduce/pending.py``), compiled and plain, against Python references."""
+"""The walk's seed and pending kernels (``reduce/pending.py``), compiled, plain and native, against references."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""The walk's value ranking and row assembly (``reduce/keywalk.py``), compiled and plain, against references."""
+"""The walk's kernels (``reduce/keywalk.py``, ``reduce/walk.py``), compiled, plain and native, against references."""
 from __future__ import annotations
 
 import numpy as np
@@ -213,7 +213,8 @@ def key_walk_inputs(draw):
     col = lambda h, c: np.array([x[c] for x in h], dtype=np.int64)  # noqa: E731
     key = st.integers(0, G - 1)
     seeds = sorted(set(draw(st.lists(st.tuples(key, st.integers(0, 6)), max_size=5))))
-    row = st.tuples(key, st.integers(0, 6), st.integers(0, 5), st.integers(0, n_values - 1), st.sampled_from([-1, 1, 1, 2]))
+    row = st.tuples(key, st.integers(0, 6), st.integers(0, 5), st.integers(0, n_values - 1),
+                    st.sampled_from([-1, 1, 1, 2]))
     hin = sorted(draw(st.lists(row, max_size=12)))
     hout = sorted(draw(st.lists(row, max_size=8)))
     out_n = (draw(hnp.arrays(np.int64, len(hout), elements=st.integers(1, max(k, 1)))) if mode >= 3 and k
@@ -280,3 +281,127 @@ def test_native_walk_kernels_check_their_arguments():
     with pytest.raises(ValueError, match="walk_rows: E holds a group outside keys"):
         kernel_of(walk_rows, "native")(E, one, one, 0, True, np.zeros((2, 1), dtype=np.int64),
                                        np.zeros((2, 0), dtype=np.int64), 1, False, 1, 0)
+
+
+def same_step(got, want, row_at: int) -> None:
+    """Two one-call steps' results alike: every array and number equal, but the table row at ``row_at``, whose
+    counts must be equal and whose addresses each must point at its own step's arrays (its times and diffs)."""
+    from ddflow.traces.layout import DIFFS, NKEYS, NUPD, NVALS, TIMES
+
+    assert len(got) == len(want)
+    for i, (a, b) in enumerate(zip(got, want)):
+        if i == row_at:
+            continue
+        if isinstance(b, np.ndarray):
+            assert a.dtype == b.dtype and a.shape == b.shape and a.tolist() == b.tolist(), i
+        else:
+            assert a == b, i
+    a, b = got[row_at], want[row_at]
+    assert len(a) == len(b) and (not len(a) or a[[NKEYS, NVALS, NUPD]].tolist() == b[[NKEYS, NVALS, NUPD]].tolist())
+    for row, res in ((a, got), (b, want)):
+        if len(row):
+            assert (row[TIMES], row[DIFFS]) == (res[1].ctypes.data, res[2].ctypes.data)
+
+
+def _walk_seeds(draw, depth, r):
+    """New seeds (read-only times, as a batch hands them) and pending ones (sorted unique keys) for a walk step."""
+    nn, npd = draw(st.integers(0, 6)), draw(st.integers(0, 4))
+    nk = draw(hnp.arrays(np.int64, nn, elements=st.integers(0, 3)))
+    nt = np.column_stack([draw(hnp.arrays(np.int64, nn, elements=st.integers(0, 6)))]
+                         + ([np.full(nn, r, dtype=np.int64)] if depth == 2 else [])).reshape(nn, depth).astype(np.int64)
+    pk = np.unique(draw(hnp.arrays(np.int64, npd, elements=st.integers(0, 3))))
+    pt = np.column_stack([draw(hnp.arrays(np.int64, len(pk), elements=st.integers(0, 6)))]
+                         + ([np.full(len(pk), r, dtype=np.int64)] if depth == 2 else [])).reshape(len(pk), depth)
+    nt.flags.writeable = False
+    return nk, nt, pk, pt.astype(np.int64)
+
+
+def _arena_written(run, out_T, depth, small):
+    """``run(buf, used, T, at, small)`` into a fresh arena after ``out_T``: its result, and the batch it wrote
+    (keys, key offsets, values, value offsets, times, diffs as lists), or None."""
+    from ddflow.traces.arena import Arena
+    from ddflow.traces.layout import BatchTable
+
+    arena = Arena(("i", "i"), depth, 8, BatchTable(out_T, []))
+    buf, used, T, at = arena.target()
+    res = run(buf, used, T, at, small)
+    if res[-1] == used:
+        return res, None
+    arena.written(res[-1], len(res[2]))
+    b = arena.batches()[0]
+    arena._check()
+    return res, (b.keys.tolist(), b.key_offs.tolist(), [v.tolist() for v in b.vals], b.val_offs.tolist(),
+                 b.times.tolist(), b.diffs.tolist())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), st.sampled_from(["min", "max", "top_k"]), st.sampled_from([1, 2]), st.booleans())
+def test_walk_step_native_is_the_reference(data, logic, depth, to_arena):
+    """The native one-call step against numba's on the same traces and seeds: the output, its trie, the pending set
+    and the status, and (given an arena) the batch it writes there."""
+    from ddflow.base.kernels import SMALL_ROWS
+    from ddflow.operators.reduce.walk import MODES, walk_step
+
+    r = data.draw(st.integers(0, 2)) if depth == 2 else 0
+    bound = np.array([data.draw(st.integers(1, 5))] + ([r + 1] if depth == 2 else []), dtype=np.int64)
+    in_trace, out_trace = _walk_trace(data.draw, depth, r), _walk_trace(data.draw, depth, r)
+    in_T, out_T = in_trace.spine.table().matrix, out_trace.spine.table().matrix
+    args = (MODES[logic], data.draw(st.integers(1, 3)), *_walk_seeds(data.draw, depth, r), bound, in_T, out_T,
+            data.draw(st.sampled_from([0, 1 << 30])))
+    small = SMALL_ROWS if to_arena else 0
+    want, w_batch = _arena_written(lambda *a: walk_step(*args, *a), out_T, depth, small)
+    got, g_batch = _arena_written(lambda *a: kernel_of(walk_step, "native")(*args, *a), out_T, depth, small)
+    same_step(got, want, 7)
+    assert g_batch == w_batch
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.sampled_from(["min", "max", "top_k"]))
+def test_walk_step_kept_is_walk_step_and_native_is_the_reference(data, logic):
+    """Two steps of one advance in a loop: the second reads what the first kept (its keys' histories compacted to
+    its round) and what the traces took since.  Each step emits what walk_step does on the whole traces (its pending
+    set may be smaller: compacted, a later round can be seen to change nothing), and the native kernel's results
+    equal numba's at both."""
+    from ddflow.base.updates import Updates
+    from ddflow.operators.reduce.compacted import no_history
+    from ddflow.operators.reduce.walk import MODES, walk_step, walk_step_kept
+
+    r0 = data.draw(st.integers(0, 2))
+    r = r0 + data.draw(st.integers(0, 1))
+    b0 = data.draw(st.integers(1, 5))
+    in_trace, out_trace = _walk_trace(data.draw, 2, r0), _walk_trace(data.draw, 2, r0)
+    mode, k = MODES[logic], data.draw(st.integers(1, 3))
+    nowhere = (np.empty(0, dtype=np.int64), 0, np.empty((0, 1), dtype=np.int64), 0, 0)
+
+    def step(kernel, seeds, rnd, history):
+        bound = np.array([b0, rnd + 1], dtype=np.int64)
+        return kernel(mode, k, *seeds, bound, in_trace.spine.table().matrix, out_trace.spine.table().matrix, 1 << 30,
+                      *nowhere, *history)
+
+    h = no_history(1, 2)
+    none = (h[0], h[1], h[1], *h[2:], *h[2:])  # no keys kept, nothing taken since
+    seeds = _walk_seeds(data.draw, 2, r0)
+    first = step(walk_step_kept, seeds, r0, none)
+    same_step(step(kernel_of(walk_step_kept, "native"), seeds, r0, none), first, 7)
+    plain = step(walk_step, seeds, r0, ())
+    assert [a.tolist() for a in first[:3]] == [a.tolist() for a in plain[:3]] and first[13] == plain[10]
+    if first[13] != 0:
+        return
+    cols, times, diffs = first[:3]
+    if len(diffs):  # the first step's output joins the output trace, as the tactic inserts it
+        out_trace.insert_updates(Updates(tuple(cols), times, diffs, ("i", "i")))
+    # What the input trace takes since: updates at iterations up to the second step's round, outer times of any.
+    n = data.draw(st.integers(0, 5))
+    a_rows = data.draw(hnp.arrays(np.int64, (n, 2), elements=st.integers(0, 3)))
+    a_times = np.column_stack([data.draw(hnp.arrays(np.int64, n, elements=st.integers(0, 4))),
+                               data.draw(hnp.arrays(np.int64, n, elements=st.integers(0, r)))]).reshape(n, 2)
+    a_times = a_times.astype(np.int64)
+    a_diffs = data.draw(hnp.arrays(np.int64, n, elements=st.sampled_from([-1, 1, 2])))
+    if n:
+        in_trace.insert_updates(Updates((a_rows[:, 0].copy(), a_rows[:, 1].copy()), a_times, a_diffs, ("i", "i")))
+    seeds = _walk_seeds(data.draw, 2, r)
+    history = (first[10], first[11], first[12], a_rows, a_times, a_diffs, np.ascontiguousarray(cols.T), times, diffs)
+    second = step(walk_step_kept, seeds, r, history)
+    same_step(step(kernel_of(walk_step_kept, "native"), seeds, r, history), second, 7)
+    plain = step(walk_step, seeds, r, ())
+    assert [a.tolist() for a in second[:3]] == [a.tolist() for a in plain[:3]] and second[13] == plain[10]
