@@ -413,9 +413,11 @@ def loop_step(nk, nt, pk, pt, bound, in_T, out_T, out_arity, code, buf, used, T,
         return no_cols, empty2, empty1, empty1, no_offs, no_vals, no_offs, no_row, no_later, empty2, BAD_ROUND, used
     in_gid, _, in_times, in_diffs = histories(in_T, gmat, ng, 2)
     out_gid, o_cols, o_times, o_diffs = histories(out_T, gmat, out_arity, 2)
-    c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid, seed_t, in_gid, in_times[:, 0], in_times[:, 1],
-                                                      in_diffs, out_gid, o_times[:, 0], o_times[:, 1], o_diffs,
-                                                      code == SCALAR_DISTINCT)
+    # The time columns contiguous, as chain_walk's native twin takes them (the plain step calls it, native or not).
+    in_a, in_i = np.ascontiguousarray(in_times[:, 0]), np.ascontiguousarray(in_times[:, 1])
+    out_a, out_i = np.ascontiguousarray(o_times[:, 0]), np.ascontiguousarray(o_times[:, 1])
+    c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid, seed_t, in_gid, in_a, in_i, in_diffs, out_gid,
+                                                      out_a, out_i, o_diffs, code == SCALAR_DISTINCT)
     if overflow:
         return no_cols, empty2, empty1, empty1, no_offs, no_vals, no_offs, no_row, no_later, empty2, OVERFLOW, used
     count = code == SCALAR_COUNT

@@ -545,8 +545,9 @@ def walk_step_body(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, buf,
     for i in range(len(odf) if depth == 2 else 0):
         out_i[i] = ot[i, 1]
     emitted, later = key_walk(mode, k, r, bound[0], n_values, sg, sa,
-                              in_g, it[:, 0], in_i, vrank[:ni], idf,
-                              out_g, ot[:, 0], out_i, vrank[ni:], odf, np.zeros(len(odf), dtype=np.int64),
+                              in_g, np.ascontiguousarray(it[:, 0]), in_i, vrank[:ni], idf,  # contiguous: as the
+                              out_g, np.ascontiguousarray(ot[:, 0]), out_i, vrank[ni:], odf,  # native twin takes them
+                              np.zeros(len(odf), dtype=np.int64),
                               empty1, empty1)
     pend_k, pend_t = merge_pending(pk, pt, waiting, keys, later)
     if len(emitted) == 0:
