@@ -16,11 +16,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev,spark]"
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: native
 	$(PY) -m ddflow.streaming.demo
 
-test: $(STAMP)
-	$(PY) -m ddflow.warmup
+test: native
 	$(PY) -m pytest -q --durations=25 tests
 
 microbench: $(STAMP)
@@ -29,10 +28,13 @@ microbench: $(STAMP)
 clean:
 	rm -rf $(VENV) .pytest_cache .benchmarks
 
-# The native extension, rebuilt incrementally while developing it (pip install -e . builds it from scratch).
+# The native extension, rebuilt incrementally while developing it (pip install -e . builds it from scratch):
+# nothing to do while the installed one is newer than every native source.
 native: $(STAMP)
 	@mkdir -p build
-	flock build/.native.lock $(MAKE) --no-print-directory -f native/Makefile PY=$(PY) -j2
+	@so=$$(ls ddflow/_native*.so 2>/dev/null | head -1); \
+	if [ -z "$$so" ] || [ -n "$$(find native setup.py -newer "$$so" \( -name '*.cpp' -o -name '*.hpp' -o -name setup.py \) | head -1)" ]; then \
+		flock build/.native.lock $(MAKE) --no-print-directory -f native/Makefile PY=$(PY) -j2; fi
 
 # The kernel tests and the engine's oracles against the extension built with AddressSanitizer and
 # UndefinedBehaviorSanitizer and bounds checks on every array access (gcc's runtime; build/native-asan).

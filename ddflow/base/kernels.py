@@ -386,9 +386,6 @@ def sorted_unique(a):
     return a[:n]
 
 
-sorted_unique.uses = (sort_small,)  # numba's helper lists (ddflow.base.jit), until every kernel is native
-
-
 def lex_order(M):
     """The stable permutation sorting the rows of ``M`` lexicographically: a natural merge sort.
 
@@ -530,6 +527,3 @@ def consolidate_rows(K: np.ndarray, diffs: np.ndarray, where: str = "consolidate
     if overflow:
         raise SchemaError(f"{where}: a sum of diffs does not fit in int64")
     return sel, sums
-
-
-consolidated_split.uses = (_consolidate_small, group_sums, lex_order)  # as sorted_unique.uses

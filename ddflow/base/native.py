@@ -59,6 +59,16 @@ def native_module() -> ModuleType:
     return _module
 
 
+def preload() -> None:
+    """Load the extension now (before forking workers, which inherit it), unless the references run.  O(1).
+
+    A process whose extension cannot load fails here with the :class:`NativeError` that says why, before
+    any worker starts, rather than in each worker at its first kernel.
+    """
+    if native_enabled():
+        native_module()
+
+
 def _load() -> ModuleType:
     """The extension: the one built in the package, or the file ``DDFLOW_NATIVE_LIBRARY`` names (the sanitizer
     build that ``make asan`` tests)."""

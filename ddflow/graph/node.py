@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
-from ddflow.base.jit import lazy_jit
+from ddflow.base.native import kernel
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 
@@ -44,7 +44,7 @@ def complete_row(times, i, bound):
     return True
 
 
-@lazy_jit(uses=(complete_row,))
+@kernel("graph")
 def ready_split(times, bound):
     """``(ready_mask(times, bound), how many are complete)`` in one compiled pass.  O(n depth).
 
@@ -60,7 +60,7 @@ def ready_split(times, bound):
     return mask, count
 
 
-@lazy_jit(uses=(complete_row,))
+@kernel("graph")
 def any_complete(times, bound):
     """Whether some row of ``times`` is complete under ``bound`` (``ready_mask(times, bound).any()``).
 

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Iterable, Union
 
 import numpy as np
 
-from ddflow.base.jit import lazy_jit
 from ddflow.base.lattice import Antichain
+from ddflow.base.native import kernel
 from ddflow.errors import DataflowError, NonConvergence
 from ddflow.graph.node import Node, complete_row
 
@@ -220,7 +220,7 @@ class IterativeScope(Scope):
             yield from n.work_times()
 
 
-@lazy_jit(uses=(complete_row,))
+@kernel("graph")
 def least_round(times, outer_bound):
     """The least iteration ``times[i, k]`` (``k = len(outer_bound)``) of a row with ``times[i, :k] < outer_bound``; -1 if none.
 
