@@ -741,7 +741,8 @@ class Dataflow:
         ctx.ran = True
         try:
             if self.workers > 1:
-                self._workers().run([h.node for h in self.inputs], self.frontier, routed)
+                self._workers().run([h.node for h in self.inputs], self.frontier, routed,
+                                    [h.kinds for h in self.inputs])
             elif routed is not None:
                 raise UsageError("routed input needs workers on executors (workers > 1 and spark=...)")
             else:
@@ -840,7 +841,7 @@ class Dataflow:
 
         index = {id(n): i for i, n in enumerate(pool.nodes)}
         return Ingest({name: (index[id(h.node)], h) for name, h in handles.items()}, self.frontier,
-                      pool.placement.ingest)
+                      pool.placement.ingest, pool.placement.credentials)
 
     def row_functions(self, inputs: "Sequence[InputHandle] | None" = None) -> "list[RowFunction]":
         """The row-wise functions (``map``, ``filter``, ``flat_map``) downstream of ``inputs`` (default: every

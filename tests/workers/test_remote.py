@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import random
 import signal
 import socket
@@ -28,16 +29,16 @@ import ddflow
 from ddflow.workers.remote import RemotePlacement
 
 TASK = """
-import json, socket, sys
+import json, pickle, socket, sys
 from ddflow.workers.remote import serve_task
-payload_file, task, tasks, workers, host, port, token, gather_host, gather_port = sys.argv[1:]
+payload_file, task, tasks, workers, host, port, gather_host, gather_port = sys.argv[1:]
 def gather(msg):
     with socket.create_connection((gather_host, int(gather_port))) as s:
         s.sendall((json.dumps([int(task), msg]) + "\\n").encode())
         return json.loads(s.makefile().readline())
 with open(payload_file, "rb") as f:
-    payload = f.read()
-serve_task(payload, int(task), int(tasks), int(workers), (host, int(port)), token, gather)
+    payload, credentials = pickle.load(f)  # the test's own file (mode 0600): the secret is on no command line
+serve_task(payload, int(task), int(tasks), int(workers), (host, int(port)), credentials, gather)
 """
 
 
@@ -93,16 +94,16 @@ class NetnsLauncher:
     def tasks(self, workers: int) -> int:
         return len(self.spaces)
 
-    def launch(self, payload, workers, tasks, address, token) -> None:
+    def launch(self, payload, workers, tasks, address, credentials) -> None:
         fd, self.payload = tempfile.mkstemp(prefix="ddflow-payload-")
         with os.fdopen(fd, "wb") as f:
-            f.write(payload)
+            pickle.dump((payload, credentials), f)
         gather = socket.create_server((self.host, 0))
         threading.Thread(target=self._gather, args=(gather, tasks), daemon=True).start()
         for t in range(tasks):
             self.procs.append(subprocess.Popen(
                 ["ip", "netns", "exec", self.spaces[t], sys.executable, "-c", TASK, self.payload, str(t), str(tasks),
-                 str(workers), address[0], str(address[1]), token, *map(str, gather.getsockname()[:2])],
+                 str(workers), address[0], str(address[1]), *map(str, gather.getsockname()[:2])],
                 start_new_session=True))
 
     @staticmethod
