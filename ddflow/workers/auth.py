@@ -181,12 +181,13 @@ class Credentials:
         return hmac.new(self._secret, side + b"\x00" + purpose + b"\x00" + cn + sn, hashlib.sha256).digest()
 
     # -- the two sides of the handshake ----------------------------------------------------------------
-    def connect(self, address: tuple[str, int], purpose: bytes, timeout: float = HANDSHAKE_S) -> socket.socket:
+    def connect(self, address: tuple[str, int], purpose: bytes, timeout: float | None = None) -> socket.socket:
         """A connection to ``address`` that has proved itself both ways (TLS first, if set); blocking, no timeout.
 
         Raises :class:`AuthError` if the server does not hold the secret,
         OSError if it cannot be reached.
         """
+        timeout = HANDSHAKE_S if timeout is None else timeout
         sock = socket.create_connection(tuple(address), timeout=timeout)
         try:
             return self.client(sock, purpose, timeout)
@@ -194,9 +195,10 @@ class Credentials:
             sock.close()
             raise
 
-    def client(self, sock: socket.socket, purpose: bytes, timeout: float = HANDSHAKE_S) -> socket.socket:
-        """Prove ``sock`` (connected) from the client's side; the socket to use from now on (a TLS one, if set)."""
-        deadline = time.monotonic() + timeout
+    def client(self, sock: socket.socket, purpose: bytes, timeout: float | None = None) -> socket.socket:
+        """Prove ``sock`` (connected) from the client's side, within ``timeout`` seconds (default
+        :data:`HANDSHAKE_S`); the socket to use from now on (a TLS one, if set)."""
+        deadline = time.monotonic() + (HANDSHAKE_S if timeout is None else timeout)
         if self.tls is not None:
             sock = _tls(self.tls.context(server=False).wrap_socket(sock, do_handshake_on_connect=False), deadline)
         cn = secrets.token_bytes(_NONCE)
@@ -209,13 +211,13 @@ class Credentials:
         sock.settimeout(None)
         return sock
 
-    def server(self, sock: socket.socket, purpose: bytes, timeout: float = HANDSHAKE_S) -> socket.socket:
+    def server(self, sock: socket.socket, purpose: bytes, timeout: float | None = None) -> socket.socket:
         """Have the client of ``sock`` (accepted) prove itself; the socket to use from now on.
 
         Raises :class:`AuthError` naming why: it sent no greeting in time,
         not ddflow's greeting, a wrong proof, or failed TLS.
         """
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + (HANDSHAKE_S if timeout is None else timeout)
         if self.tls is not None:
             sock = _tls(self.tls.context(server=True).wrap_socket(sock, server_side=True,
                                                                   do_handshake_on_connect=False), deadline)
@@ -257,7 +259,7 @@ def _tls(sock: ssl.SSLSocket, deadline: float) -> ssl.SSLSocket:
     try:
         sock.do_handshake()
     except (TimeoutError, socket.timeout):
-        raise Silent(f"{_name(sock, peer=True)} did not complete TLS within {HANDSHAKE_S} s") from None
+        raise Silent(f"{_name(sock, peer=True)} did not complete TLS before the handshake's deadline") from None
     except (ssl.SSLError, OSError) as e:
         raise AuthError(f"TLS with {_name(sock, peer=True)} failed: {e}") from None
     return sock
@@ -281,7 +283,7 @@ def _recv(sock: socket.socket, n: int, deadline: float, what: str) -> bytes:
             chunk = sock.recv(n - len(buf))
         except (Silent, TimeoutError, socket.timeout):
             raise Silent(f"{_name(sock, peer=True)} sent {len(buf)} of the {n} bytes of {what} within "
-                         f"{HANDSHAKE_S} s") from None
+                         "the handshake's deadline") from None
         except OSError as e:
             raise AuthError(f"{_name(sock, peer=True)} failed during the handshake: {e}") from None
         if not chunk:
@@ -306,12 +308,13 @@ class Gate:
 
     def __init__(self, srv: socket.socket, credentials: Credentials, purpose: bytes,
                  then: Callable[[socket.socket, tuple], Any] | None = None, pending: int = 64,
-                 timeout: float = HANDSHAKE_S):
+                 timeout: float | None = None):
         self.srv = srv
         self.credentials = credentials
         self.purpose = purpose
         self.then = then
-        self.timeout = timeout
+        #: Seconds each connection has to prove itself (and then, for ``then``, to say what it says first).
+        self.timeout = HANDSHAKE_S if timeout is None else timeout
         self.arrived: queue.Queue = queue.Queue()
         self.counts = {"proved": 0, "failed": 0, "silent": 0, "turned away": 0}
         self.reasons: list[str] = []  #: the first few failures' reasons, for an error message

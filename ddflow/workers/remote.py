@@ -20,11 +20,9 @@ task ``w % T``), so W may exceed the slots a cluster has.  The rendezvous:
    states and, once they end, how they ended (``waitpid``).
 
 Every one of these connections first proves, both ways, that it holds
-the dataflow's secret (:mod:`ddflow.workers.auth`); nothing is read from
-one that has not.  Listeners prove each connection in a thread of its
-own with a deadline (:class:`~ddflow.workers.auth.Gate`), so a silent or
-hostile connection delays no one, and a start that times out says how
-many workers and tasks arrived and how many connections were refused.
+the dataflow's secret (:mod:`ddflow.workers.auth`), each in a thread of
+its own with a deadline: a silent or hostile one delays no one, and a
+start that times out says who arrived and how many were refused.
 
 From then on the pool (:mod:`ddflow.workers.pool`) runs exactly as with
 forked workers: the same framing, counted completion and merge tree.
@@ -64,7 +62,8 @@ from ddflow.graph.context import Context
 from ddflow.graph.scope import Scope
 from ddflow.operators.capture import CaptureNode
 from ddflow.workers.forked import shared_slots
-from ddflow.workers.auth import HANDSHAKE_S, TLS, Credentials, Gate
+from ddflow.workers import auth
+from ddflow.workers.auth import TLS, Credentials, Gate
 from ddflow.workers.ingest import IngestListener
 from ddflow.workers.worker import describe_state, proc_state, reap, worker_main
 
@@ -179,19 +178,15 @@ class RemotePlacement:
         self.ingest: list[tuple[str, int]] = [("", 0)] * W
         cred = self.credentials = Credentials.new(self.tls, *self._limits)
         self.max_frame_bytes = cred.max_frame_bytes
+        self.launcher.label = self.label
+        T = self.launcher.tasks(W)
         srv = socket.create_server((self.launcher.host, self.port), backlog=max(64, 2 * W))
         address = srv.getsockname()[:2]
         gate = Gate(srv, cred, b"driver", then=_read_hello, pending=max(64, 4 * W))
-        self.launcher.label = self.label
-        try:
-            T = self.launcher.tasks(W)
-        except BaseException:
-            gate.close()
-            raise
-        self.launcher.launch(_graph_bytes(self.launcher, top, ctx, tick), W, T, address, cred)
         workers: dict[int, socket.socket] = {}
         deadline = time.monotonic() + self.start_timeout
         try:
+            self.launcher.launch(_graph_bytes(self.launcher, top, ctx, tick), W, T, address, cred)
             while len(workers) < W or len(self._tasks) < T:
                 if self.launcher.error() is not None:
                     raise errors.DataflowError(f"the workers did not start: {self.launcher.error()}")
@@ -202,7 +197,7 @@ class RemotePlacement:
                         f"the workers did not start: {len(workers)} of {W} workers and {len(self._tasks)} of {T} "
                         f"tasks connected to {address[0]}:{address[1]} and proved themselves within "
                         f"{self.start_timeout} s"
-                        + (f"; other connections were refused: {refused}" if refused else "; no other connection came")
+                        + (f"; other connections were refused: {refused}" if refused else "; no connection was refused")
                         + f" (are {T} task slots free, and can the executors reach this address?)"
                         + (f"; holding slots now: {busy}" if busy else ""))
                 try:
@@ -387,7 +382,7 @@ def _read_hello(conn: socket.socket, addr: tuple) -> dict:
 
     Runs in the connection's gate thread, with the handshake's deadline.
     """
-    deadline = time.monotonic() + HANDSHAKE_S
+    deadline = time.monotonic() + auth.HANDSHAKE_S
     buf = b""
     while not buf.endswith(b"\n"):
         left = deadline - time.monotonic()
@@ -540,7 +535,7 @@ def _read_index(w: int, W: int) -> Callable[[socket.socket, tuple], int]:
     """What worker ``w``'s gate reads from a proved peer: its index, one of the higher-numbered workers."""
 
     def read(conn: socket.socket, addr: tuple) -> int:
-        conn.settimeout(HANDSHAKE_S)
+        conn.settimeout(auth.HANDSHAKE_S)
         raw = b""
         while len(raw) < 4:
             chunk = conn.recv(4 - len(raw))

@@ -50,7 +50,8 @@ import numpy as np
 
 from ddflow import errors
 from ddflow.base.interner import Interner
-from ddflow.workers.auth import HANDSHAKE_S, MAX_FRAME_BYTES, Credentials, Gate
+from ddflow.workers import auth
+from ddflow.workers.auth import MAX_FRAME_BYTES, Credentials, Gate
 from ddflow.workers.wire import PREFIX, Message, WireError, decode_frame, encode_frame
 
 __all__ = ["Channel", "ChannelClosed", "Hub", "Message", "ProtocolError", "TRANSPORTS", "connect_pair",
@@ -103,7 +104,7 @@ def pair_on(srv: socket.socket, credentials: Credentials) -> tuple[socket.socket
         a = credentials.connect(srv.getsockname()[:2], b"pair")
         mine = a.getsockname()[:2]
         while True:
-            b, addr, _ = gate.arrived.get(timeout=2 * HANDSHAKE_S)
+            b, addr, _ = gate.arrived.get(timeout=2 * auth.HANDSHAKE_S)
             if tuple(addr[:2]) == tuple(mine):
                 return a, b
             b.close()  # another holder of the secret: none exists, but only our own connection will do
