@@ -130,6 +130,7 @@ class SparkLauncher:
         self._error: BaseException | None = None
         self.cancelled = False  #: cancel() was asked: the job is ending
         self.group = None
+        self.description = None
 
     def dumps(self, obj: Any) -> bytes:
         from pyspark import cloudpickle
@@ -197,10 +198,11 @@ class SparkLauncher:
         self.group = f"ddflow-workers-{os.getpid()}-{next(_GROUPS)}"
         self.n_tasks = tasks
         fn = _task(payload, workers, tasks, address, credentials)
-        description = f"{self.label}: {workers} workers in {tasks} barrier tasks"
+        #: What Spark's UI, REST API and event log show of the job (with the group): the dataflow, no secret.
+        self.description = f"{self.label}: {workers} workers in {tasks} barrier tasks"
 
         def body() -> None:
-            self.sc.setJobGroup(self.group, description, interruptOnCancel=True)
+            self.sc.setJobGroup(self.group, self.description, interruptOnCancel=True)
             try:
                 self.sc.parallelize(range(tasks), tasks).barrier().mapPartitions(fn).collect()
             except BaseException as e:  # noqa: BLE001 - reported through error()
