@@ -841,7 +841,7 @@ class Dataflow:
 
         index = {id(n): i for i, n in enumerate(pool.nodes)}
         return Ingest({name: (index[id(h.node)], h) for name, h in handles.items()}, self.frontier,
-                      pool.placement.ingest, pool.placement.credentials)
+                      pool.placement.ingest, getattr(pool.placement, "credentials", None))
 
     def row_functions(self, inputs: "Sequence[InputHandle] | None" = None) -> "list[RowFunction]":
         """The row-wise functions (``map``, ``filter``, ``flat_map``) downstream of ``inputs`` (default: every

@@ -71,6 +71,9 @@ _log = logging.getLogger("ddflow.workers")
 
 #: How often a task reports to the driver when the dataflow has no heartbeat.
 REPORT_EVERY = 0.5
+#: How long a worker waits for a lower-numbered peer to answer its connection: that peer's task may still be
+#: loading (its listener queues the connection meanwhile); the driver's start timeout ends a wait that is too long.
+PEER_WAIT_S = 600.0
 
 
 class Launcher(Protocol):
@@ -511,7 +514,7 @@ def _worker_process(top: Scope, ctx: Context, w: int, W: int, listeners: dict[in
         _say(driver, {"role": "worker", "index": w, "host": host, "pid": os.getpid(), "ingest": list(ingest.address)})
         peers = {}
         for j in range(w):  # connect to the lower-numbered peers (their gates prove us meanwhile) ...
-            s = credentials.connect(table[j], b"peer")
+            s = credentials.connect(table[j], b"peer", PEER_WAIT_S)
             s.sendall(struct.pack("<i", w))
             peers[j] = s
         while len(peers) < W - 1:  # ... and take the higher-numbered ones, each once

@@ -277,3 +277,27 @@ def test_workers_on_executors_over_tls(oracle, tls_files):
         with pytest.raises((OSError, ddflow.DataflowError)):
             plain.connect(flow.ingest().addresses[0], b"ingest", timeout=3).recv(1)
     assert launcher.join(10)
+
+
+def test_a_routed_table_with_nulls_and_strings_passes_the_checks():
+    """A table's rows (NULLs, strings, floats) routed from two partitions: the worker's checks take what the
+    executors' handles encode, and the output equals the driver path's."""
+    rows = [(1, "ann", 2.5), (2, None, None), (3, "bob", -1.0), (4, "ann", 0.0)]
+    outs = []
+    for workers in (1, 2):
+        placement = RemotePlacement(AttackedLauncher(), start_timeout=60) if workers > 1 else None
+        with ddflow.Dataflow(workers=workers, placement=placement) as flow:
+            h, orders = flow.new_collection("orders", schema={"o_id": "bigint", "cust": str, "amount": "double"})
+            cap = orders.map(lambda r: (r[1], r[0])).capture()
+            if workers == 1:
+                h.update(rows, times=0)
+                flow.advance_to(1)
+                flow.run()
+            else:
+                ingest = flow.ingest()
+                for part in range(2):
+                    ingest.send(0, part, {"orders": (rows[part::2], 0, 1)})
+                flow.advance_to(1)
+                flow.run(routed=(0, 2))
+            outs.append(sorted(cap.drain(), key=repr))
+    assert outs[0] == outs[1] and len(outs[0]) == 4
