@@ -52,8 +52,10 @@ _U8, _U32, _I64, _F64 = (struct.Struct(f) for f in ("<B", "<I", "<q", "<d"))
 _DATE = struct.Struct("<HBB")
 _TIME = struct.Struct("<BBBIB")  # hour, minute, second, microsecond, fold
 _DELTA = struct.Struct("<iii")
-#: A list this long or longer of one plain type goes as a block.
+#: A list this long or longer of one plain type goes as a block (strings and bytes: :data:`_TEXT_BLOCK`; below
+#: it, building an Arrow array costs more than a tag per item).
 _BLOCK = 8
+_TEXT_BLOCK = 32
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
@@ -259,9 +261,8 @@ def _block(v: Sequence, out: bytearray, is_tuple: bool) -> bool:
     """
     t = type(v[0])
     if t is str or t is bytes:
-        for x in v:
-            if type(x) is not t:
-                return False
+        if len(v) < _TEXT_BLOCK or len(set(map(type, v))) != 1:  # exact types only: np.str_ must stay np.str_
+            return False
         try:
             arr = pa.array(v, type=pa.large_string() if t is str else pa.large_binary())
         except (pa.ArrowException, UnicodeEncodeError):  # lone surrogates (rare) go item by item
@@ -275,9 +276,8 @@ def _block(v: Sequence, out: bytearray, is_tuple: bool) -> bool:
         out += memoryview(data)[:size] if size else b""
         return True
     if t is int or t is float:
-        for x in v:
-            if type(x) is not t:
-                return False
+        if len(set(map(type, v))) != 1:
+            return False
         try:
             arr = np.array(v, dtype=np.int64 if t is int else np.float64)
         except OverflowError:

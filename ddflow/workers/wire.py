@@ -59,7 +59,7 @@ class Message:
 
 
 def encode_frame(msg: Message, values: tuple[list[int], list[Any]] | None, trusted: bool = False
-                 ) -> tuple[bytes, list[np.ndarray], int]:
+                 ) -> tuple[bytearray, list[np.ndarray], int]:
     """The frame of ``msg`` with ``values`` (codes, values) beside it: (prefix and header, arrays, total bytes).
 
     The arrays are the batches' columns, times and diffs, contiguous, to
@@ -106,7 +106,7 @@ def encode_frame(msg: Message, values: tuple[list[int], list[Any]] | None, trust
     head += bytes(-len(head) % 8)
     total = len(head) + sum(a.nbytes for a in arrays)
     PREFIX.pack_into(head, 0, total, len(head) - PREFIX.size)
-    return bytes(head), arrays, total
+    return head, arrays, total
 
 
 def frame_header(frame: bytearray | bytes, trusted: bool = False) -> tuple[str, Any]:
