@@ -303,7 +303,15 @@ class Gate:
     with a warning on the ``ddflow.workers`` logger.  At most ``pending``
     connections prove themselves at once; more are closed at once and
     counted as turned away.  :meth:`close` stops accepting (what arrived
-    stays on :attr:`arrived`).
+    stays on :attr:`arrived`).  Cost: a thread per connection while it
+    proves itself.
+
+    >>> c = Credentials.new(env={})
+    >>> gate = Gate(socket.create_server(("127.0.0.1", 0)), c, b"peer", then=lambda sock, addr: sock.recv(2))
+    >>> s = c.connect(gate.srv.getsockname(), b"peer"); _ = s.sendall(b"hi")
+    >>> gate.arrived.get(timeout=10)[2], gate.counts["proved"]
+    (b'hi', 1)
+    >>> gate.close(); s.close()
     """
 
     def __init__(self, srv: socket.socket, credentials: Credentials, purpose: bytes,

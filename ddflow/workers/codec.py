@@ -185,7 +185,7 @@ def _encode(v: Any, out: bytearray, depth: int, trusted: bool) -> None:
         out += b"l"
         out += _DELTA.pack(v.days, v.seconds, v.microseconds)
     elif t is np.str_:
-        raw = str(v).encode("utf-8", "surrogatepass")
+        raw = str.__str__(v).encode("utf-8", "surrogatepass")  # str(v) would drop trailing NULs
         out += b"u"
         out += _U32.pack(len(raw))
         out += raw
@@ -290,12 +290,16 @@ def _block(v: Sequence, out: bytearray, is_tuple: bool) -> bool:
 
 
 def encode(value: Any, out: bytearray, trusted: bool = False) -> None:
-    """Append ``value`` in the codec's bytes to ``out``: what :func:`dumps` returns, without the copy."""
+    """Append ``value`` in the codec's bytes to ``out``: what :func:`dumps` returns, without the copy.  O(size).
+
+    >>> out = bytearray(b"head"); encode([1, "a"], out); decode_at(bytes(out), 4)
+    ([1, 'a'], 24)
+    """
     _encode(value, out, 0, trusted)
 
 
 def decode_at(buf: bytes, pos: int, trusted: bool = False) -> tuple[Any, int]:
-    """The value at byte ``pos`` of ``buf``, and where it ends; a :class:`WireError` for anything else."""
+    """The value at byte ``pos`` of ``buf``, and where it ends; a :class:`WireError` for anything else.  O(size)."""
     try:
         return _decode(buf, pos, 0, trusted)
     except WireError:
@@ -306,7 +310,11 @@ def decode_at(buf: bytes, pos: int, trusted: bool = False) -> tuple[Any, int]:
 
 
 def need(buf: bytes, pos: int, n: int) -> int:
-    """``pos + n``, checked against the bytes ``buf`` holds (a WireError if it holds fewer)."""
+    """``pos + n``, checked against the bytes ``buf`` holds (a WireError if it holds fewer).  O(1).
+
+    >>> need(b"abc", 1, 2)
+    3
+    """
     end = pos + n
     if n < 0 or end > len(buf):
         raise WireError(f"a value claims {n} bytes at byte {pos}, but only {len(buf) - pos} are left")

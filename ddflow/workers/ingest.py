@@ -234,6 +234,18 @@ def checked(frames: Sequence[tuple[bytearray, str]], interner: Interner, inputs:
     :class:`~ddflow.errors.DataflowError` naming the sender; then nothing
     is returned and no value is registered.  Cost: O(rows), vectorized,
     plus a hash per new object value.
+
+    >>> from ddflow.base.updates import from_rows
+    >>> from ddflow.workers.wire import encode_frame
+    >>> head, arrays, _ = encode_frame(Message("in", (4, 0, [0]), [from_rows([(1, 2)], 1, 1, Interner())]), None)
+    >>> frame = bytearray(head + b"".join(a.tobytes() for a in arrays))
+    >>> [(nid, u.to_rows(Interner())) for nid, u in checked([(frame, "10.0.0.7:5000")], Interner(), {0: None}, 0)]
+    [(0, [((1, 2), 1, 1)])]
+    >>> checked([(frame, "10.0.0.7:5000")], Interner(), {0: ("i", "i")}, 3)
+    Traceback (most recent call last):
+    ...
+    ddflow.errors.DataflowError: batch 4: routed input refused: the sender at 10.0.0.7:5000 (it proved itself) sent
+    a bad frame: input 0: an update at time 1 is before the frontier 3 (times before it are final); nothing of ...
     """
     kinds = {nid: tuple(k) if k is not None else None for nid, k in inputs.items()}
     out: list[tuple[int, Updates]] = []
@@ -253,11 +265,13 @@ def checked(frames: Sequence[tuple[bytearray, str]], interner: Interner, inputs:
                 except errors.SchemaError:
                     ok = False
                 if not ok:
-                    raise _refused(msg.meta[0], sender, f"the value {v!r:.100} came with code {c}, which is not its hash")
+                    raise _refused(msg.meta[0], sender,
+                                   f"the value {v!r:.100} came with code {c}, which is not its hash")
                 new_values[c] = v
         for nid, u in zip(ids, msg.batches):
             if nid not in kinds:
-                raise _refused(msg.meta[0], sender, f"its frame names input {nid}, which is not an input of this dataflow")
+                raise _refused(msg.meta[0], sender,
+                               f"its frame names input {nid}, which is not an input of this dataflow")
             if not len(u):
                 continue
             want = kinds[nid]

@@ -1,4 +1,5 @@
-"""Routed input (ddflow/workers/ingest.py): frames from executors, proved, kept by (batch, partition), checked, taken once.
+"""Routed input (ddflow/workers/ingest.py): frames from executors, proved, kept by (batch, partition), checked,
+taken once.
 
 The listener is attacked here as a process on the cluster's network
 would: without the dataflow's secret (pickles, old-style frames, size
@@ -298,7 +299,8 @@ def test_an_unknown_input_or_other_kinds_or_a_lying_code_are_refused(cred, liste
     no_values = Interner()  # a dense interner's channel sends no values beside codes
     ch_values = Updates((np.array([12345], dtype=np.int64), np.array([1])), np.zeros((1, 1), dtype=np.int64),
                         np.ones(1, dtype=np.int64), ("o", "i"))
-    _bad(cred, listener, Message("in", (4, 0, [7]), [ch_values]), no_values, match="input 7: object code 12345 came without")
+    _bad(cred, listener, Message("in", (4, 0, [7]), [ch_values]), no_values,
+         match="input 7: object code 12345 came without")
     flag = Updates((np.array([3], dtype=np.int64),), np.zeros((1, 1), dtype=np.int64), np.ones(1, dtype=np.int64),
                    ("b",))
     _bad(cred, listener, Message("in", (5, 0, [8]), [flag]), it, match="input 8: field 0 is bool, but holds 3")

@@ -1,4 +1,4 @@
-"""Frames and the value codec (ddflow/workers/wire.py, codec.py): round trips, refusals, and bytes that are not ddflow's.
+"""Frames and the value codec (ddflow/workers/wire.py, codec.py): round trips, refusals, bytes that are not ddflow's.
 
 A decoded value must be the value sent, of the same type, pickling to
 the same bytes (content codes are hashes of those bytes, so every process
@@ -37,7 +37,8 @@ _ZONES = st.one_of(st.none(), st.just(dt.timezone.utc),
                    st.sampled_from([ZoneInfo("Europe/Paris"), ZoneInfo("America/New_York")]))
 _NUMPY = st.one_of(st.integers(-(1 << 63), (1 << 63) - 1).map(np.int64), st.integers(0, 255).map(np.uint8),
                    st.floats(allow_nan=True, width=32).map(np.float32), st.floats(allow_nan=True).map(np.float64),
-                   st.booleans().map(np.bool_), st.integers(-(10 ** 12), 10 ** 12).map(lambda i: np.datetime64(i, "us")),
+                   st.booleans().map(np.bool_),
+                   st.integers(-(10 ** 12), 10 ** 12).map(lambda i: np.datetime64(i, "us")),
                    st.text(max_size=5).map(np.str_), st.binary(max_size=5).map(np.bytes_))
 _SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(), st.integers(-(1 << 200), 1 << 200), st.floats(allow_nan=True),
@@ -80,7 +81,8 @@ def test_named_examples_come_back_the_same():
                 (), [], {}, frozenset({1, "a"}), Decimal("-1.10"), Decimal("sNaN"), Decimal("1E+999999"),
                 dt.date(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=dt.timezone.utc),
                 dt.datetime(2021, 11, 7, 1, 30, fold=1, tzinfo=ZoneInfo("America/New_York")), dt.time(12, 0),
-                dt.timedelta(days=-999999999), np.int64(5), np.float32("nan"), np.str_("x"), np.datetime64("NaT"),
+                dt.timedelta(days=-999999999), np.int64(5), np.float32("nan"), np.str_("x\x00"), np.bytes_(b"y\x00"),
+                np.datetime64("NaT"),
                 ["a"] * 100, [b"b"] * 100, list(range(100)), [0.5] * 100, ("x",) * 20, ["a", 1] * 10]
     for v in examples:
         assert _same(loads(dumps(v)), v), v
