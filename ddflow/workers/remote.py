@@ -381,28 +381,24 @@ _HELLO = {"worker": {"index": int, "host": str, "pid": int, "ingest": list},
 
 
 def _read_hello(conn: socket.socket, addr: tuple) -> dict:
-    """The line a worker or task sends first, once it has proved itself: who it is.  Raises if it is not one.
-
-    Runs in the connection's gate thread, with the handshake's deadline.
-    """
+    """The line a worker or task sends first, once it has proved itself: who it is (read in its gate thread,
+    within the handshake's deadline).  Raises if it is not one."""
     deadline = time.monotonic() + auth.HANDSHAKE_S
-    buf = b""
-    while not buf.endswith(b"\n"):
+    buf = bytearray()
+    while not buf.endswith(b"\n"):  # a byte at a time: what follows the line (a task's reports) is not ours
         left = deadline - time.monotonic()
         if left <= 0 or len(buf) > MAX_LINE:
             raise ConnectionError("it proved itself, then sent no line saying who it is")
         conn.settimeout(left)
-        chunk = conn.recv(4096)
+        chunk = conn.recv(1)
         if not chunk:
             raise ConnectionError("it closed the connection before saying who it is")
         buf += chunk
-        if b"\n" in buf[:-1]:
-            raise ConnectionError("it said more than who it is before the driver answered")
     conn.settimeout(None)
     hello = json.loads(buf)
     fields = _HELLO.get(hello.get("role")) if isinstance(hello, dict) else None
     if fields is None or any(type(hello.get(k)) is not t for k, t in fields.items()):
-        raise ConnectionError(f"its hello {buf[:200]!r} is not a worker's or a task's")
+        raise ConnectionError(f"its hello {bytes(buf[:200])!r} is not a worker's or a task's")
     if hello["role"] == "worker":
         ing = hello["ingest"]
         if len(ing) != 2 or type(ing[0]) is not str or type(ing[1]) is not int:
