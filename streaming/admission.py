@@ -16,7 +16,8 @@ the same way and log the same rows:
 - :func:`applied_log` makes a batch's log hold only what the inputs
   applied, once the run has said which updates they rejected (removals
   of absent records under ``nonnegative="dead-letter"``, overflows);
-- :func:`consolidated` adds a restored log up before it is fed again.
+- :func:`consolidated` adds a restored log's final times up before it
+  is fed again.
 """
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def admit_batch(specs: Iterable[InputSpec], handles: Mapping[str, Any], table: p
         kinds = types = None
         if spec.format == "json":  # a table's JSON fields keep its column kinds (the null mask is not a field)
             kinds = schema.kinds[:-1] if schema is not None else handle.kinds
-            types = schema.types if schema is not None else None
+            types = [_type_of(schema, f) or "" for f in spec.fields] if schema is not None else None
         rows = admit(spec, table, kinds, frontier, max_time_ahead, batch_id, out.dead, types)
         if not rows.num_rows:
             continue
@@ -182,16 +183,19 @@ def applied_log(batch: Mapping[str, pa.Table], rejected: Mapping[str, list[dict]
       within the lateness) is in a committed file, which is never
       rewritten: the row is cancelled instead, by the same row with its
       diff negated in this batch's log.  ``earlier()`` gives the live log
-      (read only then).  Restore adds the log up (:func:`consolidated`)
-      before feeding it, and a snapshot adds it up too, so a cancelled
-      pair never reaches the dataflow, with int64 wrap-around: exact
-      whatever the pair's diffs, since the applied sum fits.
+      (read only then).  The cancellation is at the row's own time, which
+      this run retired: final from this batch on.  Restore adds final
+      times up (:func:`consolidated`) before feeding them, and a snapshot
+      adds them up too, so a cancelled pair never reaches the dataflow,
+      with int64 wrap-around: exact whatever the pair's diffs, since the
+      applied sum fits.
 
     A rejected update found nowhere is a :class:`~ddflow.errors.DataflowError`
     (a log that would restore other counts than the run's), raised before
     any output of the batch is written.  Cost: O(rows of the rejecting
     inputs) Python, only for a batch with rejections; ``earlier()`` reads
-    the live log.
+    the live log, of which only the rows at the rejected updates' times
+    are compared.
 
     >>> flow = ddflow.Dataflow()
     >>> h, _ = flow.new_collection("xs", schema=("i",), nonnegative="dead-letter")
@@ -212,6 +216,9 @@ def applied_log(batch: Mapping[str, pa.Table], rejected: Mapping[str, list[dict]
             out[name] = rows.filter(pa.array(keep, pa.bool_()))
         if +want and earlier is not None:
             old = earlier().get(name)
+            if old is not None and old.num_rows:  # only rows at a rejected update's time can be it
+                times = pa.array(sorted({k[1] for k in +want}), pa.int64())
+                old = old.filter(pc.is_in(old.column("time"), value_set=times))
             if old is not None and old.num_rows:
                 hit = [i for i, k in enumerate(_keys(handle, old)) if _take(want, k)]
                 if hit:
@@ -229,24 +236,32 @@ def applied_log(batch: Mapping[str, pa.Table], rejected: Mapping[str, list[dict]
     return out
 
 
-def consolidated(rows: pa.Table) -> pa.Table:
-    """Logged rows added up per (fields, time), zero sums dropped: what restore feeds.
+def consolidated(rows: pa.Table, frontier: int) -> pa.Table:
+    """Logged rows as restore feeds them: those at times before ``frontier`` added up per (fields, time), zero
+    sums dropped; the later ones (not yet checked by their input) as logged, in order.
 
-    Adds with int64 wrap-around (Arrow's ``sum``), so a cancelled pair
-    (:func:`applied_log`) vanishes exactly whatever its diffs.  Rows
-    whose columns Arrow cannot group are returned as they are.  O(rows),
-    vectorized.
+    Times before the frontier are final and were applied (the log holds
+    nothing else, once added up), so adding them up changes no count,
+    with int64 wrap-around (Arrow's ``sum``): a cancelled pair
+    (:func:`applied_log`) vanishes exactly whatever its diffs.  Later
+    rows are checked when the frontier passes them, update by update,
+    and must reach their input as the run that logged them would have
+    fed them.  Rows whose columns Arrow cannot group are returned as they
+    are.  O(rows), vectorized.
 
-    >>> consolidated(pa.table({"x": [1, 1, 2], "time": [0, 0, 0], "diff": [1, -1, 1]})).to_pylist()
-    [{'x': 2, 'time': 0, 'diff': 1}]
+    >>> rows = pa.table({"x": [1, 1, 2, 3, 3], "time": [0, 0, 0, 5, 5], "diff": [1, -1, 1, 1, -1]})
+    >>> consolidated(rows, 5).to_pylist()
+    [{'x': 2, 'time': 0, 'diff': 1}, {'x': 3, 'time': 5, 'diff': 1}, {'x': 3, 'time': 5, 'diff': -1}]
     """
     keys = [c for c in rows.column_names if c != "diff"]
+    final = pc.less(rows.column("time"), frontier)
     try:
-        g = rows.group_by(keys, use_threads=False).aggregate([("diff", "sum")])
+        g = rows.filter(final).group_by(keys, use_threads=False).aggregate([("diff", "sum")])
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
         return rows
     g = g.filter(pc.not_equal(g.column("diff_sum"), 0))
-    return pa.table([g.column(k) for k in keys] + [g.column("diff_sum")], names=keys + ["diff"])
+    done = pa.table([g.column(k) for k in keys] + [g.column("diff_sum")], names=keys + ["diff"])
+    return pa.concat_tables([done, rows.filter(pc.invert(final)).select(keys + ["diff"])], promote_options="default")
 
 
 def _type_of(schema: Any, name: str) -> str | None:

@@ -456,8 +456,8 @@ class StreamingDataflow:
                 logged = self._store.verify()
                 if flow.iterates:  # the log holds only applied updates: a negative total is damage
                     refuse_negative(logged, self.state_path)
-                for name, t in logged.items():  # added up: a rejected update and its cancellation never run
-                    handles[name].update(*as_update(handles[name], consolidated(t)))
+                for name, t in logged.items():  # final times added up: a rejected update and its cancellation
+                    handles[name].update(*as_update(handles[name], consolidated(t, m.frontier)))  # never run
                     if self._lateness is not None and t.num_rows:
                         self._latest = max(self._latest or 0, int(pc.max(t.column("time")).as_py()))
                 self._at("restore", m.batch_id)
@@ -682,24 +682,23 @@ class StreamingDataflow:
                      ) -> tuple[dict[str, pa.Table], dict[str, dict] | None]:
         """The batch's log less the updates the run rejected (:func:`~ddflow.streaming.admission.applied_log`).
 
-        Routed, the batch's rows are in the partitions' files: those with
-        rows of a rejecting input are read back
-        (:func:`~ddflow.streaming.routing.read_log`) and their rows, less
-        the rejected ones, logged in the driver's own file of the batch in
-        their place (the argument is in :mod:`~ddflow.streaming.routing`).
-        Cost: O(those files), only for a batch with rejections.
+        Routed, the batch's rows are in the partitions' files: they are
+        read back (:func:`~ddflow.streaming.routing.read_log`), in
+        partition order, and their rows, less the rejected ones, logged in
+        the driver's own file of the batch in their place (the argument is
+        in :mod:`~ddflow.streaming.routing`).  Cost: O(the batch), only for
+        a batch with rejections.
         """
         store = self._store
         logged = dict(logged)
         if written:
             from ddflow.streaming.routing import read_log
 
-            folded = [f for f, c in written.items() if set(self._rejected) & set(c["rows"])]
-            for f in folded:
-                for name, t in read_log(store.path, f, written[f]).items():
+            for f, checks in written.items():
+                for name, t in read_log(store.path, f, checks).items():
                     logged[name] = pa.concat_tables([logged[name], t], promote_options="default") \
                         if name in logged else t
-            written = {f: c for f, c in written.items() if f not in folded}
+            written = {}
         return applied_log(logged, self._rejected, self._handles, store.verify), written
 
 

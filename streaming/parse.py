@@ -12,7 +12,8 @@ and diffs are integers; a data field takes the kind its input already
 holds, else the most common kind in the batch.  A table's ``decimal(p,s)``
 field takes a JSON number or a numeric string exactly, from its digits
 (never through a float), when it fits the scale and precision
-(:func:`json_decimal`).
+(:func:`json_decimal`); its ``date`` and ``timestamp`` fields take
+integers (days, microseconds since 1970-01-01) within years 1 to 9999.
 """
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ def json_decimal(x: Any, typ: str) -> int:
     """
     p, s = decimal_ps(typ)
     if isinstance(x, bool) or not isinstance(x, (int, decimal.Decimal, str)):
-        raise ValueError(f"{json.dumps(x, default=str)} is not a number or a numeric string for {typ}")
+        raise ValueError(f"{json.dumps(_floats(x))} is not a number or a numeric string for {typ}")
     shown = json.dumps(x) if isinstance(x, str) else str(x)
     if isinstance(x, str):
         text = x.replace(",", "")

@@ -18,14 +18,16 @@ outputs, and commits the manifest naming the partitions' log files.
 Updates the inputs rejected in that run (the workers report them to the
 driver) are taken out of the log before the commit, as on the driver's
 path (:func:`~ddflow.streaming.admission.applied_log`): the driver reads
-the partition files that hold rows of a rejecting input
-(:func:`read_log`, checked against the checksums the executor reported),
-and logs their rows, less the rejected ones, in its own file of the
-batch, which the manifest names instead of them.  Until the manifest
-is written none of these files is part of the state, so a crash at any
-point replays the batch: its rows are fixed by its offsets, the workers
-restored from the log reject the same updates again, and the executors
-and the driver write the same files again.
+the batch's partition files back (:func:`read_log`, checked against the
+checksums the executors reported) and logs their rows, in partition
+order (the order the workers took them in), less the rejected ones, in
+its own file of the batch, which the manifest names instead of them.
+Until the manifest is written none of these files is part of the state,
+so a crash at any point replays the batch: its rows are fixed by its
+offsets, the workers restored from the log reject the same updates
+again, and the executors and the driver write the same files again.
+An update rejected only after its own batch was committed is cancelled
+in the later batch's log, as on the driver's path.
 """
 from __future__ import annotations
 

@@ -69,6 +69,7 @@ def both_paths(value_text: str, typ: str = "decimal(10,2)"):
     ('"abc"', "is not a number for decimal(10,2)"), ('""', "is not a number"), ('"NaN"', "is not a number"),
     ("true", "field 'a': true is not a number or a numeric string for decimal(10,2)"),
     ("[1]", "[1] is not a number or a numeric string"), ('{"x": 1}', "is not a number or a numeric string"),
+    ("[1.5]", "field 'a': [1.5] is not a number or a numeric string for decimal(10,2)"),
 ])
 def test_a_json_decimal_is_exact_or_a_dead_letter_naming_value_and_type(text, want):
     got = both_paths(text)
