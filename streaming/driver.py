@@ -33,7 +33,7 @@ depends on the ones around it.
 from __future__ import annotations
 
 import datetime
-
+import decimal
 import json
 import time
 from dataclasses import dataclass, field
@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 
 import ddflow
 from ddflow.operators.capture import sql_table
-from ddflow.streaming.admission import admit
+from ddflow.streaming.admission import admit_batch, applied_log, as_update, consolidated
 from ddflow.streaming.parse import DEAD_LETTER_SCHEMA, InputSpec, check_names
 from ddflow.streaming.sinks import Sink
 from ddflow.streaming.state import (StateStore, check_first_batch, check_spark_commits, refuse_negative,
@@ -456,8 +456,8 @@ class StreamingDataflow:
                 logged = self._store.verify()
                 if flow.iterates:  # the log holds only applied updates: a negative total is damage
                     refuse_negative(logged, self.state_path)
-                for name, t in logged.items():
-                    self._feed(name, t)
+                for name, t in logged.items():  # final times added up: a rejected update and its cancellation
+                    handles[name].update(*as_update(handles[name], consolidated(t, m.frontier)))  # never run
                     if self._lateness is not None and t.num_rows:
                         self._latest = max(self._latest or 0, int(pc.max(t.column("time")).as_py()))
                 self._at("restore", m.batch_id)
@@ -541,7 +541,7 @@ class StreamingDataflow:
         self.metrics.updates += got["updates"]
         self.metrics.routed_bytes += got["bytes"]
         n_rows = got["updates"] + sum(t.num_rows for t in got["dead"])
-        self._run_and_write(batch_id, got["max_time"], got["dead"], t0, n_rows, {}, got["files"],
+        self._run_and_write(batch_id, got["max_time"], got["dead"], got["updates"], t0, n_rows, {}, got["files"],
                             routed=(batch_id, got["partitions"]))
 
     def process_arrow(self, table: pa.Table, batch_id: int) -> None:
@@ -550,29 +550,22 @@ class StreamingDataflow:
         if self._skip(batch_id):
             return
         t0 = time.perf_counter()
-        dead: list[pa.Table] = []
-        logged: dict[str, pa.Table] = {}
-        max_time = None
-        for spec in self.inputs.values():
-            handle = self._handles[spec.name]
-            handle_kinds = None
-            if spec.format == "json":  # a table's JSON fields keep its column kinds (the null mask is not a field)
-                handle_kinds = handle.table.kinds[:-1] if handle.table is not None else handle.kinds
-            rows = admit(spec, table, handle_kinds, flow.frontier, self.max_time_ahead, batch_id, dead)
-            if rows.num_rows:
-                self._feed(spec.name, rows)
-                logged[spec.name] = rows
-                mt = int(pc.max(rows.column("time")).as_py())
-                max_time = mt if max_time is None else max(max_time, mt)
-                self.metrics.updates += rows.num_rows
-        self._run_and_write(batch_id, max_time, dead, t0, table.num_rows, logged, None, table=table)
+        got = admit_batch(self.inputs.values(), self._handles, table, flow.frontier, self.max_time_ahead, batch_id)
+        for name, update in got.updates.items():
+            self._handles[name].update(*update)
+        self.metrics.updates += got.count
+        self._run_and_write(batch_id, got.max_time, got.dead, got.count, t0, table.num_rows, got.logged, None,
+                            table=table)
 
-    def _run_and_write(self, batch_id: int, max_time: int | None, dead: list[pa.Table], t0: float, n_rows: int,
-                       logged: dict[str, pa.Table], written: dict[str, dict] | None,
+    def _run_and_write(self, batch_id: int, max_time: int | None, dead: list[pa.Table], updates: int, t0: float,
+                       n_rows: int, logged: dict[str, pa.Table], written: dict[str, dict] | None,
                        routed: tuple[int, int] | None = None, table: pa.Table | None = None) -> None:
         """Advance past the batch's times, run, write outputs and dead letters, then log the input.
 
-        ``table``: the batch as the driver collected it (None when routed: only the executors held it).
+        ``updates``: how many the batch admitted; ``logged``: their rows, or
+        (routed) ``written``: the partitions' log files.  ``table``: the
+        batch as the driver collected it (None when routed: only the
+        executors held it).
         """
         flow, store = self.flow, self._store
         if max_time is not None and self._lateness is not None:  # the watermark: latest event time - lateness
@@ -587,8 +580,8 @@ class StreamingDataflow:
         failed = self._failed_rows()
         if failed is not None:
             dead.append(failed)
-        if self._rejected and written is None:
-            logged = _without_rejected(logged, self._rejected, self.inputs, self._handles)
+        if self._rejected and store is not None:
+            logged, written = self._applied_log(logged, written)
         outputs = {}
         for name, spec in self.outputs.items():
             cap = self._captures[name]
@@ -627,7 +620,7 @@ class StreamingDataflow:
         self.metrics.batches += 1
         self.metrics.ddflow_s += t_dd
         stats = {"batch_id": batch_id, "rows": n_rows,
-                 "updates": sum(t.num_rows for t in logged.values()) if written is None else n_rows,
+                 "updates": updates, "rejected": sum(len(r) for r in self._rejected.values()),
                  "dead_letters": sum(t.num_rows for t in dead), "ddflow_s": t_dd, "sink_s": t_out, "state_s": t_state,
                  "to_arrow_s": getattr(self, "_to_arrow_s", 0.0),
                  "output_changes": {n: t.num_rows for n, t in outputs.items()}, "frontier": flow.frontier,
@@ -655,15 +648,21 @@ class StreamingDataflow:
         """Dead letters for the updates inputs and row-wise functions dropped since the last call (None if none)."""
         rows = []
 
-        def dead(input_name: str, f: dict, error: str) -> None:
-            value = json.dumps({"record": f["record"], "time": f["time"], "diff": f["diff"]}, default=repr)
+        def dead(input_name: str, f: dict, error: str, record: Any = None) -> None:
+            record = f["record"] if record is None else record
+            value = json.dumps({"record": record, "time": f["time"], "diff": f["diff"]}, default=repr)
             rows.append({"input": input_name, "value": value.encode(), "error": error})
 
         self._rejected = {}
         for name in self.inputs:  # removals of absent records (and overflows), dropped by the input itself
+            table = self._handles[name].table
             for f in self._handles[name].take_rejected():
                 self._rejected.setdefault(name, []).append(f)
-                dead(name, f, f"input {name!r}: {f['error']}")
+                # A table's record is its stored row: the dead letter shows the SQL row (a decimal, date or
+                # timestamp as its text, NULL as null).
+                row = [str(v) if isinstance(v, (decimal.Decimal, datetime.date)) else v
+                       for v in table.decode_row(tuple(f["record"]))] if table is not None else None
+                dead(name, f, f"input {name!r}: {f['error']}", row)
         for fn, names in self._guarded:
             for f in fn.take_failed():
                 dead(",".join(names), f, f"operator {f['operator']!r} raised {f['error']}\n{f['traceback']}")
@@ -679,19 +678,28 @@ class StreamingDataflow:
         if self._fault is not None:
             self._fault(point, batch_id)
 
-    def _feed(self, name: str, rows: pa.Table) -> None:
-        fields = [c for c in rows.column_names if c not in ("time", "diff")]
-        handle = self._handles[name]
-        data = rows.select(fields)
-        schema = self.tables.get(name)
-        if schema is not None:  # JSON timestamps are integers: microseconds since the epoch
-            for i, f in enumerate(fields):
-                if handle.table.types[handle.table.index(f)] == "timestamp" and pa.types.is_integer(data.column(i).type):
-                    data = data.set_column(i, f, data.column(i).cast(pa.int64()).cast(pa.timestamp("us")))
-        if handle.event_time is not None:  # each row's data time is its event time (the `time` column, too)
-            handle.update(data, diffs=rows.column("diff").to_numpy())
-        else:
-            handle.update(data, times=rows.column("time").to_numpy(), diffs=rows.column("diff").to_numpy())
+    def _applied_log(self, logged: dict[str, pa.Table], written: dict[str, dict] | None
+                     ) -> tuple[dict[str, pa.Table], dict[str, dict] | None]:
+        """The batch's log less the updates the run rejected (:func:`~ddflow.streaming.admission.applied_log`).
+
+        Routed, the batch's rows are in the partitions' files: they are
+        read back (:func:`~ddflow.streaming.routing.read_log`), in
+        partition order, and their rows, less the rejected ones, logged in
+        the driver's own file of the batch in their place (the argument is
+        in :mod:`~ddflow.streaming.routing`).  Cost: O(the batch), only for
+        a batch with rejections.
+        """
+        store = self._store
+        logged = dict(logged)
+        if written:
+            from ddflow.streaming.routing import read_log
+
+            for f, checks in written.items():
+                for name, t in read_log(store.path, f, checks).items():
+                    logged[name] = pa.concat_tables([logged[name], t], promote_options="default") \
+                        if name in logged else t
+            written = {}
+        return applied_log(logged, self._rejected, self._handles, store.verify), written
 
 
 def _micros(span: str | int, what: str) -> int:
@@ -706,39 +714,6 @@ def _micros(span: str | int, what: str) -> int:
         return duration_text(str(span), what)
     except ddflow.SchemaError as e:
         raise ValueError(str(e)) from None
-
-
-def _without_rejected(logged: dict[str, pa.Table], rejected: dict[str, list[dict]], specs: dict,
-                      handles: dict) -> dict[str, pa.Table]:
-    """The batch's input log without the updates its inputs rejected, one logged row per rejected update.
-
-    The log must hold only what was applied: a replay (or a snapshot, which
-    adds the log up) of a rejected removal followed by a re-insert would
-    otherwise give another count than the run did.  O(rows) Python, and
-    only for a batch with rejected updates.
-    """
-    out = dict(logged)
-    for name, rej in rejected.items():
-        t = logged.get(name)
-        if t is None:
-            continue
-        fields = specs[name].fields
-        want: dict = {}
-        table = handles[name].table  # a table's records are stored rows: decode them to the SQL values logged
-        for f in rej:
-            record = table.decode_row(tuple(f["record"])) if table is not None else tuple(f["record"])
-            key = (tuple(record), f["time"][0], f["diff"])
-            want[key] = want.get(key, 0) + 1
-        keep = []
-        for r in t.select(fields + ["time", "diff"]).to_pylist():
-            key = (tuple(r[c] for c in fields), r["time"], r["diff"])
-            if want.get(key, 0) > 0:
-                want[key] -= 1
-                keep.append(False)
-            else:
-                keep.append(True)
-        out[name] = t.filter(pa.array(keep))
-    return out
 
 
 def _no_output(names: list[str] | None) -> pa.Table:
