@@ -270,8 +270,8 @@ class IterativeScope(Scope):
             name, most = max(held.items(), key=lambda kv: kv[1])
             return NonConvergence(
                 f"loop {self.name!r} did not converge within {limit}: it still derives new records at iteration {r} "
-                f"(its variables have {total:,} records, up from {base[1]:,} at iteration {base[0]}; {name!r} has "
-                f"{most:,}; input times {times}). A rule that makes new values from its own output (a counter, a "
+                f"(its variables have {total:,} records, more than half way there; {name!r} has {most:,}; input "
+                f"times {times}). A rule that makes new values from its own output (a counter, a "
                 "string that grows) derives forever: bound it with a condition; max_records bounds the growth")
         steady = ", without growing" if base is not None else ""
         return NonConvergence(
