@@ -26,6 +26,8 @@ parentheses.  The front ends handle nesting in three ways:
   tuples) do; the thread's own large stack is what makes the raised limit
   safe.  A RecursionError that still escapes (a construct the scans did
   not foresee) becomes a :class:`~ddflow.errors.SchemaError` saying so.
+  Python has one recursion limit per process: while a front end runs,
+  other threads see the raised limit too (on their own stacks).
 
 Why these, measured (2 shared cores, heavily loaded, so read ratios):
 
