@@ -425,9 +425,14 @@ def _direct(e: Expr, cols: Sequence[Column], n: int) -> Column | None:
     if not isinstance(e, Call):
         return _leaf(e, cols, n)
     op = e.op
-    if (op in FORMS and op not in _SIMPLE_FORMS) or any(isinstance(a, Call) for a in e.args):
+    if op in FORMS and op not in _SIMPLE_FORMS:
         return None
-    return _apply(e, [_leaf(a, cols, n) for a in e.args], n)
+    args = []
+    for a in e.args:
+        if isinstance(a, Call):
+            return None
+        args.append(cols[a.index] if isinstance(a, Col) else _leaf(a, cols, n))
+    return _apply(e, args, n)
 
 
 #: Forms that evaluate every argument on every row, like a kernel.
