@@ -140,9 +140,9 @@ class ValueSet(Expr):
         return got
 
     def __str__(self) -> str:
-        shown = [repr(v) for v in self.values[:5]] + (["NULL"] if self.has_null else [])
         more = len(self.values) - 5
-        return ", ".join(shown) + (f", ... {more:,} more" if more > 0 else "")
+        shown = [repr(v) for v in self.values[:5]] + ([f"... {more:,} more"] if more > 0 else [])
+        return ", ".join(shown + (["NULL"] if self.has_null else []))
 
 
 @dataclass(frozen=True, eq=False)
