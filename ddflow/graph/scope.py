@@ -19,9 +19,9 @@ what nodes declare (``needs_complete_input``, ``sends_to_workers``).
 """
 from __future__ import annotations
 
-import time
-
 import heapq
+import re
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Union
 
@@ -29,7 +29,7 @@ import numpy as np
 
 from ddflow.base.jit import lazy_jit
 from ddflow.base.lattice import Antichain
-from ddflow.errors import DataflowError, NonConvergence
+from ddflow.errors import DataflowError, NonConvergence, UsageError
 from ddflow.graph.node import Node, complete_row
 
 if TYPE_CHECKING:
@@ -161,10 +161,22 @@ class IterativeScope(Scope):
     #: A safety net: one step of a loop (all its rounds for one frontier) that runs longer fails, never spins.
     DEFAULT_MAX_SECONDS = 600.0
 
-    def __init__(self, parent: Scope, name: str, max_iterations: int | None = None, max_seconds: float | None = None):
+    def __init__(self, parent: Scope, name: str, max_iterations: int | None = None, max_seconds: float | None = None,
+                 max_records: int | None = None):
         super().__init__(parent.ctx, parent.depth + 1, parent, name)
+        for what, v in (("max_iterations", max_iterations), ("max_seconds", max_seconds), ("max_records", max_records)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0
+                                  or (what != "max_seconds" and not isinstance(v, int))):
+                raise UsageError(f"loop {name!r}: {what} is a positive {'number' if what == 'max_seconds' else 'integer'}"
+                                 f" or None, not {v!r}")
         self.max_iterations = max_iterations if max_iterations is not None else self.DEFAULT_MAX_ITERATIONS
         self.max_seconds = max_seconds if max_seconds is not None else self.DEFAULT_MAX_SECONDS
+        #: The most records the loop's variables may hold together (None: no bound); checked after each step of
+        #: rounds, so a loop that derives without end fails naming what grew instead of filling memory.
+        self.max_records = max_records
+        #: ``(iteration, records its variables had)`` noted half way to a limit: whether a loop that did not
+        #: converge still grew (it derives forever) or held steady (it oscillates).
+        self.growth: list[tuple[int, int]] = []
         self.variables: list = []
         self.rounds_run = 0
         #: Set by the scheduler before each round: the most rounds, this one first, that one call may run
@@ -209,6 +221,63 @@ class IterativeScope(Scope):
         ts = ts[np.all(ts < outer_bound, axis=1)]
         shown = [tuple(t) if len(t) > 1 else int(t[0]) for t in ts[:most].tolist()]
         return shown + (["..."] if len(ts) > most else [])
+
+    def variable_records(self, distinct: bool = False) -> dict[str, int]:
+        """Per variable: the updates its value's arrangement holds (O(batches)), or with ``distinct`` the records
+        its value has now (its updates added up: O(records), for errors and rare samples only)."""
+        out = {}
+        for v in self.variables:
+            src = v.feedback_source
+            if src is None:
+                n = 0
+            elif distinct:
+                n = sum(int(h.trace.view().batch.diffs.sum()) for h in src.trace_handles())
+            else:
+                n = src.records_held()
+            out[re.sub(r"#\d+$", "", v.name)] = n
+        return out
+
+    def after_rounds(self, r: int, elapsed: float) -> None:
+        """Called after the rounds up to ``r`` ran: enforces ``max_records``; half way to ``max_iterations`` or
+        ``max_seconds``, notes how many records the variables have (to tell growth from oscillation should the
+        loop not converge).  O(variables) a call; the note O(records), once per step of the loop."""
+        if not self.growth and (2 * r >= self.max_iterations or 2 * elapsed >= self.max_seconds):
+            self.growth = [(r, sum(self.variable_records(distinct=True).values()))]
+        if self.max_records is None:
+            return
+        held = self.variable_records()
+        total = sum(held.values())
+        if total > self.max_records:
+            name, most = max(held.items(), key=lambda kv: kv[1]) if held else ("?", total)
+            raise NonConvergence(
+                f"loop {self.name!r} holds {total:,} records in its variables after iteration {r}, more than "
+                f"max_records={self.max_records:,}; {name!r} holds {most:,} of them. A rule that makes new values "
+                "from its own output (a counter, a string that grows) derives forever: bound it with a condition, "
+                "or raise max_records")
+
+    def not_converged(self, limit: str, r: int, outer_bound: np.ndarray) -> NonConvergence:
+        """The error of a loop that hit ``limit`` still changing at iteration ``r``, saying why it may not converge.
+
+        Growth (its variables have more records than half way there): it
+        derives new records forever.  Otherwise it changes without growing:
+        it oscillates.
+        """
+        times = self.changing_times(outer_bound)
+        held = self.variable_records(distinct=True)
+        total = sum(held.values())
+        base = self.growth[0] if self.growth and self.growth[0][0] < r else None
+        if base is not None and total > base[1]:
+            name, most = max(held.items(), key=lambda kv: kv[1])
+            return NonConvergence(
+                f"loop {self.name!r} did not converge within {limit}: it still derives new records at iteration {r} "
+                f"(its variables have {total:,} records, more than half way there; {name!r} has {most:,}; input "
+                f"times {times}). A rule that makes new values from its own output (a counter, a "
+                "string that grows) derives forever: bound it with a condition; max_records bounds the growth")
+        steady = ", without growing" if base is not None else ""
+        return NonConvergence(
+            f"loop {self.name!r} did not converge within {limit} (still changing at iteration {r}, input times "
+            f"{times}{steady}); a loop over a collection that goes negative (a removal of an absent record) "
+            "may never converge: declare the input nonnegative")
 
     def work_times(self) -> Iterable[np.ndarray]:
         """Work of every node in the body: arrays of this scope's depth or deeper.
@@ -319,6 +388,7 @@ class Scheduler:
         in ``rounds_ahead``), and the loop goes on after the last of them.
         """
         loop.check_variables()
+        loop.growth = []
         started = time.monotonic()
         last = -1
         r, guessed = None, False
@@ -337,11 +407,8 @@ class Scheduler:
                 if guessed:
                     r = None  # a guess past a limit: the loop fails only if the body has work there
                     continue
-                bound = f"max_iterations={loop.max_iterations}" if over else f"max_seconds={loop.max_seconds:g}"
-                raise NonConvergence(
-                    f"loop {loop.name!r} did not converge within {bound} (still changing at iteration {r}, "
-                    f"input times {loop.changing_times(outer_bound)}); a loop over a collection that goes negative "
-                    "(a removal of an absent record) may never converge: declare the input nonnegative")
+                limit = f"max_iterations={loop.max_iterations}" if over else f"max_seconds={loop.max_seconds:g}"
+                raise loop.not_converged(limit, r, outer_bound)
             last = r
             loop.rounds_run = max(loop.rounds_run, r + 1)
             bound = np.empty(len(outer_bound) + 1, dtype=np.int64)
@@ -354,6 +421,7 @@ class Scheduler:
             if ahead:
                 last += ahead
                 loop.rounds_run = max(loop.rounds_run, last + 1)
+            loop.after_rounds(last, time.monotonic() - started)
             r, guessed = (last + 1, True) if emitted else (None, False)
 
     # -- hooks -------------------------------------------------------------------------
