@@ -96,6 +96,9 @@ class StreamingDataflow:
         self._rejected: dict[str, list[dict]] = {}  # the last run's updates the inputs dropped
         self.views: dict[str, str] = {}  # SQL views: name -> query
         self.programs: list[tuple[str, bool]] = []  # Datalog programs over the tables, with their hints on or off
+        #: The loop limits of each view's and program's fixpoints (``max_iterations``, ``max_seconds``,
+        #: ``max_records``), by view name or program index; unset ones take ``flow.sql``'s defaults.
+        self._limits: dict[Any, dict[str, Any]] = {}
         self.inputs: dict[str, InputSpec] = {}
         self.outputs: dict[str, OutputSpec] = {}
         self.dead_letter: Sink | None = None
@@ -217,19 +220,25 @@ class StreamingDataflow:
             spec.lateness = _micros(lateness, f"table {name!r}: lateness")
         return self
 
-    def view(self, name: str, sql: str) -> "StreamingDataflow":
+    def view(self, name: str, sql: str, *, max_iterations: int | None = None, max_seconds: float | None = None,
+             max_records: int | None = None) -> "StreamingDataflow":
         """A SQL view over the tables, maintained per micro-batch; write it with :meth:`output`::
 
             .view("totals", "SELECT cust, SUM(amount) AS total FROM orders GROUP BY cust")
             .output("totals", ParquetSink("/data/totals"))
 
         Its changes are a changelog: the row's named, typed columns (NULL as
-        null), then ``time`` and ``diff``.
+        null), then ``time`` and ``diff``.  ``max_iterations``,
+        ``max_seconds`` and ``max_records`` bound each ``WITH RECURSIVE``
+        fixpoint of the view, as :meth:`ddflow.Dataflow.sql`'s do: past one,
+        the batch fails with a ``NonConvergence`` naming the loop.
         """
         self.views[name] = sql
+        self._limits[name] = {"max_iterations": max_iterations, "max_seconds": max_seconds, "max_records": max_records}
         return self
 
-    def datalog(self, program: str, hints: bool = True) -> "StreamingDataflow":
+    def datalog(self, program: str, hints: bool = True, *, max_iterations: int | None = None,
+                max_seconds: float | None = None, max_records: int | None = None) -> "StreamingDataflow":
         """A Datalog program (Soufflé's dialect) over the tables, maintained per micro-batch; each relation it
         derives is an output name for :meth:`output`::
 
@@ -243,8 +252,12 @@ class StreamingDataflow:
         output's changes are a changelog as a view's (the relation's
         attributes, then ``time`` and ``diff``).  A program that cannot
         run is refused when the query opens, with its line and column
-        (see :meth:`ddflow.Dataflow.datalog`).
+        (see :meth:`ddflow.Dataflow.datalog`).  ``max_iterations``,
+        ``max_seconds`` and ``max_records`` bound each recursive stratum,
+        as :meth:`view`'s do.
         """
+        self._limits[len(self.programs)] = {"max_iterations": max_iterations, "max_seconds": max_seconds,
+                                            "max_records": max_records}
         self.programs.append((program, hints))
         return self
 
@@ -417,9 +430,9 @@ class StreamingDataflow:
             handles[table] = flow.new_collection(table, schema=schema, event_time=event_time)[0]
         finals = {n for n, o in self.outputs.items() if o.mode == "final"}
         for view, query in self.views.items():
-            outs[view] = flow.sql(query, mode="final" if view in finals else "changelog")
-        for program, hints in self.programs:
-            for rel, coll in flow.datalog(program, hints).items():
+            outs[view] = flow.sql(query, mode="final" if view in finals else "changelog", **self._limits.get(view, {}))
+        for i, (program, hints) in enumerate(self.programs):
+            for rel, coll in flow.datalog(program, hints, **self._limits.get(i, {})).items():
                 if rel in outs:
                     raise ValueError(f"{self.name}: the Datalog relation {rel!r} has the name of another output")
                 if rel in finals:

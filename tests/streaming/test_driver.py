@@ -951,3 +951,31 @@ def test_updates_not_yet_checked_are_restored_as_logged_not_added_up(tmp_path):
 
 def letters_of(stream: StreamingDataflow, batch_id: int) -> list:
     return [(r["input"], r["error"], r["value"]) for r in stream.dead_letter.batches[batch_id].to_pylist()]
+
+
+def test_loop_limits_reach_views_and_programs_through_the_builder():
+    """.view(..., max_iterations=) and .datalog(..., max_records=) bound their fixpoints: the batch fails naming the
+    loop, while the same query without limits converges (a counter up to 50 needs 50 rounds)."""
+    nums = {"n": "bigint"}
+    counting = "WITH RECURSIVE up(n) AS (SELECT n FROM nums UNION SELECT n + 1 FROM up WHERE n < 50) SELECT n FROM up"
+    derive = (".decl nums(n: number) .input nums .decl up_dl(n: number) up_dl(n) :- nums(n). "
+              "up_dl(m) :- up_dl(n), n < 50, m = n + 1. .output up_dl")
+    rows = kafka_rows([{"n": 0, "t": 0, "diff": 1}], topic="nums")
+
+    def stream(**limits):
+        out = MemorySink()
+        s = (StreamingDataflow(name="limits").table("nums", nums, format="json", time="t", diff="diff", topic="nums")
+             .view("up", counting, **limits.get("view", {})).output("up", out)
+             .datalog(derive, **limits.get("datalog", {})).output("up_dl", MemorySink()))
+        return s, out
+
+    s, out = stream()
+    s.process_arrow(rows, 0)
+    assert len(accumulate(out.batches[0])) == 51
+    s.stop()
+    for limits, bound in (({"view": {"max_iterations": 10}}, "max_iterations=10"),
+                          ({"datalog": {"max_records": 20}}, "max_records")):
+        s, _ = stream(**limits)
+        with pytest.raises(ddflow.NonConvergence, match=bound):
+            s.process_arrow(rows, 0)
+        s.stop()
