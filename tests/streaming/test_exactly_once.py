@@ -182,6 +182,86 @@ def test_a_replay_after_a_restore_from_a_snapshot_writes_every_record_once(
     assert accumulate(ParquetSink(str(work / "reach")).table()) == {p: 1 for p in bfs(window, ROOTS)}
 
 
+WINDOWS = ("SELECT auction, window.start AS ws, window.end AS we, COUNT(*) AS n, MAX(price) AS top "
+           "FROM bids GROUP BY auction, window(ts, '10 seconds')")
+T0_US = 1_767_225_600_000_000  # 2026-01-01 UTC, microseconds
+
+
+def window_batches(seed: int, batches: int = 8, per_batch: int = 12):
+    """Kafka-shaped micro-batches of bids (string auctions, event times 0.9 s apart, now and then one late by up
+    to 3 s, within the watermark's lateness) and retractions of recent bids (diff -1 at the bid's own time, so
+    the snapshot drops both, and a restored process interns the auctions in another order); the net bids."""
+    rng = random.Random(seed)
+    auctions = [f"{rng.choice(['lot', 'Ärmel', 'z'])}-{i}" for i in range(6)]
+    out, bids, i = [], [], 0
+    for b in range(batches):
+        rows = []
+        for _ in range(per_batch):
+            i += 1
+            if bids and rng.random() < 0.25:
+                gone = bids.pop(rng.randrange(max(len(bids) - 2, 0), len(bids)))  # one of the last two
+                rows.append({**gone, "diff": -1})
+                continue
+            ts = T0_US + i * 900_000 - (rng.randrange(3_000_000) if rng.random() < 0.2 else 0)
+            bid = {"auction": rng.choice(auctions), "price": rng.randrange(1, 100), "ts": ts, "diff": 1}
+            bids.append(bid)
+            rows.append(bid)
+        out.append(kafka_rows(rows, topic="bids", start=b * per_batch))
+    return out, bids
+
+
+def window_stream(bootstrap: str, prefix: str, work, snapshot_every: int) -> StreamingDataflow:
+    return (StreamingDataflow(name="exactly-once-windows")
+            .table("bids", {"auction": "string", "price": "bigint", "ts": "timestamp"}, format="json", time="ts",
+                   diff="diff", lateness="5 seconds", topic="bids")
+            .view("windows", WINDOWS).view("windows_pq", WINDOWS)
+            .output("windows", KafkaSink(bootstrap, f"{prefix}-windows"), mode="final")
+            .output("windows_pq", ParquetSink(str(work / "windows")), mode="final")
+            .stateLocation(str(work / "state"), snapshot_every))
+
+
+@pytest.mark.parametrize("seed, batch, snapshot_every", [(1, 4, 2), (4, 3, 1)])  # both fail unsorted
+def test_final_window_rows_are_written_once_across_a_replay_after_a_snapshot(kafka_bootstrap, tmp_path, seed, batch,
+                                                                            snapshot_every):
+    """The issue's other symptom: final-mode window rows written twice after a restore, with string keys."""
+    batches, bids = window_batches(seed)
+    ref_prefix, prefix = f"eo-wref-{seed}-{tmp_path.name}"[:60], f"eo-w-{seed}-{tmp_path.name}"[:60]
+    create_topics(kafka_bootstrap, [f"{ref_prefix}-windows", f"{prefix}-windows"], partitions=2)
+    ref = window_stream(kafka_bootstrap, ref_prefix, tmp_path / "ref", snapshot_every)
+    for b, t in enumerate(batches):
+        ref.process_arrow(t, b)
+    ref.stop()
+    first = window_stream(kafka_bootstrap, prefix, tmp_path / "crashy", snapshot_every)
+
+    def die(where: str, batch_id: int) -> None:
+        if (where, batch_id) == ("before_state", batch):
+            raise Died(where)
+
+    first._fault = die
+    with pytest.raises(Died):
+        for b in range(batch + 1):
+            first.process_arrow(batches[b], b)
+    first.stop()
+    assert StateStore(str(tmp_path / "crashy" / "state")).manifest.files[0].startswith("snapshot-")
+    again = window_stream(kafka_bootstrap, prefix, tmp_path / "crashy", snapshot_every)
+    for b in range(batch, len(batches)):
+        again.process_arrow(batches[b], b)
+    again.stop()
+    assert again.outputs["windows"].sink.skipped > 0
+    got = partitions(kafka_bootstrap, f"{prefix}-windows")
+    assert got == partitions(kafka_bootstrap, f"{ref_prefix}-windows")
+    assert parquet_files(tmp_path / "crashy" / "windows") == parquet_files(tmp_path / "ref" / "windows")
+    rows = [json.loads(v) for p in got.values() for _, v, _ in p]
+    assert rows and all(r["diff"] == 1 for r in rows)
+    closed = collections.Counter()  # from scratch: the windows the last watermark closed
+    watermark = max(json.loads(v)["ts"] for t in batches for v in t.column("value").to_pylist()) - 5_000_000
+    for b in bids:
+        start = b["ts"] - (b["ts"] - T0_US) % 10_000_000
+        if start + 10_000_000 <= watermark:
+            closed[(b["auction"], start)] += 1
+    assert sorted((r["record"][0], r["record"][3]) for r in rows) == sorted((a, n) for (a, _), n in closed.items())
+
+
 def test_the_sinks_output_order_does_not_depend_on_the_row_order(kafka_bootstrap, tmp_path):
     """The same changes in two row orders: the same Kafka records in the same order, the same Parquet file."""
     rng = random.Random(5)
