@@ -46,6 +46,7 @@ import ddflow
 from ddflow.operators.capture import sql_table
 from ddflow.streaming.admission import admit_batch, applied_log, as_update, consolidated
 from ddflow.streaming.parse import DEAD_LETTER_SCHEMA, InputSpec, check_names
+from ddflow.streaming.release import QueryResources
 from ddflow.streaming.sinks import Sink
 from ddflow.streaming.state import (StateStore, check_first_batch, check_spark_commits, refuse_negative,
                                      spark_query_id)
@@ -126,6 +127,7 @@ class StreamingDataflow:
         # a new snapshot, older files not yet deleted) and "after_state" (the end of foreachBatch, before
         # Spark commits), e.g. to kill the process group there.  None in normal use.
         self._fault: Callable[[str, int], None] | None = None
+        self._resources: QueryResources | None = None  # the running query's, for stop() to release
 
     # -- builder ------------------------------------------------------------------
     def input(self, name: str, fields: Sequence[str], *, format: str = "columns", time: str | None = None,
@@ -354,7 +356,13 @@ class StreamingDataflow:
         return self
 
     def stop(self) -> None:
-        """Stop the dataflow's worker processes (after the Spark query has stopped)."""
+        """Stop the Spark query (if it still runs), release what it left in the driver (its callback thread and
+        the Python source's runner, :mod:`ddflow.streaming.release`), close the sinks, stop the workers."""
+        if self._resources is not None:
+            self._resources.release()
+        for sink in [*(o.sink for o in self.outputs.values()), self.dead_letter]:
+            if hasattr(sink, "close"):
+                sink.close()
         if self._flow is not None:
             self._flow.close()
 
@@ -391,12 +399,15 @@ class StreamingDataflow:
             self.state_path = checkpointLocation.rstrip("/") + "/ddflow-state"
         self.checkpoint_location = checkpointLocation
         self.open()
-        w = df.writeStream.foreachBatch(self.process_batch).option("checkpointLocation", checkpointLocation)
+        self._resources = QueryResources()
+        w = (df.writeStream.foreachBatch(self._resources.batch_function(self.process_batch))
+             .option("checkpointLocation", checkpointLocation))
         if trigger:
             w = w.trigger(**trigger)
         if queryName:
             w = w.queryName(queryName)
-        return w.start()
+        self._resources.query = w.start()
+        return self._resources.query
 
     # -- lifecycle ------------------------------------------------------------------
     @property
@@ -459,6 +470,9 @@ class StreamingDataflow:
         self._guarded = self._guard_functions(flow, handles)
         if self.state_path is not None:
             self._store = StateStore(self.state_path, self.snapshot_every, self._identity(flow, handles))
+            for sink in [*(o.sink for o in self.outputs.values()), self.dead_letter]:
+                if hasattr(sink, "bind"):  # sinks that sign what they write (KafkaSink) take the state key
+                    sink.bind(self._store.key)
             if self._fault is not None:
                 self._store.fault = self._fault
             m = self._store.manifest

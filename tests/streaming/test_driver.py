@@ -207,7 +207,7 @@ def test_snapshot_restore(tmp_path, restart_after):
     # A snapshot replaces the log every second batch; at most one log file follows it.
     assert m.files[0].startswith("snapshot-") and m.batches_since_snapshot == n_done % 2
     assert len(m.files) == 1 + n_done % 2
-    assert files == sorted(m.files + ["manifest.json"])
+    assert files == sorted(m.files + ["manifest.json", "state.key"])
     # The snapshot holds consolidated updates at its frontier - 1, no cancelled records.
     snap = StateStore.read_file(os.path.join(state, m.files[0]))
     snap_time = (m.frontier if n_done % 2 == 0 else StateStore.read_file(os.path.join(state, m.files[1]))
