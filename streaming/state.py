@@ -65,6 +65,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import sys
 import tempfile
@@ -77,6 +78,8 @@ import pyarrow.compute as pc
 from ddflow.errors import DdflowError
 
 MANIFEST = "manifest.json"
+#: The log files of batch 0, the only ones a crash before the first manifest leaves (driver's, or routed partitions').
+_FIRST_LOG = re.compile(r"log-000000000000(-p\d+)?\.arrow")
 #: The manifest's format; a manifest of any other format is refused.
 STATE_FORMAT = "ddflow-state-3"
 #: The format before the keyed checksum: refused, or upgraded once by :func:`upgrade`.
@@ -220,8 +223,9 @@ class StateStore:
         p = os.path.join(self.path, MANIFEST)
         if not os.path.exists(p):
             state = sorted(f for f in os.listdir(self.path) if not f.startswith(".") and f != KEY_FILE)
-            # The only state a crash can leave without a manifest: the first batch's log, written just before it.
-            if state and state != ["log-000000000000.arrow"]:
+            # The only state a crash can leave without a manifest: the first batch's log, written just before it
+            # (by the driver, or one file per partition by the executors that routed it).
+            if any(not _FIRST_LOG.fullmatch(f) for f in state):
                 raise self._refuse(MANIFEST, f"missing, but the directory holds {len(state)} state files "
                                              f"({', '.join(state[:3])}{', ...' if len(state) > 3 else ''})")
             return Manifest()

@@ -316,3 +316,18 @@ def test_a_full_disk_leaves_no_partial_file_and_the_state_as_it_was(tmp_path, sn
         assert "log-000000000001.arrow" in out["files"]  # the log fitted: the snapshot failed
     store = StateStore(state)
     assert store.manifest.batch_id == 0 and store.verify()["edges"].num_rows == 2000
+
+
+@pytest.mark.parametrize("files", [["log-000000000000.arrow"], ["log-000000000000-p00000.arrow",
+                                                                 "log-000000000000-p00001.arrow"]])
+def test_a_crash_before_the_first_manifest_leaves_a_state_that_opens(tmp_path, files):
+    """The first batch's log, by the driver or by the executors that routed its partitions, may be written before
+    the first manifest: a restart opens the directory empty (the batch is replayed); any other file is refused."""
+    path = tmp_path / "state"
+    StateStore(str(path))  # makes the directory and its key
+    for f in files:
+        (path / f).write_bytes(b"partial")
+    assert StateStore(str(path)).manifest.batch_id == -1
+    (path / "log-000000000001-p00000.arrow").write_bytes(b"later")
+    with pytest.raises(StateError, match="missing, but the directory holds"):
+        StateStore(str(path))
