@@ -451,18 +451,24 @@ def exert_idle(scope: Scope, spines: list, step: int, fuel: int = IDLE_FUEL) -> 
     """Share ``fuel`` units of merge work among ``spines``, starting at one that turns with ``step``; the units spent.
 
     Each spine takes what it can use (:meth:`ddflow.traces.spine.Spine.exert_idle`),
-    the next what is left.  What the merges free is counted on ``scope``;
-    past :data:`TRIM_BYTES` the heap is trimmed.  Cost: about ``fuel``
-    updates merged, O(batches) for each spine exerted.
+    the next what is left.  What the merges free is counted: the object
+    cells they let go of tell the interner (a collection of the codes no
+    longer held may be due, :meth:`ddflow.base.interner.Interner.release`),
+    and past :data:`TRIM_BYTES` of arrays the heap is trimmed.  Cost: about
+    ``fuel`` updates merged, O(batches) for each spine exerted.
     """
     spent = 0
     first = step % len(spines)
+    released = 0
     for spine in spines[first:] + spines[:first]:
         if spent >= fuel:
             break
-        before = spine.nbytes
+        nbytes, n = spine.nbytes, len(spine)
         spent += spine.exert_idle(fuel - spent)
-        scope.freed_bytes += max(before - spine.nbytes, 0)
+        scope.freed_bytes += max(nbytes - spine.nbytes, 0)
+        released += max(n - len(spine), 0) * spine.kinds.count("o")
+    if released:  # interner codes the traces no longer hold: a collection may be due (at a quiescent point)
+        scope.ctx.interner.release(released)
     if scope.freed_bytes >= TRIM_BYTES:
         scope.freed_bytes = 0
         trim()

@@ -8,6 +8,7 @@ output equals the from-scratch answer at every step meanwhile.
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -104,6 +105,29 @@ def test_group_by_comes_back_to_constant_state_after_deleting_everything(workers
         assert all(s["records"] <= 2 * IDLE_FLOOR for s in flow.stats()), flow.stats()
         assert flow.trace_bytes() <= 64 * 1024
         assert max(held[1:]) <= held[0]  # idle steps never grow it
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_deleted_string_keys_leave_the_interner_too(workers):
+    """Codes of values no trace holds any more are collected once the traces let them go, with no new value since."""
+    n = 20_000
+    with ddflow.Dataflow(workers=workers) as flow:
+        t_in, _ = flow.new_collection("t", schema={"k": "string"})
+        cap = flow.sql("SELECT k, COUNT(*) AS n FROM t GROUP BY k").capture()
+        keys = pa.table({"k": pa.array([f"key-{i}" for i in range(n)])})
+        t_in.update(keys, times=0)
+        step(flow)
+        assert len(cap.drain()) == n
+        t_in.update(keys, times=flow.frontier, diffs=-1)
+        step(flow)
+        assert len(cap.drain()) == n
+        for _ in range(4 * (4 * n) // IDLE_FUEL + 20):
+            step(flow)
+        assert flow.trace_size() <= 4 * IDLE_FLOOR
+        assert cap.contents(flow.frontier - 1) == {}
+        assert len(flow.interner) <= 4 * IDLE_FLOOR
+        if workers > 1:
+            assert all(w["interner_values"] <= 4 * IDLE_FLOOR for w in flow.worker_stats())
 
 
 def test_an_input_that_stops_shrinks_while_another_goes_on():
