@@ -454,8 +454,8 @@ def exert_idle(scope: Scope, spines: list, step: int, fuel: int = IDLE_FUEL) -> 
     the next what is left.  What the merges free is counted: the object
     cells they let go of tell the interner (a collection of the codes no
     longer held may be due, :meth:`ddflow.base.interner.Interner.release`),
-    and past :data:`TRIM_BYTES` of arrays the heap is trimmed.  Cost: about
-    ``fuel`` updates merged, O(batches) for each spine exerted.
+    and past about :data:`TRIM_BYTES` of arrays the heap is trimmed.  Cost:
+    about ``fuel`` updates merged, O(batches) for each spine exerted.
     """
     spent = 0
     first = step % len(spines)
@@ -463,10 +463,12 @@ def exert_idle(scope: Scope, spines: list, step: int, fuel: int = IDLE_FUEL) -> 
     for spine in spines[first:] + spines[:first]:
         if spent >= fuel:
             break
-        nbytes, n = spine.nbytes, len(spine)
+        n = len(spine)
         spent += spine.exert_idle(fuel - spent)
-        scope.freed_bytes += max(nbytes - spine.nbytes, 0)
-        released += max(n - len(spine), 0) * spine.kinds.count("o")
+        gone = max(n - len(spine), 0)
+        # About 8 bytes an update per column, time coordinate and diff (what the arrays of a batch take at most).
+        scope.freed_bytes += 8 * gone * (len(spine.kinds) + spine.depth + 1)
+        released += gone * spine.kinds.count("o")
     if released:  # interner codes the traces no longer hold: a collection may be due (at a quiescent point)
         scope.ctx.interner.release(released)
     if scope.freed_bytes >= TRIM_BYTES:
