@@ -638,8 +638,10 @@ class Spine:
         when ``2 P`` is at least half of what the spine holds and
         ``P >= IDLE_FLOOR``: a spine in its idle shape holds at most about
         twice what merging everything would leave, plus O(``IDLE_FLOOR``).
-        Both the peak's insertions and their deletions at last, say.
-        Cost: O(batches) (each batch counts its negatives once).
+        The arena's small batches count as one, all of whose updates may
+        be negative or positive (an upper bound, not counted: they are
+        few).  Cost: O(batches), no counting at all when the sizes alone
+        rule it out; each batch counts its negatives once.
 
         >>> from ddflow.base.interner import Interner
         >>> from ddflow.base.updates import from_rows
@@ -651,14 +653,22 @@ class Spine:
         >>> sp.reclaimable()
         True
         """
-        batches = [b for b in self.batches() if len(b.diffs)]
-        if len(batches) < 2:
-            return False
+        def worth(could: int) -> bool:
+            return could >= IDLE_FLOOR and 4 * could >= total
+
+        batches = [b for b in self._entry_batches() if len(b.diffs)]
+        arena = self._arena.updates if self._arena is not None else 0
+        sizes = [len(b.diffs) for b in batches] + ([arena] if arena else [])
+        total = sum(sizes)
+        if len(sizes) < 2 or not worth(sum(min(n, total - n) for n in sizes)):
+            return False  # a batch meets only the others: the sizes alone rule it out
         neg = [b.negatives() for b in batches]
-        pos = [len(b.diffs) - n for b, n in zip(batches, neg)]
+        pos = [len(b.diffs) - k for b, k in zip(batches, neg)]
+        if arena:  # at most all negative, at most all positive
+            neg.append(arena)
+            pos.append(arena)
         positives = sum(pos)
-        could = sum(min(n, positives - p) for n, p in zip(neg, pos))
-        return could >= IDLE_FLOOR and 4 * could >= sum(len(b.diffs) for b in batches)
+        return worth(sum(min(k, positives - p) for k, p in zip(neg, pos)))
 
     def _fuel_idle(self, fuel: int) -> int:
         """Give ``fuel`` units to the merges in progress, oldest first, until spent; return the units spent."""
