@@ -50,6 +50,8 @@ WITH_EXAMPLES = [
     "ddflow.traces.batch",
     "ddflow.traces.trace",
     "ddflow.traces.layout",
+    "ddflow.traces.spine",
+    "ddflow.base.heap",
     "ddflow.base.address",
     "ddflow.base.schema",
     "ddflow.plan.expr",
@@ -71,7 +73,6 @@ WITH_EXAMPLES = [
 #: Documented without examples (internal plumbing); any example added later must pass too.
 WITHOUT_EXAMPLES = [
     "ddflow.operators.input",
-    "ddflow.traces.spine",
 ]
 
 
