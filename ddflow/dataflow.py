@@ -674,7 +674,7 @@ class Dataflow:
         return Collection.constant(self.top, rows, kinds, name)
 
     def iterative(self, name: str | None = None, max_iterations: int | None = None,
-                  max_seconds: float | None = None) -> IterativeScope:
+                  max_seconds: float | None = None, max_records: int | None = None) -> IterativeScope:
         """A top-level loop scope for ``Variable``s (mutual recursion); bounds as ``Collection.iterate``.
 
         Cost: O(1); running the loop costs as ``Collection.iterate``.
@@ -688,7 +688,8 @@ class Dataflow:
         >>> [r for r, _, _ in out.drain()]
         [(0,), (1,), (2,), (4,), (8,)]
         """
-        return IterativeScope(self.top, name or self.ctx.fresh("iterative"), max_iterations, max_seconds)
+        return IterativeScope(self.top, name or self.ctx.fresh("iterative"), max_iterations, max_seconds,
+                             max_records)
 
     # -- running ------------------------------------------------------------------
     def advance_to(self, time: "int | datetime.datetime") -> None:
@@ -741,7 +742,8 @@ class Dataflow:
         ctx.ran = True
         try:
             if self.workers > 1:
-                self._workers().run([h.node for h in self.inputs], self.frontier, routed)
+                self._workers().run([h.node for h in self.inputs], self.frontier, routed,
+                                    [h.kinds for h in self.inputs])
             elif routed is not None:
                 raise UsageError("routed input needs workers on executors (workers > 1 and spark=...)")
             else:
@@ -840,7 +842,7 @@ class Dataflow:
 
         index = {id(n): i for i, n in enumerate(pool.nodes)}
         return Ingest({name: (index[id(h.node)], h) for name, h in handles.items()}, self.frontier,
-                      pool.placement.ingest)
+                      pool.placement.ingest, getattr(pool.placement, "credentials", None))
 
     def row_functions(self, inputs: "Sequence[InputHandle] | None" = None) -> "list[RowFunction]":
         """The row-wise functions (``map``, ``filter``, ``flat_map``) downstream of ``inputs`` (default: every

@@ -16,7 +16,9 @@ streaming query keeps ``reserve`` slots free for its own micro-batches.
 from __future__ import annotations
 
 import gc
+import itertools
 import json
+import os
 import re
 import socket
 import threading
@@ -28,6 +30,9 @@ from ddflow.workers.remote import register_launcher
 
 
 _WARM = False
+
+#: Numbers this process's barrier jobs' groups (``ddflow-workers-<pid>-<n>``): unique, and no secret in them.
+_GROUPS = itertools.count(1)
 
 #: Launchers of this process whose barrier job is running: they hold task slots (``SparkLauncher.tasks``).
 _RUNNING: "weakref.WeakSet[SparkLauncher]" = weakref.WeakSet()
@@ -63,8 +68,14 @@ def warm_kernels() -> None:
     _WARM = True
 
 
-def _task(payload: bytes, workers: int, tasks: int, address: tuple[str, int], token: str):
-    """The function each barrier task runs (on an executor): serve its share of the workers."""
+def _task(payload: bytes, workers: int, tasks: int, address: tuple[str, int], credentials: Any):
+    """The function each barrier task runs (on an executor): serve its share of the workers.
+
+    ``credentials`` (the dataflow's secret among them) reach the tasks
+    inside this function, which Spark ships to them as it ships any task's
+    code: never in the job's name or description, which Spark's UI, REST
+    API and event log show.
+    """
 
     def run(_rows):
         from pyspark import BarrierTaskContext
@@ -74,7 +85,7 @@ def _task(payload: bytes, workers: int, tasks: int, address: tuple[str, int], to
 
         warm_kernels()
         ctx = BarrierTaskContext.get()
-        ended = serve_task(payload, ctx.partitionId(), tasks, workers, address, token, ctx.allGather)
+        ended = serve_task(payload, ctx.partitionId(), tasks, workers, address, credentials, ctx.allGather)
         yield json.dumps({"task": ctx.partitionId(), "ended": ended})
 
     return run
@@ -119,6 +130,7 @@ class SparkLauncher:
         self._error: BaseException | None = None
         self.cancelled = False  #: cancel() was asked: the job is ending
         self.group = None
+        self.description = None
 
     def dumps(self, obj: Any) -> bytes:
         from pyspark import cloudpickle
@@ -181,14 +193,16 @@ class SparkLauncher:
             pass
         return "; ".join(parts)
 
-    def launch(self, payload: bytes, workers: int, tasks: int, address: tuple[str, int], token: str) -> None:
-        self.group = f"ddflow-workers-{token}"
+    def launch(self, payload: bytes, workers: int, tasks: int, address: tuple[str, int], credentials: Any) -> None:
+        # The group only has to be unique in this SparkContext; it names the dataflow's process, not its secret.
+        self.group = f"ddflow-workers-{os.getpid()}-{next(_GROUPS)}"
         self.n_tasks = tasks
-        fn = _task(payload, workers, tasks, address, token)
-        description = f"{self.label}: {workers} workers in {tasks} barrier tasks"
+        fn = _task(payload, workers, tasks, address, credentials)
+        #: What Spark's UI, REST API and event log show of the job (with the group): the dataflow, no secret.
+        self.description = f"{self.label}: {workers} workers in {tasks} barrier tasks"
 
         def body() -> None:
-            self.sc.setJobGroup(self.group, description, interruptOnCancel=True)
+            self.sc.setJobGroup(self.group, self.description, interruptOnCancel=True)
             try:
                 self.sc.parallelize(range(tasks), tasks).barrier().mapPartitions(fn).collect()
             except BaseException as e:  # noqa: BLE001 - reported through error()

@@ -27,6 +27,7 @@ import numpy as np
 from ddflow.base.native import preload
 from ddflow.graph.context import Context
 from ddflow.graph.scope import Scope
+from ddflow.workers.auth import MAX_FRAME_BYTES, TLS, Credentials
 from ddflow.workers.transport import connect_pair
 from ddflow.workers.worker import describe_state, proc_state, reap, worker_main
 
@@ -54,10 +55,17 @@ class ForkedPlacement:
     """W worker processes forked from the driver, connected by socketpairs or loopback TCP.
 
     ``transport``: one of :data:`ddflow.workers.transport.TRANSPORTS`.
+    Loopback TCP is the network path, on one machine: every connection
+    proves a fresh secret both ways (:mod:`ddflow.workers.auth`), with TLS
+    if ``tls`` is given or ``DDFLOW_TLS_*`` is set, and frames are bounded
+    by ``max_frame_bytes`` (default 1 GiB, or ``DDFLOW_MAX_FRAME_BYTES``).
+    Socketpairs need neither: nothing but the forked workers can reach them.
     """
 
-    def __init__(self, transport: str = "socketpair"):
+    def __init__(self, transport: str = "socketpair", tls: TLS | None = None, max_frame_bytes: int | None = None):
         self.transport = transport
+        self.tls = tls
+        self._max_frame = max_frame_bytes
         self.pids: list[int] = []
         self.hosts: list[str] = []
 
@@ -67,8 +75,10 @@ class ForkedPlacement:
         preload()  # the workers inherit the loaded extension; one that cannot load fails here, saying why
         self.owner = os.getpid()
         self.slot_map, self.slot, self.beats, self.due = shared_slots(W)
-        pairs = {(i, j): connect_pair(self.transport) for i in range(W) for j in range(i + 1, W)}
-        drivers = [connect_pair(self.transport) for _ in range(W)]
+        cred = Credentials.new(self.tls, self._max_frame) if self.transport == "tcp" else None
+        self.max_frame_bytes = cred.max_frame_bytes if cred is not None else MAX_FRAME_BYTES
+        pairs = {(i, j): connect_pair(self.transport, cred) for i in range(W) for j in range(i + 1, W)}
+        drivers = [connect_pair(self.transport, cred) for _ in range(W)]
         for a, b in [*pairs.values(), *drivers]:
             _LIVE_SOCKETS.add(a)
             _LIVE_SOCKETS.add(b)
@@ -81,7 +91,8 @@ class ForkedPlacement:
                 for s in list(_LIVE_SOCKETS):
                     if id(s) not in keep:
                         s.close()
-                worker_main(top, ctx, me, W, mine, drivers[me][1], self.slot, self.beats, tick, self.due)
+                worker_main(top, ctx, me, W, mine, drivers[me][1], self.slot, self.beats, tick, self.due,
+                            max_frame=self.max_frame_bytes)
             self.pids.append(pid)
         self.hosts = ["" for _ in range(W)]
         for a, b in pairs.values():

@@ -27,8 +27,9 @@ from ddflow.base.updates import Updates
 from ddflow.graph.context import Context
 from ddflow.graph.node import Node
 from ddflow.graph.scope import Scope
+from ddflow.workers.auth import MAX_FRAME_BYTES
 from ddflow.workers.exchange import partition
-from ddflow.workers.transport import Channel, ChannelClosed, Hub, Message
+from ddflow.workers.transport import Channel, ChannelClosed, Hub, Message, ProtocolError
 
 
 class Placement(Protocol):
@@ -50,6 +51,9 @@ class Placement(Protocol):
     due: np.ndarray
     pids: list[int]
     label: str  #: what the dataflow is called (its name, where it was made), set before :meth:`start`
+    #: Optional: the largest frame the driver's network channels to the workers carry (default
+    #: :data:`ddflow.workers.auth.MAX_FRAME_BYTES`); socketpairs have no limit.
+    max_frame_bytes: int
 
     def start(self, top: Scope, ctx: Context, tick: float | None) -> list:
         """Start the workers (each beats every ``tick`` seconds, or never); the driver's socket to each."""
@@ -104,7 +108,8 @@ class WorkerPool:
         self.closed = False
         socks = placement.start(top, ctx, self.tick)
         self.slot, self.beats, self.due = placement.slot, placement.beats, placement.due
-        self.channels = [Channel(d, w, ctx.interner) for w, d in enumerate(socks)]
+        limit = getattr(placement, "max_frame_bytes", None) or MAX_FRAME_BYTES
+        self.channels = [Channel(d, w, ctx.interner, limit) for w, d in enumerate(socks)]
         self.hub = Hub(self.channels)
         #: What failed the pool: every later command raises it again (its sockets are closed by then).
         self.failure: BaseException | None = None
@@ -115,6 +120,9 @@ class WorkerPool:
         self._stats: list[dict] = []
         self._errors: list[dict] = []
         self._gone: set[int] = set()
+        #: A worker's channel the driver closed for what came on it (a frame over the limit, or one that does
+        #: not decode): the cause the failure names.
+        self._refused: ProtocolError | None = None
 
     @property
     def pids(self) -> list[int]:
@@ -141,6 +149,8 @@ class WorkerPool:
         """
         try:
             self.hub.poll(self._on_message, timeout)
+        except ProtocolError as e:
+            self._refused = self._refused or e
         except ChannelClosed:
             pass
         for ch in self.channels:
@@ -209,11 +219,14 @@ class WorkerPool:
             self._poll()
 
     # -- commands ----------------------------------------------------------------------------------
-    def run(self, inputs: list[Node], frontier: int, routed: tuple[int, int] | None = None) -> None:
+    def run(self, inputs: list[Node], frontier: int, routed: tuple[int, int] | None = None,
+            kinds: list[tuple[str, ...] | None] | None = None) -> None:
         """Send every worker its share of the queued input, run to ``frontier``, hand outputs to the captures.
 
         ``routed=(batch, partitions)``: the run also takes the input that
-        executors sent the workers directly (:mod:`ddflow.workers.ingest`).
+        executors sent the workers directly (:mod:`ddflow.workers.ingest`),
+        checked against ``inputs`` and their column kinds ``kinds`` (the
+        handles', in the order of ``inputs``; None where not known).
         """
         self._check()
         shares: list[tuple[list[int], list[Updates]]] = [([], []) for _ in range(self.W)]
@@ -230,6 +243,9 @@ class WorkerPool:
         self._done = None
         self._dropped = {}
         collect = bool(self.due.any())
+        if routed is not None:
+            known = kinds if kinds is not None else [None] * len(inputs)
+            routed = (*routed, {ids[id(n)]: tuple(k) if k is not None else None for n, k in zip(inputs, known)})
         self._send([Message("run", (frontier, ids_, collect, routed), parts) for ids_, parts in shares])
         if collect:
             self._collect_codes()
@@ -296,6 +312,10 @@ class WorkerPool:
         primary = [e for e in self._errors if not e["peer_closed"]]
         if primary:
             raise self._failed(self._rebuild(primary[0]))
+        if self._refused is not None:
+            raise self._failed(errors.DataflowError(
+                f"the driver closed a worker's channel: {self._refused}; every worker was stopped and the dataflow is "
+                "stopped"))
         # Blame first a worker that ended on its own (not by our kill above), and by a signal over an exit.
         died = sorted((self._gone | set(exited)) - reported,
                       key=lambda w: (w not in exited, not status[w].startswith("killed"), w))

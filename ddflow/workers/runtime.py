@@ -282,12 +282,14 @@ class WorkerRuntime(Scheduler):
         frontier, ids, collect, routed = cmd.meta
         for nid, b in zip(ids, cmd.batches):
             self.nodes[nid].push(0, b)
-        if routed is not None:  # this run's input also came straight from the executors: (batch, partitions)
+        if routed is not None:  # this run's input also came straight from the executors
             if self.ingest is None:
                 raise RuntimeError("routed input, but this worker has no ingest listener")
-            for m in self.ingest.take(*routed, self.ctx.interner):
-                for nid, b in zip(m.meta[2], m.batches):
-                    self.nodes[nid].push(0, b)
+            batch, partitions, inputs = routed  # inputs: {input node id: the driver's column kinds, or None}
+            kinds = {nid: k if k is not None else self.nodes[nid].kinds for nid, k in inputs.items()}
+            # Checked in full before any is pushed: a bad frame fails the run with nothing of it applied.
+            for nid, b in self.ingest.take(batch, partitions, self.ctx.interner, kinds, self.ctx.completed):
+                self.nodes[nid].push(0, b)
         if collect:  # every process does it now, before it sends anything of this run (WorkerPool._collect_codes)
             self._collect_codes()
         self.step_scope(self.top, np.array([frontier], dtype=np.int64))

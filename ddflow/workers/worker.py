@@ -22,8 +22,9 @@ import numpy as np
 
 from ddflow.graph.context import Context
 from ddflow.graph.scope import Scope
+from ddflow.workers.auth import MAX_FRAME_BYTES
 from ddflow.workers.runtime import WorkerRuntime
-from ddflow.workers.transport import Channel, ChannelClosed, Message
+from ddflow.workers.transport import Channel, ChannelClosed, Message, ProtocolError
 
 
 def heartbeat(beats: np.ndarray, me: int, period: float) -> None:
@@ -41,8 +42,10 @@ def heartbeat(beats: np.ndarray, me: int, period: float) -> None:
 
 def worker_main(top: Scope, ctx: Context, me: int, workers: int, peer_socks: dict[int, socket.socket],
                 driver_sock: socket.socket, slot: np.ndarray, beats: np.ndarray, period: float | None,
-                due: np.ndarray, ingest=None) -> None:
+                due: np.ndarray, ingest=None, max_frame: int = MAX_FRAME_BYTES) -> None:
     """Serve the driver's commands until it says stop; report any exception to it; never returns.
+
+    ``max_frame``: the largest frame its network channels carry (socketpairs have none).
 
     Exits the process (``os._exit``): 0 after "stop", 1 after an error,
     which goes to the driver first with the worker's index, the operator
@@ -51,10 +54,10 @@ def worker_main(top: Scope, ctx: Context, me: int, workers: int, peer_socks: dic
     code = 0
     if period is not None:  # started here, in the worker only: the driver forks with no thread running
         threading.Thread(target=heartbeat, args=(beats, me, period), name="ddflow-heartbeat", daemon=True).start()
-    driver = Channel(driver_sock, -1, ctx.interner)
+    driver = Channel(driver_sock, -1, ctx.interner, max_frame)
     rt = None
     try:
-        peers = {w: Channel(s, w, ctx.interner) for w, s in peer_socks.items()}
+        peers = {w: Channel(s, w, ctx.interner, max_frame) for w, s in peer_socks.items()}
         rt = WorkerRuntime(top, ctx, me, workers, peers, driver, slot, due, ingest)
         rt.serve()
     except BaseException as e:  # noqa: BLE001 - everything is reported to the driver
@@ -62,8 +65,10 @@ def worker_main(top: Scope, ctx: Context, me: int, workers: int, peer_socks: dic
         where = None
         if rt is not None and slot[2 * me]:
             where = rt.nodes[int(slot[2 * me]) - 1].name
+        # A peer that went away is a consequence; a peer's frame this worker refused is a cause.
+        secondary = isinstance(e, ChannelClosed) and not isinstance(e, ProtocolError)
         info = {"worker": me, "operator": where, "type": type(e).__name__, "module": type(e).__module__,
-                "message": str(e), "traceback": traceback.format_exc(), "peer_closed": isinstance(e, ChannelClosed)}
+                "message": str(e), "traceback": traceback.format_exc(), "peer_closed": secondary}
         try:
             driver.send(Message("error", info))
             deadline = time.monotonic() + 2.0

@@ -415,3 +415,21 @@ def test_native_completion_kernels_refuse_times_shorter_than_the_bound():
         with pytest.raises(ValueError, match="fewer coordinates"):
             kernel(times, bound)
     assert N.least_round(np.zeros((0, 1), dtype=np.int64), bound) == -1 and not N.any_complete(times[:0], bound)
+
+
+def test_a_long_chain_of_inline_operators_runs_at_a_bounded_depth():
+    """2,000 stateless operators in a row (each applies what it is pushed, at once): no RecursionError, and every
+    update arrives exactly once, through a join and a count after the chain too."""
+    flow = ddflow.Dataflow()
+    pairs_in, pairs = flow.new_collection("pairs")
+    c = pairs
+    for k in range(2000):
+        c = c.project(1, 0)  # swapped 2,000 times: back as it was
+    joined = c.join(pairs).project(0, 1, 2).capture()
+    counted = c.project(0).count().capture()
+    rows = [(i % 7, i) for i in range(50)]
+    pairs_in.update(rows, times=0)
+    flow.advance_to(1)
+    flow.run()
+    assert sorted(r for r, _, _ in joined.drain()) == sorted((a, b, d) for a, b in rows for c_, d in rows if c_ == a)
+    assert sorted(r for r, _, _ in counted.drain()) == sorted({(k, sum(1 for a, _ in rows if a == k)) for k, _ in rows})

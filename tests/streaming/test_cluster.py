@@ -281,3 +281,53 @@ def test_a_start_that_finds_the_slots_held_names_the_dataflow_holding_them(clust
     after = ddflow.Dataflow(workers=2, spark=cluster)
     assert _counted(after) == COUNTED
     after.close()
+
+
+class _Marker:
+    """Unpickling this creates ``path``: what an attacker's pickled frame header would do in a worker."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_no_secret_in_the_job_and_strangers_run_nothing_on_the_executors(cluster, tmp_path):
+    """The Spark job's group and description name the dataflow, not its secret; a pickled frame and a size claim
+    at each executor's ingest port are refused (the executors run on this machine: the file would appear), and the
+    routed input that follows gives the right counts."""
+    import base64
+    import pickle
+    import socket
+    import struct
+
+    marker = str(tmp_path / "pwned")
+    with ddflow.Dataflow(workers=2, spark=cluster, name="attacked") as flow:
+        h, xs = flow.new_collection("xs")
+        cap = xs.project(0).count().capture()
+        ingest = flow.ingest()  # starts the workers on the executors
+        placement = flow._pool.placement
+        launcher, secret = placement.launcher, placement.credentials._secret
+        shown = f"{launcher.group} {launcher.description}"
+        for form in (secret.hex(), base64.b64encode(secret).decode(), repr(secret)):
+            assert form not in shown
+        assert "ddflow dataflow 'attacked'" in launcher.description
+        assert cluster.sparkContext.statusTracker().getJobIdsForGroup(launcher.group)  # the job's real group
+        header = pickle.dumps(("in", (0, 0, [0]), [], [], _Marker(marker)), protocol=5)
+        strangers = []
+        for address in ingest.addresses:
+            for data in (struct.pack("<QI", 12 + len(header), len(header)) + header, struct.pack("<QI", 400 << 20, 9)):
+                s = socket.create_connection(tuple(address))
+                s.sendall(data)
+                strangers.append(s)
+        for part, rows in enumerate(([(1, 0), (2, 0), (1, 5)], [(2, 7), (3, 1)])):
+            got = ingest.send(0, part, {"xs": (rows, 0, 1)})
+            if h.kinds is None:
+                h.kinds = tuple(got["kinds"]["xs"])
+        flow.advance_to(1)
+        flow.run(routed=(0, 2))
+        assert sorted(cap.drain()) == [((1, 2), 0, 1), ((2, 2), 0, 1), ((3, 1), 0, 1)]
+        for s in strangers:
+            s.close()
+    assert not os.path.exists(marker)

@@ -10,35 +10,17 @@ where namespaces cannot be made.
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
-import socket
 import subprocess
-import sys
-import tempfile
-import threading
-import time
 
 import numpy as np
 import pytest
 
 import ddflow
 from ddflow.workers.remote import RemotePlacement
-
-TASK = """
-import json, socket, sys
-from ddflow.workers.remote import serve_task
-payload_file, task, tasks, workers, host, port, token, gather_host, gather_port = sys.argv[1:]
-def gather(msg):
-    with socket.create_connection((gather_host, int(gather_port))) as s:
-        s.sendall((json.dumps([int(task), msg]) + "\\n").encode())
-        return json.loads(s.makefile().readline())
-with open(payload_file, "rb") as f:
-    payload = f.read()
-serve_task(payload, int(task), int(tasks), int(workers), (host, int(port)), token, gather)
-"""
+from launchers import TaskLauncher
 
 
 def _ip(*args: str) -> None:
@@ -77,65 +59,9 @@ def hosts():
         subprocess.run(["ip", kind, "del", name], capture_output=True)
 
 
-class NetnsLauncher:
-    """Starts task t in namespace t and serves the tasks' all-gather: what Spark's barrier stage does."""
-
-    def __init__(self, host: str, spaces: list[str]):
-        self.host = host
-        self.spaces = spaces
-        self.procs: list[subprocess.Popen] = []
-
-    def dumps(self, obj):
-        from pyspark import cloudpickle
-
-        return cloudpickle.dumps(obj)
-
-    def tasks(self, workers: int) -> int:
-        return len(self.spaces)
-
-    def launch(self, payload, workers, tasks, address, token) -> None:
-        fd, self.payload = tempfile.mkstemp(prefix="ddflow-payload-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-        gather = socket.create_server((self.host, 0))
-        threading.Thread(target=self._gather, args=(gather, tasks), daemon=True).start()
-        for t in range(tasks):
-            self.procs.append(subprocess.Popen(
-                ["ip", "netns", "exec", self.spaces[t], sys.executable, "-c", TASK, self.payload, str(t), str(tasks),
-                 str(workers), address[0], str(address[1]), token, *map(str, gather.getsockname()[:2])],
-                start_new_session=True))
-
-    @staticmethod
-    def _gather(srv: socket.socket, tasks: int) -> None:
-        conns, msgs = [], {}
-        while len(conns) < tasks:
-            c, _ = srv.accept()
-            t, msg = json.loads(c.makefile().readline())
-            msgs[t] = msg
-            conns.append(c)
-        reply = (json.dumps([msgs[t] for t in range(tasks)]) + "\n").encode()
-        for c in conns:
-            c.sendall(reply)
-            c.close()
-        srv.close()
-
-    def error(self):
-        bad = [(t, p.returncode) for t, p in enumerate(self.procs) if p.poll() not in (None, 0)]
-        return f"task {bad[0][0]} exited with status {bad[0][1]}" if bad else None
-
-    def cancel(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-
-    def join(self, seconds: float) -> bool:
-        end = time.monotonic() + seconds
-        for p in self.procs:
-            try:
-                p.wait(max(0.0, end - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                return False
-        return True
+def NetnsLauncher(host: str, spaces: list[str]) -> TaskLauncher:
+    """Task t in namespace t, each its own host: what Spark's barrier stage does across machines."""
+    return TaskLauncher(host, spaces)
 
 
 def _reach(flow):
