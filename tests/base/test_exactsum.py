@@ -1,4 +1,4 @@
-"""Exact double sums (ddflow.base.exactsum): the limb kernels, compiled, plain and native, against Python fractions."""
+"""Exact double sums (ddflow.base.exactsum): the limb kernels, plain and native, against Python fractions."""
 from __future__ import annotations
 
 import math
@@ -10,17 +10,14 @@ from hypothesis import strategies as st
 
 from ddflow.base import exactsum as E
 from ddflow.base.native import native_module
+from kernel_modes import MODES, as_run
 
 I64 = np.iinfo(np.int64)
-#: How a test runs the kernels: numba's compiled code, the plain-Python reference, or the native twins.
-MODES = ("numba", "plain", "native")
 
 
 def _kernels(mode):
-    """``(float_limbs, round_limbs)`` as ``mode`` runs them."""
-    if mode == "native":
-        return native_module().base.float_limbs, native_module().base.round_limbs
-    return (E.float_limbs.plain, E.round_limbs.plain) if mode == "plain" else (E.float_limbs, E.round_limbs)
+    """``(float_limbs, round_limbs)`` as ``mode`` (one of :data:`~kernel_modes.MODES`) runs them."""
+    return as_run(E.float_limbs, mode), as_run(E.round_limbs, mode)
 
 #: Any double: finite over the whole exponent range (subnormals, the largest), zeros of both signs, infinities, NaN.
 doubles = st.one_of(st.floats(allow_nan=True, allow_infinity=True),

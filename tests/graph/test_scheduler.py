@@ -13,20 +13,7 @@ from ddflow.errors import DataflowError, NonConvergence
 from ddflow.graph.node import any_complete, ready_mask, ready_split
 from ddflow.graph.scope import IterativeScope, Scheduler, least_round
 from ddflow.workers.runtime import WorkerRuntime
-
-
-#: How a test runs a kernel: numba's compiled code, its plain-Python reference, or the native twin (``ddflow._native``).
-MODES = ("numba", "plain", "native")
-
-
-def _kernel(k, mode, layer="graph"):
-    """Kernel ``k`` as ``mode`` runs it."""
-    if mode == "native":
-        space = native_module()
-        for part in layer.split("."):
-            space = getattr(space, part)
-        return getattr(space, k.__name__.lstrip("_"))
-    return k.plain if mode == "plain" else k
+from kernel_modes import MODES, as_run
 
 
 class General(Scheduler):
@@ -92,7 +79,7 @@ def test_least_round_matches_the_reference(data, mode):
     n = data.draw(st.integers(0, 12))
     times = data.draw(hnp.arrays(np.int64, (n, cols), elements=st.integers(0, 5)))
     outer = data.draw(hnp.arrays(np.int64, k, elements=st.integers(0, 6)))
-    assert _kernel(least_round, mode)(times, outer) == reference_least_round(times, outer)
+    assert as_run(least_round, mode)(times, outer) == reference_least_round(times, outer)
 
 
 @settings(max_examples=200)
@@ -101,7 +88,7 @@ def test_any_complete_matches_the_ready_mask(data, mode):
     depth = data.draw(st.integers(1, 3))
     times = data.draw(hnp.arrays(np.int64, (data.draw(st.integers(0, 8)), depth), elements=st.integers(0, 4)))
     bound = data.draw(hnp.arrays(np.int64, depth, elements=st.integers(0, 5)))
-    kernel = _kernel(any_complete, mode)
+    kernel = as_run(any_complete, mode)
     assert kernel(times, bound) == bool(ready_mask(times, bound).any())
 
 
@@ -111,7 +98,7 @@ def test_ready_split_is_the_ready_mask_and_its_count(data, mode):
     depth = data.draw(st.integers(1, 3))
     times = data.draw(hnp.arrays(np.int64, (data.draw(st.integers(0, 8)), depth), elements=st.integers(0, 4)))
     bound = data.draw(hnp.arrays(np.int64, depth, elements=st.integers(0, 5)))
-    mask, count = _kernel(ready_split, mode)(times, bound)
+    mask, count = as_run(ready_split, mode)(times, bound)
     want = np.all(times < bound, axis=1)
     assert mask.dtype == bool and mask.tolist() == want.tolist() and count == int(want.sum())
 

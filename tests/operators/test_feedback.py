@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from ddflow.base.native import native_module
+from ddflow.base.native import native_module, reference
 from ddflow.operators.feedback import feedback_round
-from tests.operators.test_join import IMPLS, kernel_of
+from kernel_modes import as_run
 
 I64 = np.iinfo(np.int64)
 _ENDS = [I64.min, -1, 0, 1, 2, I64.max - 1, I64.max]
@@ -30,10 +30,11 @@ def _same(got, ref):
 
 
 @settings(max_examples=400)
-@given(st.data(), st.sampled_from(IMPLS))
-def test_feedback_round_is_the_reference_at_the_edges(data, impl):
-    """Rows at int64's ends (an iteration at int64 max wraps, as numba's does; sums past int64), duplicates that
-    cancel, more rows than the insertion sort takes, rows not complete under the bound, empty feedback."""
+@given(st.data())
+def test_feedback_round_is_the_reference_at_the_edges(data):
+    """Rows at int64's ends (an iteration at int64 max wraps, as the reference's int64 does; sums past int64),
+    duplicates that cancel, more rows than the insertion sort takes, rows not complete under the bound, empty
+    feedback."""
     m = data.draw(st.integers(0, 3))
     depth = data.draw(st.integers(1, 3))
     n = data.draw(st.sampled_from([0, 1, 2, 5, 12, 40, 80]))
@@ -47,20 +48,19 @@ def test_feedback_round_is_the_reference_at_the_edges(data, impl):
     if data.draw(st.booleans()):  # read-only feedback, as a trace hands it
         K.flags.writeable = diffs.flags.writeable = False
     with np.errstate(over="ignore"):  # the plain reference wraps with numpy's scalars
-        _same(kernel_of(feedback_round, impl)(K, diffs, m, bound), feedback_round.plain(K, diffs, m, bound))
+        _same(as_run(feedback_round, "native")(K, diffs, m, bound), reference(feedback_round)(K, diffs, m, bound))
 
 
-@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("seed", range(6))
-def test_feedback_round_past_the_insertion_sort_is_the_reference(impl, seed):
+def test_feedback_round_past_the_insertion_sort_is_the_reference(seed):
     """Past SMALL_ROWS rows (consolidated by the merge sort), some cancelling."""
     rng = np.random.default_rng(seed)
     n, m = int(rng.integers(33, 120)), int(rng.integers(1, 3))
     K = rng.integers(0, 4, size=(n, m + 2)).astype(np.int64)
     diffs = rng.choice([-1, 1, 2], n).astype(np.int64)
-    ref = feedback_round.plain(K, diffs, m, np.array([9, 9]))
+    ref = reference(feedback_round)(K, diffs, m, np.array([9, 9]))
     assert ref[3] and len(ref[2]) > 0
-    _same(kernel_of(feedback_round, impl)(K, diffs, m, np.array([9, 9])), ref)
+    _same(as_run(feedback_round, "native")(K, diffs, m, np.array([9, 9])), ref)
 
 
 def test_the_native_feedback_round_refuses_arrays_that_do_not_fit_together():

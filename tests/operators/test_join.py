@@ -1,5 +1,5 @@
-"""The seek kernel as join uses it (unsorted keys with repeats) and the one-call join step (numba's and the native
-kernel) against plain references, and products of diffs that do not fit."""
+"""The seek kernel as join uses it (unsorted keys with repeats) and the one-call join step (native and its plain
+reference) against plain references, and products of diffs that do not fit."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,24 +12,14 @@ from ddflow.base.interner import Interner
 from ddflow.base.updates import Updates, from_rows
 from ddflow.errors import DataflowError, SchemaError
 from ddflow.base.kernels import kernels
-from ddflow.base.native import native_module
+from ddflow.base.native import native_module, reference
 from ddflow.operators.join import _products, checked_product, join_table
 from ddflow.traces import Batch
 from ddflow.traces.layout import BatchTable
+from kernel_modes import MODES, as_run
 from tests.traces.test_layout import traces
 
 I64 = np.iinfo(np.int64)
-#: How a kernel runs in these tests: numba's compiled dispatcher, its plain Python, or its native twin.
-IMPLS = ("compiled", "plain", "native")
-
-
-def kernel_of(k, impl: str):
-    """Kernel ``k`` (a ``lazy_jit`` kernel of ddflow.operators) as ``impl`` runs it (:data:`IMPLS`)."""
-    if impl == "plain":
-        return k.plain
-    if impl == "native":
-        return getattr(native_module().operators, k.__name__.lstrip("_"))
-    return k
 
 
 @settings(max_examples=200)
@@ -67,10 +57,10 @@ def _reference_join(batches, depth, arity, C, times, diffs, delta_left):
 
 
 @settings(max_examples=150, deadline=None)
-@given(traces(), st.integers(0, 2), st.lists(st.integers(-4, 4), max_size=8), st.booleans(), st.sampled_from(IMPLS),
+@given(traces(), st.integers(0, 2), st.lists(st.integers(-4, 4), max_size=8), st.booleans(), st.sampled_from(MODES),
        st.integers(0, 2**32 - 1))
 def test_join_table_is_the_consolidated_pairs_of_the_reference(tr, m, keys, delta_left, impl, seed):
-    """The join's one-call step, compiled, plain and native: both small (consolidated in the kernel) and larger
+    """The join's one-call step, plain and native: both small (consolidated in the kernel) and larger
     outputs."""
     batches, depth, arity = tr
     rng = np.random.default_rng(seed)
@@ -78,7 +68,7 @@ def test_join_table_is_the_consolidated_pairs_of_the_reference(tr, m, keys, delt
     C = np.vstack([np.array(keys, dtype=np.int64).reshape(1, n), rng.integers(-2, 3, size=(m, n))])
     times = rng.integers(0, 4, size=(n, depth))
     diffs = rng.choice([-2, -1, 1, 2], size=n)
-    kernel = kernel_of(join_table, impl)
+    kernel = as_run(join_table, impl)
     M, D, sel, sums, status, total, OC, OT = kernel(BatchTable.of(batches, depth, arity).matrix, C, times, diffs,
                                                     arity, depth, delta_left, 1 << 40)
     assert status in (0, 1) and total == len(M) == len(D)
@@ -97,7 +87,7 @@ def test_join_table_reports_products_and_sums_past_int64():
     b = Batch.from_updates(from_rows([(1, 5), (1, 6)], 0, [2**62, 2**62], Interner(), kinds=("i", "i")))
     T = BatchTable.of([b], 1, 2).matrix
     times = np.zeros((1, 1), dtype=np.int64)
-    for kernel in (kernel_of(join_table, impl) for impl in IMPLS):
+    for kernel in (as_run(join_table, impl) for impl in MODES):
         with np.errstate(over="ignore"):
             M, D, _, _, status, total = kernel(T, np.array([[1]]), times, np.array([4]), 2, 1, True, 1 << 40)[:6]
             assert status == 2 and total == 2 and len(M) == len(D) == 0  # a product, at the first pair
@@ -150,7 +140,7 @@ def test_the_native_join_table_is_the_reference_at_the_edges(arity, depth, m, si
     times = rng.choice(_ENDS, size=(len(keys), depth))
     diffs = rng.choice(np.array([-1, 1, 2]) if small else _ENDS[_ENDS != 0], len(keys))
     with np.errstate(over="ignore"):
-        ref = join_table.plain(T, C, times, diffs, arity, depth, delta_left, limit)
+        ref = reference(join_table)(T, C, times, diffs, arity, depth, delta_left, limit)
     _same(native_module().operators.join_table(T, C, times, diffs, arity, depth, delta_left, limit), ref)
 
 

@@ -1,4 +1,4 @@
-"""The walk's seed and pending kernels (``reduce/pending.py``), compiled, plain and native, against references."""
+"""The walk's seed and pending kernels (``reduce/pending.py``), plain and native, against references."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,10 +9,7 @@ from hypothesis.extra import numpy as hnp
 
 from ddflow.base.radix import RADIX_ROWS_ABOVE
 from ddflow.operators.reduce.pending import due_seeds, merge_pending
-from tests.operators.test_loop_kernels import IMPLS, kernel_of
-
-#: Calls kernels with argument types of its own: they compile in the test process, so it runs last (conftest.py).
-pytestmark = pytest.mark.compiles
+from kernel_modes import MODES, as_run
 
 
 def _check(keys: np.ndarray, times: np.ndarray) -> None:
@@ -58,10 +55,10 @@ def many_seeds(draw):
 
 
 @settings(max_examples=200, deadline=None)
-@given(seeds() | many_seeds(), st.sampled_from(IMPLS))
+@given(seeds() | many_seeds(), st.sampled_from(MODES))
 def test_due_seeds_are_the_new_and_the_complete_pending_sorted(s, impl):
     nk, nt, pk, pt, bound = s
-    kernel = kernel_of(due_seeds, impl)
+    kernel = as_run(due_seeds, impl)
     keys, g, a, waiting, bad = kernel(nk, nt, pk, pt, bound)
     ready = [bool((t < bound).all()) for t in pt]
     rows = sorted([(k, *t) for k, t in zip(nk.tolist(), nt.tolist())] +
@@ -73,7 +70,7 @@ def test_due_seeds_are_the_new_and_the_complete_pending_sorted(s, impl):
 
 
 @settings(max_examples=200, deadline=None)
-@given(seeds() | many_seeds(), st.data(), st.sampled_from(IMPLS))
+@given(seeds() | many_seeds(), st.data(), st.sampled_from(MODES))
 def test_merge_pending_is_the_sorted_distinct_union(s, data, impl):
     _, _, pk, pt, _ = s
     depth = pt.shape[1]
@@ -82,7 +79,7 @@ def test_merge_pending_is_the_sorted_distinct_union(s, data, impl):
     n = data.draw(st.sampled_from([0, 1, 10, RADIX_ROWS_ABOVE + 50]))
     P = np.column_stack([data.draw(hnp.arrays(np.int64, n, elements=st.integers(0, len(keys) - 1))),
                          data.draw(hnp.arrays(np.int64, (n, 2), elements=st.integers(0, 3)))]).astype(np.int64)
-    kernel = kernel_of(merge_pending, impl)
+    kernel = as_run(merge_pending, impl)
     ok, ot = kernel(pk, pt, waiting, keys, P)
     _check(ok, ot)
     want = sorted({(k, *t) for k, t, w in zip(pk.tolist(), pt.tolist(), waiting.tolist()) if w} |
@@ -95,11 +92,11 @@ def test_native_seed_kernels_check_their_arguments():
     """Times narrower than the bound, or groups outside the keys, would be read out of bounds: ValueErrors."""
     one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
     with pytest.raises(ValueError, match="due_seeds: times have fewer coordinates"):
-        kernel_of(due_seeds, "native")(one, np.zeros((1, 1), dtype=np.int64), none, np.zeros((0, 2), dtype=np.int64),
-                                       np.array([1, 1]))
+        as_run(due_seeds, "native")(one, np.zeros((1, 1), dtype=np.int64), none, np.zeros((0, 2), dtype=np.int64),
+                                    np.array([1, 1]))
     with pytest.raises(ValueError, match="due_seeds: nk and nt"):
-        kernel_of(due_seeds, "native")(one, np.zeros((2, 1), dtype=np.int64), none, np.zeros((0, 1), dtype=np.int64),
-                                       np.array([1]))
+        as_run(due_seeds, "native")(one, np.zeros((2, 1), dtype=np.int64), none, np.zeros((0, 1), dtype=np.int64),
+                                    np.array([1]))
     with pytest.raises(ValueError, match="merge_pending: P holds a group outside keys"):
-        kernel_of(merge_pending, "native")(none, np.zeros((0, 1), dtype=np.int64), np.zeros(0, dtype=bool), one,
-                                           np.array([[1, 0, 0]]))
+        as_run(merge_pending, "native")(none, np.zeros((0, 1), dtype=np.int64), np.zeros(0, dtype=bool), one,
+                                        np.array([[1, 0, 0]]))

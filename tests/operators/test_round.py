@@ -4,8 +4,8 @@ A fused run must be the unfused run (routes still on) and the run with
 neither: the same output at every step, the same counters and records
 held on every operator, the same seeds pending and input held at every
 reduce, the same column kinds on every node.  The round
-kernel, compiled, is checked against its plain self and its native twin
-on the arguments a run passes it, arenas included.
+kernel, native, is checked against its plain reference on the
+arguments a run passes it, arenas included.
 """
 from __future__ import annotations
 
@@ -20,10 +20,8 @@ import ddflow.operators.route as route_module
 from ddflow.operators.reduce.iterate import LoopTactic
 from ddflow.operators.reduce.walk import MODES, WalkTactic
 from ddflow.operators.round import ROUND, round_of
+from kernel_modes import as_run
 from tests.operators.test_route import _steps, same_writes, schedules
-
-#: Calls kernels with argument types of its own: they compile in the test process, so it runs last (conftest.py).
-pytestmark = pytest.mark.compiles
 
 
 def _bodies(edges):
@@ -120,14 +118,10 @@ def _arena_words(buf, T, rows, lo, hi):
     return R.tolist(), buf[lo:hi].tolist()
 
 
-@pytest.mark.parametrize("twin", ["plain", "native"])
-def test_the_round_kernel_compiled_is_its_plain_self_on_a_run(twin):
-    """Every call of a run of the fused bodies: compiled and plain (or native) give the same, words too, walks and
-    chains included."""
-    from ddflow.base.native import native_module
-
-    kernel = round_module.loop_round
-    other = kernel.plain if twin == "plain" else native_module().operators.loop_round
+def test_the_round_kernel_native_is_its_plain_reference_on_a_run():
+    """Every call of a run of the fused bodies: native and plain give the same, words too, walks and chains
+    included."""
+    kernel, other = as_run(round_module.loop_round, "native"), as_run(round_module.loop_round, "plain")
     stages, written, chains = [], [], []
 
     def both(*args):
@@ -349,7 +343,7 @@ def test_the_native_round_kernel_refuses_arrays_that_do_not_fit_together():
         return list(a.values())
 
     # The feedback written, nothing joined (the other side is empty): a round with no output, as the reference has it.
-    assert loop_round(*args())[0] == round_module.loop_round.plain(*args())[0] == ROUND
+    assert loop_round(*args())[0] == as_run(round_module.loop_round, "plain")(*args())[0] == ROUND
     for change, what in ((dict(m=4), "m >= 1 columns and then its times"),
                          (dict(idx2=np.zeros(0, i64)), "must not be empty"),
                          (dict(at2=3), "must lie in their tables"),

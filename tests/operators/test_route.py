@@ -4,9 +4,9 @@ A routed run must be the unrouted run exactly: the same output at every
 step, the same counters and records held on every operator, the same
 column kinds fixed on every node.
 The kernels that route (``join_table_into``, ``feedback_round_into``),
-compiled, plain and native, are checked against the kernels they extend
-followed by the projection and ``arena_insert``; and the native ones
-against numba's on copies of the arenas an engine run writes into.
+plain and native, are checked against the kernels they extend followed
+by the projection and ``arena_insert``; and the native ones against
+their plain references on copies of the arenas an engine run writes into.
 """
 from __future__ import annotations
 
@@ -19,10 +19,7 @@ from hypothesis.extra import numpy as hnp
 import ddflow
 import ddflow.operators.route as route_module
 from ddflow.operators.route import route_of
-from tests.operators.test_join import IMPLS, kernel_of
-
-#: Calls kernels with argument types of its own: they compile in the test process, so it runs last (conftest.py).
-pytestmark = pytest.mark.compiles
+from kernel_modes import MODES, as_run
 
 
 def _build(edges):
@@ -172,7 +169,7 @@ def _arena_batch(arena, used, n):
 
 
 @settings(max_examples=200, deadline=None)
-@given(join_steps(), st.sampled_from(IMPLS), st.data())
+@given(join_steps(), st.sampled_from(MODES), st.data())
 def test_join_table_into_is_join_table_then_the_insert(s, impl, data):
     """The join's output, consolidated (by numpy past SMALL_ROWS) and projected, is the batch written into the arena.
 
@@ -195,7 +192,7 @@ def test_join_table_into_is_join_table_then_the_insert(s, impl, data):
     buf, _, At, at = arena.target()
     most = len(buf) - words_for(SMALL_ROWS, len(idx), depth)
     used = data.draw(st.integers(0, most) | st.just(most), label="used")
-    kernel = kernel_of(join_table_into, impl)
+    kernel = as_run(join_table_into, impl)
     M2, D2, status2, k, cols, ts, ds, now_used = kernel(T, C, times, diffs, 2, depth, left, 1 << 20, idx, buf, used,
                                                         At, at)
     assert M2.tolist() == M.tolist() and D2.tolist() == D.tolist()
@@ -212,7 +209,8 @@ def test_join_table_into_is_join_table_then_the_insert(s, impl, data):
     if status != 0:
         return
     assert k == len(sums)
-    K = np.column_stack([OC[idx].T, OT]).reshape(len(sums), len(idx) + depth)
+    # C-contiguous, as the native insert takes its rows (column_stack of F-ordered parts is F-ordered).
+    K = np.ascontiguousarray(np.column_stack([OC[idx].T, OT]).reshape(len(sums), len(idx) + depth))
     ref = _arena_for(len(idx), depth)
     rb, _, rT, rat = ref.target()
     rc, rt, rd, rused, overflow = arena_insert(K, sums.copy(), len(idx), rb, used, rT, rat)
@@ -224,7 +222,7 @@ def test_join_table_into_is_join_table_then_the_insert(s, impl, data):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.data(), st.sampled_from(IMPLS))
+@given(st.data(), st.sampled_from(MODES))
 def test_feedback_round_into_is_feedback_round_then_the_insert(data, impl):
     from ddflow.operators.iterate import feedback_round, feedback_round_into
     from ddflow.traces.arena import arena_insert
@@ -239,14 +237,14 @@ def test_feedback_round_into_is_feedback_round_then_the_insert(data, impl):
     idx = np.array(data.draw(st.lists(st.integers(0, m - 1), min_size=1, max_size=3)), dtype=np.int64)
     C, T, D, due, overflow = feedback_round(K, diffs, m, bound)
     arena = _arena_for(len(idx), 2)
-    kernel = kernel_of(feedback_round_into, impl)
+    kernel = as_run(feedback_round_into, impl)
     k, cols, ts, ds, due2, overflow2, used = kernel(K, diffs, m, bound, idx, *arena.target())
     assert (due2, overflow2) == (due, overflow)
     if not due or overflow:
         return
     assert k == len(D)
     ref = _arena_for(len(idx), 2)
-    P = np.column_stack([C[idx].T, T]).reshape(len(D), len(idx) + 2)
+    P = np.ascontiguousarray(np.column_stack([C[idx].T, T]).reshape(len(D), len(idx) + 2))
     rc, rt, rd, rused, _ = arena_insert(P, D.copy(), len(idx), *ref.target())
     assert [c.tolist() for c in cols] == [c.tolist() for c in rc] and ts.tolist() == rt.tolist()
     assert ds.tolist() == rd.tolist() and used == rused
@@ -282,8 +280,8 @@ def same_writes(args, copies):
 
 def same_results_and_writes(kernel, twin, args):
     """``kernel(*args)``, after ``twin`` ran on copies of the writable arguments: the same results, and the same
-    writes into the arenas (:func:`same_writes`).  What checks a kernel that writes through the addresses of its
-    arguments, which ``DDFLOW_NATIVE_CHECK`` skips."""
+    writes into the arenas (:func:`same_writes`): how a kernel that writes through the addresses of its arguments
+    is checked against its reference."""
     copies = [a.copy() if isinstance(a, np.ndarray) and a.flags.writeable else a for a in args]
     want = twin(*copies)
     got = kernel(*args)
@@ -297,20 +295,19 @@ def same_results_and_writes(kernel, twin, args):
     return got
 
 
-def test_the_routing_kernels_native_are_numbas_on_the_arenas_of_a_run():
+def test_the_routing_kernels_native_are_the_references_on_the_arenas_of_a_run():
     """Every call of ``join_table_into`` and ``feedback_round_into`` in runs of routed bodies (rounds not fused,
-    so that both are called from Python): the native twin, on copies of the arguments, returns what numba's
-    kernel returns and writes the same words and table rows into its copies of the arenas."""
+    so that both are called from Python): the native kernel returns what the plain reference, on copies of the
+    arguments, returns, and writes the same words and table rows into the arenas as it into its copies."""
     import ddflow.operators.iterate as iterate_module
     import ddflow.operators.join as join_module
     import ddflow.operators.round as round_module
-    from ddflow.base.native import native_module
 
     calls = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(round_module, "_find", lambda node: None)
         for module, name in ((join_module, "join_table_into"), (iterate_module, "feedback_round_into")):
-            kernel, twin = getattr(module, name), getattr(native_module().operators, name)
+            kernel, twin = as_run(getattr(module, name), "native"), as_run(getattr(module, name), "plain")
 
             def spy(*args, _kernel=kernel, _twin=twin, _name=name):
                 got = same_results_and_writes(_kernel, _twin, args)

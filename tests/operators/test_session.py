@@ -1,5 +1,5 @@
-"""Session windows against a from-scratch sessionization at every complete time, and their kernel (numba's and the
-native one) against its plain reference.
+"""Session windows against a from-scratch sessionization at every complete time, and their kernel (native) against
+its plain reference.
 
 Streams are random signed updates over a few keys with colliding ``ts``
 and fields (duplicates, removals that split sessions, and without
@@ -21,10 +21,9 @@ import ddflow
 from ddflow.base.native import native_module
 from ddflow.errors import SchemaError
 from ddflow.operators.session import session_step
+from kernel_modes import as_run
 
 I64 = np.iinfo(np.int64)
-#: The kernel each test compares with the plain reference: numba's, and the native twin.
-KERNELS = {"numba": lambda: session_step, "native": lambda: native_module().operators.session_step}
 
 
 def sessions_from_scratch(acc: Counter, gap: int, now: int | None) -> Counter:
@@ -133,14 +132,13 @@ def _same_results(got, ref):
         assert np.shape(g) == np.shape(r) and np.array_equal(g, r), f"result {i}: {g!r} != {r!r}"
 
 
-@pytest.mark.parametrize("kernel", sorted(KERNELS))
 @pytest.mark.parametrize("seed", range(60))
-def test_session_step_compiled_equals_plain(seed, kernel):
+def test_session_step_native_equals_plain(seed):
     rng = np.random.default_rng(seed)
     gap = int(rng.integers(1, 5))
     expire = bool(seed % 2)
     args = (*_random_state(rng, gap), int(rng.integers(21, 40)), gap, expire)
-    _same_results(KERNELS[kernel]()(*args), session_step.plain(*args))
+    _same_results(as_run(session_step, "native")(*args), as_run(session_step, "plain")(*args))
 
 
 @st.composite
@@ -184,8 +182,8 @@ def _edge_inputs(draw):
 @given(_edge_inputs())
 def test_the_native_session_step_equals_the_reference_at_the_edges(args):
     with np.errstate(over="ignore"):  # the reference wraps a shown count's change as int64 does
-        ref = session_step.plain(*args)
-    _same_results(native_module().operators.session_step(*args), ref)
+        ref = as_run(session_step, "plain")(*args)
+    _same_results(as_run(session_step, "native")(*args), ref)
 
 
 def test_the_native_session_step_refuses_arrays_that_do_not_fit_together():

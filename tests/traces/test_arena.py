@@ -1,4 +1,5 @@
-"""The spine's arena: each small batch written by one compiled (or native) call is the batch the reference builds."""
+"""The spine's arena: each small batch written by one native call (or its plain reference) is the batch the reference
+builds."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -13,20 +14,7 @@ from ddflow.traces import Trace
 from ddflow.traces.arena import Arena, arena_insert, words_for
 from ddflow.traces.batch import Batch, Description
 from ddflow.traces.layout import VAL0, BatchTable, batch_row, empty_table
-
-
-#: How a test runs a kernel: numba's compiled code, its plain-Python reference, or the native twin (``ddflow._native``).
-MODES = ("numba", "plain", "native")
-
-
-def _kernel(k, mode, layer="traces"):
-    """Kernel ``k`` as ``mode`` runs it."""
-    if mode == "native":
-        space = native_module()
-        for part in layer.split("."):
-            space = getattr(space, part)
-        return getattr(space, k.__name__.lstrip("_"))
-    return k.plain if mode == "plain" else k
+from kernel_modes import MODES, as_run
 
 
 def _updates(rng, n, arity, depth, diffs=(-1, 1, 2)):
@@ -38,13 +26,13 @@ def _updates(rng, n, arity, depth, diffs=(-1, 1, 2)):
 @given(st.integers(1, 3), st.integers(1, 3), st.integers(1, SMALL_ROWS), st.integers(0, 2**32 - 1),
        st.sampled_from(MODES))
 def test_arena_insert_writes_the_batch_the_reference_builds(arity, depth, n, seed, mode):
-    """Batch after batch, compiled, plain and native: the returned updates are ``consolidate``'s, and each row describes, in
+    """Batch after batch, plain and native: the returned updates are ``consolidate``'s, and each row describes, in
     the buffer, the trie ``Batch.from_updates`` builds of them; rows before the arena's are left alone."""
     rng = np.random.default_rng(seed)
     kinds = ("i",) * arity
     spine_rows = BatchTable.of([Batch.from_updates(consolidate(_updates(rng, 5, arity, depth)))], depth, arity)
     a = Arena(kinds, depth, 4, spine_rows)
-    kernel = _kernel(arena_insert, mode)
+    kernel = as_run(arena_insert, mode)
 
     def insert(K, diffs):
         C, T, D, used, overflow = kernel(K, diffs, a.arity, *a.target())
@@ -74,7 +62,7 @@ def test_arena_insert_writes_the_batch_the_reference_builds(arity, depth, n, see
 
 @pytest.mark.parametrize("mode", MODES)
 def test_arena_insert_writes_nothing_when_updates_cancel_or_a_sum_overflows(mode):
-    kernel = _kernel(arena_insert, mode)
+    kernel = as_run(arena_insert, mode)
     big = np.iinfo(np.int64).max
     buf, T = np.zeros(words_for(2, 2, 1), dtype=np.int64), np.zeros((1, 11), dtype=np.int64)
     K = np.array([[1, 2, 0], [1, 2, 0]], dtype=np.int64)

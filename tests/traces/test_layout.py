@@ -1,9 +1,9 @@
-"""The table kernels (one compiled call over every batch of a trace) against plain references.
+"""The table kernels (one native call over every batch of a trace) against plain references.
 
 Random traces of several batches (empty and single-row ones included),
 int32 and int64 offsets, times of depth 1, 2 and 3; each kernel runs
-compiled, as plain Python (``.plain``, through ctypes views) and native
-(``ddflow._native.traces``), and each must equal a reference computed from
+native (``ddflow._native.traces``) and as its plain-Python reference
+(through ctypes views), and each must equal a reference computed from
 the batches' flattened updates.
 """
 from __future__ import annotations
@@ -18,20 +18,7 @@ from ddflow.base.updates import Updates
 from ddflow.traces.batch import Batch
 from ddflow.traces.layout import COUNT_DISTINCT, INSERTION_RUN, VAL0, BatchTable, histories, seek_table_within
 from ddflow.traces.trace import Trace, seek
-
-
-#: How a test runs a kernel: numba's compiled code, its plain-Python reference, or the native twin (``ddflow._native``).
-MODES = ("numba", "plain", "native")
-
-
-def _kernel(k, mode, layer="traces"):
-    """Kernel ``k`` as ``mode`` runs it."""
-    if mode == "native":
-        space = native_module()
-        for part in layer.split("."):
-            space = getattr(space, part)
-        return getattr(space, k.__name__.lstrip("_"))
-    return k.plain if mode == "plain" else k
+from kernel_modes import MODES, as_run
 
 
 I64 = np.iinfo(np.int64)
@@ -83,7 +70,7 @@ def test_seek_table_matches_the_per_batch_seek(tr, keys, mode):
     batches, depth, arity = tr
     keys = np.array(keys, dtype=np.int64)
     table = BatchTable.of(batches, depth, arity)
-    kernel = _kernel(seek_table_within, mode)
+    kernel = as_run(seek_table_within, mode)
     q, cols, times, diffs, total = kernel(table.matrix, keys, arity, depth, 1 << 40)
     assert total == len(q)
     over = kernel(table.matrix, keys, arity, depth, total - 1)  # over the limit: counted, nothing read
@@ -111,7 +98,7 @@ def test_histories_match_a_filter_of_the_flattened_updates(tr, data, mode):
     rows = data.draw(st.sets(st.tuples(*[QUERY_KEYS] * ng), max_size=5))
     groups = np.array(sorted(rows), dtype=np.int64).reshape(-1, ng).T.copy()
     table = BatchTable.of(batches, depth, arity)
-    kernel = _kernel(histories, mode)
+    kernel = as_run(histories, mode)
     gid, cols, times, diffs = kernel(table.matrix, groups, arity, depth)
     _check_histories(batches, groups, gid, cols, times, diffs)
 
@@ -128,7 +115,7 @@ def test_histories_orders_long_groups_stably(mode, outer_times):
         times = np.stack([rng.integers(0, outer_times, size=n), rng.integers(0, 50, size=n)], axis=1)
         batches.append(Batch.from_updates(Updates(cols, times, rng.choice([-1, 1, 2], size=n), ("i", "i"))))
     groups = np.array([[0, 1]], dtype=np.int64)
-    kernel = _kernel(histories, mode)
+    kernel = as_run(histories, mode)
     gid, cols, times, diffs = kernel(BatchTable.of(batches, 2, 2).matrix, groups, 2, 2)
     for g in range(2):
         outer = times[gid == g, 0]
@@ -182,7 +169,7 @@ def test_merge_table_is_the_consolidated_advanced_union(tr, data, mode):
     batches, depth, arity = tr
     F = np.array(data.draw(st.lists(st.lists(st.integers(0, 4), min_size=depth, max_size=depth), max_size=2)),
                  dtype=np.int64).reshape(-1, depth)
-    kernel = _kernel(merge_table, mode)
+    kernel = as_run(merge_table, mode)
     keys, vals, key_offs, val_offs, times, diffs, row, overflow = kernel(BatchTable.of(batches, depth, arity).matrix,
                                                                          arity, depth, F)
     assert not overflow
@@ -210,7 +197,7 @@ def test_merge_table_reports_an_overflow():
     b = [Batch.from_updates(Updates((np.array([1]),), np.zeros((1, 1), dtype=np.int64), np.array([big]), ("i",)))] * 2
     with np.errstate(over="ignore"):  # the plain kernel's int64 sum wraps (and says so) before it is reported
         for mode in MODES:
-            out = _kernel(merge_table, mode)(BatchTable.of(b, 1, 1).matrix, 1, 1, np.zeros((0, 1), dtype=np.int64))
+            out = as_run(merge_table, mode)(BatchTable.of(b, 1, 1).matrix, 1, 1, np.zeros((0, 1), dtype=np.int64))
             assert out[-1] and all(len(a) == 0 for a in out[:2] + out[4:7]) and out[2].tolist() == out[3].tolist() == [0]
 
 
@@ -229,7 +216,7 @@ def test_trie_with_row_builds_the_batch_and_row_of_the_reference(depth, arity, n
     if not len(u):
         return
     desc = Description.covering(depth)
-    got = Batch._from_ints(u, desc, True, _kernel(trie_with_row, mode))
+    got = Batch._from_ints(u, desc, True, as_run(trie_with_row, mode))
     ref = Batch._from_any(u, desc, True)
     for a, b in [(got.keys, ref.keys), (got.key_offs, ref.key_offs), (got.val_offs, ref.val_offs),
                  (got.times, ref.times), (got.diffs, ref.diffs), *zip(got.vals, ref.vals)]:
@@ -383,7 +370,7 @@ def test_an_empty_merge_puts_its_value_columns_where_its_row_says(mode):
     from ddflow.traces.merge import merge_table
 
     T = empty_table(3)
-    keys, vals, key_offs, val_offs, times, diffs, row, overflow = _kernel(merge_table, mode)(
+    keys, vals, key_offs, val_offs, times, diffs, row, overflow = as_run(merge_table, mode)(
         T, 3, 1, np.zeros((0, 1), dtype=np.int64))
     assert not overflow and vals.shape == (2, 0)
     assert [v.ctypes.data for v in vals] == row[VAL0:].tolist()

@@ -1,4 +1,4 @@
-"""The merge kernels (``traces/merge.py``) on rows with many updates, compiled, plain and native, against a plain reference.
+"""The merge kernels (``traces/merge.py``) on rows with many updates, plain and native, against a plain reference.
 
 The batch tests elsewhere draw a few updates per row; here a handful of
 (key, value) rows carry up to 80 updates each, in an order the frontier's
@@ -25,17 +25,7 @@ from ddflow.errors import SchemaError
 from ddflow.traces.batch import Batch, Description
 from ddflow.traces.layout import batch_row
 from ddflow.traces.merge import merge_pair, merge_rows
-
-
-#: How a test runs a kernel: numba's compiled code, its plain-Python reference, or the native twin (``ddflow._native``).
-MODES = ("numba", "plain", "native")
-
-
-def _kernel(k, mode):
-    """Kernel ``k`` as ``mode`` runs it."""
-    if mode == "native":
-        return getattr(native_module().traces, k.__name__.lstrip("_"))
-    return k.plain if mode == "plain" else k
+from kernel_modes import MODES, as_run
 
 
 def _batch(rng, n, depth, t_lo, t_hi, keys):
@@ -71,10 +61,10 @@ def test_rows_with_many_updates_merge_as_the_reference(depth, na, nb, keys, mode
 def _merged(ba, bb, frontier, mode, path, keys=None):
     """``ba`` merged with ``bb`` by ``path``'s kernel ("pair": ``merge_pair``, "rows": ``merge_rows``), as ``mode`` runs it."""
     if path == "pair":
-        name, kernel = "merge_pair", _kernel(merge_pair, mode)
+        name, kernel = "merge_pair", as_run(merge_pair, mode)
         merge = lambda: ba.merge(bb, frontier, keys)  # noqa: E731
     else:
-        name, kernel = "merge_rows", _kernel(merge_rows, mode)
+        name, kernel = "merge_rows", as_run(merge_rows, mode)
         a, b = (ba, bb) if keys is None else (ba.slice_keys(*keys[0]), bb.slice_keys(*keys[1]))
         merge = lambda: a.merge_by_rows(b, frontier)  # noqa: E731
     saved = getattr(batch_module, name)
@@ -149,7 +139,7 @@ def test_the_longest_rows_need_both_sorts():
     assert np.diff(b.val_offs).max() > 32
 
 
-@pytest.mark.parametrize("mode", ["numba", "native"])
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("path", ["pair", "rows"])
 def test_a_sum_past_int64_names_the_record_and_time(path, mode):
     """Two diffs of 2**62 on one record and time, merged: an error naming them, never a wrapped sum."""
@@ -164,10 +154,10 @@ def test_a_sum_past_int64_names_the_record_and_time(path, mode):
 def test_merges_hand_the_kernels_a_read_only_frontier_with_or_without_one(monkeypatch):
     """Without a frontier a merge passes the empty frontier's elements, read-only as every frontier's are.
 
-    The kernels then meet one array type for the frontier, so one compiled
-    specialization serves both; a writable ``np.zeros`` for "no frontier"
-    made numba compile ``merge_pair`` again on first use (13 s, found by
-    ``make test``'s slowest tests).
+    The kernels then meet one array type for the frontier, with or without
+    one: an int64 matrix of the times' depth, read-only, which the native
+    bindings take as a read-only view (another dtype or shape would be
+    their TypeError or ValueError, not a conversion).
     """
     import ddflow.traces.spine as spine_module
 
@@ -226,8 +216,8 @@ def merge_inputs(draw):
 @given(merge_inputs())
 def test_native_merge_rows_is_the_reference(args):
     """``merge_rows``, native and plain, on the same inputs: every result equal, dtypes and shapes too."""
-    ref = merge_rows.plain(*args)
-    got = native_module().traces.merge_rows(*args)
+    ref = as_run(merge_rows, "plain")(*args)
+    got = as_run(merge_rows, "native")(*args)
     assert len(got) == len(ref) == 6 and got[5] == ref[5]
     for a, b in zip(got[:5], ref[:5]):
         assert a.dtype == b.dtype and a.shape == b.shape and a.tolist() == b.tolist()
