@@ -126,7 +126,7 @@ def test_merges_that_cancel_keep_no_peak_sized_arrays():
 
     ins = Batch.from_updates(ints(range(n), 0, 1))
     dels = Batch.from_updates(ints(range(keep, n), 1, -1))
-    check(ins.merge(dels, Antichain.from_time(2)))  # compiled pair merge
+    check(ins.merge(dels, Antichain.from_time(2)))  # the native pair merge (merge_pair)
     fins = Batch.from_updates(ints(range(n), 0, 1, vals=np.arange(n) / 2, kinds=("i", "f")))
     fdels = Batch.from_updates(ints(range(keep, n), 1, -1, vals=np.arange(keep, n) / 2, kinds=("i", "f")))
     check(fins.merge(fdels, Antichain.from_time(2)))  # any kinds: merge_by_rows
