@@ -755,6 +755,23 @@ function("rtrim", _strings("s", "string"))(_string_kernel(lambda a: pc.utf8_rtri
 function("reverse", _strings("s", "string"))(_string_kernel(pc.utf8_reverse, "string"))
 
 
+@function("concat_ws", _concat_typer)
+def _concat_ws(args, e, n):
+    """concat_ws(sep, s1, ...): the non-NULL strings joined by sep, NULLs skipped (Spark's rule); NULL where sep is.
+
+    Joined row by row: Arrow's binary_join_element_wise with null_handling="skip" drops the rows whose strings
+    are all NULL (pyarrow 26), so it cannot serve.
+    """
+    (sep, sep_null), *parts = args
+    cols = [(np.asarray(v, dtype=object), np.asarray(vn, dtype=bool)) for v, vn in parts]
+    null = np.asarray(sep_null, dtype=bool).copy()
+    vals = np.empty(n, dtype=object)
+    for i in range(n):
+        if not null[i]:
+            vals[i] = sep[i].join([v[i] for v, vn in cols if not vn[i]])
+    return filled(as_type(vals, "string"), null, "string"), null
+
+
 @function("replace", _strings("sss", "string"))
 def _replace(args, e, n):
     (s, sn), _, _ = args

@@ -149,7 +149,7 @@ def _push_on(join: Join) -> Join:
 #: string) and LIKE / RLIKE (a bad pattern) can.
 SAFE_OPS = frozenset({"=", "<>", "<", "<=", ">", ">=", "and", "or", "not", "is_null", "is_not_null", "coalesce",
                       "case", "switch", "between", "in", "nullif", "greatest", "least", "lower", "upper", "trim",
-                      "ltrim", "rtrim", "length", "reverse", "concat", "contains", "starts_with", "ends_with"})
+                      "ltrim", "rtrim", "length", "reverse", "concat", "concat_ws", "contains", "starts_with", "ends_with"})
 
 
 def cannot_raise(e: Expr) -> bool:

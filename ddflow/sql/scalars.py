@@ -245,6 +245,10 @@ class Expressions:
             if node.args.get("format") is not None:
                 raise unsupported(node, "to_date with a format")
             return a if a.type == "date" else F.cast(a, "date", safe=bool(node.args.get("safe")))
+        if isinstance(node, exp.ConcatWs):  # a Concat to sqlglot: the separator first, NULLs skipped
+            if not node.expressions:
+                raise SchemaError(f"SQL: `{node.sql(dialect='spark')}` needs a separator")
+            return self._call("concat_ws", tuple(_as_string(e(x)) for x in node.expressions), node)
         if isinstance(node, (exp.Concat, exp.DPipe)):
             parts = node.expressions if isinstance(node, exp.Concat) else [node.this, node.expression]
             return self._call("concat", tuple(_as_string(e(x)) for x in parts), node)
