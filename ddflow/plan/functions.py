@@ -47,6 +47,7 @@ files.
 from __future__ import annotations
 
 import datetime
+import decimal
 import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -1377,15 +1378,9 @@ def _double_text(v: float) -> str:
     if v == 0 or 1e-3 <= abs(v) < 1e7:
         r = repr(float(v))
         return r if "e" not in r else format(v, "f")
-    r = repr(float(v))
-    if "e" in r:
-        m, e = r.split("e")
-    else:
-        digits = len(r.split(".")[0].lstrip("-")) - 1
-        m, e = repr(v / 10 ** digits), str(digits)
-    if "." not in m:
-        m += ".0"
-    return f"{m}E{int(e)}"
+    sign, digits, exp = decimal.Decimal(repr(float(v))).normalize().as_tuple()  # the shortest repr's digits
+    text = "".join(map(str, digits))
+    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{len(digits) - 1 + exp}"
 
 
 # -- intervals -------------------------------------------------------------------------------------------------
