@@ -1407,3 +1407,7 @@ def interval(amount: str | int, unit: str) -> Lit:
         return Lit(k * _UNITS_US[u], "interval_dt")
     raise SchemaError(f"SQL: INTERVAL unit {unit!r} is not supported (year, month, week, day, hour, minute, "
                       "second, millisecond, microsecond)")
+
+
+# The rest of the table lives in modules of their own, which register their entries into it on import.
+from ddflow.plan import maths, nulls, strings  # noqa: E402,F401
