@@ -635,9 +635,18 @@ def _compare_kernel(op: str) -> Kernel:
             x, y = a[ok], b[ok]
             if x.dtype == object or y.dtype == object:
                 x, y = x.astype(object), y.astype(object)
-            out[ok] = fn(x, y).astype(bool)
+            out[ok] = _nan_ordered(op, x, y) if x.dtype.kind == "f" or y.dtype.kind == "f" else fn(x, y).astype(bool)
         return out, null
     return kernel
+
+
+def _nan_ordered(op: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x op y`` of doubles as Spark compares them: NaN equals NaN and is above every other value."""
+    xn, yn = np.isnan(x), np.isnan(y)
+    with np.errstate(invalid="ignore"):
+        lt = (x < y) | (~xn & yn)
+        eq = (x == y) | (xn & yn)
+    return {"=": eq, "<>": ~eq, "<": lt, "<=": lt | eq, ">": ~(lt | eq), ">=": ~lt}[op]
 
 
 for _op in _COMPARISONS:

@@ -26,7 +26,7 @@ I64 = (-(1 << 63), (1 << 63) - 1)
 def _rows(seed: int, count: int) -> list[tuple]:
     rng = random.Random(seed)
     pick = rng.choice
-    strings = [None, "", "abc", "aÉé b", "hello wORLD-x", "ßx ǆa", "a1b22c333", "ABBA", "日本語", " a", "banana"]
+    strings = [None, "", "abc", "aÉé b", "hello wORLD-x", "ßx ǆa", "a1b22c333", "ABBA", "日本語", " a", "banana", "ab\r", "x\u2028y\n"]
     subs = [None, "", "xy", "b", "ab", "é", "an"]
     ints = [None, 0, -2, 1, 3, 7, 321, -1]
     doubles = [None, 0.0, -0.0, 0.1, -2.5, 2.5, 0.125, 1e308, float("inf"), -1.0, 8.0]  # NaN: sqrt(-1) below
@@ -101,7 +101,8 @@ NULLS = ("SELECT n, k, d, e, nvl(s, t) AS b1, ifnull(n, k) AS b2, nvl(n, d) AS b
          "try_add(n, k) AS b10, try_subtract(n, k) AS b11, try_multiply(n, k) AS b12, try_divide(n, k) AS b13, "
          "try_add(d, e) AS b14, try_multiply(d, e) AS b15, try_divide(d, e) AS b16, try_add(m, m) AS b17, "
          "try_multiply(m, 3) AS b18, try_divide(m, 2) AS b19, try_divide(m, 0) AS b20, try_subtract(n, 1) AS b21, "
-         "try_add(sqrt(d), e) AS b22 "
+         "try_add(sqrt(d), e) AS b22, sqrt(d) <=> sqrt(e) AS b23, sqrt(d) = sqrt(e) AS b24, sqrt(d) > e AS b25, "
+         "sqrt(d) <= e AS b26 "
          "FROM t")
 
 MATH = ("SELECT n, d, m, pmod(n, 7) AS c1, pmod(n, -3) AS c2, pmod(n, nvl(nullif(k, 0), 5)) AS c3, "
