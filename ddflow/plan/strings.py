@@ -25,14 +25,19 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ddflow.base.schema import decimal_ps, from_days, from_unscaled, is_decimal
+from ddflow.errors import SchemaError
 from ddflow.plan.expr import Column, Lit, filled, null_values
 from ddflow.plan.functions import TypeMismatch, _double_text, _names, _ts_text, function
 from ddflow.plan.java_regex import compiled, python_replacement
 
 
-def _kinds(kinds: str, result: str, name: str, constant: Sequence[int] = ()) -> Callable:
+_INT = (-(1 << 31), (1 << 31) - 1)
+
+
+def _kinds(kinds: str, result: str, name: str, constant: Sequence[int] = (), ints: Sequence[int] = ()) -> Callable:
     """A typer: arguments of kinds ``s`` (string) and ``i`` (bigint), a trailing ``?`` making the last optional;
-    ``constant``: the places that must be literals."""
+    ``constant``: the places that must be literals; ``ints``: those Spark casts to int (a constant past it is
+    refused here)."""
     full = kinds.rstrip("?")
     need = full[:-1] if kinds.endswith("?") else full
 
@@ -48,13 +53,30 @@ def _kinds(kinds: str, result: str, name: str, constant: Sequence[int] = ()) -> 
         for i in constant:
             if i < len(args) and not isinstance(args[i], Lit):
                 raise TypeMismatch(f"{name}'s argument {i + 1} must be a constant")
+        for i in ints:
+            if i < len(args) and isinstance(args[i], Lit) and args[i].value is not None \
+                    and not _INT[0] <= args[i].value <= _INT[1]:
+                raise TypeMismatch(f"{name}'s argument {i + 1}, {args[i].value}, is past int (Spark's CAST_OVERFLOW)")
         return result
     return typer
 
 
-def _rowwise(fn: Callable, typ: str) -> Callable:
-    """A kernel applying ``fn`` to each row's argument values (NULL if any is NULL), memoized per distinct row."""
+def _ints(args: list[Column], places: Sequence[int], name: str) -> None:
+    """Spark casts these bigint arguments to int: a value past int raises (CAST_OVERFLOW), here too."""
+    for i in places:
+        if i < len(args):
+            v, vn = args[i]
+            live = np.asarray(v, dtype=np.int64)[~np.asarray(vn, dtype=bool)]
+            bad = live[(live < _INT[0]) | (live > _INT[1])]
+            if len(bad):
+                raise SchemaError(f"{name}: {int(bad[0])} is past int (Spark casts it to int and raises CAST_OVERFLOW)")
+
+
+def _rowwise(fn: Callable, typ: str, name: str = "", ints: Sequence[int] = ()) -> Callable:
+    """A kernel applying ``fn`` to each row's argument values (NULL if any is NULL), memoized per distinct row;
+    ``ints``: the places of arguments Spark takes as int."""
     def kernel(args: list[Column], e, n: int) -> Column:
+        _ints(args, ints, name)
         null = np.zeros(n, dtype=bool)
         for _, vn in args:
             null |= np.asarray(vn, dtype=bool)
@@ -71,9 +93,11 @@ def _rowwise(fn: Callable, typ: str) -> Callable:
     return kernel
 
 
-def _reg(name: str, kinds: str, result: str, constant: Sequence[int] = ()):
+def _reg(name: str, kinds: str, result: str, constant: Sequence[int] = (), int32: bool = True):
+    ints = [i for i, k in enumerate(kinds.rstrip("?")) if k == "i"] if int32 else []
+
     def register(fn):
-        function(name, _kinds(kinds, result, name, constant))(_rowwise(fn, result))
+        function(name, _kinds(kinds, result, name, constant, ints))(_rowwise(fn, result, name, ints))
         return fn
     return register
 
@@ -94,7 +118,11 @@ def _pad(left: bool) -> Callable:
 
 _reg("lpad", "sis?", "string")(_pad(True))
 _reg("rpad", "sis?", "string")(_pad(False))
-_reg("repeat", "si", "string")(lambda s, k: s * max(k, 0))
+@_reg("repeat", "si", "string")
+def _repeat(s: str, k: int) -> str:
+    if k > 0 and len(s.encode()) * k > _INT[1]:  # Spark fails too: a string is at most 2 GiB
+        raise SchemaError(f"repeat: {k} copies of a {len(s)}-character string pass 2 GiB")
+    return s * max(k, 0)
 _reg("left", "si", "string")(lambda s, k: s[:k] if k > 0 else "")
 _reg("right", "si", "string")(lambda s, k: s[-k:] if k > 0 else "")
 
@@ -120,7 +148,7 @@ def _translate(s: str, src: str, dst: str) -> str:
 _reg("ascii", "s", "bigint")(lambda s: ord(s[0]) if s else 0)
 
 
-@_reg("chr", "i", "string")
+@_reg("chr", "i", "string", int32=False)
 def _chr(k: int) -> str:
     """Spark's chr: '' below 0, else the character of ``k mod 256`` (Latin-1)."""
     return "" if k < 0 else chr(k & 0xFF)
@@ -153,10 +181,10 @@ def _locate(sub: str, s: str, pos: int = 1) -> int:
 _reg("instr", "ss", "bigint")(lambda s, sub: _locate(sub, s))
 
 
-@function("locate", _kinds("ssi?", "bigint", "locate"))
+@function("locate", _kinds("ssi?", "bigint", "locate", ints=[2]))
 def _locate_kernel(args, e, n):
     """locate(substr, str[, pos]): NULL if substr or str is NULL, but 0 where pos is NULL (Spark, after Hive)."""
-    vals, null = _rowwise(_locate, "bigint")(args, e, n)
+    vals, null = _rowwise(_locate, "bigint", "locate", [2])(args, e, n)
     if len(args) > 2:
         no_pos = np.asarray(args[2][1], dtype=bool)
         null = null & ~no_pos

@@ -124,7 +124,7 @@ def test_functions_equal_spark(spark, query, rows):
 def test_functions_under_updates_equal_spark_at_every_time(spark):
     """Random inserts and deletes at several data times per advance: at every complete time the accumulated
     view equals Spark's answer on the accumulated rows (all snapshots in one Spark query, tagged by time)."""
-    query = ("SELECT lpad(s, n, t) AS a, regexp_replace(s, 'a(.)', '$1') AS b, nvl2(s, n, k) AS c, "
+    query = ("SELECT lpad(s, pmod(n, 9), t) AS a, regexp_replace(s, 'a(.)', '$1') AS b, nvl2(s, n, k) AS c, "
              "try_multiply(n, k) AS x, n <=> k AS y, pmod(n, 7) AS z, bround(d, 1) AS w, log(2, d) AS v FROM t")
     rng = random.Random(11)
     pool = _edge_rows(5, 40)
@@ -172,6 +172,7 @@ def test_functions_under_updates_equal_spark_at_every_time(spark):
     ("SELECT format_string('%d', d) AS y FROM t", "%d needs a bigint"),
     ("SELECT ceil(d, 1) AS y FROM t", "ceil with a scale"),
     ("SELECT try_add(s, n) AS y FROM t", "try_add takes numbers"),
+    ("SELECT levenshtein(s, t, 3000000000) AS y FROM t", "past int"),
 ])
 def test_refused_at_planning_naming_the_construct_and_quoting_the_sql(sql, construct):
     flow = ddflow.Dataflow()
@@ -182,3 +183,10 @@ def test_refused_at_planning_naming_the_construct_and_quoting_the_sql(sql, const
     assert construct in msg and "line 1, column" in msg, msg
     call = sql.removeprefix("SELECT ").split(" AS y")[0]
     assert call.split("(")[0].upper() in msg.upper() and "(in `" in msg, msg
+
+
+@pytest.mark.parametrize("call", ["lpad(s, n, 'x')", "repeat(s, n)", "left(s, n)", "locate('b', s, n)"])
+def test_a_length_past_int_raises_as_spark_does(call):
+    """Spark casts these lengths and positions to int: 3000000000 raises CAST_OVERFLOW (it is not a 3 GB string)."""
+    with pytest.raises(SchemaError, match="past int"):
+        _ddflow([("abc", None, 3_000_000_000) + (None,) * 5], f"SELECT {call} AS y FROM t")
