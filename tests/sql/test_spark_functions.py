@@ -102,7 +102,7 @@ NULLS = ("SELECT n, k, d, e, nvl(s, t) AS b1, ifnull(n, k) AS b2, nvl(n, d) AS b
          "try_add(d, e) AS b14, try_multiply(d, e) AS b15, try_divide(d, e) AS b16, try_add(m, m) AS b17, "
          "try_multiply(m, 3) AS b18, try_divide(m, 2) AS b19, try_divide(m, 0) AS b20, try_subtract(n, 1) AS b21, "
          "try_add(sqrt(d), e) AS b22, sqrt(d) <=> sqrt(e) AS b23, sqrt(d) = sqrt(e) AS b24, sqrt(d) > e AS b25, "
-         "sqrt(d) <= e AS b26 "
+         "sqrt(d) <= e AS b26, s IS DISTINCT FROM t AS b27, n IS NOT DISTINCT FROM k AS b28 "
          "FROM t")
 
 MATH = ("SELECT n, d, m, pmod(n, 7) AS c1, pmod(n, -3) AS c2, pmod(n, nvl(nullif(k, 0), 5)) AS c3, "
