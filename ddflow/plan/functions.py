@@ -833,17 +833,27 @@ def _split_part(args, e, n):
     return _per_string(part)(s, sn, n)
 
 
-@function("regexp_extract", _strings("ssi", "string"))
+def _regexp_extract_typer(args):
+    out = _strings("ssi", "string")(args)
+    if not (isinstance(args[1], Lit) and isinstance(args[2], Lit)):
+        raise TypeMismatch("regexp_extract's pattern and group must be constants")
+    if args[1].value is not None:
+        from ddflow.plan.java_regex import compiled
+        rx = compiled(args[1].value)  # Java's syntax: what Python reads differently is translated or refused
+        if args[2].value is not None and not 0 <= args[2].value <= rx.groups:
+            raise TypeMismatch(f"regexp_extract: the pattern has {rx.groups} group(s), asked for group {args[2].value}")
+    return out
+
+
+@function("regexp_extract", _regexp_extract_typer)
 def _regexp_extract(args, e, n):
     """Spark's ``regexp_extract(str, regexp, idx)``: group ``idx`` of the first match, '' when none."""
+    from ddflow.plan.java_regex import compiled
     (s, sn), _, _ = args
     pat, idx = _const(e, 1, "regexp_extract"), _const(e, 2, "regexp_extract")
     if pat is None or idx is None:
         return null_values("string", n), np.ones(n, dtype=bool)
-    try:
-        rx = re.compile(pat)
-    except re.error as err:
-        raise SchemaError(f"regexp_extract: the pattern {pat!r} does not compile: {err}") from None
+    rx = compiled(pat)
     if not 0 <= idx <= rx.groups:
         raise SchemaError(f"regexp_extract: the pattern has {rx.groups} group(s), asked for group {idx}")
 

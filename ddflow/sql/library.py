@@ -81,6 +81,12 @@ def _regexp_replace(node, e, ex):
     return _call("regexp_replace", args + _optional(node, "position", e), node)
 
 
+def _regexp_extract(node, e, ex):
+    _only(node, "regexp_extract", "this", "expression", "group", "null_if_pos_overflow")  # a flag of sqlglot's
+    group = e(node.args["group"]) if node.args.get("group") is not None else Lit(1, "bigint")
+    return _call("regexp_extract", [_string(e(node.this)), e(node.expression), group], node)
+
+
 def _levenshtein(node, e, ex):
     _only(node, "levenshtein", "this", "expression", "ins_cost")  # sqlglot reads Spark's threshold as ins_cost
     return _call("levenshtein", [_string(e(node.this)), _string(e(node.expression))] +
@@ -150,7 +156,7 @@ _NODES = {
     exp.Pad: _pad, exp.Repeat: lambda n, e, ex: _call("repeat", [_string(e(n.this)), e(n.args["times"])], n),
     exp.Initcap: _initcap,
     exp.Translate: lambda n, e, ex: _call("translate", [_string(e(n.this)), e(n.args["from_"]), e(n.args["to"])], n),
-    exp.RegexpReplace: _regexp_replace, exp.Levenshtein: _levenshtein, exp.Format: _format,
+    exp.RegexpReplace: _regexp_replace, exp.RegexpExtract: _regexp_extract, exp.Levenshtein: _levenshtein, exp.Format: _format,
     exp.Left: _binary("left", True), exp.Right: _binary("right", True), exp.StrPosition: _position,
     exp.Ascii: _unary("ascii", True), exp.Chr: _chr,
     exp.Nvl2: _nvl2, exp.NullSafeEQ: _null_safe_eq, exp.NullSafeNEQ: _null_safe_eq,

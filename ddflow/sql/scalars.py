@@ -309,9 +309,6 @@ class Expressions:
         if isinstance(node, exp.SplitPart) and node.args.get("delimiter") is not None \
                 and node.args.get("part_index") is not None:
             return self._call("split_part", (e(node.this), e(node.args["delimiter"]), e(node.args["part_index"])), node)
-        if isinstance(node, exp.RegexpExtract) and not node.args.get("position") and not node.args.get("occurrence"):
-            group = e(node.args["group"]) if node.args.get("group") is not None else Lit(1, "bigint")
-            return self._call("regexp_extract", (e(node.this), e(node.expression), group), node)
         if isinstance(node, exp.RegexpLike):
             out = self._call("rlike", (_as_string(e(node.this)), e(node.expression)), node)
             return Call("not", (out,), "boolean") if node.args.get("negate") else out

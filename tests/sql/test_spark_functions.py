@@ -94,7 +94,8 @@ STRINGS = ("SELECT s, t, n, lpad(s, n, t) AS a1, rpad(s, n, t) AS a2, lpad(s, 4)
            "format_string('%s-%d-%.1f-%f-%%', s, n, d, f) AS a15, printf('%s %s %s', d, m, n) AS a16, "
            "left(s, n) AS a17, right(s, n) AS a18, instr(s, t) AS a19, instr(s, 'a') AS a20, "
            "locate(t, s, k) AS a21, locate('a', s) AS a22, ascii(s) AS a23, chr(n) AS a24, "
-           "regexp_replace(s, 'x*', '-') AS a25, format_string('%.2f|%s', sqrt(d), sqrt(f)) AS a26 FROM t")
+           "regexp_replace(s, 'x*', '-') AS a25, format_string('%.2f|%s', sqrt(d), sqrt(f)) AS a26, "
+           "regexp_extract(s, '(.)(.)$', 1) AS a27, regexp_extract(s, '[0-9]+', 0) AS a28 FROM t")
 
 NULLS = ("SELECT n, k, d, e, nvl(s, t) AS b1, ifnull(n, k) AS b2, nvl(n, d) AS b3, nvl2(s, n, k) AS b4, "
          "nvl2(d, 'y', t) AS b5, s <=> t AS b6, n <=> k AS b7, d <=> e AS b8, n <=> d AS b9, "
@@ -161,6 +162,7 @@ def test_functions_under_updates_equal_spark_at_every_time(spark):
     ("SELECT translate(s, t, 'x') AS y FROM t", "translate's argument 2 must be a constant"),
     ("SELECT regexp_replace(s, t, 'x') AS y FROM t", "regexp_replace's argument 2 must be a constant"),
     ("SELECT format_string(s, n) AS y FROM t", "format_string's format must be a constant"),
+    ("SELECT regexp_extract(s, t, 1) AS y FROM t", "regexp_extract's pattern and group must be constants"),
     ("SELECT bround(d, n) AS y FROM t", "bround's scale must be a constant"),
     ("SELECT regexp_replace(s, '\\\\p{L}+', 'x') AS y FROM t", "the Unicode class \\p{...}"),
     ("SELECT regexp_replace(s, 'a\\\\Qb', 'x') AS y FROM t", "\\Q...\\E quoting"),
