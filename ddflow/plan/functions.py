@@ -47,6 +47,7 @@ files.
 from __future__ import annotations
 
 import datetime
+import decimal
 import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -634,9 +635,18 @@ def _compare_kernel(op: str) -> Kernel:
             x, y = a[ok], b[ok]
             if x.dtype == object or y.dtype == object:
                 x, y = x.astype(object), y.astype(object)
-            out[ok] = fn(x, y).astype(bool)
+            out[ok] = _nan_ordered(op, x, y) if x.dtype.kind == "f" or y.dtype.kind == "f" else fn(x, y).astype(bool)
         return out, null
     return kernel
+
+
+def _nan_ordered(op: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x op y`` of doubles as Spark compares them: NaN equals NaN and is above every other value."""
+    xn, yn = np.isnan(x), np.isnan(y)
+    with np.errstate(invalid="ignore"):
+        lt = (x < y) | (~xn & yn)
+        eq = (x == y) | (xn & yn)
+    return {"=": eq, "<>": ~eq, "<": lt, "<=": lt | eq, ">": ~(lt | eq), ">=": ~lt}[op]
 
 
 for _op in _COMPARISONS:
@@ -823,17 +833,27 @@ def _split_part(args, e, n):
     return _per_string(part)(s, sn, n)
 
 
-@function("regexp_extract", _strings("ssi", "string"))
+def _regexp_extract_typer(args):
+    out = _strings("ssi", "string")(args)
+    if not (isinstance(args[1], Lit) and isinstance(args[2], Lit)):
+        raise TypeMismatch("regexp_extract's pattern and group must be constants")
+    if args[1].value is not None:
+        from ddflow.plan.java_regex import compiled
+        rx = compiled(args[1].value)  # Java's syntax: what Python reads differently is translated or refused
+        if args[2].value is not None and not 0 <= args[2].value <= rx.groups:
+            raise TypeMismatch(f"regexp_extract: the pattern has {rx.groups} group(s), asked for group {args[2].value}")
+    return out
+
+
+@function("regexp_extract", _regexp_extract_typer)
 def _regexp_extract(args, e, n):
     """Spark's ``regexp_extract(str, regexp, idx)``: group ``idx`` of the first match, '' when none."""
+    from ddflow.plan.java_regex import compiled
     (s, sn), _, _ = args
     pat, idx = _const(e, 1, "regexp_extract"), _const(e, 2, "regexp_extract")
     if pat is None or idx is None:
         return null_values("string", n), np.ones(n, dtype=bool)
-    try:
-        rx = re.compile(pat)
-    except re.error as err:
-        raise SchemaError(f"regexp_extract: the pattern {pat!r} does not compile: {err}") from None
+    rx = compiled(pat)
     if not 0 <= idx <= rx.groups:
         raise SchemaError(f"regexp_extract: the pattern has {rx.groups} group(s), asked for group {idx}")
 
@@ -1377,15 +1397,9 @@ def _double_text(v: float) -> str:
     if v == 0 or 1e-3 <= abs(v) < 1e7:
         r = repr(float(v))
         return r if "e" not in r else format(v, "f")
-    r = repr(float(v))
-    if "e" in r:
-        m, e = r.split("e")
-    else:
-        digits = len(r.split(".")[0].lstrip("-")) - 1
-        m, e = repr(v / 10 ** digits), str(digits)
-    if "." not in m:
-        m += ".0"
-    return f"{m}E{int(e)}"
+    sign, digits, exp = decimal.Decimal(repr(float(v))).normalize().as_tuple()  # the shortest repr's digits
+    text = "".join(map(str, digits))
+    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{len(digits) - 1 + exp}"
 
 
 # -- intervals -------------------------------------------------------------------------------------------------
@@ -1412,3 +1426,7 @@ def interval(amount: str | int, unit: str) -> Lit:
         return Lit(k * _UNITS_US[u], "interval_dt")
     raise SchemaError(f"SQL: INTERVAL unit {unit!r} is not supported (year, month, week, day, hour, minute, "
                       "second, millisecond, microsecond)")
+
+
+# The rest of the table lives in modules of their own, which register their entries into it on import.
+from ddflow.plan import maths, nulls, strings  # noqa: E402,F401

@@ -25,6 +25,7 @@ from ddflow.base.schema import decimal_type, sql_type
 from ddflow.errors import SchemaError
 from ddflow.plan import functions as F
 from ddflow.plan.expr import Call, Col, Expr, Held, Lit, evaluate
+from ddflow.sql.library import library_call
 from ddflow.sql.nesting import chain_parts, list_of
 
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
@@ -176,6 +177,9 @@ class Expressions:
             return Lit(bool(node.this), "boolean")
         if isinstance(node, exp.Interval):
             return self._interval(node)
+        called = library_call(self, node, e)  # lpad, regexp_replace, nvl2, <=>, try_add, pmod, log ...
+        if called is not None:
+            return called
         if type(node) in AGGREGATES:
             raise unsupported(node, "an aggregate here")
         if isinstance(node, (exp.And, exp.Or, exp.DPipe)) or type(node) in _ARITH:
@@ -305,9 +309,6 @@ class Expressions:
         if isinstance(node, exp.SplitPart) and node.args.get("delimiter") is not None \
                 and node.args.get("part_index") is not None:
             return self._call("split_part", (e(node.this), e(node.args["delimiter"]), e(node.args["part_index"])), node)
-        if isinstance(node, exp.RegexpExtract) and not node.args.get("position") and not node.args.get("occurrence"):
-            group = e(node.args["group"]) if node.args.get("group") is not None else Lit(1, "bigint")
-            return self._call("regexp_extract", (e(node.this), e(node.expression), group), node)
         if isinstance(node, exp.RegexpLike):
             out = self._call("rlike", (_as_string(e(node.this)), e(node.expression)), node)
             return Call("not", (out,), "boolean") if node.args.get("negate") else out

@@ -78,6 +78,8 @@ from ddflow.errors import SchemaError
 #: Feature groups the CLI can select (``--features``); all are on by default.
 FEATURES = ("exprs", "like", "decimal", "date", "joins", "aggregates", "distinct", "setops", "subqueries",
             "scalar", "ctes", "views", "tlp")
+#: Feature groups off by default (``--features`` names them): their options would change every seed's queries.
+OPT_IN = ("library",)  # Spark library functions DuckDB agrees on: lpad, rpad, repeat, left, right, nvl, instr
 
 DUCK_TYPE = {"bigint": "BIGINT", "double": "DOUBLE", "string": "VARCHAR", "boolean": "BOOLEAN", "date": "DATE"}
 BIGINTS = [-2, -1, 0, 1, 2, 3, 5]
@@ -271,6 +273,10 @@ class QueryGen:
             opts += ["concat", "upper", "lower", "substring", "case", "coalesce", "cast_string"]
         if t == "date":
             opts += ["interval", "interval", "case", "coalesce"]
+        if "library" in self.features and t == "string":
+            opts += ["pad", "repeat", "left_right", "nvl"]
+        if "library" in self.features and t == "bigint" and self.cols_of(scope, "string"):
+            opts += ["instr"]
         if t == "boolean":
             return self.pred(scope, depth)
         k = r.choice(opts)
@@ -332,6 +338,22 @@ class QueryGen:
                 return self.literal("string")
             self.tags.add("cast")
             return f"CAST({r.choice(srcs)} AS string)"
+        if k == "pad":  # lengths >= 0: both truncate a longer string to its first characters
+            self.tags.add("pad")
+            return (f"{r.choice(['lpad', 'rpad'])}({self.expr(scope, 'string', d)}, {r.choice([0, 2, 5])}, "
+                    f"{r.choice(['x', 'ab'])!r})")
+        if k == "repeat":
+            self.tags.add("repeat")
+            return f"repeat({self.expr(scope, 'string', d)}, {r.choice([0, 1, 3])})"
+        if k == "left_right":  # lengths > 0: DuckDB's left(s, -1) drops the last character, Spark's is ''
+            self.tags.add("left_right")
+            return f"{r.choice(['left', 'right'])}({self.expr(scope, 'string', d)}, {r.choice([1, 2, 9])})"
+        if k == "nvl":
+            self.tags.add("nvl")
+            return f"{r.choice(['nvl', 'ifnull'])}({self.expr(scope, 'string', d)}, {self.expr(scope, 'string', 0)})"
+        if k == "instr":
+            self.tags.add("instr")
+            return f"instr({self.expr(scope, 'string', d)}, {r.choice(['a', 'b', 'ab', ''])!r})"
         if k == "interval":
             self.tags.add("interval")
             unit = r.choice(["day", "month", "year"])
@@ -1327,7 +1349,7 @@ def main(argv=None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     features = {f.strip() for f in args.features.split(",") if f.strip()}
-    unknown = features - set(FEATURES)
+    unknown = features - set(FEATURES) - set(OPT_IN)
     if unknown:
         ap.error(f"unknown features {sorted(unknown)}; known: {','.join(FEATURES)}")
     global WORKERS

@@ -40,3 +40,10 @@ def test_ternary_logic_partitions_each_table():
     """SELECT * FROM t WHERE p, WHERE NOT (p), WHERE (p) IS NULL together are SELECT * FROM t, at every time."""
     summary = _run(range(2000, 2024), ("exprs", "like", "decimal", "date", "tlp"), n_queries=0, n_tlp=8)
     assert summary.tried == 24 * 8 and summary.statuses["pass"] == summary.tried, summary.text()
+
+
+def test_random_queries_with_spark_library_functions_equal_duckdb():
+    """lpad, rpad, repeat, left, right, nvl / ifnull and instr in random queries (the opt-in feature ``library``)."""
+    summary = _run(range(3000, 3024), set(fuzz.FEATURES) | {"library"}, n_queries=8)
+    assert summary.tried == 24 * 10
+    assert summary.statuses["pass"] > summary.tried // 2, summary.text()

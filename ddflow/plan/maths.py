@@ -1,0 +1,218 @@
+"""Spark's math functions: pmod, bround, ceil/floor, logarithms, exp, pow, sqrt, cbrt and sign, with Spark 4's
+NULL, NaN and domain rules (ANSI mode).
+
+Registered in the one function table (:mod:`ddflow.plan.functions`).  Spark's rules, which differ from C's and
+numpy's in places:
+
+- a logarithm of a number <= 0 (or to a base <= 0) is NULL, not NaN or an error; ``sqrt(-1)`` is NaN;
+- ``pow(1, NaN)`` and ``pow(-1, ±Infinity)`` are NaN (Java's ``Math.pow``), not 1;
+- ``ceil`` / ``floor`` of a double is a bigint: NaN gives 0, a value past bigint raises (ARITHMETIC_OVERFLOW);
+  of a DECIMAL(p, s), a DECIMAL(p - s + 1, 0);
+- ``bround`` rounds HALF_EVEN the decimal digits of a double's shortest repr (``bround(0.125, 2)`` is 0.12),
+  never gives -0.0, and raises when a bigint or decimal result overflows;
+- ``sign`` of anything is a double (``sign(-0.0)`` is -0.0);
+- ``pmod`` by zero raises, as ``%`` does.
+
+Cost: O(n) numpy operations per call; bround of doubles and of decimals past int64 work row by row in Python.
+
+>>> from ddflow.plan.expr import Col, Lit, evaluate
+>>> from ddflow.plan.functions import typed
+>>> e = typed("pmod", (Col(0, "bigint"), Lit(3, "bigint")))
+>>> evaluate(e, [(np.array([-7, 7]), np.array([False, False]))])[0].tolist()
+[2, 1]
+"""
+from __future__ import annotations
+
+import decimal
+
+import numpy as np
+
+from ddflow.base.schema import decimal_ps, decimal_type, is_decimal
+from ddflow.errors import SchemaError
+from ddflow.plan.expr import KERNELS, Call, Lit, filled
+from ddflow.plan.functions import (TypeMismatch, _names, arithmetic_type, as_decimal, decimal_to_float, fitted,
+                                   function, numeric)
+
+_2_63 = 2.0 ** 63
+
+
+def _doubles(vals: np.ndarray, typ: str) -> np.ndarray:
+    return decimal_to_float(vals, typ) if is_decimal(typ) else np.asarray(vals, dtype=np.float64)
+
+
+def _to_double_typer(arity: int, name: str):
+    def typer(args):
+        if len(args) != arity or any(not numeric(a.type) for a in args):
+            raise TypeMismatch(f"{name} takes {arity} number(s), got ({_names(args)})")
+        return "double"
+    return typer
+
+
+def _double_kernel(fn, domain=None):
+    """A kernel of doubles: ``fn`` of the arguments as doubles; NULL where ``domain`` (of them) is False."""
+    def kernel(args, e, n):
+        null = np.zeros(n, dtype=bool)
+        xs = []
+        for (v, vn), x in zip(args, e.args):
+            null |= vn
+            xs.append(_doubles(v, x.type))
+        with np.errstate(all="ignore"):
+            if domain is not None:
+                null = null | ~domain(*xs)
+            out = fn(*xs)
+        return filled(np.asarray(out, dtype=np.float64), null, "double"), null
+    return kernel
+
+
+def _pow(x, y):
+    out = np.power(x, y)
+    return np.where(np.isnan(y) | ((np.abs(x) == 1) & np.isinf(y)), np.nan, out)  # Java's Math.pow
+
+
+def _sign(x):
+    return np.where((x == 0) | np.isnan(x), x, np.sign(x))
+
+
+_LN2 = np.log(2.0)
+function("ln", _to_double_typer(1, "ln"))(_double_kernel(np.log, lambda x: ~(x <= 0)))
+function("log10", _to_double_typer(1, "log10"))(_double_kernel(np.log10, lambda x: ~(x <= 0)))
+function("log2", _to_double_typer(1, "log2"))(_double_kernel(lambda x: np.log(x) / _LN2, lambda x: ~(x <= 0)))
+function("log", _to_double_typer(2, "log"))(  # log(base, x)
+    _double_kernel(lambda b, x: np.log(x) / np.log(b), lambda b, x: ~((b <= 0) | (x <= 0))))
+function("exp", _to_double_typer(1, "exp"))(_double_kernel(np.exp))
+function("pow", _to_double_typer(2, "pow"))(_double_kernel(_pow))
+function("sqrt", _to_double_typer(1, "sqrt"))(_double_kernel(np.sqrt))
+function("cbrt", _to_double_typer(1, "cbrt"))(_double_kernel(np.cbrt))
+function("sign", _to_double_typer(1, "sign"))(_double_kernel(_sign))
+
+
+# -- pmod ---------------------------------------------------------------------------------------------------
+
+@function("pmod", lambda args: arithmetic_type("%", *args))
+def _pmod(args, e, n):
+    """Spark's pmod: ``r = a % b``; ``(r + b) % b`` where r < 0 (so the sign of b where r is negative)."""
+    r, null = KERNELS["%"](args, Call("%", e.args, e.type), n)  # by zero raises, as Spark's ANSI mode does
+    (_, _), (b, _) = args
+    neg = ~null & (r < 0)
+    if not neg.any():
+        return r, null
+    y = e.args[1]
+    if e.type == "double":
+        bd = _doubles(b, y.type)
+        return np.where(neg, np.fmod(r + bd, bd), r), null
+    s = decimal_ps(e.type)[1] if is_decimal(e.type) else 0
+    bs = as_decimal(np.where(null, 1, np.asarray(b, dtype=np.int64)), y.type, s) if is_decimal(e.type) \
+        else np.asarray(b, dtype=np.int64)
+    out = np.array(r, dtype=object)
+    for i in np.flatnonzero(neg).tolist():
+        t, m = int(r[i]) + int(bs[i]), int(bs[i])
+        if e.type == "bigint":
+            t = (t + (1 << 63)) % (1 << 64) - (1 << 63)  # Java's long addition wraps
+        q = abs(t) % abs(m)
+        out[i] = q if t >= 0 else -q
+    if e.type == "bigint":
+        return out.astype(np.int64), null
+    return fitted(out, ~null, e.type, "pmod"), null
+
+
+# -- ceil, floor ----------------------------------------------------------------------------------------------
+
+def _ceil_floor_typer(name: str):
+    def typer(args):
+        if len(args) != 1 or not numeric(args[0].type):
+            raise TypeMismatch(f"{name} takes a number, got ({_names(args)})")
+        ps = decimal_ps(args[0].type)
+        if ps is not None:
+            return decimal_type(min(ps[0] - ps[1] + 1, 38), 0)
+        return "bigint"
+    return typer
+
+
+def _ceil_floor(up: bool):
+    def kernel(args, e, n):
+        (a, an), = args
+        t = e.args[0].type
+        if t in ("bigint", "null"):
+            return filled(np.asarray(a, dtype=np.int64), an, "bigint"), an
+        if is_decimal(t):
+            s = decimal_ps(t)[1]
+            v = np.asarray(a, dtype=np.int64)
+            d = 10 ** s
+            q = -((-v) // d) if up else v // d
+            return fitted(q, ~an, e.type, "ceil" if up else "floor"), an
+        with np.errstate(all="ignore"):
+            f = np.ceil(a) if up else np.floor(a)
+        f = np.where(an | np.isnan(f), 0.0, f)  # Spark: ceil(NaN) is 0
+        if ((f >= _2_63) | (f < -_2_63)).any():
+            raise SchemaError(f"{'ceil' if up else 'floor'}: a result past bigint (ARITHMETIC_OVERFLOW in Spark)")
+        return f.astype(np.int64), an
+    return kernel
+
+
+function("ceil", _ceil_floor_typer("ceil"))(_ceil_floor(True))
+function("floor", _ceil_floor_typer("floor"))(_ceil_floor(False))
+
+
+# -- bround -------------------------------------------------------------------------------------------------
+
+def _bround_typer(args):
+    if len(args) != 2 or not numeric(args[0].type) or not isinstance(args[1], Lit) or args[1].type != "bigint":
+        raise TypeMismatch(f"bround(number, a constant bigint scale), got ({_names(args)})")
+    t, d = args[0].type, args[1].value
+    ps = decimal_ps(t)
+    if ps is None:
+        return "bigint" if t in ("bigint", "null") else "double"
+    p, s = ps
+    if d < 0:
+        return decimal_type(min(max(p - s + 1, -d + 1), 38), 0)
+    return decimal_type(min(p - s + 1 + min(s, d), 38), min(s, d))
+
+
+def _half_even(v: int, k: int) -> int:
+    """``v / 10**k`` rounded HALF_EVEN (k >= 0), exact."""
+    if k <= 0:
+        return v * 10 ** (-k)
+    d = 10 ** k
+    q, r = divmod(abs(v), d)
+    if 2 * r > d or (2 * r == d and q % 2):
+        q += 1
+    return q if v >= 0 else -q
+
+
+@function("bround", _bround_typer)
+def _bround(args, e, n):
+    """HALF_EVEN rounding to ``d`` places (``d`` < 0: to tens, hundreds ...), Spark's types and overflow rule."""
+    (a, an), _ = args
+    t, d = e.args[0].type, e.args[1].value
+    live = np.flatnonzero(~an).tolist()
+    if e.type == "double":
+        out = np.asarray(a, dtype=np.float64).copy()
+        ctx = decimal.Context(prec=800)
+        q = decimal.Decimal(1).scaleb(-d)
+        for i in live:
+            x = float(out[i])
+            if x == x and abs(x) != float("inf"):
+                out[i] = float(decimal.Decimal(repr(x)).quantize(q, rounding=decimal.ROUND_HALF_EVEN, context=ctx)) + 0.0
+        return filled(out, an, "double"), an
+    if e.type == "bigint":
+        if d >= 0:
+            return filled(np.asarray(a, dtype=np.int64), an, "bigint"), an
+        vals = [0] * n
+        for i in live:
+            r = _half_even(int(a[i]), -d) * 10 ** (-d)
+            if not -(1 << 63) <= r < (1 << 63):
+                raise SchemaError("bround: a result past bigint (ARITHMETIC_OVERFLOW in Spark)")
+            vals[i] = r
+        return np.array(vals, dtype=np.int64), an
+    s = decimal_ps(t)[1]
+    ns = decimal_ps(e.type)[1]
+    out = np.zeros(n, dtype=object)
+    for i in live:
+        if d >= 0:
+            out[i] = _half_even(int(a[i]), s - ns)
+        else:
+            out[i] = _half_even(int(a[i]), s - d) * 10 ** (-d)
+    return fitted(out, ~an, e.type, "bround"), an
+
+
+__all__: list[str] = []

@@ -1,0 +1,319 @@
+"""Spark's string functions past the basic ones of :mod:`ddflow.plan.functions`: padding, repetition, case,
+translation, Java regular expressions, edit distance, ``format_string`` and character codes.
+
+Each is registered in the one function table (:func:`ddflow.plan.functions.function`), typed and evaluated there;
+:mod:`ddflow.sql.library` maps Spark SQL's names to them.  Semantics are Spark 4's: a NULL argument gives NULL,
+positions and lengths count characters (code points), not bytes.  Arguments that Spark evaluates once per query
+(a pattern, a format, a translation table) must be constants here: a column there is refused when the query is
+planned (the typer raises), never when it runs.
+
+Cost: O(total characters) per call, one pass in Python over the column's distinct strings (Arrow has no
+kernel for these with Spark's rules); regexp_replace compiles its pattern once per call.
+
+>>> from ddflow.plan.expr import Col, Lit, evaluate
+>>> from ddflow.plan.functions import typed
+>>> e = typed("lpad", (Col(0, "string"), Lit(5, "bigint"), Lit("xy", "string")))
+>>> evaluate(e, [(np.array(["abc", "abcdefg", None], dtype=object), np.array([False, False, True]))])[0].tolist()
+['xyabc', 'abcde', None]
+"""
+from __future__ import annotations
+
+import decimal
+import re
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ddflow.base.schema import decimal_ps, from_days, from_unscaled, is_decimal
+from ddflow.errors import SchemaError
+from ddflow.plan.expr import Column, Lit, filled, null_values
+from ddflow.plan.functions import TypeMismatch, _double_text, _names, _ts_text, function
+from ddflow.plan.java_regex import compiled, python_replacement
+
+
+_INT = (-(1 << 31), (1 << 31) - 1)
+
+
+def _kinds(kinds: str, result: str, name: str, constant: Sequence[int] = (), ints: Sequence[int] = ()) -> Callable:
+    """A typer: arguments of kinds ``s`` (string) and ``i`` (bigint), a trailing ``?`` making the last optional;
+    ``constant``: the places that must be literals; ``ints``: those Spark casts to int (a constant past it is
+    refused here)."""
+    full = kinds.rstrip("?")
+    need = full[:-1] if kinds.endswith("?") else full
+
+    def typer(args):
+        if not len(need) <= len(args) <= len(full):
+            count = f"{len(need)} or {len(full)}" if len(need) != len(full) else f"{len(full)}"
+            raise TypeMismatch(f"{name} takes {count} arguments, got {len(args)}")
+        for a, k in zip(args, full):
+            want = "string" if k == "s" else "bigint"
+            if a.type not in (want, "null"):
+                raise TypeMismatch(f"{name} needs ({', '.join('string' if k == 's' else 'bigint' for k in full)}), "
+                                   f"got ({_names(args)})")
+        for i in constant:
+            if i < len(args) and not isinstance(args[i], Lit):
+                raise TypeMismatch(f"{name}'s argument {i + 1} must be a constant")
+        for i in ints:
+            if i < len(args) and isinstance(args[i], Lit) and args[i].value is not None \
+                    and not _INT[0] <= args[i].value <= _INT[1]:
+                raise TypeMismatch(f"{name}'s argument {i + 1}, {args[i].value}, is past int (Spark's CAST_OVERFLOW)")
+        return result
+    return typer
+
+
+def _ints(args: list[Column], places: Sequence[int], name: str) -> None:
+    """Spark casts these bigint arguments to int: a value past int raises (CAST_OVERFLOW), here too."""
+    for i in places:
+        if i < len(args):
+            v, vn = args[i]
+            live = np.asarray(v, dtype=np.int64)[~np.asarray(vn, dtype=bool)]
+            bad = live[(live < _INT[0]) | (live > _INT[1])]
+            if len(bad):
+                raise SchemaError(f"{name}: {int(bad[0])} is past int (Spark casts it to int and raises CAST_OVERFLOW)")
+
+
+def _rowwise(fn: Callable, typ: str, name: str = "", ints: Sequence[int] = ()) -> Callable:
+    """A kernel applying ``fn`` to each row's argument values (NULL if any is NULL), memoized per distinct row;
+    ``ints``: the places of arguments Spark takes as int."""
+    def kernel(args: list[Column], e, n: int) -> Column:
+        _ints(args, ints, name)
+        null = np.zeros(n, dtype=bool)
+        for _, vn in args:
+            null |= np.asarray(vn, dtype=bool)
+        cols = [np.asarray(v).tolist() for v, _ in args]
+        out = null_values(typ, n) if typ != "string" else np.empty(n, dtype=object)
+        memo: dict = {}
+        for i in np.flatnonzero(~null).tolist():
+            key = tuple(c[i] for c in cols)
+            got = memo.get(key)
+            if got is None:
+                got = memo[key] = fn(*key)
+            out[i] = got
+        return filled(out, null, typ), null
+    return kernel
+
+
+def _reg(name: str, kinds: str, result: str, constant: Sequence[int] = (), int32: bool = True):
+    ints = [i for i, k in enumerate(kinds.rstrip("?")) if k == "i"] if int32 else []
+
+    def register(fn):
+        function(name, _kinds(kinds, result, name, constant, ints))(_rowwise(fn, result, name, ints))
+        return fn
+    return register
+
+
+# -- padding, repetition, slicing ----------------------------------------------------------------------------
+
+def _pad(left: bool) -> Callable:
+    def pad(s: str, length: int, fill: str = " ") -> str:
+        """Spark's UTF8String.lpad/rpad: a length below the string's truncates it; an empty pad never pads."""
+        length = max(length, 0)
+        spaces = length - len(s)
+        if spaces <= 0 or fill == "":
+            return s[:length]
+        reps = fill * (spaces // len(fill) + 1)
+        return reps[:spaces] + s if left else s + reps[:spaces]
+    return pad
+
+
+_reg("lpad", "sis?", "string")(_pad(True))
+_reg("rpad", "sis?", "string")(_pad(False))
+@_reg("repeat", "si", "string")
+def _repeat(s: str, k: int) -> str:
+    if k > 0 and len(s.encode()) * k > _INT[1]:  # Spark fails too: a string is at most 2 GiB
+        raise SchemaError(f"repeat: {k} copies of a {len(s)}-character string pass 2 GiB")
+    return s * max(k, 0)
+_reg("left", "si", "string")(lambda s, k: s[:k] if k > 0 else "")
+_reg("right", "si", "string")(lambda s, k: s[-k:] if k > 0 else "")
+
+
+# -- case and characters -------------------------------------------------------------------------------------
+
+@_reg("initcap", "s", "string")
+def _initcap(s: str) -> str:
+    """Spark's initcap: lower case, then the first character and each after a space title-cased (fully: ß is Ss)."""
+    low = s.lower()
+    return "".join(c.title() if i == 0 or low[i - 1] == " " else c for i, c in enumerate(low))
+
+
+@_reg("translate", "sss", "string", constant=(1, 2))
+def _translate(s: str, src: str, dst: str) -> str:
+    """Each character of ``src`` becomes the one at its place in ``dst``, or goes where ``dst`` is shorter."""
+    table: dict[int, str | None] = {}
+    for i, c in enumerate(src):
+        table.setdefault(ord(c), dst[i] if i < len(dst) else None)
+    return s.translate(table)
+
+
+_reg("ascii", "s", "bigint")(lambda s: ord(s[0]) if s else 0)
+
+
+@_reg("chr", "i", "string", int32=False)
+def _chr(k: int) -> str:
+    """Spark's chr: '' below 0, else the character of ``k mod 256`` (Latin-1)."""
+    return "" if k < 0 else chr(k & 0xFF)
+
+
+@_reg("levenshtein", "ssi?", "bigint", constant=(2,))
+def _levenshtein(a: str, b: str, threshold: int | None = None) -> int:
+    """The edit distance by characters; -1 past ``threshold`` (Spark 4's third argument)."""
+    if len(a) < len(b):
+        a, b = b, a
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    d = prev[-1]
+    return -1 if threshold is not None and d > threshold else d
+
+
+def _locate(sub: str, s: str, pos: int = 1) -> int:
+    """Spark's StringLocate: the 1-based place of ``sub`` in ``s`` from ``pos``; 0 if none or ``pos`` < 1."""
+    if pos < 1:
+        return 0
+    if sub == "":
+        return 1  # Spark's UTF8String.indexOf of an empty string is 0, from any start
+    return s.find(sub, pos - 1) + 1
+
+
+_reg("instr", "ss", "bigint")(lambda s, sub: _locate(sub, s))
+
+
+@function("locate", _kinds("ssi?", "bigint", "locate", ints=[2]))
+def _locate_kernel(args, e, n):
+    """locate(substr, str[, pos]): NULL if substr or str is NULL, but 0 where pos is NULL (Spark, after Hive)."""
+    vals, null = _rowwise(_locate, "bigint", "locate", [2])(args, e, n)
+    if len(args) > 2:
+        no_pos = np.asarray(args[2][1], dtype=bool)
+        null = null & ~no_pos
+        vals = np.where(no_pos, 0, vals)
+    return vals, null
+
+
+# -- regexp_replace --------------------------------------------------------------------------------------------
+
+def _regexp_replace_typer(args):
+    _kinds("sssi?", "string", "regexp_replace", constant=(1, 2, 3))(args)
+    if args[1].value is not None:
+        rx = compiled(args[1].value)  # Java-only syntax refused here, at planning
+        if args[2].value is not None:
+            python_replacement(args[2].value, rx.groups)
+    if len(args) > 3 and args[3].value is not None and args[3].value < 1:
+        raise TypeMismatch(f"regexp_replace's position must be at least 1, got {args[3].value}")
+    return "string"
+
+
+@function("regexp_replace", _regexp_replace_typer)
+def _regexp_replace(args, e, n):
+    """Spark's regexp_replace(str, regexp, rep[, pos]): every match from ``pos`` replaced (Java's ``$1`` groups)."""
+    pat, rep = e.args[1].value, e.args[2].value
+    pos = e.args[3].value if len(e.args) > 3 else 1
+    if pat is None or rep is None or pos is None:
+        return null_values("string", n), np.ones(n, dtype=bool)
+    rx = compiled(pat)
+    sub = python_replacement(rep, rx.groups)
+
+    def replace(s, *_):
+        return s[:pos - 1] + rx.sub(sub, s[pos - 1:]) if pos == 1 or pos - 1 < len(s) else s
+    return _rowwise(replace, "string")(args[:1], e, n)
+
+
+# -- format_string ---------------------------------------------------------------------------------------------
+
+def _format_specs(fmt: str) -> list[tuple[str, int | None]]:
+    """The conversions of a Java format string ddflow renders (%s %d %f %.Nf %%); others refused."""
+    specs: list[tuple[str, int | None]] = []
+    i = 0
+    while True:
+        j = fmt.find("%", i)
+        if j < 0:
+            return specs
+        m = re.compile(r"%(?:\.(\d+))?([sdf%])").match(fmt, j)
+        if m is None or (m.group(1) is not None and m.group(2) != "f"):
+            bad = re.compile(r"%[-#+ 0,(<]*\d*(?:\.\d+)?[a-zA-Z%]?").match(fmt, j).group(0)
+            raise TypeMismatch(f"format_string's conversion {bad!r} (ddflow renders %s, %d, %f, %.Nf and %%)")
+        if m.group(2) != "%":
+            specs.append((m.group(2), int(m.group(1)) if m.group(1) is not None else None))
+        i = m.end()
+
+
+def _format_typer(args):
+    if not args or args[0].type not in ("string", "null"):
+        raise TypeMismatch(f"format_string(format, ...) needs a string format, got ({_names(args)})")
+    if not isinstance(args[0], Lit):
+        raise TypeMismatch("format_string's format must be a constant")
+    if args[0].value is None:
+        return "string"
+    specs = _format_specs(args[0].value)
+    if len(specs) > len(args) - 1:
+        raise TypeMismatch(f"format_string's format has {len(specs)} conversions for {len(args) - 1} arguments")
+    for (conv, _), a in zip(specs, args[1:]):
+        if conv == "d" and a.type not in ("bigint", "null"):
+            raise TypeMismatch(f"format_string's %d needs a bigint, got {a.type}")
+        if conv == "f" and a.type not in ("double", "null"):  # Spark raises for a decimal too
+            raise TypeMismatch(f"format_string's %f needs a double, got {a.type}")
+    return "string"
+
+
+def _as_text(v, typ: str) -> str:
+    """A value as Java's String.valueOf prints it for Spark (%s)."""
+    if typ == "double":
+        return _double_text(v)
+    if typ == "boolean":
+        return "true" if v else "false"
+    if is_decimal(typ):
+        return str(from_unscaled(int(v), decimal_ps(typ)[1]))
+    if typ == "date":
+        return from_days(int(v)).isoformat()
+    if typ == "timestamp":
+        return _ts_text(int(v))
+    return str(v)
+
+
+def _fixed(v: float, places: int) -> str:
+    """Java's %.Nf: the digits of the double's shortest repr rounded HALF_UP (0.15 is 0.2 at one place)."""
+    if v != v or v in (float("inf"), float("-inf")):
+        return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
+    d = decimal.Decimal(repr(float(v)))
+    q = d.quantize(decimal.Decimal(1).scaleb(-places), rounding=decimal.ROUND_HALF_UP,
+                   context=decimal.Context(prec=400))
+    return format(q, "f")
+
+
+@function("format_string", _format_typer)
+def _format_string(args, e, n):
+    """Spark's format_string / printf for %s %d %f %.Nf %%: a NULL argument prints ``null``; a NULL format, NULL."""
+    fmt = e.args[0].value
+    if fmt is None:
+        return null_values("string", n), np.ones(n, dtype=bool)
+    specs = _format_specs(fmt)
+    pieces = re.split(r"%(?:\.\d+)?[sdf%]", fmt)
+    cols = [(np.asarray(v).tolist(), np.asarray(vn, dtype=bool).tolist(), x.type)
+            for (v, vn), x in zip(args[1:], e.args[1:])]
+    convs = re.findall(r"%(?:\.\d+)?[sdf%]", fmt)
+    out = np.empty(n, dtype=object)
+    for i in range(n):
+        parts, k = [pieces[0]], 0
+        for conv, piece in zip(convs, pieces[1:]):
+            if conv == "%%":
+                parts.append("%")
+            else:
+                (kind, places), (vals, nulls, typ) = specs[k], cols[k]
+                k += 1
+                v = vals[i]
+                if nulls[i]:  # Java prints "null", cut to a %.Nf's precision ("nu" for %.2f)
+                    parts.append("null" if places is None else "null"[:places])
+                elif kind == "s":
+                    parts.append(_as_text(v, typ))
+                elif kind == "d":
+                    parts.append(str(int(v)))
+                else:
+                    parts.append(_fixed(v, 6 if places is None else places))
+            parts.append(piece)
+        out[i] = "".join(parts)
+    return out, np.zeros(n, dtype=bool)
+
+
+__all__: list[str] = []

@@ -1,0 +1,200 @@
+"""Spark SQL's library functions (sqlglot nodes) to plan calls: strings, NULL handling, math.
+
+One entry per sqlglot node kind (or, for what sqlglot leaves ``Anonymous``, per function name); each reads the
+node's arguments and builds the call of :mod:`ddflow.plan.strings`, :mod:`ddflow.plan.nulls` or
+:mod:`ddflow.plan.maths` through :func:`ddflow.plan.functions.typed`.  A call whose types do not fit, or whose
+argument must be a constant and is not, is refused here, at planning, naming the function and quoting the SQL
+with its line and column.
+
+>>> from ddflow.base.schema import Schema
+>>> from ddflow.sql.planner import plan_sql
+>>> plan_sql("SELECT lpad(s, 3, '0') AS p, pmod(n, 7) AS m FROM t",
+...          {"t": Schema.of({"s": "string", "n": "bigint"})}).schema.types
+('string', 'bigint')
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from sqlglot import exp
+
+from ddflow.errors import SchemaError
+from ddflow.plan import functions as F
+from ddflow.plan.expr import Call, Expr, Lit
+
+Eval = Callable[[exp.Expression], Expr]
+
+
+def refusal(node: exp.Expression, message: str) -> SchemaError:
+    """``SQL: message at line L, column C (in `text`)``: what is wrong, where, and the user's text."""
+    text = node.sql(dialect="spark")
+    if len(text) > 80:
+        text = text[:77] + "..."
+    where = ""
+    for inner in node.walk():
+        m = getattr(inner, "meta", None) or {}
+        if "line" in m:
+            where = f" at line {m['line']}, column {m['col']}"
+            break
+    return SchemaError(f"SQL: {message}{where} (in `{text}`)")
+
+
+def _call(name: str, args, node: exp.Expression) -> Call:
+    try:
+        return F.typed(name, args)
+    except SchemaError as err:
+        msg = str(err).removeprefix("SQL: ")
+        raise refusal(node, msg if name in msg else f"{name}: {msg}") from None
+
+
+def _string(a: Expr) -> Expr:
+    return a if a.type in ("string", "null") else F.cast(a, "string")
+
+
+def _optional(node: exp.Expression, key: str, e: Eval) -> list[Expr]:
+    v = node.args.get(key)
+    return [] if v is None else [e(v)]
+
+
+def _only(node: exp.Expression, name: str, *allowed: str) -> None:
+    extra = [k for k, v in node.args.items() if v not in (None, False, []) and k not in allowed]
+    if extra:
+        raise refusal(node, f"{name} with the argument(s) {', '.join(extra)} is not supported")
+
+
+def _pad(node, e, ex):
+    name = "lpad" if node.args.get("is_left") else "rpad"
+    _only(node, name, "this", "expression", "fill_pattern", "is_left")
+    return _call(name, [_string(e(node.this)), e(node.expression)] + _optional(node, "fill_pattern", e), node)
+
+
+def _initcap(node, e, ex):
+    delim = node.args.get("expression")
+    if delim is not None and not (isinstance(delim, exp.Literal) and delim.this == " "):
+        raise refusal(node, "initcap takes one argument")
+    return _call("initcap", [_string(e(node.this))], node)
+
+
+def _regexp_replace(node, e, ex):
+    _only(node, "regexp_replace", "this", "expression", "replacement", "position")
+    args = [_string(e(node.this)), e(node.expression), e(node.args["replacement"])]
+    return _call("regexp_replace", args + _optional(node, "position", e), node)
+
+
+def _regexp_extract(node, e, ex):
+    _only(node, "regexp_extract", "this", "expression", "group", "null_if_pos_overflow")  # a flag of sqlglot's
+    group = e(node.args["group"]) if node.args.get("group") is not None else Lit(1, "bigint")
+    return _call("regexp_extract", [_string(e(node.this)), e(node.expression), group], node)
+
+
+def _levenshtein(node, e, ex):
+    _only(node, "levenshtein", "this", "expression", "ins_cost")  # sqlglot reads Spark's threshold as ins_cost
+    return _call("levenshtein", [_string(e(node.this)), _string(e(node.expression))] +
+                 _optional(node, "ins_cost", e), node)
+
+
+def _format(node, e, ex):
+    parts = [node.this] + list(node.expressions) if isinstance(node, exp.Format) else list(node.expressions)
+    return _call("format_string", [e(x) for x in parts], node)
+
+
+def _position(node, e, ex):
+    """instr(s, sub) and locate(sub, s[, pos]); a plain position(sub, s) of a constant stays Arrow's."""
+    sub = e(node.args["substr"])
+    if node.args.get("position") is None and isinstance(sub, Lit):
+        return None
+    return _call("locate", [sub, e(node.this)] + _optional(node, "position", e), node)
+
+
+def _chr(node, e, ex):
+    if node.args.get("charset") or len(node.expressions) != 1:
+        raise refusal(node, "chr takes one argument")
+    return _call("chr", [e(node.expressions[0])], node)
+
+
+def _nvl2(node, e, ex):
+    test = Call("is_not_null", (e(node.this),), "boolean")
+    return ex._cased("case", [test, e(node.args["true"]), e(node.args["false"])], [1, 2], node)
+
+
+def _null_safe_eq(node, e, ex):
+    eq = _call("=", [e(node.this), e(node.expression)], node)  # a string constant beside a date is that date
+    out = _call("<=>", eq.args, node)
+    return out if isinstance(node, exp.NullSafeEQ) else Call("not", (out,), "boolean")
+
+
+def _log(node, e, ex):
+    base = node.this
+    if isinstance(base, exp.Literal) and not base.meta and base.this in ("2", "10"):  # log2(x), log10(x)
+        return _call(f"log{base.this}", [e(node.expression)], node)
+    return _call("log", [e(base), e(node.expression)], node)
+
+
+def _rounding(name: str):
+    def plan(node, e, ex):
+        if node.args.get("decimals") is not None:
+            raise refusal(node, f"{name} with a scale is not supported")
+        return _call(name, [e(node.this)], node)
+    return plan
+
+
+def _binary(name: str, string_first: bool = False):
+    def plan(node, e, ex):
+        a = e(node.this)
+        return _call(name, [_string(a) if string_first else a, e(node.expression)], node)
+    return plan
+
+
+def _unary(name: str, string: bool = False):
+    def plan(node, e, ex):
+        a = e(node.this)
+        return _call(name, [_string(a) if string else a], node)
+    return plan
+
+
+_NODES = {
+    exp.Pad: _pad, exp.Repeat: lambda n, e, ex: _call("repeat", [_string(e(n.this)), e(n.args["times"])], n),
+    exp.Initcap: _initcap,
+    exp.Translate: lambda n, e, ex: _call("translate", [_string(e(n.this)), e(n.args["from_"]), e(n.args["to"])], n),
+    exp.RegexpReplace: _regexp_replace, exp.RegexpExtract: _regexp_extract, exp.Levenshtein: _levenshtein, exp.Format: _format,
+    exp.Left: _binary("left", True), exp.Right: _binary("right", True), exp.StrPosition: _position,
+    exp.Ascii: _unary("ascii", True), exp.Chr: _chr,
+    exp.Nvl2: _nvl2, exp.NullSafeEQ: _null_safe_eq, exp.NullSafeNEQ: _null_safe_eq,
+    exp.SafeAdd: _binary("try_add"), exp.SafeSubtract: _binary("try_subtract"),
+    exp.SafeMultiply: _binary("try_multiply"),
+    exp.Log: _log, exp.Ln: _unary("ln"), exp.Exp: _unary("exp"), exp.Pow: _binary("pow"),
+    exp.Sqrt: _unary("sqrt"), exp.Cbrt: _unary("cbrt"), exp.Sign: _unary("sign"),
+    exp.Ceil: _rounding("ceil"), exp.Floor: _rounding("floor"),
+}
+
+
+def _anonymous(node: exp.Anonymous, e: Eval, ex):
+    name = str(node.this).lower()
+    args = list(node.expressions)
+    if name == "printf":
+        return _format(node, e, ex)
+    if name == "pmod":
+        if len(args) != 2:
+            raise refusal(node, "pmod takes two arguments")
+        return _call("pmod", [e(a) for a in args], node)
+    if name == "bround":
+        if len(args) not in (1, 2):
+            raise refusal(node, "bround takes one or two arguments")
+        scale = e(args[1]) if len(args) == 2 else Lit(0, "bigint")
+        if not isinstance(scale, Lit) or scale.type != "bigint":
+            raise refusal(node, "bround's scale must be a constant integer")
+        return _call("bround", [e(args[0]), scale], node)
+    return None
+
+
+def library_call(ex, node: exp.Expression, e: Eval) -> Expr | None:
+    """The plan call of a library function node, or None if ``node`` is not one of them.  O(1) per node."""
+    plan = _NODES.get(type(node))
+    if plan is not None:
+        return plan(node, e, ex)
+    if isinstance(node, exp.Anonymous):
+        return _anonymous(node, e, ex)
+    return None
+
+
+__all__ = ["library_call", "refusal"]
