@@ -13,6 +13,8 @@ Everything here is vectorized Arrow: a group-by per run, no Python per row.
 """
 from __future__ import annotations
 
+import decimal
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -61,17 +63,27 @@ def null_safe_key(table: pa.Table, columns: list[str]) -> pa.Table:
     for i, c in enumerate(columns):
         col = table.column(c)
         t = col.type
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            fill = pa.scalar("", t)
-        elif pa.types.is_boolean(t):
-            fill = pa.scalar(False)
-        elif pa.types.is_null(t):
-            col, fill = pa.array([0] * len(col), pa.int64()), pa.scalar(0)
-        else:
-            fill = pa.scalar(0).cast(t) if not pa.types.is_timestamp(t) else pa.scalar(0, pa.int64()).cast(t)
+        if pa.types.is_null(t):
+            col = pa.array([0] * len(col), pa.int64())
+        fill = _zero(col.type)
         out[f"__k{i}"] = pc.fill_null(col, fill)
         out[f"__n{i}"] = pc.is_null(col)
     return pa.table(out)
+
+
+def _zero(t: pa.DataType) -> pa.Scalar:
+    """A value of type ``t`` (what a NULL is filled with beside its flag; any value would do)."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return pa.scalar("", t)
+    if pa.types.is_boolean(t):
+        return pa.scalar(False)
+    if pa.types.is_decimal(t):
+        return pa.scalar(decimal.Decimal(0), t)
+    if pa.types.is_date32(t):
+        return pa.scalar(0, pa.int32()).cast(t)
+    if pa.types.is_temporal(t):
+        return pa.scalar(0, pa.int64()).cast(t)
+    return pa.scalar(0, t)
 
 
 def semi_join(table: pa.Table, keys: pa.Table, columns: list[str]) -> np.ndarray:

@@ -19,6 +19,7 @@ run and source ends; the table's snapshot history says which runs it holds.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pyarrow as pa
@@ -217,7 +218,8 @@ class IcebergTableSink(_IcebergSink):
         new = conform(changes.rows_after(keys), target, where)
         markers = conform(_with_nulls(keys, changes), target, where)
         names = [f.name for f in target if f.name.lower() in {c.lower() for c in changes.key_columns}]
-        with tbl.transaction() as tx:
+        with tbl.transaction() as tx, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Delete operation did not match any records")  # a new key
             tx.delete(_matching(markers, names), snapshot_properties=props)
             if new.num_rows:
                 tx.append(new, snapshot_properties=props)

@@ -4,7 +4,8 @@ Source: every ``*.parquet`` file under the directory (Hive partition
 folders ``k=v`` give their columns; names starting with ``.`` or ``_``
 are skipped, as Spark's writers leave them) is known by its size and
 modification time.  Each new file is one commit (ordered by modification
-time, then name), its rows inserts; the first run reads every file.  A
+time, then name), its rows inserts, its version the count of files before
+it; the first run reads every file as one commit.  A
 known file that disappeared or changed is refused by name, unless the
 table is declared ``replace_on_change``: then the run replaces the table's
 rows with the directory's (a commit of every row's difference).  Cost:
@@ -107,12 +108,12 @@ class ParquetSource(Source):
                                   f"directory as a replacement of its rows, or {REBUILD}")
             return self._replace(version, now, types, progress)
         new = sorted((f for f in now if f not in known), key=lambda f: (int(now[f].split(":")[1]), f))
-        if position is None:
+        if position is None:  # the directory as it is: one commit, at the version its files count to
             rows = self._read(new, types)
             progress(len(new), len(new))
-            pos = {"version": 0, "files": now}
+            pos = {"version": len(new) - 1, "files": now}
             stamp = max((int(now[f].split(":")[1]) // 1_000_000 for f in new), default=0)
-            return Read([Commit(0, stamp, signed(rows, 1))], pos, end={"version": 0, "added": now})
+            return Read([Commit(len(new) - 1, stamp, signed(rows, 1))], pos, end={"version": len(new) - 1, "added": now})
         commits = []
         for i, f in enumerate(new):
             commits.append(Commit(version + i + 1, int(now[f].split(":")[1]) // 1_000_000,
@@ -144,11 +145,12 @@ class ParquetSource(Source):
                                   f"{'disappeared' if f not in now else 'changed'} since; {REBUILD}")
         if "replace" in end:
             return self._replace(version, want, types, progress)
-        if int(end["version"]) == 0 and version < 0:
+        if version < 0:
             rows = self._read(sorted(want), types)
             progress(len(want), len(want))
             stamp = max((int(v.split(":")[1]) // 1_000_000 for v in want.values()), default=0)
-            return Read([Commit(0, stamp, signed(rows, 1))], {"version": 0, "files": dict(want)}, end=end)
+            v = int(end["version"])
+            return Read([Commit(v, stamp, signed(rows, 1))], {"version": v, "files": dict(want)}, end=end)
         new = sorted(want, key=lambda f: (int(want[f].split(":")[1]), f))
         commits = [Commit(version + i + 1, int(want[f].split(":")[1]) // 1_000_000, signed(self._read([f], types), 1))
                    for i, f in enumerate(new)]
