@@ -250,9 +250,10 @@ class _DeltaSink(Sink):
         return dl.CommitProperties(custom_metadata=metadata(app_id, run, ends),
                                    app_transactions=[dl.Transaction(app_id, run)])
 
-    def _write(self, data: pa.Table, mode: str, props) -> None:
+    def _write(self, data: pa.Table, mode: str, props, schema_mode: str | None = None) -> None:
         _deltalake().write_deltalake(self.path, data, mode=mode, partition_by=self.partition_by,
-                                     storage_options=self.storage_options, commit_properties=props)
+                                     storage_options=self.storage_options, commit_properties=props,
+                                     schema_mode=schema_mode)
 
 
 class DeltaTableSink(_DeltaSink):
@@ -274,8 +275,9 @@ class DeltaTableSink(_DeltaSink):
         target = pa.schema(dt.schema().to_arrow()) if dt is not None else arrow_schema(changes.columns)
         where = f"sink {self.where()} of view {changes.view!r}"
         if dt is None or mode in ("initial", "rebuild"):
+            target, schema_mode = _replacing(target, arrow_schema(changes.columns), mode)
             rows = conform(changes.rows_after(), target, where)
-            self._write(rows, "overwrite" if dt is not None else "error", props)
+            self._write(rows, "overwrite" if dt is not None else "error", props, schema_mode)
             return rows.num_rows
         keys = changes.touched()
         if not keys.num_rows:
@@ -310,9 +312,12 @@ class DeltaChangelogSink(_DeltaSink):
             return 0
         dt = self._existing()
         target = pa.schema(dt.schema().to_arrow()) if dt is not None else _changelog_schema(changes.columns)
+        schema_mode = None
+        if dt is not None and mode != "changes":
+            target, schema_mode = _replacing(target, _changelog_schema(changes.columns), mode)
         rows = conform(rows, target, f"sink {self.where()} of view {changes.view!r}")
-        self._write(rows, "overwrite" if (dt is not None and mode == "rebuild") else "append", self._props(
-            app_id, run, ends))
+        self._write(rows, "overwrite" if (dt is not None and mode != "changes") else "append", self._props(
+            app_id, run, ends), schema_mode)
         return rows.num_rows
 
 
@@ -320,6 +325,14 @@ def _changelog_schema(columns: dict[str, str]) -> pa.Schema:
     return pa.schema(list(arrow_schema(columns)) + [pa.field("_change_type", pa.string()),
                                                     pa.field("_commit_version", pa.int64()),
                                                     pa.field("_commit_timestamp", arrow_type("timestamp"))])
+
+
+def _replacing(existing: pa.Schema, view: pa.Schema, mode: str) -> tuple[pa.Schema, str | None]:
+    """The schema a replacing write (a new sink, a full refresh) uses: the table's own types when it has the
+    view's columns, otherwise (a rebuilt view with other columns) the view's, replacing the table's schema."""
+    if sorted(n.lower() for n in existing.names) == sorted(n.lower() for n in view.names):
+        return existing, None
+    return view, "overwrite"
 
 
 def _names(target: pa.Schema, columns: list[str]) -> list[str]:

@@ -24,6 +24,7 @@ import os
 from typing import Callable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ddflow.pipelines.changes import ViewChanges, consolidate
@@ -129,8 +130,9 @@ class ParquetSource(Source):
         files = sorted(now)
         rows = self._read(files, types)
         progress(len(files), len(files))
-        old = self.contents()
-        both = pa.concat_tables([signed(rows, 1), old.select(list(types) + ["diff"]).cast(signed(rows, 1).schema)])
+        old = self.contents()  # the table's rows now, each retracted
+        gone = old.select(list(types)).append_column("diff", pc.negate(old.column("diff")))
+        both = pa.concat_tables([signed(rows, 1), gone.cast(signed(rows, 1).schema)])
         change = consolidate(both, list(types))
         stamp = max((int(v.split(":")[1]) // 1_000_000 for v in now.values()), default=0)
         pos = {"version": version + 1, "files": now}

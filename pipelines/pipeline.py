@@ -256,6 +256,8 @@ class Pipeline:
         versions: dict[str, int] = {}
         for name, tab in self.tables.items():
             ts = time.perf_counter()
+            if hasattr(tab.source, "contents"):  # a source that may replace its rows asks for them
+                tab.source.contents = lambda n=name: self._table_rows(store, n)
             pos = None if full else position_from_rows(name, self._rows)
             versions[name] = tab.source.version_of(pos)
             end = pinned.get(name) if pinned is not None else None
@@ -436,6 +438,15 @@ class Pipeline:
                 cols = list(empty.schema.names[:-1])
                 t = consolidate(_retype(t, empty).drop_columns(["time"]), cols)
                 self._contents[name] = t.rename_columns(cols + [COUNT]).cast(empty.schema)
+
+    def _table_rows(self, store, name: str) -> pa.Table:
+        """Table ``name``'s rows as the state holds them (its columns and ``diff``).  O(state): read from disk."""
+        from ddflow.pipelines.types import arrow_schema
+        cols = list(self._columns[name])
+        t = store.verify().get(name)
+        if t is None:
+            return arrow_schema(self._columns[name]).empty_table().append_column("diff", pa.array([], pa.int64()))
+        return consolidate(t.select(cols + ["diff"]), cols)
 
     def _feed(self, timed: list[Timed]) -> dict[str, pa.Table]:
         """Feed each commit's rows at its data time; returns the logged input per table."""
