@@ -284,8 +284,8 @@ class DeltaTableSink(_DeltaSink):
             return 0
         new = conform(changes.rows_after(keys), target, where)
         markers = conform(_with_nulls(keys, changes), target, where)
-        source = pa.concat_tables([markers.append_column("__ins", pa.array([False] * markers.num_rows)),
-                                   new.append_column("__ins", pa.array([True] * new.num_rows))])
+        source = pa.concat_tables([markers.append_column("__ins", pa.array([False] * markers.num_rows, pa.bool_())),
+                                   new.append_column("__ins", pa.array([True] * new.num_rows, pa.bool_()))])
         # Each term in parentheses: delta-rs parses `a IS NOT DISTINCT FROM b AND c ...` as `... FROM (b AND c)`.
         on = " AND ".join(f"(t.{_q(c)} IS NOT DISTINCT FROM s.{_q(c)})" for c in _names(target, changes.key_columns))
         (dt.merge(source, f"s.__ins = false AND {on}", source_alias="s", target_alias="t", commit_properties=props)
