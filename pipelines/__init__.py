@@ -55,64 +55,64 @@ def __getattr__(name: str) -> Any:
 def delta(path: str, columns: list[str] | None = None, cdf: bool | str = "auto",
           storage_options: dict[str, str] | None = None):
     """A Delta table as a source: each version is a commit (its change data feed where it is on, otherwise its
-    files' differences).  See :class:`ddflow.pipelines.delta.DeltaSource`.
+    files' differences).  See :class:`ddflow.pipelines.delta_tables.DeltaSource`.
 
     >>> delta("/lake/orders").where()
     'Delta table /lake/orders'
     """
-    from ddflow.pipelines.delta import DeltaSource
+    from ddflow.pipelines.delta_tables import DeltaSource
     return DeltaSource(path, columns, cdf, storage_options)
 
 
 def iceberg(identifier: str, catalog: Any, columns: list[str] | None = None):
     """An Iceberg table of ``catalog`` (a pyiceberg catalog, or a dict of its properties) as a source: each
-    snapshot is a commit.  See :class:`ddflow.pipelines.iceberg.IcebergSource`."""
-    from ddflow.pipelines.iceberg import IcebergSource
+    snapshot is a commit.  See :class:`ddflow.pipelines.iceberg_tables.IcebergSource`."""
+    from ddflow.pipelines.iceberg_tables import IcebergSource
     return IcebergSource(identifier, catalog, columns)
 
 
 def parquet(path: str, columns: list[str] | None = None, replace_on_change: bool = False):
     """A directory of Parquet files as a source: each new file is a commit of inserts.  See
-    :class:`ddflow.pipelines.parquet.ParquetSource`."""
-    from ddflow.pipelines.parquet import ParquetSource
+    :class:`ddflow.pipelines.parquet_files.ParquetSource`."""
+    from ddflow.pipelines.parquet_files import ParquetSource
     return ParquetSource(path, columns, replace_on_change)
 
 
 def changelog(read: Callable[[int | None], Any], columns: Mapping[str, str], format: str = "spark",
               position: str | None = None, value: str = "value", name: str | None = None):
     """Changelog rows (Spark's ``_change_type``/``_commit_version``, or Debezium envelopes) returned by
-    ``read(since)``.  See :class:`ddflow.pipelines.changelog.ChangelogSource`."""
-    from ddflow.pipelines.changelog import ChangelogSource
+    ``read(since)``.  See :class:`ddflow.pipelines.changelog_source.ChangelogSource`."""
+    from ddflow.pipelines.changelog_source import ChangelogSource
     return ChangelogSource(read, columns, format, position, value, name)
 
 
 def delta_table(path: str, partition_by: list[str] | None = None, storage_options: dict[str, str] | None = None):
-    """A Delta table of the view's current rows, one MERGE per run.  See :class:`ddflow.pipelines.delta.DeltaTableSink`."""
-    from ddflow.pipelines.delta import DeltaTableSink
+    """A Delta table of the view's current rows, one MERGE per run.  See :class:`ddflow.pipelines.delta_tables.DeltaTableSink`."""
+    from ddflow.pipelines.delta_tables import DeltaTableSink
     return DeltaTableSink(path, partition_by, storage_options)
 
 
 def delta_changelog(path: str, partition_by: list[str] | None = None, storage_options: dict[str, str] | None = None):
     """A Delta table of the view's changes in Spark's changelog shape.  See
-    :class:`ddflow.pipelines.delta.DeltaChangelogSink`."""
-    from ddflow.pipelines.delta import DeltaChangelogSink
+    :class:`ddflow.pipelines.delta_tables.DeltaChangelogSink`."""
+    from ddflow.pipelines.delta_tables import DeltaChangelogSink
     return DeltaChangelogSink(path, partition_by, storage_options)
 
 
 def iceberg_table(identifier: str, catalog: Any):
-    """An Iceberg table of the view's current rows.  See :class:`ddflow.pipelines.iceberg.IcebergTableSink`."""
-    from ddflow.pipelines.iceberg import IcebergTableSink
+    """An Iceberg table of the view's current rows.  See :class:`ddflow.pipelines.iceberg_tables.IcebergTableSink`."""
+    from ddflow.pipelines.iceberg_tables import IcebergTableSink
     return IcebergTableSink(identifier, catalog)
 
 
 def iceberg_changelog(identifier: str, catalog: Any):
-    """An Iceberg table of the view's changes.  See :class:`ddflow.pipelines.iceberg.IcebergChangelogSink`."""
-    from ddflow.pipelines.iceberg import IcebergChangelogSink
+    """An Iceberg table of the view's changes.  See :class:`ddflow.pipelines.iceberg_tables.IcebergChangelogSink`."""
+    from ddflow.pipelines.iceberg_tables import IcebergChangelogSink
     return IcebergChangelogSink(identifier, catalog)
 
 
 def parquet_changelog(path: str):
     """A directory of the view's changes, one Parquet file per run.  See
-    :class:`ddflow.pipelines.parquet.ParquetChangelogSink`."""
-    from ddflow.pipelines.parquet import ParquetChangelogSink
+    :class:`ddflow.pipelines.parquet_files.ParquetChangelogSink`."""
+    from ddflow.pipelines.parquet_files import ParquetChangelogSink
     return ParquetChangelogSink(path)

@@ -128,7 +128,7 @@ def _decoded(raw: Any) -> Any:
 def _payload(env: Any) -> tuple[Any, dict]:
     """The envelope without its ``schema``/``payload`` wrapper, and the logical types its schema names."""
     types: dict = {}
-    if isinstance(env, dict) and "payload" in env and "schema" in env:
+    if isinstance(env, dict) and "payload" in env and set(env) <= {"schema", "payload"}:
         for f in (env.get("schema") or {}).get("fields") or []:
             if isinstance(f, dict) and f.get("field") in ("before", "after"):
                 for c in f.get("fields") or []:

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ddflow.pipelines.changes import ViewChanges, consolidate
-from ddflow.pipelines.delta import REBUILD, _changelog_schema
+from ddflow.pipelines.delta_tables import REBUILD, _changelog_schema
 from ddflow.pipelines.sink import Sink, SinkCommit, metadata, read_metadata
 from ddflow.pipelines.source import Commit, Progress, Read, Source, SourceError, signed
 from ddflow.pipelines.types import arrow_type, canonical, conform, sql_columns

@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from ddflow.pipelines.changes import ViewChanges
-from ddflow.pipelines.delta import REBUILD, _changelog_schema, _with_nulls
+from ddflow.pipelines.delta_tables import REBUILD, _changelog_schema, _with_nulls
 from ddflow.pipelines.sink import Sink, SinkCommit, metadata, read_metadata
 from ddflow.pipelines.source import Commit, Progress, Read, Source, SourceError, signed
 from ddflow.pipelines.types import arrow_schema, canonical, conform, sql_columns
