@@ -87,7 +87,8 @@ def changelog(read: Callable[[int | None], Any], columns: Mapping[str, str], for
 
 
 def delta_table(path: str, partition_by: list[str] | None = None, storage_options: dict[str, str] | None = None):
-    """A Delta table of the view's current rows, one MERGE per run.  See :class:`ddflow.pipelines.delta_tables.DeltaTableSink`."""
+    """A Delta table of the view's current rows, one MERGE per run.  See
+    :class:`ddflow.pipelines.delta_tables.DeltaTableSink`."""
     from ddflow.pipelines.delta_tables import DeltaTableSink
     return DeltaTableSink(path, partition_by, storage_options)
 

@@ -45,7 +45,8 @@ def to_arrow(data: Any) -> pa.Table:
             return pa.Table.from_pandas(data, preserve_index=False)
     except ImportError:  # pragma: no cover
         pass
-    raise TypeError(f"a changelog function returns a pyarrow Table, pandas or Spark DataFrame, not {type(data).__name__}")
+    raise TypeError("a changelog function returns a pyarrow Table, pandas or Spark DataFrame, not "
+                    f"{type(data).__name__}")
 
 
 class ChangelogSource(Source):

@@ -210,7 +210,8 @@ class IcebergTableSink(_IcebergSink):
         keys = changes.touched()
         if mode != "changes" or keys.num_rows > MAX_KEYS:
             rows = conform(changes.rows_after(), target, where)
-            with tbl.transaction() as tx:
+            with tbl.transaction() as tx, warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "Delete operation did not match any records")  # an empty table
                 tx.overwrite(rows, snapshot_properties=props)
             return rows.num_rows
         if not keys.num_rows:
@@ -240,7 +241,8 @@ class IcebergChangelogSink(_IcebergSink):
             tbl = self._create(_changelog_schema(changes.columns))
         rows = conform(rows, tbl.schema().as_arrow(), f"sink {self.where()} of view {changes.view!r}")
         props = metadata(app_id, run, ends)
-        with tbl.transaction() as tx:
+        with tbl.transaction() as tx, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Delete operation did not match any records")
             if mode == "changes":
                 tx.append(rows, snapshot_properties=props)
             else:

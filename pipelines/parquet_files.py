@@ -114,7 +114,8 @@ class ParquetSource(Source):
             progress(len(new), len(new))
             pos = {"version": len(new) - 1, "files": now}
             stamp = max((int(now[f].split(":")[1]) // 1_000_000 for f in new), default=0)
-            return Read([Commit(len(new) - 1, stamp, signed(rows, 1))], pos, end={"version": len(new) - 1, "added": now})
+            return Read([Commit(len(new) - 1, stamp, signed(rows, 1))], pos,
+                        end={"version": len(new) - 1, "added": now})
         commits = []
         for i, f in enumerate(new):
             commits.append(Commit(version + i + 1, int(now[f].split(":")[1]) // 1_000_000,

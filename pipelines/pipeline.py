@@ -377,7 +377,8 @@ class Pipeline:
         where = f"ddflow pipeline state {self.state}"
         hv, mv = held.get("dataflow", {}), mine["dataflow"]
         if hv.get("pipeline") != mv["pipeline"]:
-            raise PipelineError(f"{where} belongs to pipeline {hv.get('pipeline')!r}, not {mv['pipeline']!r}; {REBUILD}")
+            raise PipelineError(f"{where} belongs to pipeline {hv.get('pipeline')!r}, not {mv['pipeline']!r}; "
+                                f"{REBUILD}")
         for kind, h, m in (("table", held.get("inputs", {}), mine["inputs"]),
                            ("view", hv.get("views", {}), mv["views"])):
             for name in sorted(set(h) | set(m)):
@@ -471,7 +472,8 @@ class Pipeline:
             t = pa.concat_tables(parts)
             cols = list(self._columns[name])
             t = t.select(cols + ["time", "diff"])
-            self._handles[name].update(t.select(cols), times=t.column("time").to_numpy(), diffs=t.column("diff").to_numpy())
+            self._handles[name].update(t.select(cols), times=t.column("time").to_numpy(),
+                                       diffs=t.column("diff").to_numpy())
             logged[name] = t
         return logged
 

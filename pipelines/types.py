@@ -14,7 +14,8 @@ is an error naming the column, never a wrapped value), otherwise in the
 default types :data:`DEFAULT_ARROW` gives.
 
 >>> import pyarrow as pa
->>> sql_columns(pa.schema([("id", pa.int32()), ("price", pa.decimal128(15, 2)), ("at", pa.timestamp("ns", "UTC"))]), "t")
+>>> s = pa.schema([("id", pa.int32()), ("price", pa.decimal128(15, 2)), ("at", pa.timestamp("ns", "UTC"))])
+>>> sql_columns(s, "t")
 {'id': 'bigint', 'price': 'decimal(15,2)', 'at': 'timestamp'}
 >>> arrow_schema({"id": "bigint", "d": "date"})
 id: int64
@@ -150,7 +151,8 @@ def conform(table: pa.Table, target: pa.Schema, where: str) -> pa.Table:
     arrays = []
     for f in target:
         col = table.column(by_low[f.name.lower()])
-        if pa.types.is_timestamp(f.type) and pa.types.is_timestamp(col.type) and (f.type.tz is None) != (col.type.tz is None):
+        zones_differ = pa.types.is_timestamp(col.type) and (f.type.tz is None) != (col.type.tz is None)
+        if pa.types.is_timestamp(f.type) and zones_differ:
             col = col.cast(pa.timestamp(col.type.unit, tz=f.type.tz))  # the same microseconds, the table's zone form
         try:
             col = col.cast(f.type, safe=True)

@@ -195,7 +195,8 @@ class Lake:
         out = {}
         for name, v in versions.items():
             kept = [x for x in self.snapshots[name] if x <= v]
-            out[name] = self.snapshots[name][max(kept)] if kept else (T_SCHEMA if name == "t" else DIM_SCHEMA).empty_table()
+            empty = (T_SCHEMA if name == "t" else DIM_SCHEMA).empty_table()
+            out[name] = self.snapshots[name][max(kept)] if kept else empty
         return out
 
 

@@ -94,7 +94,8 @@ def test_kill_at_every_step_then_run_again(tmp_path):
             for op in commit:
                 lake.apply(op)
         killed = job(root, point)
-        assert killed.returncode == -signal.SIGKILL, f"{point}: not killed ({killed.returncode}): {killed.stderr[-2000:]}"
+        assert killed.returncode == -signal.SIGKILL, \
+            f"{point}: not killed ({killed.returncode}): {killed.stderr[-2000:]}"
         again = job(root)
         assert again.returncode == 0, f"after a kill at {point}: {again.stderr[-3000:]}"
         check(lake, root, times_of(lake, since))

@@ -173,3 +173,37 @@ def test_the_cli_prints_a_bar_per_source_and_a_line_per_view_and_exits_by_status
         f.write("x = 1\n")
     bad = subprocess.run([sys.executable, "-m", "ddflow.pipelines", "run", broken], capture_output=True, text=True)
     assert bad.returncode == 1 and "defines no ddflow.pipelines.Pipeline" in bad.stderr
+
+
+def test_an_iceberg_table_rolled_back_past_the_recorded_snapshot_is_refused(tmp_path):
+    from pyiceberg.catalog.sql import SqlCatalog
+    from ddflow.pipelines import iceberg, iceberg_table
+    root = str(tmp_path)
+    cat = SqlCatalog("c", uri=f"sqlite:///{root}/c.db", warehouse=f"file://{root}/wh")
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", schema=T_SCHEMA)
+    tbl.append(rows(range(3)))
+    first = tbl.current_snapshot().snapshot_id
+    tbl.append(rows([5]))
+
+    def make() -> Pipeline:
+        p = Pipeline(f"{root}/state", name="ice")
+        p.table("t", iceberg("db.t", cat))
+        p.view("by_g", SQL, key="g")
+        p.sink("by_g", iceberg_table("out.by_g", cat))
+        return p
+
+    with make() as p:
+        p.refresh()
+    cat.load_table("db.t").manage_snapshots().set_current_snapshot(first).commit()
+    cat.load_table("db.t").append(rows([6]))
+    with make() as p:
+        with pytest.raises(SourceError, match=r"no longer an ancestor.*full refresh"):
+            p.refresh()
+        p.refresh(full=True)
+    got = cat.load_table("out.by_g").scan().to_arrow()
+    import duckdb
+    con = duckdb.connect()
+    con.register("t", cat.load_table("db.t").scan().to_arrow())
+    want = [dict(zip(["g", "n", "total"], r)) for r in con.execute(SQL).fetchall()]
+    assert bag(got, ["g", "n", "total"]) == bag(want, ["g", "n", "total"])

@@ -42,7 +42,8 @@ dp.create_sink("orders_ddflow", format="ddflow", options={{"pipeline": {views!r}
 
 @dp.append_flow(target="orders_ddflow")
 def orders_changes():
-    return spark.readStream.schema("id BIGINT, name STRING, amount DECIMAL(10,2), _change_type STRING").parquet({landing!r})
+    schema = "id BIGINT, name STRING, amount DECIMAL(10,2), _change_type STRING"
+    return spark.readStream.schema(schema).parquet({landing!r})
 '''
 
 VIEWS = '''from ddflow.pipelines import Pipeline, delta_table, delta_changelog
