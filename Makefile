@@ -1,11 +1,14 @@
 # Two commands matter: `make demo` (the main job) and `make test` (the whole suite).
 # Each creates .venv and installs what it needs on a fresh machine.
 PYTHON ?= python3
+CXX ?= g++
+#: What `make asan` runs under the sanitizers: the kernels' tests against their references, and the oracles.
+ASAN_TESTS ?= tests/base tests/traces tests/operators tests/graph tests/test_dataflows.py
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench microbench clean
+.PHONY: demo test bench microbench clean native asan
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,11 +16,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev,spark,pipelines]"
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: native
 	$(PY) -m ddflow.streaming.demo
 
-test: $(STAMP)
-	$(PY) -m ddflow.warmup
+test: native
 	$(PY) -m pytest -q --durations=25 tests
 
 microbench: $(STAMP)
@@ -25,3 +27,24 @@ microbench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .benchmarks
+
+# The native extension, rebuilt incrementally while developing it (pip install -e . builds it from scratch):
+# nothing to do while the installed one is newer than every native source.
+native: $(STAMP)
+	@mkdir -p build
+	@so=$$(ls ddflow/_native*.so 2>/dev/null | head -1); \
+	if [ -z "$$so" ] || [ -n "$$(find native setup.py -newer "$$so" \( -name '*.cpp' -o -name '*.hpp' -o -name setup.py \) | head -1)" ]; then \
+		flock build/.native.lock $(MAKE) --no-print-directory -f native/Makefile PY=$(PY) -j2; fi
+
+# The kernel tests and the engine's oracles against the extension built with AddressSanitizer and
+# UndefinedBehaviorSanitizer and bounds checks on every array access (gcc's runtime; build/native-asan).
+asan: $(STAMP)
+	@mkdir -p build
+	flock build/.native.lock $(MAKE) --no-print-directory -f native/Makefile PY=$(PY) SANITIZE=1 -j2
+	rm -f build/native-asan/report.*
+	DDFLOW_NATIVE_LIBRARY=$$(ls build/native-asan/ddflow/_native*.so) \
+	LD_PRELOAD=$$($(CXX) -print-file-name=libasan.so):$$($(CXX) -print-file-name=libubsan.so) \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:log_path=build/native-asan/report \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=build/native-asan/report \
+	$(PY) -m pytest -q -p no:cacheprovider $(ASAN_TESTS) \
+	|| { cat build/native-asan/report.* 2>/dev/null; exit 1; }

@@ -1,17 +1,27 @@
 """Kill matrix: exactly-once across SIGKILLs of the whole streaming query, at many random moments.
 
-The long-run version of ``tests/streaming/test_crash_recovery.py`` (a bench,
-not CI: it starts local Spark some twenty times and takes 10-20 minutes).
+The long-run version of ``tests/streaming/test_crash_recovery.py`` and
+``test_exactly_once.py`` (a bench, not CI: it starts local Spark a few
+dozen times per configuration; about 20-40 minutes per configuration on
+a 2-core machine).
 
-    python -m bench.kill_matrix --kills 20 --seed 1 --json bench/results/kill_matrix.jsonl
+    python -m bench.kill_matrix                      # the full matrix: w1-string, w2-string, 30 kills each
+    python -m bench.kill_matrix --configs w1-string --kills 10 --seed 3
+    python -m bench.kill_matrix --configs routed-string   # workers on executors (local-cluster): heavy
 
-An embedded broker (or ``--bootstrap``) gets a seeded workload of edge
-updates (``--steps`` sliding-window steps, 2 messages each, plus four
-bad messages for the dead letters) on a one-partition topic.  The job is
-``tests/streaming/crash_job.py``: Kafka -> Spark (``ddkafka``, availableNow,
-``maxOffsetsPerTrigger``) -> ddflow reach + out-degree -> Parquet and Kafka
-sinks (output topics with 2 partitions), dead letters, a state snapshot
-every 2 batches.
+A configuration (:data:`CONFIGS`) is the job's key kind (``int`` nodes, or
+``string`` nodes, which the dataflow interns, so a process restored from
+a snapshot computes the same changes in another order), its worker count
+(1, or 2 forked workers) and whether its input is routed (``.workers(2,
+spark=spark)`` on a ``local-cluster[2,1,1024]``: the executors feed the
+workers directly).  For each, an embedded broker (or ``--bootstrap``)
+gets a seeded workload of edge updates (``--steps`` sliding-window
+steps, 2 messages each, plus four bad messages for the dead letters) on
+a one-partition topic.  The job is ``tests/streaming/crash_job.py``: Kafka
+-> Spark (``ddkafka``, availableNow, ``maxOffsetsPerTrigger``) -> ddflow
+reach + out-degree -> Parquet and Kafka sinks (output topics with 2
+partitions), dead letters, a state snapshot every 1-3 batches (drawn
+anew for every run of the chain).
 
 1. Reference: one uninterrupted run of the job (a subprocess) with its own
    work directory and output topics; the times at which Spark's commits
@@ -28,22 +38,27 @@ every 2 batches.
    first Parquet output file of a new batch (0-400 ms: in the sink writes,
    a Kafka sink's among them), or *hook* kills
    (``--fault POINT:BATCH`` at the driver's test hook points ``restore``,
-   ``before_output``, ``mid_output``, ``before_state``, ``in_snapshot``,
-   ``after_state``; each point at least once, at a batch the run reaches).
-   PySpark's worker daemon makes its own process group (``pyspark.daemon``
-   calls ``setpgid``); each run carries a marker in its environment, and
-   the kill (and the wait after every run) covers every process with it.
-   After each kill the record notes the manifest's batch, Spark's last
-   commit, the Parquet files and the number of Kafka records of the batch
-   in flight, and so where the kill landed (``phase``).
+   ``before_output``, ``mid_output``, ``before_state`` (every sink has the
+   batch, the state not: its replay must write nothing twice),
+   ``in_snapshot``, ``after_state``; each point at least once, at a batch
+   the run reaches).  PySpark's worker daemon makes its own process group
+   (``pyspark.daemon`` calls ``setpgid``); each run carries a marker in
+   its environment, and the kill (and the wait after every run) covers
+   every process with it.  After each kill the record notes the
+   manifest's batch, Spark's last commit, the Parquet files and the
+   number of Kafka records of the batch in flight, and so where the kill
+   landed (``phase``).
 3. The chain's outputs must equal the reference's: every Parquet file of
-   every output with the same rows; each Kafka output topic read plainly
-   (no de-duplication) holding the same multiset of (value, headers) and no
-   ``(batch_id, seq)`` twice; the same dead letters; Spark's commits for
+   every output with the same rows in the same order; each Kafka output
+   topic read plainly (no de-duplication) holding, partition by
+   partition, the same records (key, value, batch id, seq) in the same
+   order, none lost, none twice, every one carrying a valid authenticator
+   under the chain's state key; the same dead letters; Spark's commits for
    every batch; and the accumulated outputs equal a from-scratch answer.
 
-Prints a summary, appends one JSON line to ``--json``, and exits 1 if
-anything differs (the work directory is then kept and named).
+Prints a line per kill, a table of the configurations, appends one JSON
+line per configuration to ``--json``, and exits 1 if anything differs (the
+work directory is then kept and named).
 """
 from __future__ import annotations
 
@@ -62,6 +77,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -70,33 +86,61 @@ _spec = importlib.util.spec_from_file_location("ddflow_bench_crash_job", JOB)
 crash_job = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(crash_job)
 
-SNAPSHOT_EVERY = 2  # crash_job.make_stream's stateLocation(..., snapshot_every=2)
+SNAPSHOT_CHOICES = (1, 2, 3)  # each chain run's snapshot cadence is drawn from these
+REFERENCE_SNAPSHOT_EVERY = 2
 HOOK_POINTS = ["restore", "before_output", "mid_output", "before_state", "in_snapshot", "after_state"]
 MARKER = "DDFLOW_KILL_MATRIX_RUN"
 RUN_TIMEOUT = 420.0
 
 
-# -- workload ------------------------------------------------------------------------------------
-def workload(seed: int, steps: int = 200, nodes: int = 20, width: int = 20):
-    """Edge updates with strictly increasing data times (a sliding window of ``width`` edges), plus
-    four bad messages: not JSON, a string node, a late time, a time too far ahead.
+@dataclass(frozen=True)
+class Config:
+    """One column of the matrix: the job's key kind, its workers, whether the executors route its input."""
 
-    Returns the message values and the final edge multiset.
+    name: str
+    keys: str = "string"
+    workers: int = 1
+    route: bool = False
+    master: str = "local[2]"
+
+    def job_args(self) -> list[str]:
+        args = ["--keys", self.keys, "--workers", str(self.workers), "--master", self.master]
+        return args + (["--route"] if self.route else [])
+
+
+CONFIGS = {c.name: c for c in [
+    Config("w1-string"),
+    Config("w2-string", workers=2),
+    Config("w1-int", keys="int"),
+    Config("routed-string", workers=2, route=True, master="local-cluster[2,1,1024]"),
+]}
+#: What ``python -m bench.kill_matrix`` runs without ``--configs``.
+DEFAULT_CONFIGS = "w1-string,w2-string"
+
+
+# -- workload ------------------------------------------------------------------------------------
+def workload(seed: int, steps: int = 200, nodes: int = 20, width: int = 20, keys: str = "int"):
+    """Edge updates with strictly increasing data times (a sliding window of ``width`` edges), plus
+    four bad messages: not JSON, a time that is no number, a late time, a time too far ahead.
+
+    Nodes are named as ``crash_job.node`` names them for ``keys``.  Returns the message values and the
+    final edge multiset.
     """
     rng = random.Random(seed)
-    window = collections.deque((rng.randrange(nodes), rng.randrange(nodes)) for _ in range(width))
+    names = [crash_job.node(i, keys) for i in range(nodes)]
+    window = collections.deque((rng.choice(names), rng.choice(names)) for _ in range(width))
     msgs: list[bytes] = []
     t = 0
     for s, d in window:
         t += 1
         msgs.append(json.dumps({"src": s, "dst": d, "t": t, "diff": 1}).encode())
     bad = {steps // 7: b"{not json",
-           steps // 3: json.dumps({"src": "x", "dst": 1, "t": "T", "diff": 1}).encode(),
-           steps // 2: json.dumps({"src": 1, "dst": 2, "t": 0, "diff": 1}).encode(),  # late
+           steps // 3: json.dumps({"src": names[1], "dst": names[2], "t": "T", "diff": 1}).encode(),
+           steps // 2: json.dumps({"src": names[1], "dst": names[2], "t": 0, "diff": 1}).encode(),  # late
            (4 * steps) // 5: "far"}
     for i in range(steps):
         old = window.popleft()
-        new = (rng.randrange(nodes), rng.randrange(nodes))
+        new = (rng.choice(names), rng.choice(names))
         window.append(new)
         msgs.append(json.dumps({"src": old[0], "dst": old[1], "t": t + 1, "diff": -1}).encode())
         msgs.append(json.dumps({"src": new[0], "dst": new[1], "t": t + 2, "diff": 1}).encode())
@@ -104,16 +148,16 @@ def workload(seed: int, steps: int = 200, nodes: int = 20, width: int = 20):
         if i in bad:
             m = bad[i]
             if m == "far":  # past the frontier by more than maxTimeAhead (2**40)
-                m = json.dumps({"src": 3, "dst": 4, "t": t + 2**41, "diff": 1}).encode()
+                m = json.dumps({"src": names[3], "dst": names[4], "t": t + 2**41, "diff": 1}).encode()
             msgs.append(m)
     return msgs, list(window)
 
 
-def expected(window: list[tuple[int, int]]) -> dict[str, dict]:
+def expected(window: list[tuple], keys: str = "int") -> dict[str, dict]:
     """The accumulated outputs, from scratch."""
     from ddflow.streaming.demo import bfs
 
-    reach = {pair: 1 for pair in bfs(window, crash_job.ROOTS)}
+    reach = {pair: 1 for pair in bfs(window, crash_job.roots(keys))}
     degree = {(s, c): 1 for s, c in collections.Counter(s for s, _ in window).items()}
     return {"reach": reach, "degree": degree}
 
@@ -282,11 +326,12 @@ def watch(job: "Job", work: Path, held: int, limit: float, anchor: str = "launch
 class Job:
     """One launch of crash_job.py over a work directory."""
 
-    def __init__(self, args, bootstrap: str, topic: str, prefix: str, work: Path, logs: Path, name: str,
-                 fault: tuple[str, int] | None = None):
+    def __init__(self, args, config: Config, bootstrap: str, topic: str, prefix: str, work: Path, logs: Path,
+                 name: str, fault: tuple[str, int] | None = None, snapshot_every: int = REFERENCE_SNAPSHOT_EVERY):
         self.tag = f"{name}-{uuid.uuid4().hex[:8]}"
         cmd = [sys.executable, str(JOB), "--bootstrap", bootstrap, "--topic", topic, "--out-prefix", prefix,
-               "--work", str(work), "--max-offsets", str(args.max_offsets)]
+               "--work", str(work), "--max-offsets", str(args.max_offsets), "--snapshot-every",
+               str(snapshot_every), *config.job_args()]
         if fault is not None:
             cmd += ["--fault", f"{fault[0]}:{fault[1]}"]
         logs.mkdir(parents=True, exist_ok=True)
@@ -310,8 +355,8 @@ class Job:
 
 
 # -- the matrix ----------------------------------------------------------------------------------
-def reference_run(args, bootstrap, topic, prefix, work: Path, logs: Path) -> dict:
-    job = Job(args, bootstrap, topic, prefix, work, logs, "reference")
+def reference_run(args, config: Config, bootstrap, topic, prefix, work: Path, logs: Path) -> dict:
+    job = Job(args, config, bootstrap, topic, prefix, work, logs, "reference")
     seen: dict[int, float] = {}
     while job.p.poll() is None:
         for b in committed(work):
@@ -342,8 +387,8 @@ def plan(rng: random.Random, kills: int) -> list[str]:
     return kinds
 
 
-def hook_batch(rng: random.Random, point: str, m: dict, n_batches: int) -> int | None:
-    """A batch at which ``point`` fires in the next run, or None if there is none."""
+def hook_batch(rng: random.Random, point: str, m: dict, n_batches: int, snapshot_every: int) -> int | None:
+    """A batch at which ``point`` fires in the next run (snapshots every ``snapshot_every``), or None."""
     held = m["batch_id"]
     if point == "restore":
         return held if held >= 0 else None
@@ -351,13 +396,14 @@ def hook_batch(rng: random.Random, point: str, m: dict, n_batches: int) -> int |
     if nxt >= n_batches:
         return None
     if point == "in_snapshot":
-        first = held + (SNAPSHOT_EVERY - m["batches_since_snapshot"])
-        options = list(range(first, min(first + 2 * SNAPSHOT_EVERY, n_batches), SNAPSHOT_EVERY))
+        first = held + max(snapshot_every - m["batches_since_snapshot"], 1)
+        options = list(range(first, min(first + 2 * snapshot_every, n_batches), snapshot_every))
         return rng.choice(options) if options else None
     return rng.randrange(nxt, min(nxt + 2, n_batches))
 
 
-def chain(args, rng, ref: dict, bootstrap, topic, prefix, work: Path, logs: Path) -> tuple[list[dict], dict]:
+def chain(args, config: Config, rng, ref: dict, bootstrap, topic, prefix, work: Path,
+          logs: Path) -> tuple[list[dict], dict]:
     n_batches = ref["batches"]
     startup, per_batch = ref["startup_s"], ref["per_batch_s"]
     startups = [startup]  # updated from every chain run that gets a batch into the state
@@ -372,11 +418,12 @@ def chain(args, rng, ref: dict, bootstrap, topic, prefix, work: Path, logs: Path
         kills_left = args.kills - len(records)
         scarce = left <= kills_left // 2  # few batches left for the kills to come: kill without progress
         fault = None
+        snapshot_every = rng.choice(SNAPSHOT_CHOICES)
         if kind != "timer":
             if scarce and kind not in ("restore",):
                 kind = "restore" if m["batch_id"] >= 0 else "timer"
         if kind != "timer":
-            b = hook_batch(rng, kind, m, n_batches)
+            b = hook_batch(rng, kind, m, n_batches, snapshot_every)
             if b is None:
                 kind = "timer"
             else:
@@ -396,7 +443,7 @@ def chain(args, rng, ref: dict, bootstrap, topic, prefix, work: Path, logs: Path
         before = {"manifest_batch": m["batch_id"], "spark_commit": spark}
         kafka_before = {n: batch_counts(bootstrap, f"{prefix}-{n}") for n in crash_job.OUTPUTS}
         name = f"run-{len(records):02d}"
-        job = Job(args, bootstrap, topic, prefix, work, logs, name, fault)
+        job = Job(args, config, bootstrap, topic, prefix, work, logs, name, fault, snapshot_every)
         if fault is None:
             progress, outside = watch(job, work, m["batch_id"], delay, anchor)
         else:
@@ -409,7 +456,7 @@ def chain(args, rng, ref: dict, bootstrap, topic, prefix, work: Path, logs: Path
             startups.append(max(progress - per_batch, 1.0))
             startup = statistics.median(startups)
         after_m = manifest(work)
-        rec = {"n": len(records), "kind": "timer" if fault is None else "hook",
+        rec = {"n": len(records), "kind": "timer" if fault is None else "hook", "snapshot_every": snapshot_every,
                **({"delay_s": round(delay, 2), "after": anchor} if fault is None else {"point": fault[0], "batch": fault[1]}),
                "before": before, "manifest_batch": after_m["batch_id"], "spark_commit": spark_last(work),
                "first_new_state_s": None if progress is None else round(progress, 2),
@@ -426,7 +473,7 @@ def chain(args, rng, ref: dict, bootstrap, topic, prefix, work: Path, logs: Path
                 total = batch_counts(bootstrap, f"{prefix}-{n}")[nxt]
                 rec["next_batch_kafka"][n] = [total - kafka_before[n][nxt], total, ref["kafka_per_batch"][n][nxt]]
         rec["phase"] = phase(rec, before)
-        print(f"kill {rec['n']:2d}: {rec['kind']:5s} "
+        print(f"{config.name} kill {rec['n']:2d}: snap/{snapshot_every} {rec['kind']:5s} "
               f"{('%.2fs after %s' % (delay, anchor)) if fault is None else '%s:%d' % fault:>28s}  rc={info['rc']:>4}  "
               f"run {info['run_s']:5.1f}s  manifest {before['manifest_batch']:>3} -> {rec['manifest_batch']:>3}  "
               f"spark {before['spark_commit']:>3} -> {rec['spark_commit']:>3}  {rec['phase']}", flush=True)
@@ -441,7 +488,7 @@ def chain(args, rng, ref: dict, bootstrap, topic, prefix, work: Path, logs: Path
             raise ChainError(f"run {name} exited with {info['rc']} instead of being killed; log: "
                              f"{logs / (name + '.out')}", records)
         records.append(rec)
-    job = Job(args, bootstrap, topic, prefix, work, logs, "final")
+    job = Job(args, config, bootstrap, topic, prefix, work, logs, "final", snapshot_every=rng.choice(SNAPSHOT_CHOICES))
     try:
         job.p.wait(RUN_TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -493,11 +540,26 @@ class ChainError(Exception):
 
 
 # -- comparison ----------------------------------------------------------------------------------
-def compare(bootstrap, ref_work: Path, ref_prefix, work: Path, prefix, want: dict, n_batches: int) -> tuple[list, dict]:
-    from ddflow.streaming.sinks import ParquetSink, accumulate, read_topic
+def kafka_partitions(bootstrap: str, topic: str) -> dict[int, list[tuple]]:
+    """Each partition's records in offset order, read plainly: (key, value, batch_id, seq, offset, headers)."""
+    from ddflow.streaming.sinks import _read_all
+
+    out: dict[int, list[tuple]] = collections.defaultdict(list)
+    for part, offset, key, value, headers in sorted(_read_all(bootstrap, topic), key=lambda r: r[:2]):
+        h = {k: v.decode() for k, v in headers or []}
+        out[part].append((key, value, int(h["batch_id"]), int(h["seq"]), offset, headers))
+    return dict(out)
+
+
+def compare(bootstrap, ref_work: Path, ref_prefix, work: Path, prefix, want: dict,
+            n_batches: int) -> tuple[list, dict]:
+    from ddflow.streaming.sinks import KafkaSink, ParquetSink, SinkError, Tail, accumulate
+    from ddflow.streaming.state import StateStore
 
     problems: list[str] = []
-    counts: dict = {"parquet_files": {}, "parquet_rows": {}, "kafka_records": {}, "kafka_records_ref": {}}
+    counts: dict = {"parquet_files": {}, "parquet_rows": {}, "kafka_records": {}, "kafka_records_ref": {},
+                    "kafka_lost": {}, "kafka_duplicated": {}, "kafka_unauthenticated": {}}
+    key = StateStore(str(work / "state")).key
     for name in crash_job.OUTPUTS:
         got, ref = parquet_batches(work, name), parquet_batches(ref_work, name)
         counts["parquet_files"][name] = len(got)
@@ -510,29 +572,41 @@ def compare(bootstrap, ref_work: Path, ref_prefix, work: Path, prefix, want: dic
             problems.append(f"parquet {name}: accumulated output differs from the from-scratch answer "
                             f"({len(acc)} records against {len(want[name])})")
         # Kafka, read plainly: no de-duplication of any kind.
-        raw = read_topic(bootstrap, f"{prefix}-{name}")
-        ref_raw = read_topic(bootstrap, f"{ref_prefix}-{name}")
+        topic = f"{prefix}-{name}"
+        parts, ref_parts = kafka_partitions(bootstrap, topic), kafka_partitions(bootstrap, f"{ref_prefix}-{name}")
+        raw = [r for p in sorted(parts) for r in parts[p]]
+        ref_raw = [r for p in sorted(ref_parts) for r in ref_parts[p]]
         counts["kafka_records"][name] = len(raw)
         counts["kafka_records_ref"][name] = len(ref_raw)
-
-        def key(rec):
-            value, headers = rec
-            return value, tuple((k, v) for k, v in (headers or []))
-
-        got_ms, ref_ms = collections.Counter(map(key, raw)), collections.Counter(map(key, ref_raw))
-        if got_ms != ref_ms:
-            missing, extra = ref_ms - got_ms, got_ms - ref_ms
+        got_ms = collections.Counter(r[:4] for r in raw)
+        ref_ms = collections.Counter(r[:4] for r in ref_raw)
+        missing, extra = ref_ms - got_ms, got_ms - ref_ms
+        counts["kafka_lost"][name] = sum(missing.values())
+        counts["kafka_duplicated"][name] = sum(c - 1 for c in got_ms.values() if c > 1)
+        if missing or extra:
             problems.append(f"kafka {name}: {sum(missing.values())} records missing, {sum(extra.values())} extra; "
-                            f"missing {_ids(missing)[:10]}, extra {_ids(extra)[:10]}")
-        ids = collections.Counter(_ident(h) for _, h in map(key, raw))
+                            f"missing {sorted(r[2:4] for r in missing)[:10]}, extra {sorted(r[2:4] for r in extra)[:10]}")
+        ids = collections.Counter(r[2:4] for r in raw)
         dups = sorted(k for k, c in ids.items() if c > 1)
         if dups:
             problems.append(f"kafka {name}: {len(dups)} (batch_id, seq) on the topic more than once: {dups[:10]}")
-        ref_dups = [k for k, c in collections.Counter(_ident(h) for _, h in map(key, ref_raw)).items() if c > 1]
+        if {p: [r[:4] for r in rs] for p, rs in parts.items()} != {p: [r[:4] for r in rs] for p, rs in ref_parts.items()}:
+            problems.append(f"kafka {name}: the partitions do not hold the reference's records in its order")
+        ref_dups = [k for k, c in collections.Counter(r[2:4] for r in ref_raw).items() if c > 1]
         if ref_dups:
             problems.append(f"kafka {name}: the reference topic itself holds duplicates: {ref_dups[:10]}")
+        checker, bad = KafkaSink(bootstrap, topic, key=key), 0
+        for part, rs in parts.items():
+            for k, value, _, _, offset, headers in rs:
+                try:
+                    checker.check(Tail(part, offset, k, value, headers))
+                except SinkError:
+                    bad += 1
+        counts["kafka_unauthenticated"][name] = bad
+        if bad:
+            problems.append(f"kafka {name}: {bad} records without a valid authenticator under the chain's state key")
         acc = collections.Counter()
-        for value, _ in raw:
+        for _, value, *_ in raw:
             ch = json.loads(value)
             acc[tuple(ch["record"])] += ch["diff"]
         if {k: v for k, v in acc.items() if v} != want[name]:
@@ -548,98 +622,132 @@ def compare(bootstrap, ref_work: Path, ref_prefix, work: Path, prefix, want: dic
     return problems, counts
 
 
-def _ident(headers: tuple) -> tuple[int, int]:
-    h = {k: v.decode() for k, v in headers}
-    return int(h["batch_id"]), int(h["seq"])
-
-
-def _ids(ms: collections.Counter) -> list:
-    return sorted(_ident(h) for (_, h), c in ms.items() for _ in range(c))
-
-
 # -- main ----------------------------------------------------------------------------------------
+def run_config(args, config: Config, bootstrap: str, base: Path) -> dict:
+    """The reference and the chain of one configuration; its result line."""
+    from ddflow.streaming.broker import create_topics, produce
+
+    t0 = time.monotonic()
+    rng = random.Random(f"{args.seed}-{config.name}")
+    logs = base / "logs"
+    run_id = uuid.uuid4().hex[:8]
+    topic, ref_prefix, prefix = f"km-edges-{run_id}", f"km-ref-{run_id}", f"km-chain-{run_id}"
+    result: dict = {"bench": "kill_matrix", "config": config.name, "keys": config.keys, "workers": config.workers,
+                    "routed": config.route, "master": config.master,
+                    "date": datetime.datetime.now().isoformat(timespec="seconds"), "seed": args.seed,
+                    "kills_asked": args.kills, "max_offsets": args.max_offsets, "snapshot_every": list(SNAPSHOT_CHOICES),
+                    "work": str(base)}
+    msgs, window = workload(args.seed, args.steps, keys=config.keys)
+    create_topics(bootstrap, [topic], partitions=1)
+    produce(bootstrap, topic, [(None, m) for m in msgs])
+    create_topics(bootstrap, [f"{p}-{n}" for p in (ref_prefix, prefix) for n in crash_job.OUTPUTS], partitions=2)
+    n_batches = -(-len(msgs) // args.max_offsets)
+    print(f"{config.name}: workload {len(msgs)} messages, {n_batches} batches of {args.max_offsets}; work {base}",
+          flush=True)
+    try:
+        ref = reference_run(args, config, bootstrap, topic, ref_prefix, base / "reference", logs)
+    except SystemExit as e:
+        result.update({"equal": False, "problems": [str(e)], "total_s": round(time.monotonic() - t0, 1)})
+        return result
+    print(f"{config.name} reference: {ref['run_s']:.1f}s, {ref['batches']} batches, start-up ~{ref['startup_s']:.1f}s, "
+          f"{ref['per_batch_s']:.2f}s per batch", flush=True)
+    result["reference"] = {k: ref[k] for k in ("run_s", "batches", "startup_s", "per_batch_s")}
+    if ref["batches"] != n_batches:
+        result.update({"equal": False, "problems": [f"the reference ran {ref['batches']} batches, expected {n_batches}"],
+                       "total_s": round(time.monotonic() - t0, 1)})
+        return result
+    try:
+        records, end = chain(args, config, rng, ref, bootstrap, topic, prefix, base / "chain", logs)
+        chain_error = None
+    except ChainError as e:
+        records, end, chain_error = e.records, {}, str(e)
+    kills = [r for r in records if r["rc"] == -signal.SIGKILL]
+    kinds = collections.Counter("timer" if r["kind"] == "timer" else r["point"] for r in kills)
+    result.update({"kills": len(kills), "kinds": dict(sorted(kinds.items())), "records": records, **end})
+    if chain_error:
+        problems, counts = [chain_error], {}
+    else:
+        problems, counts = compare(bootstrap, base / "reference", ref_prefix, base / "chain", prefix,
+                                   expected(window, config.keys), n_batches)
+    counts["messages"] = len(msgs)
+    if len(kills) < args.kills:
+        print(f"{config.name}: only {len(kills)} of {args.kills} kills happened (the job reached its end)", flush=True)
+    result.update({"equal": not problems, "problems": problems, "counts": counts,
+                   "total_s": round(time.monotonic() - t0, 1)})
+    return result
+
+
+def table(results: list[dict]) -> str:
+    """The matrix as a Markdown table (what bench/README shows)."""
+    lines = ["| configuration | kills | timer | at hook points | batches | Kafka records (reach, degree) | lost | "
+             "duplicated | unauthenticated | Parquet files | dead letters | minutes | outputs |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        c = r.get("counts", {})
+        kinds = dict(r.get("kinds", {}))
+        timer = kinds.pop("timer", 0)
+        hooks = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
+        kafka, files = c.get("kafka_records", {}), c.get("parquet_files", {})
+        lines.append(
+            f"| {r['config']} | {r.get('kills', 0)} | {timer} | {hooks} | {c.get('batches', '-')} | "
+            f"{kafka.get('reach', '-')}, {kafka.get('degree', '-')} | {sum(c.get('kafka_lost', {}).values())} | "
+            f"{sum(c.get('kafka_duplicated', {}).values())} | {sum(c.get('kafka_unauthenticated', {}).values())} | "
+            f"{files.get('reach', '-')}, {files.get('degree', '-')} | {c.get('dead_letters', '-')} | "
+            f"{r['total_s'] / 60:.0f} | {'equal' if r.get('equal') else 'DIFFER'} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.kill_matrix", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kills", type=int, default=20, help="SIGKILLs of the job before the run to the end")
+    ap.add_argument("--configs", default=DEFAULT_CONFIGS,
+                    help=f"comma-separated, of {', '.join(CONFIGS)} (default {DEFAULT_CONFIGS})")
+    ap.add_argument("--kills", type=int, default=30, help="SIGKILLs of the job per configuration before the run to the end")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--steps", type=int, default=200, help="sliding-window steps of the workload (2 messages each)")
     ap.add_argument("--max-offsets", type=int, default=10, help="maxOffsetsPerTrigger (messages per batch)")
     ap.add_argument("--bootstrap", default=None, help="an external Kafka (default: an embedded broker)")
     ap.add_argument("--work", default=None, help="directory for the runs (default: a new one under /tmp)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory after a passing run")
-    ap.add_argument("--json", default=None, help="append the result line to this file")
+    ap.add_argument("--json", default=None, help="append each configuration's result line to this file")
     args = ap.parse_args(argv)
+    names = [n.strip() for n in args.configs.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown:
+        ap.error(f"unknown configurations {unknown}; known: {', '.join(CONFIGS)}")
 
-    from ddflow.streaming.broker import EmbeddedBroker, create_topics, produce
+    from ddflow.streaming.broker import EmbeddedBroker
 
     t_start = time.monotonic()
     base = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix=f"kill_matrix-s{args.seed}-"))
     base.mkdir(parents=True, exist_ok=True)
-    logs = base / "logs"
-    rng = random.Random(args.seed)
     broker = None
     if args.bootstrap:
         bootstrap = args.bootstrap
     else:
         broker = EmbeddedBroker().start()
         bootstrap = broker.bootstrap
-    run_id = uuid.uuid4().hex[:8]
-    topic, ref_prefix, prefix = f"km-edges-{run_id}", f"km-ref-{run_id}", f"km-chain-{run_id}"
-    result: dict = {"bench": "kill_matrix", "date": datetime.datetime.now().isoformat(timespec="seconds"),
-                    "seed": args.seed, "kills_asked": args.kills, "max_offsets": args.max_offsets,
-                    "work": str(base)}
-    equal = False
+    results = []
     try:
-        msgs, window = workload(args.seed, args.steps)
-        create_topics(bootstrap, [topic], partitions=1)
-        produce(bootstrap, topic, [(None, m) for m in msgs])
-        create_topics(bootstrap, [f"{p}-{n}" for p in (ref_prefix, prefix) for n in crash_job.OUTPUTS],
-                      partitions=2)
-        n_batches = -(-len(msgs) // args.max_offsets)
-        print(f"workload: {len(msgs)} messages, {n_batches} batches of {args.max_offsets}; work {base}", flush=True)
-
-        ref = reference_run(args, bootstrap, topic, ref_prefix, base / "reference", logs)
-        print(f"reference: {ref['run_s']:.1f}s, {ref['batches']} batches, start-up ~{ref['startup_s']:.1f}s, "
-              f"{ref['per_batch_s']:.2f}s per batch", flush=True)
-        result["reference"] = {k: ref[k] for k in ("run_s", "batches", "startup_s", "per_batch_s")}
-        if ref["batches"] != n_batches:
-            raise SystemExit(f"the reference ran {ref['batches']} batches, expected {n_batches}")
-        try:
-            records, end = chain(args, rng, ref, bootstrap, topic, prefix, base / "chain", logs)
-            chain_error = None
-        except ChainError as e:
-            records, end, chain_error = e.records, {}, str(e)
-        kills = [r for r in records if r["rc"] == -signal.SIGKILL]
-        kinds = collections.Counter("timer" if r["kind"] == "timer" else r["point"] for r in kills)
-        result.update({"kills": len(kills), "kinds": dict(sorted(kinds.items())), "records": records, **end})
-        if chain_error:
-            problems, counts = [chain_error], {}
-        else:
-            problems, counts = compare(bootstrap, base / "reference", ref_prefix, base / "chain", prefix,
-                                       expected(window), n_batches)
-        counts["messages"] = len(msgs)
-        if len(kills) < args.kills:
-            print(f"only {len(kills)} of {args.kills} kills happened (the job reached its end)", flush=True)
-        equal = not problems
-        result.update({"equal": equal, "problems": problems, "counts": counts})
+        for name in names:
+            result = run_config(args, CONFIGS[name], bootstrap, base / name)
+            results.append(result)
+            print(f"\n{name}: {result.get('kills', 0)} kills {result.get('kinds', {})} in {result['total_s']:.0f}s; "
+                  f"outputs {'EQUAL the uninterrupted run' if result['equal'] else 'DIFFER'}", flush=True)
+            for p in result.get("problems", []):
+                print("  -", p, flush=True)
+            if args.json:
+                with open(args.json, "a") as f:
+                    f.write(json.dumps(result) + "\n")
     finally:
-        result["total_s"] = round(time.monotonic() - t_start, 1)
         if broker is not None:
             broker.stop()
-    print(f"\n{result.get('kills', 0)} kills {result.get('kinds', {})} in {result['total_s']:.0f}s; "
-          f"outputs {'EQUAL the uninterrupted run' if equal else 'DIFFER'}")
-    for p in result.get("problems", []):
-        print("  -", p)
+    equal = all(r["equal"] for r in results)
+    print(f"\nkill matrix, seed {args.seed}, {args.kills} kills per configuration, "
+          f"{(time.monotonic() - t_start) / 60:.0f} minutes:\n{table(results)}")
     if equal and not args.keep and not args.work:
         shutil.rmtree(base, ignore_errors=True)
-        result["work"] = None
     elif not equal:
         print(f"artefacts kept in {base}")
-    line = json.dumps(result)
-    if args.json:
-        with open(args.json, "a") as f:
-            f.write(line + "\n")
-    print(line)
     return 0 if equal else 1
 
 

@@ -1,4 +1,4 @@
-"""Where one update's time goes: outside the scheduler, the scheduler, operator steps' Python, compiled kernels.
+"""Where one update's time goes: outside the scheduler, the scheduler, operator steps' Python, native kernels.
 
     python -m bench.split                      # reach, one update per advance
     python -m bench.split --bench sssp --updates 400 --batch 1
@@ -28,8 +28,8 @@ import time
 
 import numpy as np
 
-import ddflow.base.jit as _jit
 import ddflow.base.kernels as _kernels
+import ddflow.base.native as _native
 
 #: Each benchmark's default workload (its own command line's defaults), less the seed.
 WORKLOADS = {"reach": (1000, 2000, 10), "sssp": (1000, 2000, 10), "components": (1000, 1000)}
@@ -63,24 +63,19 @@ def _timed(fn, name: str):
 
 
 def _wrap_kernels() -> None:
-    lazy, namespace = _jit.lazy_jit, _kernels.kernels
+    make, namespace = _native.kernel, _kernels.kernels
     wrapped = []
 
-    def lazy_jit(f=None, *, uses=(), inline=(), calls=()):
-        if f is None:
-            return lambda g: lazy_jit(g, uses=uses, inline=inline, calls=calls)
-        inner = lazy(f, uses=uses, inline=inline, calls=calls)
-        call = _timed(inner, f.__name__)
-        call.__name__, call.plain, call.uses, call.calls, call.dispatcher = \
-            f.__name__, inner.plain, inner.uses, inner.calls, inner.dispatcher
-        return call
+    def kernel(layer, name=None, native=None):
+        decorate = make(layer, name, native)
+        return lambda plain: _timed(decorate(plain), plain.__name__)
 
     def kernels():
         if not wrapped:
             wrapped.append(type(namespace())(**{k: _timed(v, k) for k, v in vars(namespace()).items()}))
         return wrapped[0]
 
-    _jit.lazy_jit, _kernels.kernels = lazy_jit, kernels
+    _native.kernel, _kernels.kernels = kernel, kernels
 
 
 def _wrap_steps() -> None:

@@ -12,7 +12,6 @@ The layers are folders, and imports point only down::
     ddflow.plan        the relational plan IR, its rewrites, its lowering to operators
     ddflow.sql         the SQL front end (parse -> plan -> rewrite -> lower, in ddflow.sql.frontend)
     ddflow.facade      the user's Dataflow: the engine's, plus sql and explain
-    ddflow.warmup      compiles every kernel into numba's disk cache (python -m ddflow.warmup)
     ddflow.streaming   Spark Structured Streaming, Kafka, sinks, state
 
 Inside functions too: the engine never imports a front end, and none of

@@ -813,15 +813,17 @@ class Collection:
 
     # -- iteration ------------------------------------------------------------------
     def iterate(self, fn: Callable[["Variable"], "Collection"], name: str | None = None,
-                max_iterations: int | None = None, max_seconds: float | None = None) -> "Collection":
+                max_iterations: int | None = None, max_seconds: float | None = None,
+                max_records: int | None = None) -> "Collection":
         """The fixed point of ``fn`` starting from this collection.
 
         ``fn`` gets the loop :class:`Variable` and returns its next value;
         outer collections used in ``fn`` enter the loop by themselves.  Cost:
         rounds until nothing changes (at most ``max_iterations``, and at most
-        ``max_seconds`` per run: past either, ``NonConvergence`` names the loop
-        and the input times still changing), each round costing the body's
-        operators on that round's changes only.
+        ``max_seconds`` per run, with at most ``max_records`` updates held by
+        the loop's arrangements: past any, ``NonConvergence`` names the loop
+        and what it exceeded), each round costing the body's operators on
+        that round's changes only.
 
         >>> flow = ddflow.Dataflow()
         >>> edges_in, edges = flow.new_collection("edges")
@@ -832,7 +834,7 @@ class Collection:
         >>> reach.drain()
         [((1,), 0, 1), ((2,), 0, 1), ((3,), 0, 1)]
         """
-        scope = IterativeScope(self.scope, name or self.ctx.fresh("iterate"), max_iterations, max_seconds)
+        scope = IterativeScope(self.scope, name or self.ctx.fresh("iterate"), max_iterations, max_seconds, max_records)
         var = Variable(scope, self)
         result = fn(var)
         if not isinstance(result, Collection):
@@ -841,7 +843,7 @@ class Collection:
         return var.result.leave()
 
     def iterative(self, name: str | None = None, max_iterations: int | None = None,
-                  max_seconds: float | None = None) -> IterativeScope:
+                  max_seconds: float | None = None, max_records: int | None = None) -> IterativeScope:
         """A loop scope nested in this collection's scope, for :class:`Variable` (mutual recursion).
 
         Like :meth:`ddflow.Dataflow.iterative`, for code that holds collections
@@ -856,7 +858,8 @@ class Collection:
         >>> out.drain()
         [((0,), 0, 1), ((1,), 0, 1), ((2,), 0, 1)]
         """
-        return IterativeScope(self.scope, name or self.ctx.fresh("iterative"), max_iterations, max_seconds)
+        return IterativeScope(self.scope, name or self.ctx.fresh("iterative"), max_iterations, max_seconds,
+                             max_records)
 
     # -- outputs ------------------------------------------------------------------
     def capture(self, name: str | None = None) -> Capture:

@@ -674,7 +674,7 @@ class Dataflow:
         return Collection.constant(self.top, rows, kinds, name)
 
     def iterative(self, name: str | None = None, max_iterations: int | None = None,
-                  max_seconds: float | None = None) -> IterativeScope:
+                  max_seconds: float | None = None, max_records: int | None = None) -> IterativeScope:
         """A top-level loop scope for ``Variable``s (mutual recursion); bounds as ``Collection.iterate``.
 
         Cost: O(1); running the loop costs as ``Collection.iterate``.
@@ -688,7 +688,8 @@ class Dataflow:
         >>> [r for r, _, _ in out.drain()]
         [(0,), (1,), (2,), (4,), (8,)]
         """
-        return IterativeScope(self.top, name or self.ctx.fresh("iterative"), max_iterations, max_seconds)
+        return IterativeScope(self.top, name or self.ctx.fresh("iterative"), max_iterations, max_seconds,
+                             max_records)
 
     # -- running ------------------------------------------------------------------
     def advance_to(self, time: "int | datetime.datetime") -> None:

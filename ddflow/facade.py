@@ -45,7 +45,8 @@ class Dataflow(EngineDataflow):
             fe = self._sql_frontend = SqlFrontend(weakref.proxy(self))
         return fe
 
-    def sql(self, query: str, mode: str = "changelog") -> Collection:
+    def sql(self, query: str, mode: str = "changelog", *, max_iterations: int | None = None,
+            max_seconds: float | None = None, max_records: int | None = None) -> Collection:
         """A view: the rows of a Spark SQL query over this dataflow's tables, maintained incrementally.
 
         ``query`` may be a script of ``;``-separated statements, among them
@@ -55,6 +56,15 @@ class Dataflow(EngineDataflow):
         ``mode="final"``: each row once, when its window or session closes
         (the frontier passes its end), never retracted, as Spark's append
         mode; refused for a query whose rows never close.
+
+        ``max_iterations``, ``max_seconds`` and ``max_records`` bound each
+        ``WITH RECURSIVE`` fixpoint: its rounds, the seconds of one step of
+        its loop, and the records its relations hold together (checked
+        after each step of rounds).  Past one, running raises
+        :class:`~ddflow.errors.NonConvergence` naming the loop, the bound,
+        and whether it still grew (a rule deriving new values forever) or
+        oscillated.  None: the engine's defaults (100,000 rounds, 600 s, no
+        record bound).
 
         The result is a collection with named columns (``.columns``); its
         capture reads rows in SELECT-list order with NULL as None, as bags
@@ -71,9 +81,11 @@ class Dataflow(EngineDataflow):
         >>> cap.contents(0)
         {('a', 7): 1, (None, 1): 1}
         """
-        return self._frontend().sql(query, mode)
+        return self._frontend().sql(query, mode, max_iterations=max_iterations, max_seconds=max_seconds,
+                                    max_records=max_records)
 
-    def datalog(self, program: str, hints: bool = True) -> dict[str, Collection]:
+    def datalog(self, program: str, hints: bool = True, *, max_iterations: int | None = None,
+                max_seconds: float | None = None, max_records: int | None = None) -> dict[str, Collection]:
         """A Datalog program (Soufflé's dialect) over this dataflow's tables, maintained incrementally.
 
         Returns ``{relation name: collection}`` for every relation the
@@ -84,9 +96,10 @@ class Dataflow(EngineDataflow):
         a construct outside the supported subset, is refused here with its
         line and column.  ``hints=False`` ignores the program's
         coordination hints (they never change results; see
-        :mod:`ddflow.datalog.hints`).  Cost: O(program size) to build; at
-        run time each rule costs its joins on the changes only
-        (:meth:`explain` shows the plans).
+        :mod:`ddflow.datalog.hints`).  ``max_iterations``, ``max_seconds``
+        and ``max_records`` bound each recursive stratum's loop, as for
+        :meth:`sql`.  Cost: O(program size) to build; at run time each rule
+        costs its joins on the changes only (:meth:`explain` shows the plans).
 
         >>> flow = ddflow.Dataflow()
         >>> edge_in, _ = flow.new_collection("edge", schema={"c0": "bigint", "c1": "bigint"})
@@ -106,7 +119,8 @@ class Dataflow(EngineDataflow):
         """
         from ddflow.datalog.frontend import DatalogFrontend
 
-        return DatalogFrontend(self._frontend()).datalog(program, hints)
+        return DatalogFrontend(self._frontend()).datalog(program, hints, max_iterations=max_iterations,
+                                                         max_seconds=max_seconds, max_records=max_records)
 
     def explain(self, query: str) -> str:
         """The plan of a SQL query, or of a Datalog program's relations, as an indented tree, arrangements marked.

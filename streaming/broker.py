@@ -503,10 +503,13 @@ def probe_end_offsets(
 
     While a producer keeps appending, EOF may not show up for a long time
     (every fetch finds a little more data), so after ``settle`` seconds a
-    partition that has delivered a record ends after the last record seen:
-    data certainly exists up to there, which is all a micro-batch needs.
-    ``floor`` (offsets already known to exist) keeps the answer from going
-    backwards when the watermark lags.
+    partition that has delivered a record at or past its ``floor``
+    (offsets believed to exist: what a query has read) ends after the last
+    record seen: data certainly exists up to there, which is all a
+    micro-batch needs.  The read never starts past the reported watermark,
+    so a partition that is shorter than its floor (the topic was recreated
+    or truncated) answers its true end, below the floor, at once; the
+    caller names the data loss.
     """
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -522,15 +525,17 @@ def probe_end_offsets(
             raise BrokerError(
                 f"cannot read offsets of {topic!r} partition {p} on {bootstrap}: {e.args[0]}"
             ) from e
-        known = (floor or {}).get(p, 0)
-        starts.append(TopicPartition(topic, p, max(lo, hi - 1, known - 1, 0)))
+        # Never past the watermark: a fetch beyond a partition's end gets neither records nor EOF from Tansu.
+        starts.append(TopicPartition(topic, p, max(lo, hi - 1, 0)))
+    floor = floor or {}
     ends: dict[int, int] = {}
     seen: dict[int, int] = {}
     began = time.monotonic()
     consumer.assign(starts)
     try:
         while len(ends) < len(partitions):
-            if time.monotonic() - began > settle and all(p in ends or p in seen for p in partitions):
+            if time.monotonic() - began > settle and all(
+                    p in ends or seen.get(p, -1) >= max(floor.get(p, 0), 1) for p in partitions):
                 for p in partitions:
                     ends.setdefault(p, seen.get(p, 0))
                 break

@@ -29,43 +29,11 @@ from ddflow import errors
 from ddflow.workers.remote import register_launcher
 
 
-_WARM = False
-
 #: Numbers this process's barrier jobs' groups (``ddflow-workers-<pid>-<n>``): unique, and no secret in them.
 _GROUPS = itertools.count(1)
 
 #: Launchers of this process whose barrier job is running: they hold task slots (``SparkLauncher.tasks``).
 _RUNNING: "weakref.WeakSet[SparkLauncher]" = weakref.WeakSet()
-
-
-def warm_kernels() -> None:
-    """Load the compiled kernels common dataflows use into this process, once (Spark reuses Python workers).
-
-    The workers are forked from the task process: what it has loaded
-    they inherit, instead of each new worker loading (or compiling) its
-    kernels during its first runs.  A small dataflow over integers and
-    strings, with retractions and a loop, calls them.
-    """
-    global _WARM
-    if _WARM:
-        return
-    import ddflow
-
-    flow = ddflow.Dataflow()
-    h, xs = flow.new_collection("xs")
-    caps = [xs.project(0).count().capture(), xs.join(xs).distinct().capture(),
-            xs.map(lambda r: (str(r[0]), r[1])).reduce(lambda k, vals: [((len(vals),), 1)]).capture(),
-            xs.project(0).iterate(lambda r: r.join(xs).project(1).concat(xs.project(0)).distinct()).capture(),
-            xs.map(lambda r: (r[0], float(r[1]))).min().capture()]
-    for t in range(3):
-        h.update([(i % 7, (i * 3) % 5) for i in range(20 * t, 20 * t + 20)], times=t)
-        if t:
-            h.update([(i % 7, (i * 3) % 5) for i in range(20 * t - 20, 20 * t - 10)], times=t, diffs=-1)
-        flow.advance_to(t + 1)
-        flow.run()
-    for c in caps:
-        c.drain()
-    _WARM = True
 
 
 def _task(payload: bytes, workers: int, tasks: int, address: tuple[str, int], credentials: Any):
@@ -80,10 +48,8 @@ def _task(payload: bytes, workers: int, tasks: int, address: tuple[str, int], cr
     def run(_rows):
         from pyspark import BarrierTaskContext
 
-        from ddflow.streaming.cluster import warm_kernels
         from ddflow.workers.remote import serve_task
 
-        warm_kernels()
         ctx = BarrierTaskContext.get()
         ended = serve_task(payload, ctx.partitionId(), tasks, workers, address, credentials, ctx.allGather)
         yield json.dumps({"task": ctx.partitionId(), "ended": ended})
@@ -103,6 +69,25 @@ def _cause(e: BaseException) -> str:
         return spark.group(1)[:500]
     lines = [x for x in text.splitlines() if x.strip()]
     return lines[0][:500] if lines else type(e).__name__
+
+
+#: What an executor lacks when its task fails with one of these: ddflow, or a native extension built for it.
+_INSTALL = ("each executor needs ddflow installed for its own Python and platform: its wheel in the executors' "
+            "environment, or a packed venv shipped with spark.archives; see the README's Spark cluster section")
+
+
+def explained(cause: str) -> str:
+    """A failed task's cause, with what the executors need when it says they cannot import ddflow or load its
+    native extension.  O(len(cause)).
+
+    >>> explained("ModuleNotFoundError: No module named 'ddflow'").endswith("Spark cluster section)")
+    True
+    >>> explained("ValueError: bad")
+    'ValueError: bad'
+    """
+    if "NativeError" in cause or re.search(r"No module named '?ddflow\b", cause):
+        return f"{cause} ({_INSTALL})"
+    return cause
 
 
 class SparkLauncher:
@@ -215,7 +200,7 @@ class SparkLauncher:
     def error(self) -> str | None:
         if self._error is None:
             return None
-        return f"the Spark job running the workers failed: {_cause(self._error)}"
+        return f"the Spark job running the workers failed: {explained(_cause(self._error))}"
 
     def cancel(self) -> None:
         if self.group is not None and self._thread is not None and self._thread.is_alive():

@@ -33,7 +33,7 @@ depends on the ones around it.
 from __future__ import annotations
 
 import datetime
-
+import decimal
 import json
 import time
 from dataclasses import dataclass, field
@@ -44,8 +44,9 @@ import pyarrow.compute as pc
 
 import ddflow
 from ddflow.operators.capture import sql_table
-from ddflow.streaming.admission import admit
+from ddflow.streaming.admission import admit_batch, applied_log, as_update, consolidated
 from ddflow.streaming.parse import DEAD_LETTER_SCHEMA, InputSpec, check_names
+from ddflow.streaming.release import QueryResources
 from ddflow.streaming.sinks import Sink
 from ddflow.streaming.state import (StateStore, check_first_batch, check_spark_commits, refuse_negative,
                                      spark_query_id)
@@ -96,6 +97,9 @@ class StreamingDataflow:
         self._rejected: dict[str, list[dict]] = {}  # the last run's updates the inputs dropped
         self.views: dict[str, str] = {}  # SQL views: name -> query
         self.programs: list[tuple[str, bool]] = []  # Datalog programs over the tables, with their hints on or off
+        #: The loop limits of each view's and program's fixpoints (``max_iterations``, ``max_seconds``,
+        #: ``max_records``), by view name or program index; unset ones take ``flow.sql``'s defaults.
+        self._limits: dict[Any, dict[str, Any]] = {}
         self.inputs: dict[str, InputSpec] = {}
         self.outputs: dict[str, OutputSpec] = {}
         self.dead_letter: Sink | None = None
@@ -123,6 +127,7 @@ class StreamingDataflow:
         # a new snapshot, older files not yet deleted) and "after_state" (the end of foreachBatch, before
         # Spark commits), e.g. to kill the process group there.  None in normal use.
         self._fault: Callable[[str, int], None] | None = None
+        self._resources: QueryResources | None = None  # the running query's, for stop() to release
 
     # -- builder ------------------------------------------------------------------
     def input(self, name: str, fields: Sequence[str], *, format: str = "columns", time: str | None = None,
@@ -217,19 +222,25 @@ class StreamingDataflow:
             spec.lateness = _micros(lateness, f"table {name!r}: lateness")
         return self
 
-    def view(self, name: str, sql: str) -> "StreamingDataflow":
+    def view(self, name: str, sql: str, *, max_iterations: int | None = None, max_seconds: float | None = None,
+             max_records: int | None = None) -> "StreamingDataflow":
         """A SQL view over the tables, maintained per micro-batch; write it with :meth:`output`::
 
             .view("totals", "SELECT cust, SUM(amount) AS total FROM orders GROUP BY cust")
             .output("totals", ParquetSink("/data/totals"))
 
         Its changes are a changelog: the row's named, typed columns (NULL as
-        null), then ``time`` and ``diff``.
+        null), then ``time`` and ``diff``.  ``max_iterations``,
+        ``max_seconds`` and ``max_records`` bound each ``WITH RECURSIVE``
+        fixpoint of the view, as :meth:`ddflow.Dataflow.sql`'s do: past one,
+        the batch fails with a ``NonConvergence`` naming the loop.
         """
         self.views[name] = sql
+        self._limits[name] = {"max_iterations": max_iterations, "max_seconds": max_seconds, "max_records": max_records}
         return self
 
-    def datalog(self, program: str, hints: bool = True) -> "StreamingDataflow":
+    def datalog(self, program: str, hints: bool = True, *, max_iterations: int | None = None,
+                max_seconds: float | None = None, max_records: int | None = None) -> "StreamingDataflow":
         """A Datalog program (Soufflé's dialect) over the tables, maintained per micro-batch; each relation it
         derives is an output name for :meth:`output`::
 
@@ -243,8 +254,12 @@ class StreamingDataflow:
         output's changes are a changelog as a view's (the relation's
         attributes, then ``time`` and ``diff``).  A program that cannot
         run is refused when the query opens, with its line and column
-        (see :meth:`ddflow.Dataflow.datalog`).
+        (see :meth:`ddflow.Dataflow.datalog`).  ``max_iterations``,
+        ``max_seconds`` and ``max_records`` bound each recursive stratum,
+        as :meth:`view`'s do.
         """
+        self._limits[len(self.programs)] = {"max_iterations": max_iterations, "max_seconds": max_seconds,
+                                            "max_records": max_records}
         self.programs.append((program, hints))
         return self
 
@@ -341,7 +356,13 @@ class StreamingDataflow:
         return self
 
     def stop(self) -> None:
-        """Stop the dataflow's worker processes (after the Spark query has stopped)."""
+        """Stop the Spark query (if it still runs), release what it left in the driver (its callback thread and
+        the Python source's runner, :mod:`ddflow.streaming.release`), close the sinks, stop the workers."""
+        if self._resources is not None:
+            self._resources.release()
+        for sink in [*(o.sink for o in self.outputs.values()), self.dead_letter]:
+            if hasattr(sink, "close"):
+                sink.close()
         if self._flow is not None:
             self._flow.close()
 
@@ -378,12 +399,15 @@ class StreamingDataflow:
             self.state_path = checkpointLocation.rstrip("/") + "/ddflow-state"
         self.checkpoint_location = checkpointLocation
         self.open()
-        w = df.writeStream.foreachBatch(self.process_batch).option("checkpointLocation", checkpointLocation)
+        self._resources = QueryResources()
+        w = (df.writeStream.foreachBatch(self._resources.batch_function(self.process_batch))
+             .option("checkpointLocation", checkpointLocation))
         if trigger:
             w = w.trigger(**trigger)
         if queryName:
             w = w.queryName(queryName)
-        return w.start()
+        self._resources.query = w.start()
+        return self._resources.query
 
     # -- lifecycle ------------------------------------------------------------------
     @property
@@ -417,9 +441,9 @@ class StreamingDataflow:
             handles[table] = flow.new_collection(table, schema=schema, event_time=event_time)[0]
         finals = {n for n, o in self.outputs.items() if o.mode == "final"}
         for view, query in self.views.items():
-            outs[view] = flow.sql(query, mode="final" if view in finals else "changelog")
-        for program, hints in self.programs:
-            for rel, coll in flow.datalog(program, hints).items():
+            outs[view] = flow.sql(query, mode="final" if view in finals else "changelog", **self._limits.get(view, {}))
+        for i, (program, hints) in enumerate(self.programs):
+            for rel, coll in flow.datalog(program, hints, **self._limits.get(i, {})).items():
                 if rel in outs:
                     raise ValueError(f"{self.name}: the Datalog relation {rel!r} has the name of another output")
                 if rel in finals:
@@ -446,6 +470,9 @@ class StreamingDataflow:
         self._guarded = self._guard_functions(flow, handles)
         if self.state_path is not None:
             self._store = StateStore(self.state_path, self.snapshot_every, self._identity(flow, handles))
+            for sink in [*(o.sink for o in self.outputs.values()), self.dead_letter]:
+                if hasattr(sink, "bind"):  # sinks that sign what they write (KafkaSink) take the state key
+                    sink.bind(self._store.key)
             if self._fault is not None:
                 self._store.fault = self._fault
             m = self._store.manifest
@@ -456,8 +483,8 @@ class StreamingDataflow:
                 logged = self._store.verify()
                 if flow.iterates:  # the log holds only applied updates: a negative total is damage
                     refuse_negative(logged, self.state_path)
-                for name, t in logged.items():
-                    self._feed(name, t)
+                for name, t in logged.items():  # final times added up: a rejected update and its cancellation
+                    handles[name].update(*as_update(handles[name], consolidated(t, m.frontier)))  # never run
                     if self._lateness is not None and t.num_rows:
                         self._latest = max(self._latest or 0, int(pc.max(t.column("time")).as_py()))
                 self._at("restore", m.batch_id)
@@ -541,7 +568,7 @@ class StreamingDataflow:
         self.metrics.updates += got["updates"]
         self.metrics.routed_bytes += got["bytes"]
         n_rows = got["updates"] + sum(t.num_rows for t in got["dead"])
-        self._run_and_write(batch_id, got["max_time"], got["dead"], t0, n_rows, {}, got["files"],
+        self._run_and_write(batch_id, got["max_time"], got["dead"], got["updates"], t0, n_rows, {}, got["files"],
                             routed=(batch_id, got["partitions"]))
 
     def process_arrow(self, table: pa.Table, batch_id: int) -> None:
@@ -550,29 +577,22 @@ class StreamingDataflow:
         if self._skip(batch_id):
             return
         t0 = time.perf_counter()
-        dead: list[pa.Table] = []
-        logged: dict[str, pa.Table] = {}
-        max_time = None
-        for spec in self.inputs.values():
-            handle = self._handles[spec.name]
-            handle_kinds = None
-            if spec.format == "json":  # a table's JSON fields keep its column kinds (the null mask is not a field)
-                handle_kinds = handle.table.kinds[:-1] if handle.table is not None else handle.kinds
-            rows = admit(spec, table, handle_kinds, flow.frontier, self.max_time_ahead, batch_id, dead)
-            if rows.num_rows:
-                self._feed(spec.name, rows)
-                logged[spec.name] = rows
-                mt = int(pc.max(rows.column("time")).as_py())
-                max_time = mt if max_time is None else max(max_time, mt)
-                self.metrics.updates += rows.num_rows
-        self._run_and_write(batch_id, max_time, dead, t0, table.num_rows, logged, None, table=table)
+        got = admit_batch(self.inputs.values(), self._handles, table, flow.frontier, self.max_time_ahead, batch_id)
+        for name, update in got.updates.items():
+            self._handles[name].update(*update)
+        self.metrics.updates += got.count
+        self._run_and_write(batch_id, got.max_time, got.dead, got.count, t0, table.num_rows, got.logged, None,
+                            table=table)
 
-    def _run_and_write(self, batch_id: int, max_time: int | None, dead: list[pa.Table], t0: float, n_rows: int,
-                       logged: dict[str, pa.Table], written: dict[str, dict] | None,
+    def _run_and_write(self, batch_id: int, max_time: int | None, dead: list[pa.Table], updates: int, t0: float,
+                       n_rows: int, logged: dict[str, pa.Table], written: dict[str, dict] | None,
                        routed: tuple[int, int] | None = None, table: pa.Table | None = None) -> None:
         """Advance past the batch's times, run, write outputs and dead letters, then log the input.
 
-        ``table``: the batch as the driver collected it (None when routed: only the executors held it).
+        ``updates``: how many the batch admitted; ``logged``: their rows, or
+        (routed) ``written``: the partitions' log files.  ``table``: the
+        batch as the driver collected it (None when routed: only the
+        executors held it).
         """
         flow, store = self.flow, self._store
         if max_time is not None and self._lateness is not None:  # the watermark: latest event time - lateness
@@ -587,8 +607,8 @@ class StreamingDataflow:
         failed = self._failed_rows()
         if failed is not None:
             dead.append(failed)
-        if self._rejected and written is None:
-            logged = _without_rejected(logged, self._rejected, self.inputs, self._handles)
+        if self._rejected and store is not None:
+            logged, written = self._applied_log(logged, written)
         outputs = {}
         for name, spec in self.outputs.items():
             cap = self._captures[name]
@@ -627,7 +647,7 @@ class StreamingDataflow:
         self.metrics.batches += 1
         self.metrics.ddflow_s += t_dd
         stats = {"batch_id": batch_id, "rows": n_rows,
-                 "updates": sum(t.num_rows for t in logged.values()) if written is None else n_rows,
+                 "updates": updates, "rejected": sum(len(r) for r in self._rejected.values()),
                  "dead_letters": sum(t.num_rows for t in dead), "ddflow_s": t_dd, "sink_s": t_out, "state_s": t_state,
                  "to_arrow_s": getattr(self, "_to_arrow_s", 0.0),
                  "output_changes": {n: t.num_rows for n, t in outputs.items()}, "frontier": flow.frontier,
@@ -655,15 +675,21 @@ class StreamingDataflow:
         """Dead letters for the updates inputs and row-wise functions dropped since the last call (None if none)."""
         rows = []
 
-        def dead(input_name: str, f: dict, error: str) -> None:
-            value = json.dumps({"record": f["record"], "time": f["time"], "diff": f["diff"]}, default=repr)
+        def dead(input_name: str, f: dict, error: str, record: Any = None) -> None:
+            record = f["record"] if record is None else record
+            value = json.dumps({"record": record, "time": f["time"], "diff": f["diff"]}, default=repr)
             rows.append({"input": input_name, "value": value.encode(), "error": error})
 
         self._rejected = {}
         for name in self.inputs:  # removals of absent records (and overflows), dropped by the input itself
+            table = self._handles[name].table
             for f in self._handles[name].take_rejected():
                 self._rejected.setdefault(name, []).append(f)
-                dead(name, f, f"input {name!r}: {f['error']}")
+                # A table's record is its stored row: the dead letter shows the SQL row (a decimal, date or
+                # timestamp as its text, NULL as null).
+                row = [str(v) if isinstance(v, (decimal.Decimal, datetime.date)) else v
+                       for v in table.decode_row(tuple(f["record"]))] if table is not None else None
+                dead(name, f, f"input {name!r}: {f['error']}", row)
         for fn, names in self._guarded:
             for f in fn.take_failed():
                 dead(",".join(names), f, f"operator {f['operator']!r} raised {f['error']}\n{f['traceback']}")
@@ -679,19 +705,28 @@ class StreamingDataflow:
         if self._fault is not None:
             self._fault(point, batch_id)
 
-    def _feed(self, name: str, rows: pa.Table) -> None:
-        fields = [c for c in rows.column_names if c not in ("time", "diff")]
-        handle = self._handles[name]
-        data = rows.select(fields)
-        schema = self.tables.get(name)
-        if schema is not None:  # JSON timestamps are integers: microseconds since the epoch
-            for i, f in enumerate(fields):
-                if handle.table.types[handle.table.index(f)] == "timestamp" and pa.types.is_integer(data.column(i).type):
-                    data = data.set_column(i, f, data.column(i).cast(pa.int64()).cast(pa.timestamp("us")))
-        if handle.event_time is not None:  # each row's data time is its event time (the `time` column, too)
-            handle.update(data, diffs=rows.column("diff").to_numpy())
-        else:
-            handle.update(data, times=rows.column("time").to_numpy(), diffs=rows.column("diff").to_numpy())
+    def _applied_log(self, logged: dict[str, pa.Table], written: dict[str, dict] | None
+                     ) -> tuple[dict[str, pa.Table], dict[str, dict] | None]:
+        """The batch's log less the updates the run rejected (:func:`~ddflow.streaming.admission.applied_log`).
+
+        Routed, the batch's rows are in the partitions' files: they are
+        read back (:func:`~ddflow.streaming.routing.read_log`), in
+        partition order, and their rows, less the rejected ones, logged in
+        the driver's own file of the batch in their place (the argument is
+        in :mod:`~ddflow.streaming.routing`).  Cost: O(the batch), only for
+        a batch with rejections.
+        """
+        store = self._store
+        logged = dict(logged)
+        if written:
+            from ddflow.streaming.routing import read_log
+
+            for f, checks in written.items():
+                for name, t in read_log(store.path, f, checks).items():
+                    logged[name] = pa.concat_tables([logged[name], t], promote_options="default") \
+                        if name in logged else t
+            written = {}
+        return applied_log(logged, self._rejected, self._handles, store.verify), written
 
 
 def _micros(span: str | int, what: str) -> int:
@@ -706,39 +741,6 @@ def _micros(span: str | int, what: str) -> int:
         return duration_text(str(span), what)
     except ddflow.SchemaError as e:
         raise ValueError(str(e)) from None
-
-
-def _without_rejected(logged: dict[str, pa.Table], rejected: dict[str, list[dict]], specs: dict,
-                      handles: dict) -> dict[str, pa.Table]:
-    """The batch's input log without the updates its inputs rejected, one logged row per rejected update.
-
-    The log must hold only what was applied: a replay (or a snapshot, which
-    adds the log up) of a rejected removal followed by a re-insert would
-    otherwise give another count than the run did.  O(rows) Python, and
-    only for a batch with rejected updates.
-    """
-    out = dict(logged)
-    for name, rej in rejected.items():
-        t = logged.get(name)
-        if t is None:
-            continue
-        fields = specs[name].fields
-        want: dict = {}
-        table = handles[name].table  # a table's records are stored rows: decode them to the SQL values logged
-        for f in rej:
-            record = table.decode_row(tuple(f["record"])) if table is not None else tuple(f["record"])
-            key = (tuple(record), f["time"][0], f["diff"])
-            want[key] = want.get(key, 0) + 1
-        keep = []
-        for r in t.select(fields + ["time", "diff"]).to_pylist():
-            key = (tuple(r[c] for c in fields), r["time"], r["diff"])
-            if want.get(key, 0) > 0:
-                want[key] -= 1
-                keep.append(False)
-            else:
-                keep.append(True)
-        out[name] = t.filter(pa.array(keep))
-    return out
 
 
 def _no_output(names: list[str] | None) -> pa.Table:

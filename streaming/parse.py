@@ -9,12 +9,18 @@ that names where it came from.  One bad message never stops the query.
 
 Field values must fit one column kind (:mod:`ddflow.base.kinds`): times
 and diffs are integers; a data field takes the kind its input already
-holds, else the most common kind in the batch.
+holds, else the most common kind in the batch.  A table's ``decimal(p,s)``
+field takes a JSON number or a numeric string exactly, from its digits
+(never through a float), when it fits the scale and precision
+(:func:`json_decimal`); its ``date`` and ``timestamp`` fields take
+integers (days, microseconds since 1970-01-01) within years 1 to 9999.
 """
 from __future__ import annotations
 
+import decimal
 import io
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -24,8 +30,10 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from ddflow.base.kinds import ARROW_TYPES, KINDS
+from ddflow.base.schema import decimal_array, decimal_ps, stored_ints
+from ddflow.errors import SchemaError
 
-__all__ = ["DEAD_LETTER_SCHEMA", "PROVENANCE", "InputSpec", "dead_letters", "parse_input"]
+__all__ = ["DEAD_LETTER_SCHEMA", "PROVENANCE", "InputSpec", "dead_letters", "json_decimal", "parse_input"]
 
 #: What a dead-letter sink receives: which input, why, and the message itself (to find or replay it).
 DEAD_LETTER_SCHEMA = pa.schema([("input", pa.string()), ("error", pa.string()), ("topic", pa.string()),
@@ -74,6 +82,66 @@ def too_deep(value: bytes) -> bool:
 
 #: How a dead letter names the JSON type a field needed, per column kind.
 JSON_TYPE_WORDS = {"i": "an integer", "f": "a number", "b": "a boolean", "o": "a string"}
+
+#: A table's date and timestamp fields in JSON are integers (days, microseconds since 1970-01-01), in the range of
+#: Spark's dates and timestamps (years 1 to 9999): (lowest, highest, unit).
+JSON_INT_RANGES = {"date": (-719_162, 2_932_896, "days"),
+                   "timestamp": (-62_135_596_800_000_000, 253_402_300_799_999_999, "microseconds")}
+
+#: A number with an exponent somewhere in a message (or text that looks like one: then the slow path is only slower).
+EXPONENT = r"[0-9.][eE][-+]?[0-9]"
+
+#: A decimal in a JSON string as Spark's ``from_json`` reads it: ``java.math.BigDecimal``'s grammar once the
+#: commas are dropped ("1.25", "+1.25", ".5", "5.", "1e2", "1,234.5"), no spaces, no NaN or Infinity.
+DECIMAL_TEXT = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def json_decimal(x: Any, typ: str) -> int:
+    """The unscaled value (``x * 10**s``) of a JSON value for a ``decimal(p,s)`` column, exactly; else ValueError.
+
+    ``x`` is what ``json.loads(text, parse_float=decimal.Decimal)`` gives:
+    an int or a Decimal for a JSON number (its digits, never a float), or
+    a str, read as Spark's ``from_json`` reads a decimal string (commas
+    dropped, ``java.math.BigDecimal``'s grammar).  A value with more
+    fractional digits than the scale, or more digits than the precision,
+    does not fit (Spark would round the first HALF_UP and make the second
+    NULL: here neither is a value the producer sent).  The error names
+    the value and the type.  O(digits).
+
+    >>> json_decimal(decimal.Decimal("1.25"), "decimal(10,2)"), json_decimal("1,234.5", "decimal(10,2)")
+    (125, 123450)
+    >>> json_decimal(decimal.Decimal("1.255"), "decimal(10,2)")
+    Traceback (most recent call last):
+    ...
+    ValueError: 1.255 does not fit decimal(10,2) (more than 2 digits after the point)
+    """
+    p, s = decimal_ps(typ)
+    if isinstance(x, bool) or not isinstance(x, (int, decimal.Decimal, str)):
+        raise ValueError(f"{json.dumps(_floats(x))} is not a number or a numeric string for {typ}")
+    shown = json.dumps(x) if isinstance(x, str) else str(x)
+    if isinstance(x, str):
+        text = x.replace(",", "")
+        if not DECIMAL_TEXT.fullmatch(text):
+            raise ValueError(f"{shown} is not a number for {typ}")
+        x = decimal.Decimal(text)
+    sign, digits, exp = decimal.Decimal(x).as_tuple()
+    if not isinstance(exp, int):  # NaN or Infinity (Python's json reads the bare words as floats: refused above)
+        raise ValueError(f"{shown} is not a number for {typ}")
+    n = int("".join(map(str, digits)))
+    if n == 0:
+        return 0
+    while n % 10 == 0:  # trailing zeros are no digits of the value: 1.250 fits decimal(10,2)
+        n //= 10
+        exp += 1
+    if exp + s < 0:
+        raise ValueError(f"{shown} does not fit {typ} (more than {s} digits after the point)")
+    if len(str(n)) + exp > p - s:
+        raise ValueError(f"{shown} does not fit {typ} (more than {p - s} digits before the point)")
+    q = n * 10 ** (exp + s)
+    q = -q if sign else q
+    if not -(1 << 63) <= q < (1 << 63):
+        raise ValueError(f"{shown} needs more than 18 digits; ddflow stores decimals in int64")
+    return q
 
 
 @dataclass
@@ -145,12 +213,15 @@ def dead_letters(input_name: str, errors: str | list[str], rows: pa.Table) -> pa
                      "offset": offset, "value": value}, schema=DEAD_LETTER_SCHEMA)
 
 
-def parse_input(spec: InputSpec, table: pa.Table,
-                kinds: Sequence[str] | None = None) -> tuple[pa.Table, pa.Table | None]:
+def parse_input(spec: InputSpec, table: pa.Table, kinds: Sequence[str] | None = None,
+                types: Sequence[str] | None = None) -> tuple[pa.Table, pa.Table | None]:
     """The rows of one input as fields + ``time`` + ``diff`` + ``PROVENANCE``, and the dead letters.
 
     ``kinds`` are the column kinds the input already holds (its handle's),
-    so a JSON field keeps one kind across batches.  Messages that do not
+    so a JSON field keeps one kind across batches; ``types`` the SQL types
+    of a table's fields (a JSON value for a ``decimal(p,s)`` field becomes
+    a ``decimal128(p, s)`` column, exactly, or a dead letter naming the
+    value and the type).  Messages that do not
     parse, or whose fields are missing or of the wrong kind, are returned
     as dead letters (None if there are none).  With ``format="columns"``
     a missing or mistyped column is the query's bug and raises ``TypeError``.
@@ -170,7 +241,9 @@ def parse_input(spec: InputSpec, table: pa.Table,
     if spec.format == "json":
         by_field = ({spec.source(f)[1]: k for f, k in zip(spec.fields, kinds)}
                     if kinds and len(kinds) == len(spec.fields) else None)
-        src, ok, errors = _parse_json(table.column(spec.value_column), spec, n, by_field)
+        decimals = ({spec.source(f)[1]: t for f, t in zip(spec.fields, types) if decimal_ps(t) is not None}
+                    if types and len(types) == len(spec.fields) else {})
+        src, ok, errors = _parse_json(table.column(spec.value_column), spec, n, by_field, decimals)
     else:
         src, ok, errors = table, np.ones(n, dtype=bool), [None] * n
     cols: dict[str, Any] = {}
@@ -193,6 +266,17 @@ def parse_input(spec: InputSpec, table: pa.Table,
             for i in np.flatnonzero(nulls & ok):
                 errors[i] = f"field {source_names.get(name, name)!r} is missing or null"
             ok &= ~nulls
+    if spec.format == "json" and types and len(types) == len(spec.fields):
+        for f, typ in zip(spec.fields, types):
+            c = cols[f]
+            if typ in JSON_INT_RANGES and pa.types.is_integer(c.type):  # a date or timestamp as a JSON integer
+                lo, hi, unit = JSON_INT_RANGES[typ]
+                v = c.fill_null(0).to_numpy(zero_copy_only=False)
+                outside = (v < lo) | (v > hi)
+                for i in np.flatnonzero(outside & ok):
+                    errors[i] = (f"field {f!r} has value {int(v[i])}, outside the {typ} range (years 1 to 9999: "
+                                 f"{lo} to {hi} {unit} since 1970-01-01)")
+                ok &= ~outside
     out = pa.table({**cols, **prov})
     bad = None
     if not ok.all():
@@ -247,24 +331,29 @@ def _wanted_kind(k: str, spec: InputSpec, kinds: Mapping[str, str] | None) -> st
     return None
 
 
-def _parse_json(values: pa.ChunkedArray, spec: InputSpec, n: int,
-                kinds: Mapping[str, str] | None = None) -> tuple[pa.Table, np.ndarray, list]:
+def _parse_json(values: pa.ChunkedArray, spec: InputSpec, n: int, kinds: Mapping[str, str] | None = None,
+                decimals: Mapping[str, str] | None = None) -> tuple[pa.Table, np.ndarray, list]:
     """Parse JSON object values; one bad message never spoils the rest.
 
     Each field's values must share one kind: times and diffs are integers;
     a data field has the kind its input already holds (``kinds``) or else the
     most common kind in this batch (an integer is fine where a number is
-    expected).  Values of any other kind make their message a dead letter.
-    Returns the fields' columns, which rows are fine, and each bad row's reason.
+    expected); a ``decimals`` field (JSON key -> ``decimal(p,s)``) takes what
+    :func:`json_decimal` takes.  Values of any other kind make their message
+    a dead letter.  Returns the fields' columns, which rows are fine, and
+    each bad row's reason.
     """
+    decimals = decimals or {}
     vals = values.to_pylist()
     named = [*spec.fields, spec.time, *([spec.diff] if spec.diff else []), *([spec.op[0]] if spec.op else [])]
     # Names of the message's own columns (kafka.offset, kafka.timestamp, ...) come from those columns.
     wanted = list(dict.fromkeys(key for kind, key in map(spec.source, named) if kind == "json"))
     deep = {i for i, v in enumerate(vals) if v is not None and too_deep(v)}
-    fast = _parse_json_arrow(vals, wanted, spec, kinds) if not deep else None
+    fast = _parse_json_arrow(vals, wanted, spec, kinds, decimals) if not deep else None
     if fast is not None:
         return fast, np.ones(n, dtype=bool), [None] * n
+    # A decimal field's fractions are read from their digits; every other field's as Python reads a float.
+    exact = {"parse_float": decimal.Decimal} if any(k in decimals for k in wanted) else {}
     records: list[dict] = []
     ok = np.ones(n, dtype=bool)
     errors: list[str | None] = [None] * n
@@ -274,10 +363,10 @@ def _parse_json(values: pa.ChunkedArray, spec: InputSpec, n: int,
                 raise ValueError("null value")
             if i in deep:
                 raise ValueError(f"nested deeper than {MAX_NESTING} levels")
-            obj = json.loads(v)
+            obj = json.loads(v, **exact)
             if not isinstance(obj, dict):
                 raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
-            records.append({k: obj.get(k) for k in wanted})
+            records.append({k: obj.get(k) if k in decimals or not exact else _floats(obj.get(k)) for k in wanted})
         except Exception as e:  # noqa: BLE001 - one message, whatever it does to the parser, is a dead letter
             ok[i] = False
             errors[i] = f"unparseable JSON: {type(e).__name__ if not str(e) else e}"
@@ -285,6 +374,9 @@ def _parse_json(values: pa.ChunkedArray, spec: InputSpec, n: int,
     cols = {}
     for k in wanted:
         col = [r[k] for r in records]
+        if k in decimals:
+            cols[k] = _decimal_column(k, col, decimals[k], ok, errors)
+            continue
         got = [None if x is None else _json_kind(x) for x in col]
         want = _wanted_kind(k, spec, kinds)
         if want is None:
@@ -304,23 +396,77 @@ def _parse_json(values: pa.ChunkedArray, spec: InputSpec, n: int,
     return pa.table(cols) if cols else pa.table({"_": pa.nulls(n)}), ok, errors
 
 
-def _parse_json_arrow(vals: list, wanted: list[str], spec: InputSpec,
-                      kinds: Mapping[str, str] | None) -> pa.Table | None:
+def _floats(x: Any) -> Any:
+    """A JSON value read with ``parse_float=Decimal``, its Decimals back to the floats ``json.loads`` gives.
+
+    Exact: ``float(Decimal(text))`` is ``float(text)``, both correctly
+    rounded.  Nesting is bounded (:data:`MAX_NESTING`, checked before).
+    """
+    if isinstance(x, decimal.Decimal):
+        return float(x)
+    if isinstance(x, list):
+        return [_floats(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _floats(v) for k, v in x.items()}
+    return x
+
+
+def _decimal_column(k: str, col: list, typ: str, ok: np.ndarray, errors: list) -> pa.Array:
+    """Field ``k``'s JSON values as a ``decimal128(p, s)`` column (:func:`json_decimal`); misfits are dead letters."""
+    p, s = decimal_ps(typ)
+    unscaled = np.zeros(len(col), dtype=np.int64)
+    null = np.zeros(len(col), dtype=bool)
+    for i, x in enumerate(col):
+        if x is None:
+            null[i] = True
+            continue
+        try:
+            unscaled[i] = json_decimal(x, typ)
+        except ValueError as e:
+            null[i] = True
+            if ok[i]:
+                ok[i] = False
+                errors[i] = f"field {k!r}: {e}"
+    return decimal_array(unscaled, null, p, s)
+
+
+def _parse_json_arrow(vals: list, wanted: list[str], spec: InputSpec, kinds: Mapping[str, str] | None,
+                      decimals: Mapping[str, str]) -> pa.Table | None:
     """All messages at once with Arrow's JSON reader, or None if any message needs a closer look.
 
     The common batch (every message a JSON object with every field, of the
     right kind) never touches Python per message; anything else falls back
     to the per-message parser, which finds the culprits for the dead letters.
+    A decimal field of JSON integers is cast; one with fractions is read a
+    second time with a ``decimal128`` schema, which Arrow parses from the
+    digits and refuses past the scale, unless a message has a number with
+    an exponent, which Arrow's decimal parse does not always read exactly
+    (strings go to the per-message parser too, which reads them as Spark
+    does); either way the values are checked against the precision, and a
+    misfit means the per-message parser.
     """
     if not vals or any(v is None or b"\n" in v for v in vals):
         return None
     buf = b"\n".join(vals)
-    try:
-        t = pa_json.read_json(io.BytesIO(buf), read_options=pa_json.ReadOptions(
-            use_threads=False, block_size=max(len(buf) + 1, 1 << 16)))
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
+
+    def read(schema: pa.Schema | None = None) -> pa.Table | None:
+        try:
+            t = pa_json.read_json(io.BytesIO(buf), read_options=pa_json.ReadOptions(
+                use_threads=False, block_size=max(len(buf) + 1, 1 << 16)),
+                parse_options=pa_json.ParseOptions(explicit_schema=schema))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            return None
+        return t if t.num_rows == len(vals) else None
+
+    t = read()
+    if t is None:
         return None
-    if t.num_rows != len(vals):
+    fractions = [k for k in wanted if k in decimals and k in t.column_names and pa.types.is_floating(t.column(k).type)]
+    if fractions and pc.any(pc.match_substring_regex(pa.array(vals, pa.binary()), EXPONENT)).as_py():
+        return None  # Arrow's decimal parse of an exponent can lose digits (1.0e-38 became 0): Python reads them
+    exact = read(pa.schema([(k, pa.decimal128(38, decimal_ps(decimals[k])[1])) for k in fractions])) \
+        if fractions else t
+    if exact is None:
         return None
     cols = {}
     for k in wanted:
@@ -329,6 +475,17 @@ def _parse_json_arrow(vals: list, wanted: list[str], spec: InputSpec,
         c = t.column(k)
         if c.null_count:
             return None
+        if k in decimals:
+            c = exact.column(k)
+            if not (pa.types.is_integer(c.type) or pa.types.is_decimal(c.type)):
+                return None
+            try:
+                unscaled = stored_ints(c, decimals[k], k)  # checks the precision and int64
+            except SchemaError:
+                return None
+            p, s = decimal_ps(decimals[k])
+            cols[k] = decimal_array(unscaled, np.zeros(len(unscaled), dtype=bool), p, s)
+            continue
         kind = _json_arrow_kind(c.type)
         if kind is None:
             return None

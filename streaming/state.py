@@ -24,6 +24,36 @@ naming the file, what was expected and what was found, and what the
 operator can do.  (Which batches Spark has committed is checked against
 the manifest by the driver, :mod:`ddflow.streaming.driver`.)
 
+The state key.  The manifest's checksum is an HMAC-SHA256 under a secret
+of the query's own, and the same secret (:attr:`StateStore.key`) signs the
+records a :class:`~ddflow.streaming.sinks.KafkaSink` writes, so the sink
+can tell its own records from anyone else's when it resumes.  The key is
+either
+
+* the file ``state.key`` in the state directory (32 random bytes, made
+  when the state is first opened, 0600).  It protects against a manifest
+  edited or "repaired" by anything that cannot read the key (a tool that
+  recomputes a plain SHA-256, a manifest copied in from another query's
+  state, a copy of the state edited elsewhere), and against records forged
+  on an output topic by anyone who can write the topic but not read the
+  state directory.  It does not protect against someone who can read the
+  directory: they hold the key; or
+* given by the user, in ``DDFLOW_STATE_KEY`` (at least 16 bytes of text,
+  e.g. ``secrets.token_hex(32)``) or ``StateStore(..., key=...)``, kept
+  away from the state.  Then someone who can read and write the state
+  directory (a shared filesystem the executors write, a backup bucket)
+  still cannot forge a manifest or a sink record the query would accept.
+
+Neither encrypts anything: the logs are readable by whoever can read the
+directory, which is made 0700 (its files 0600) whatever the umask.
+
+A state of the previous format (``ddflow-state-2``, an unkeyed SHA-256) is
+refused, not read: accepting it on its own would let anyone who can write
+the manifest bypass the key by writing the old format.  The operator
+upgrades it once, deliberately, with ``python -m ddflow.streaming.state
+upgrade DIR`` (:func:`upgrade`), which checks it as the old version would
+and rewrites the manifest under the key.
+
 This replaces the design sketch of persisting trace batches: persisting
 inputs costs one small file per micro-batch and needs no format for
 operator-internal state (reduce's pending times, loop variables), at the
@@ -32,11 +62,15 @@ price of recomputation on restart.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import re
+import secrets
+import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -44,8 +78,18 @@ import pyarrow.compute as pc
 from ddflow.errors import DdflowError
 
 MANIFEST = "manifest.json"
+#: The log files of batch 0, the only ones a crash before the first manifest leaves (driver's, or routed partitions').
+_FIRST_LOG = re.compile(r"log-000000000000(-p\d+)?\.arrow")
 #: The manifest's format; a manifest of any other format is refused.
-STATE_FORMAT = "ddflow-state-2"
+STATE_FORMAT = "ddflow-state-3"
+#: The format before the keyed checksum: refused, or upgraded once by :func:`upgrade`.
+PREVIOUS_FORMAT = "ddflow-state-2"
+#: The state key's file in the state directory (when no key is given).
+KEY_FILE = "state.key"
+#: The environment variable that gives the state key instead of the file.
+KEY_ENV = "DDFLOW_STATE_KEY"
+KEY_BYTES = 32
+MIN_GIVEN_KEY = 16
 #: First line of every log file; each Arrow IPC stream after it is prefixed by its length.
 LOG_FORMAT = "ddflow-input-log-1"
 
@@ -73,15 +117,29 @@ class Manifest:
     #: Whose state this is (:func:`identity`): Spark's query id, the inputs and their schemas, the dataflow's shape.
     identity: dict = field(default_factory=dict)
 
-    def digest(self) -> str:
-        """SHA-256 of the fields, in a canonical form (what the manifest's ``checksum`` holds)."""
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+    def digest(self, key: bytes) -> str:
+        """HMAC-SHA256 under the state key of the fields, in a canonical form (the manifest's ``checksum``)."""
+        return hmac.new(key, self._canonical(), hashlib.sha256).hexdigest()
+
+    def plain_digest(self) -> str:
+        """The unkeyed SHA-256 of the previous format (read only by :func:`upgrade`)."""
+        return hashlib.sha256(self._canonical()).hexdigest()
+
+    def _canonical(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
 
 
 class StateStore:
-    """The input log of one streaming dataflow under ``path``; opening it reads and checks the manifest."""
+    """The input log of one streaming dataflow under ``path``; opening it reads and checks the manifest.
 
-    def __init__(self, path: str, snapshot_every: int = 50, identity: dict | None = None):
+    ``key``: the state key (bytes or text, at least 16 bytes), else
+    ``DDFLOW_STATE_KEY``, else the directory's ``state.key`` (made on first
+    open).  ``upgrade=True`` accepts a manifest of the previous format once
+    (see :func:`upgrade`).
+    """
+
+    def __init__(self, path: str, snapshot_every: int = 50, identity: dict | None = None,
+                 key: bytes | str | None = None, upgrade: bool = False):
         self.path = path
         self.snapshot_every = snapshot_every
         #: Test hook (crash tests only): called as ``fault("in_snapshot", batch_id)`` once the manifest names
@@ -89,15 +147,48 @@ class StateStore:
         self.fault: Callable[[str, int], None] | None = None
         self.identity = identity or {}
         try:
-            os.makedirs(path, exist_ok=True)
+            _private_dir(path)
             fd, probe = tempfile.mkstemp(dir=path, prefix=".writable-")
             os.close(fd)
             os.unlink(probe)
         except OSError as e:
             raise StateError(f"ddflow state {path}: cannot write there ({type(e).__name__}: {e.strerror or e}); "
                              "give the query a writable stateLocation (or fix the directory's permissions)") from None
-        self.manifest = self._load()
+        #: The state key: signs the manifest, and (through ``bind``) the records of the query's Kafka sinks.
+        self.key, self.key_source = self._load_key(key, create=upgrade)
+        self.manifest = self._load(upgrade)
         self._check_identity()
+
+    def _load_key(self, given: bytes | str | None, create: bool = False) -> tuple[bytes, str]:
+        """The state key and where it came from (for messages): the argument, the environment, or the key file."""
+        source = "the key given to StateStore"
+        if given is None and os.environ.get(KEY_ENV):
+            given, source = os.environ[KEY_ENV], f"${KEY_ENV}"
+        if given is not None:
+            key = given.encode() if isinstance(given, str) else bytes(given)
+            if len(key) < MIN_GIVEN_KEY:
+                raise StateError(f"ddflow state {self.path}: {source} has {len(key)} bytes; a state key needs at "
+                                 f"least {MIN_GIVEN_KEY} (e.g. python -c 'import secrets; "
+                                 "print(secrets.token_hex(32))')")
+            return key, source
+        p = os.path.join(self.path, KEY_FILE)
+        try:
+            with open(p, "rb") as f:
+                key = f.read()
+        except FileNotFoundError:
+            if os.path.exists(os.path.join(self.path, MANIFEST)) and not create:
+                if self._manifest_format() == PREVIOUS_FORMAT:  # it never had a key: say how to upgrade it
+                    raise self._upgrade_refusal()
+                raise self._refuse(KEY_FILE, f"missing, but {MANIFEST} is there: the key that signs it was "
+                                             f"deleted, or the state was written with a key given in ${KEY_ENV} "
+                                             "(set it again)") from None
+            key = secrets.token_bytes(KEY_BYTES)
+            _write_private(p, key)
+            return key, p
+        if len(key) != KEY_BYTES:
+            raise self._refuse(KEY_FILE, f"{len(key)} bytes, expected {KEY_BYTES} (damaged or not a ddflow key)")
+        _tighten(p, 0o600)
+        return key, p
 
     def _check_identity(self) -> None:
         """Refuse the state of another query: a different Spark query id, inputs, schemas or dataflow."""
@@ -116,20 +207,38 @@ class StateStore:
     def _refuse(self, name: str, problem: str) -> StateError:
         return StateError(f"ddflow state {os.path.join(self.path, name)}: {problem}; {REMEDY}")
 
-    def _load(self) -> Manifest:
+    def _manifest_format(self) -> object:
+        try:
+            with open(os.path.join(self.path, MANIFEST), "rb") as f:
+                return json.loads(f.read()).get("format")
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def _upgrade_refusal(self) -> StateError:
+        return self._refuse(MANIFEST, f"format {PREVIOUS_FORMAT!r}, written by an earlier ddflow with an unkeyed "
+                                      f"checksum; upgrade it once with `python -m ddflow.streaming.state upgrade "
+                                      f"{self.path}` (it checks the state and signs the manifest with the state key)")
+
+    def _load(self, upgrade: bool = False) -> Manifest:
         p = os.path.join(self.path, MANIFEST)
         if not os.path.exists(p):
-            state = sorted(f for f in os.listdir(self.path) if not f.startswith("."))
-            # The only state a crash can leave without a manifest: the first batch's log, written just before it.
-            if state and state != ["log-000000000000.arrow"]:
+            state = sorted(f for f in os.listdir(self.path) if not f.startswith(".") and f != KEY_FILE)
+            # The only state a crash can leave without a manifest: the first batch's log, written just before it
+            # (by the driver, or one file per partition by the executors that routed it).
+            if any(not _FIRST_LOG.fullmatch(f) for f in state):
                 raise self._refuse(MANIFEST, f"missing, but the directory holds {len(state)} state files "
                                              f"({', '.join(state[:3])}{', ...' if len(state) > 3 else ''})")
             return Manifest()
+        old = False
         try:
             with open(p, "rb") as f:
                 raw = json.loads(f.read())
             fmt, checksum = raw.pop("format", None), raw.pop("checksum", None)
-            if fmt != STATE_FORMAT:
+            if fmt == PREVIOUS_FORMAT and upgrade:
+                old = True
+            elif fmt == PREVIOUS_FORMAT:
+                raise self._upgrade_refusal()
+            elif fmt != STATE_FORMAT:
                 raise self._refuse(MANIFEST, f"format {fmt!r}, expected {STATE_FORMAT!r} (written by another "
                                              "version of ddflow, or not a ddflow manifest)")
             m = Manifest(**raw)
@@ -137,33 +246,38 @@ class StateStore:
             raise
         except (ValueError, TypeError, AttributeError) as e:
             raise self._refuse(MANIFEST, f"unreadable ({type(e).__name__}: {e})") from None
-        if m.digest() != checksum:
-            raise self._refuse(MANIFEST, f"checksum {checksum!r} does not match its contents ({m.digest()!r}): "
-                                         "it was edited or damaged")
+        if old:
+            if m.plain_digest() != checksum:
+                raise self._refuse(MANIFEST, f"checksum {checksum!r} does not match its contents "
+                                             f"({m.plain_digest()!r}): it was edited or damaged")
+            self.manifest = m
+            self.verify()  # every file as the earlier version would have checked it, before the key vouches for it
+            self._write_manifest(m)
+            return m
+        if not hmac.compare_digest(m.digest(self.key), str(checksum)):
+            raise self._refuse(MANIFEST, f"checksum {checksum!r} does not match its contents under the state key "
+                                         f"({self.key_source}): it was edited or damaged, or it is signed with "
+                                         "another key")
         return m
 
     def _write_manifest(self, m: Manifest) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".manifest-")
-        with os.fdopen(fd, "w") as f:
-            json.dump({"format": STATE_FORMAT, **asdict(m), "checksum": m.digest()}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, os.path.join(self.path, MANIFEST))
+        text = json.dumps({"format": STATE_FORMAT, **asdict(m), "checksum": m.digest(self.key)}).encode()
+        _atomic_private(os.path.join(self.path, MANIFEST), ".manifest-", lambda f: f.write(text))
         self.manifest = m
 
     @staticmethod
     def write_table(path: str, tables: dict[str, pa.Table]) -> dict:
         """One IPC file per batch (or per partition of a batch, written by an executor): each input's updates,
-        tagged with the input name.  Written to a temporary name and renamed.  Returns its checks."""
+        tagged with the input name.  Written to a temporary name (0600) and renamed; on any error (a full
+        disk) the temporary file is removed.  Returns its checks."""
         parts = []
         for name, t in tables.items():
             if t.num_rows:
                 parts.append(t.append_column("__input", pa.array([name] * t.num_rows, pa.string())))
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".log-")
-        os.close(fd)
         h = hashlib.sha256()
         size = 0
-        with open(tmp, "wb") as f:
+
+        def write(f) -> None:
             def put(data: bytes) -> None:
                 nonlocal size
                 f.write(data)
@@ -178,9 +292,8 @@ class StateStore:
                 buf = sink.getvalue().to_pybytes()
                 put(len(buf).to_bytes(8, "little"))
                 put(buf)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+
+        _atomic_private(path, ".log-", write)
         return {"bytes": size, "sha256": h.hexdigest(),
                 "rows": {n: t.num_rows for n, t in tables.items() if t.num_rows}}
 
@@ -269,8 +382,11 @@ class StateStore:
         self._collect_garbage()
 
     def _snapshot(self, m: Manifest) -> Manifest:
-        self.manifest = m
-        tables = self.verify()
+        held, self.manifest = self.manifest, m
+        try:
+            tables = self.verify()
+        finally:
+            self.manifest = held  # the manifest moves on only when the new one is written
         snap = {}
         for name, t in tables.items():
             keys = [c for c in t.column_names if c not in ("time", "diff")]
@@ -288,10 +404,62 @@ class StateStore:
         return Manifest(m.batch_id, m.frontier, [fn], 0, {fn: check}, m.identity)
 
     def _collect_garbage(self) -> None:
-        live = set(self.manifest.files) | {MANIFEST}
+        live = set(self.manifest.files) | {MANIFEST, KEY_FILE}
         for fn in os.listdir(self.path):
             if fn not in live and not fn.startswith("."):
                 os.unlink(os.path.join(self.path, fn))
+
+
+def upgrade(path: str, key: bytes | str | None = None) -> Manifest:
+    """Upgrade a state of the previous format (unkeyed checksum) in place, once; a current state is left as it is.
+
+    Checks the old manifest's checksum and every live file as the earlier
+    version did, makes the state key (``state.key``, unless ``key`` or
+    ``DDFLOW_STATE_KEY`` gives one) and rewrites the manifest signed with it.
+    Cost: one read of the whole state.  From a shell::
+
+        python -m ddflow.streaming.state upgrade /data/reach-state
+    """
+    return StateStore(path, key=key, upgrade=True).manifest
+
+
+def _private_dir(path: str) -> None:
+    """Make ``path`` (and its parents) and leave it 0700, whatever the umask; an existing laxer one is tightened."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    _tighten(path, 0o700)
+
+
+def _tighten(path: str, mode: int) -> None:
+    """Drop every permission bit of ``path`` beyond ``mode`` (if this user owns it)."""
+    st = os.stat(path)
+    if st.st_mode & 0o777 & ~mode and st.st_uid == os.geteuid():
+        os.chmod(path, st.st_mode & 0o777 & mode)
+
+
+def _atomic_private(path: str, prefix: str, write: Callable[[Any], None]) -> None:
+    """Write a file 0600 under a temporary name beside ``path``, fsync, rename it into place.
+
+    On any error (a full disk, a file-size limit) the temporary file is
+    removed: a partial file never stays behind.
+    """
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=prefix)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _write_private(path: str, data: bytes) -> None:
+    _atomic_private(path, ".key-", lambda f: f.write(data))
 
 
 def spark_last_commit(checkpoint: str) -> int:
@@ -365,3 +533,27 @@ def spark_query_id(checkpoint: str | None) -> str | None:
             return json.loads(f.readline()).get("id")
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ddflow.streaming.state upgrade DIR``: see :func:`upgrade`."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m ddflow.streaming.state",
+                                 description="Maintain a ddflow streaming state directory.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("upgrade", help="sign a state of the previous format with the state key, once")
+    up.add_argument("path", help="the state directory (stateLocation)")
+    args = ap.parse_args(argv)
+    try:
+        m = upgrade(args.path)
+    except StateError as e:
+        print(e, file=sys.stderr)
+        return 1
+    print(f"{args.path}: format {STATE_FORMAT}, batch {m.batch_id}, {len(m.files)} live files, signed with the "
+          "state key")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

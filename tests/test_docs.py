@@ -33,6 +33,11 @@ WITH_EXAMPLES = [
     "ddflow.workers.wire",
     "ddflow.workers.auth",
     "ddflow.workers.transport",
+    "ddflow.streaming.admission",
+    "ddflow.plan.deep",
+    "ddflow.plan.limits",
+    "ddflow.plan.fused",
+    "ddflow.sql.nesting",
     "ddflow.operators.arrange",
     "ddflow.base.lattice",
     "ddflow.base.updates",
@@ -45,6 +50,8 @@ WITH_EXAMPLES = [
     "ddflow.traces.batch",
     "ddflow.traces.trace",
     "ddflow.traces.layout",
+    "ddflow.traces.spine",
+    "ddflow.base.heap",
     "ddflow.base.address",
     "ddflow.base.schema",
     "ddflow.plan.expr",
@@ -66,7 +73,6 @@ WITH_EXAMPLES = [
 #: Documented without examples (internal plumbing); any example added later must pass too.
 WITHOUT_EXAMPLES = [
     "ddflow.operators.input",
-    "ddflow.traces.spine",
 ]
 
 

@@ -106,7 +106,7 @@ def test_tables_are_nonnegative_by_default():
 def test_a_loop_that_does_not_converge_fails_within_its_bound_naming_loop_and_times():
     """The safety net: a signed input (policy None) with the diverging removal fails, it never spins."""
     with ddflow.Dataflow() as flow:
-        edges_in, out = _reach(flow, None, max_seconds=3)  # the first run compiled the loop's kernels
+        edges_in, out = _reach(flow, None, max_seconds=3)
         edges_in.update([(1, 2)], times=2, diffs=-1)
         flow.advance_to(3)
         with pytest.raises(ddflow.NonConvergence, match=r"loop 'iterate.*max_seconds=3.*input times \[2\]"):

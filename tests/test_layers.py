@@ -3,8 +3,7 @@
 Each loading check runs in a fresh interpreter, so what one test imported
 cannot hide what another loads.  Layers, lowest first: base < traces <
 graph < operators < workers < the engine's API (collection, dataflow) <
-plan < the front ends (sql, datalog) < the facade (the user's Dataflow, and
-the kernel warm-up that runs it) <
+plan < the front ends (sql, datalog) < the facade (the user's Dataflow) <
 streaming.  The import check reads every import a module can make:
 module level, inside functions, ``importlib.import_module("...")`` with a
 literal name, and the package root's lazy names (``import ddflow`` then
@@ -29,7 +28,7 @@ FOLDERS = {"ddflow": ROOT / "ddflow", "ddflow.traces": ROOT / "traces", "ddflow.
 #: Lowest first; a module of one layer may import its own layer and those before it.
 LAYERS = [["ddflow.base"], ["ddflow.traces"], ["ddflow.graph"], ["ddflow.operators"], ["ddflow.workers"],
           ["ddflow.collection", "ddflow.dataflow"], ["ddflow.plan"], ["ddflow.sql", "ddflow.datalog"],
-          ["ddflow.facade", "ddflow.warmup"], ["ddflow.streaming"]]
+          ["ddflow.facade"], ["ddflow.streaming"]]
 
 
 def layer_of(module: str) -> int | None:
@@ -58,6 +57,21 @@ def test_the_package_root_is_lazy():
     heavy = loaded_after("import ddflow; ddflow.Dataflow")
     for name in ("pyspark", "confluent_kafka", "numba", "ddflow.streaming", "ddflow.workers.pool"):
         assert name not in heavy, f"using ddflow.Dataflow loaded {name}"
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_running_a_dataflow_never_loads_numba(native):
+    """The kernels are native (or, under ``DDFLOW_NATIVE=0``, plain Python): a run that steps a join, a reduce and
+    a loop imports no numba, installed or not."""
+    run = ("import os; os.environ['DDFLOW_NATIVE'] = " + repr(native) + "; import ddflow; f = ddflow.Dataflow(); "
+           "e_in, e = f.new_collection('e'); r = e.project(0, 0); "
+           "o = r.iterate(lambda v: v.join(e).project(2, 1).concat(r).distinct()).capture(); "
+           "e_in.update([(0, 1), (1, 2)], 0); f.advance_to(1); f.run(); "
+           "assert sorted(o.drain()) == [((0, 0), 0, 1), ((1, 0), 0, 1), ((1, 1), 0, 1), ((2, 0), 0, 1), "
+           "((2, 1), 0, 1)]")
+    mods = loaded_after(run)
+    assert "numba" not in mods and not any(m.startswith("numba.") for m in mods)
+    assert ("ddflow._native" in mods) == (native == "1")
 
 
 def test_public_names_resolve_and_are_listed():

@@ -5,7 +5,7 @@ Installed as ``ddflow.traces``.  Builds only on the base layer
 """
 if __name__ != "ddflow.traces":
     # From the repository root, `traces` is importable on its own: a second copy of every class here (a Batch
-    # that is not a ddflow.traces Batch) and of every compiled kernel (numba caches by module name).
+    # that is not a ddflow.traces Batch).
     raise ImportError(f"import ddflow.traces, not {__name__} (traces/ installs as ddflow.traces)")
 
 from .batch import Batch, Description

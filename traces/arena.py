@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.base.kernels import SMALL_ROWS, _trie_starts, consolidated_split
+from ddflow.base.native import kernel
 
 from .batch import Batch, Description
 from .layout import DIFFS, KEYS, KOFFS32, KOFFS64, NKEYS, NUPD, NVALS, TIMES, VAL0, VOFFS32, VOFFS64, BatchTable
@@ -55,7 +55,6 @@ def has_room(buf, used, n, arity, depth):
     return n <= ARENA_ROWS and used + words_for(n, arity, depth) <= len(buf)
 
 
-has_room.uses = (words_for,)  # what a kernel listing it in ``helpers_of`` must compile with it
 
 
 def write_trie(C, Tm, D, buf, used, T, at):
@@ -113,10 +112,9 @@ def write_trie(C, Tm, D, buf, used, T, at):
     return o
 
 
-write_trie.uses = (_trie_starts,)  # what a kernel listing it in ``helpers_of`` must compile with it
 
 
-@lazy_jit(uses=(*helpers_of(consolidated_split), _trie_starts, write_trie))
+@kernel("traces")
 def arena_insert(K, diffs, m, buf, used, T, at):
     """Consolidate rows ``K`` and write them as a batch at ``buf[used:]``, its table row at ``T[at]``.
 
@@ -156,7 +154,6 @@ def insert_fields(C, Tm, D, idx, buf, used, T, at):
     return arena_insert(K, D, m, buf, used, T, at)
 
 
-insert_fields.uses = helpers_of(arena_insert)
 
 
 class Arena:

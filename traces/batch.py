@@ -60,6 +60,21 @@ class Description:
 _COVERING: dict[int, Description] = {}
 
 
+def shrunk(kept: int, room: int) -> bool:
+    """Whether ``kept`` updates, the first rows of arrays made with room for ``room``, should be copied out.
+
+    Merges and consolidations return their updates as the first rows of
+    buffers sized for their input; when most of the input cancelled, a
+    batch that kept those views would hold memory sized for the peak it
+    came from.  Copied when fewer than half the rows are used, so a
+    batch's updates take at most twice their own size.  O(1).
+
+    >>> shrunk(10, 2_000_000), shrunk(900, 1000)
+    (True, False)
+    """
+    return 2 * kept < room
+
+
 def offset_dtype(n: int) -> type:
     """Offsets into ``n`` rows: 32 bits while they fit (a third less memory per update than 64)."""
     return np.int32 if n < 2**31 else np.int64
@@ -80,7 +95,7 @@ class Batch:
     """
 
     __slots__ = ("keys", "vals", "key_offs", "val_offs", "times", "diffs", "desc", "kinds", "_row", "_outer",
-                 "_since_outer")
+                 "_since_outer", "_negatives")
 
     def __init__(
         self,
@@ -105,6 +120,7 @@ class Batch:
         self._row = None
         self._outer: tuple[int, int] | None = None
         self._since_outer: int | None = None
+        self._negatives: int | None = None
         for a in (keys, key_offs, val_offs, times, diffs, *vals):
             a.setflags(write=False)
         if check:
@@ -237,6 +253,20 @@ class Batch:
             self._since_outer = int(self.desc.since.elements[:, 0].max(initial=-1))
         return self._since_outer
 
+    def negatives(self) -> int:
+        """How many updates have a negative diff: what the spine's idle rule weighs (:meth:`traces.spine.Spine.exert_idle`).
+
+        O(n) once (the batch is immutable), then O(1).
+
+        >>> from ddflow.base.interner import Interner
+        >>> from ddflow.base.updates import from_rows
+        >>> Batch.from_updates(from_rows([(1,), (2,), (3,)], 0, [1, -1, -2], Interner())).negatives()
+        2
+        """
+        if self._negatives is None:
+            self._negatives = int(np.count_nonzero(self.diffs < 0))
+        return self._negatives
+
     def table_row(self) -> np.ndarray:
         """This batch's row of a :class:`traces.layout.BatchTable` (made once: the batch is immutable).  O(arity)."""
         if self._row is None:
@@ -321,7 +351,17 @@ class Batch:
             self.slice_keys(a0, a1)._merge_overflow(other.slice_keys(b0, b1), frontier)
         if not len(diffs):
             return Batch.empty(self.kinds, self.depth, desc)
+        if shrunk(len(diffs), self._updates_of(a0, a1) + other._updates_of(b0, b1)):
+            # The updates are the first rows of buffers sized for both inputs: keep a copy, not the buffers
+            # (its table row is made again when asked for, from the copies).
+            return Batch(bk, tuple(V), key_offs, val_offs, times.copy(), diffs.copy(), desc, self.kinds, check=False)
         return Batch.with_row(bk, V, key_offs, val_offs, times, diffs, desc, self.kinds, row, check=False)
+
+    def _updates_of(self, lo: int, hi: int) -> int:
+        """How many updates keys ``[lo, hi)`` hold.  O(1)."""
+        if lo == 0 and hi == len(self.keys):
+            return len(self.diffs)
+        return int(self.val_offs[self.key_offs[hi]]) - int(self.val_offs[self.key_offs[lo]])
 
     def _merged_description(self, other: "Batch", frontier: Antichain | None) -> tuple[Description, np.ndarray]:
         """The description of this batch merged with the next, ``other``, and the frontier's elements.  O(1)."""
@@ -357,6 +397,8 @@ class Batch:
         n = len(diffs)
         if n == 0:
             return Batch.empty(self.kinds, self.depth, desc, self.keys.dtype, [v.dtype for v in self.vals])
+        if shrunk(n, len(self.diffs) + len(other.diffs)):  # as :meth:`merge`: not the buffers sized for both
+            times, diffs = times.copy(), diffs.copy()
         if not len(other.keys):
             cols = tuple(c[pick] for c in a_cols)
         elif not len(self.keys):

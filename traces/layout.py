@@ -38,8 +38,8 @@ import numpy as np
 
 from ddflow.base import memory
 from ddflow.base.address import address, view_2d, view_i32, view_i64
-from ddflow.base.jit import lazy_jit
 from ddflow.base.kernels import _trie_starts, sort_small
+from ddflow.base.native import kernel
 from ddflow.errors import DataflowError
 
 #: The columns of a table row: counts, then addresses (offsets in 32 or 64 bits: the other view is empty).
@@ -119,10 +119,9 @@ def trie_row(keys, key_offs, V, val_offs, times, diffs):
     return row
 
 
-build_trie.uses = (_trie_starts, trie_row)  # what a kernel listing it in ``helpers_of`` must compile with it
 
 
-@lazy_jit(uses=(build_trie, _trie_starts, trie_row))
+@kernel("traces")
 def trie_with_row(K, times, diffs):
     """A batch's trie levels and its table row, from consolidated updates, in one compiled call.
 
@@ -365,7 +364,7 @@ def gather_found(T, pos, total, arity, depth):
     return q, cols, times, diffs
 
 
-@lazy_jit(uses=(offset, find_key, key_offsets, val_offsets, key_positions, gather_found))
+@kernel("traces")
 def seek_table_within(T, keys, arity, depth, limit):
     """:func:`seek_table`'s kernel, plus the number of updates found: ``(q, cols, times, diffs, total)``.
 
@@ -519,7 +518,7 @@ def order_by_time(cols, times, diffs, start, k, ng):
         diffs[start + x] = td[o]
 
 
-@lazy_jit(uses=(offset, lower_bound_from, value_range, key_offsets, val_offsets, order_by_time, sort_small))
+@kernel("traces")
 def histories(T, groups, arity, depth):
     """Every update in table ``T`` of the records that start with one of ``groups``' rows.
 

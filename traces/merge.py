@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from ddflow.base.address import view_2d, view_i64
-from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.base.kernels import group_sums, lex_order
+from ddflow.base.native import kernel
 
 from .layout import DIFFS, KEYS, NKEYS, NUPD, NVALS, TIMES, VAL0, key_offsets, offset, trie_row, val_offsets
 
@@ -206,8 +206,6 @@ def consolidate_segment(T, D, lo, hi):
     return k, False
 
 
-sort_segment.uses = (_row_cmp, _time_less)  # for helpers_of: what a kernel calling it compiles with it
-consolidate_segment.uses = (sum_overflows,)
 
 
 def _sort_inner(T, D, lo, hi, scratch_t, scratch_d):
@@ -278,14 +276,7 @@ def _copy_row_split(T, D, nu, tA, dA, a, a1, tB, dB, b, b1, f0, f1):
     return nu, pre
 
 
-#: What :func:`merge_rows` compiles into its loop, not calls (see :func:`~ddflow.base.jit.lazy_jit`): its per-row
-#: helpers.  Merges of 10^5 updates, against none inlined, alternated: a loop's traces 1.1-1.3x faster,
-#: top-level traces 1.5-2.1x.  Fewer measured worse (these two paths' helpers interfere when only some are).
-PER_ROW = (_row_cmp, _time_less, _copy_advanced, _copy_prefix, _copy_row_split, sort_segment, _sort_inner,
-           consolidate_segment, sum_overflows)
-
-
-@lazy_jit(uses=(_longest_row, *PER_ROW), inline=PER_ROW)
+@kernel("traces")
 def merge_rows(KA, offA, tA, dA, KB, offB, tB, dB, F):
     """Merge two batches' (key, value) rows and their updates; see the module's contract.
 
@@ -402,7 +393,7 @@ def _key_rows(T, b, k0, k1, arity, depth):
     return K, offs, view_2d(T[b, TIMES], T[b, NUPD], depth), view_i64(T[b, DIFFS], T[b, NUPD])
 
 
-@lazy_jit(uses=(_key_rows, trie_row, offset, key_offsets, val_offsets) + helpers_of(merge_rows), inline=PER_ROW)
+@kernel("traces")
 def merge_pair(T, a0, a1, b0, b1, F):
     """Keys ``a0:a1`` of batch 0 of table ``T`` merged with keys ``b0:b1`` of batch 1, as one trie: one call.
 
@@ -454,7 +445,7 @@ def _advance_time(x, F, c):
     return best
 
 
-@lazy_jit(uses=(_advance_time, lex_order, group_sums, offset, key_offsets, val_offsets, trie_row))
+@kernel("traces")
 def merge_table(T, arity, depth, F):
     """Every batch of table ``T`` as one trie, times advanced by ``F`` and consolidated: one call.
 
@@ -500,7 +491,8 @@ def merge_table(T, arity, depth, F):
     val_offs = np.empty(nu + 1, dtype=np.int32)
     times = np.empty((nu, depth), dtype=np.int64)
     if overflow:
-        return keys[:0], vals[:, :0], key_offs[:1], val_offs[:1], times[:0], sums[:0], np.zeros(0, np.int64), True
+        none = np.zeros(1, dtype=np.int32)  # no keys, no values (not key_offs[:1], whose one offset is unset)
+        return keys[:0], vals[:, :0], none, none.copy(), times[:0], sums[:0], np.zeros(0, np.int64), True
     nk = 0
     nv = 0
     for u in range(nu):

@@ -29,8 +29,8 @@ from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError, UsageError
 
 from .arena import ARENA_ROWS, Arena, ArenaTable, arena_insert
-from .batch import Batch, Description, offset_dtype
-from .layout import BatchTable, all_int
+from .batch import Batch, Description, offset_dtype, shrunk
+from .layout import NUPD, BatchTable, all_int
 from .merge import merge_table
 
 #: Units of merge work (updates) granted per inserted update to each merge in progress.
@@ -49,6 +49,16 @@ EAGER_BELOW = 4096
 TAIL_ROWS = 256
 TAIL = 8
 assert ARENA_ROWS < TAIL_ROWS, "an arena's batches are the tail's"
+#: Units of merge work (about updates merged) that one step of a dataflow that wrote no trace spends, in all, on
+#: its traces (:meth:`Spine.exert_idle`, handed out by :func:`ddflow.graph.scope.compact`; a step that wrote some
+#: trace gives the others ``MIN_FUEL``, what one insertion gives).  An idle step costs at most about this much
+#: merging, whatever the traces hold, so its latency stays flat; a trace of n updates reaches its idle shape within
+#: about n / IDLE_FUEL idle steps (a merge slice of 2 * 65,536 updates measured 15-30 ms on this 2-core machine
+#: loaded to 8x by other processes).
+IDLE_FUEL = 1 << 16
+#: An idle trace is merged for what merging could reclaim only when that is at least this many updates
+#: (:meth:`Spine.reclaimable`): less is not worth a step's work, and a trace never keeps more than about twice it.
+IDLE_FLOOR = 64
 #: Batches at least this large are compacted once as soon as the frontier passes their step
 #: (smaller ones merge eagerly, which advances their times anyway).
 SETTLE_MIN = 1024
@@ -180,10 +190,13 @@ def _merge_all(batches: list[Batch], frontier: Antichain, rows: np.ndarray | Non
     u = Updates.concat([b.flatten() for b in batches])
     if len(frontier):
         u = u.with_times(advance_by(u.times, frontier))
+    n = len(u)
     try:
         u = consolidate(u)
     except SchemaError as e:
         raise SchemaError(f"merging batches of {first.kinds}: {overflow_detail(u)}") from e
+    if shrunk(len(u), n):  # consolidation's sums are the first rows of a buffer sized for its input
+        u = u.with_diffs(u.diffs.copy())
     return Batch.from_updates(u, desc, consolidated=True, check=False)
 
 
@@ -197,6 +210,9 @@ def _rows_merged(rows: np.ndarray, desc: Description, kinds: tuple[str, ...], de
         return None
     if not len(diffs):
         return Batch.empty(kinds, depth, desc)
+    if shrunk(len(diffs), int(rows[:, NUPD].sum())):
+        # The sums are the first rows of a buffer sized for every input update: keep a copy, not the buffer.
+        return Batch(keys, tuple(vals), key_offs, val_offs, times, diffs.copy(), desc, kinds, check=False)
     return Batch.with_row(keys, vals, key_offs, val_offs, times, diffs, desc, kinds, row, check=False)
 
 
@@ -229,6 +245,12 @@ class Spine:
         #: The newest small batches, as rows written by one compiled call each (int64 columns only); after
         #: ``entries``, and counted in the tail.  None or empty when there are none.
         self._arena: Arena | None = None
+        #: Batches written so far (inserts and arena writes): the scheduler tells idle steps by it.
+        self.writes = 0
+        self._asked = None  # the step that last asked :meth:`wants_effort`, and the writes seen then
+        self._writes_seen = -1
+        #: The spine is in its idle shape (:meth:`exert_idle` found nothing to do) and unchanged since.
+        self._idle_shape = False
 
     # -- reading ------------------------------------------------------------
     def batches(self) -> Iterator[Batch]:
@@ -281,6 +303,7 @@ class Spine:
         over later insertions (``FUEL`` per update).
         """
         self.check_shape(batch.kinds, batch.depth)
+        self.writes += 1
         d = batch.desc
         untiled = d is self._covering or (not len(d.upper) and d.lower == self._minimum)
         if self._arena is not None and self._arena.n and (not untiled or len(batch) >= TAIL_ROWS):
@@ -381,6 +404,7 @@ class Spine:
         full tail.  O(1), or a merge.
         """
         self._arena.written(used, updates)
+        self.writes += 1
         if self._merging and self._fuel(max(FUEL * updates, MIN_FUEL)):
             self._start_merges()
         if self._arena is not None and self._tail + self._arena.n >= TAIL:
@@ -542,9 +566,152 @@ class Spine:
                 assert len(a) > 2 * len(b), f"batches {idx - 1} and {idx} ({len(a)}, {len(b)}) were left unmerged"
 
     def exert(self, fuel: int) -> None:
-        """Spend idle effort on merges in progress."""
+        """Give ``fuel`` units to each merge in progress, then apply the merge rules.  O(fuel) per merge."""
+        self._idle_shape = False
         self._fuel(fuel)
         self._start_merges()
+
+    # -- idle effort -----------------------------------------------------------------------------------------
+    def wants_effort(self, step: object) -> bool:
+        """Whether the scheduler should give this spine idle effort in ``step`` (:meth:`exert_idle`).  O(1).
+
+        A spine written since the step before was fuelled by its writes
+        (:meth:`insert`): no.  An unwritten one: unless it is known to be
+        in its idle shape.  The first call of a ``step`` answers; a later
+        one in the same step (a trace with several readers) says no, so a
+        trace is counted once.  What a step that changes nothing pays per
+        trace: this, for traces already in their idle shape.
+
+        >>> sp = Spine(("i",), 1, lambda: Antichain.minimum(1))
+        >>> sp.wants_effort(1), sp.wants_effort(2), sp.wants_effort(2)
+        (False, True, False)
+        """
+        if step == self._asked:
+            return False
+        self._asked = step
+        if self.writes != self._writes_seen:
+            self._writes_seen = self.writes
+            self._idle_shape = False
+            return False
+        return not self._idle_shape
+
+    def exert_idle(self, fuel: int) -> int:
+        """Spend about ``fuel`` units of merge work toward the spine's idle shape; return the units spent.
+
+        The idle shape has no merge in progress and nothing worth reclaiming
+        (:meth:`reclaimable`).  Merges in progress are fuelled as insertions
+        fuel them: without insertions (a dataflow whose input stopped, or
+        an input nobody writes any more) a merge the geometric rule started
+        would otherwise wait forever, holding both of its inputs, such as a
+        million insertions and the million deletions that cancel them.
+        With none in progress and something to reclaim, the newest batches
+        are merged (the arena's and the tail's first, then the last two),
+        so an idle spine ends as few batches that hold what is live.
+        Finished merges go through the merge rules as usual.  Once in its
+        idle shape the spine says so (:meth:`wants_effort`) until it is
+        written again: an idle dataflow stops paying for it.
+        Cost: about ``fuel`` updates merged (a merge slice may take up to
+        twice its share), plus O(batches) to weigh what merging could
+        reclaim, once per change.
+        """
+        spent = 0
+        while spent < fuel:
+            if self._merging:
+                spent += self._fuel_idle(fuel - spent)
+            elif self.reclaimable():
+                spent += self._merge_newest()
+            else:
+                self._idle_shape = True
+                break
+        return spent
+
+    def reclaimable(self) -> bool:
+        """Whether merging the spine's batches could reclaim enough to be worth an idle step's work.
+
+        Merging shrinks a trace where updates of opposite signs meet and
+        cancel.  A batch is consolidated, so only updates of different
+        batches meet: each negative update of batch ``b`` cancels at most a
+        positive update of another batch, so with ``P`` the sum over ``b``
+        of ``min(negatives of b, positives outside b)`` merging reclaims
+        at most ``2 P`` updates (times the frontier no longer tells apart
+        also collapse: the geometric rule merges those in time).  Worth it
+        when ``2 P`` is at least half of what the spine holds and
+        ``P >= IDLE_FLOOR``: a spine in its idle shape holds at most about
+        twice what merging everything would leave, plus O(``IDLE_FLOOR``).
+        The arena's small batches count as one, all of whose updates may
+        be negative or positive (an upper bound, not counted: they are
+        few).  Cost: O(batches), no counting at all when the sizes alone
+        rule it out; each batch counts its negatives once.
+
+        >>> from ddflow.base.interner import Interner
+        >>> from ddflow.base.updates import from_rows
+        >>> it, sp = Interner(), Spine(("i",), 1, lambda: Antichain.minimum(1))
+        >>> sp.insert(Batch.from_updates(from_rows([(k,) for k in range(100)], 0, 1, it)))
+        >>> sp.reclaimable()
+        False
+        >>> sp.insert(Batch.from_updates(from_rows([(k,) for k in range(90)], 1, -1, it)))
+        >>> sp.reclaimable()
+        True
+        """
+        def worth(could: int) -> bool:
+            return could >= IDLE_FLOOR and 4 * could >= total
+
+        batches = [b for b in self._entry_batches() if len(b.diffs)]
+        arena = self._arena.updates if self._arena is not None else 0
+        sizes = [len(b.diffs) for b in batches] + ([arena] if arena else [])
+        total = sum(sizes)
+        if len(sizes) < 2 or not worth(sum(min(n, total - n) for n in sizes)):
+            return False  # a batch meets only the others: the sizes alone rule it out
+        neg = [b.negatives() for b in batches]
+        pos = [len(b.diffs) - k for b, k in zip(batches, neg)]
+        if arena:  # at most all negative, at most all positive
+            neg.append(arena)
+            pos.append(arena)
+        positives = sum(pos)
+        return worth(sum(min(k, positives - p) for k, p in zip(neg, pos)))
+
+    def _fuel_idle(self, fuel: int) -> int:
+        """Give ``fuel`` units to the merges in progress, oldest first, until spent; return the units spent."""
+        frontier = self._frontier()
+        spent = 0
+        for idx, e in enumerate(self.entries):
+            if spent >= fuel:
+                break
+            if isinstance(e, Merging):
+                left, done = e.work(fuel - spent, frontier)
+                spent += fuel - spent - left
+                if done is not None:
+                    self._replace(idx, idx + 1, done)
+                    self._merging -= 1
+        self._start_merges()
+        return max(spent, 1)
+
+    def _merge_newest(self) -> int:
+        """Merge the arena's batches and the tail's, or else begin merging the last two batches; the units spent.
+
+        A merge under ``EAGER_BELOW`` updates runs at once; a larger one is
+        left in progress, for :meth:`_fuel_idle`.  O(n) for the n updates
+        merged at once.
+        """
+        if self._arena is not None and self._arena.n:
+            spent = self._arena.updates + sum(len(e) for e in self.entries[len(self.entries) - self._tail_length():])
+            self._flush_arena()
+        elif self._tail_length() >= 2:
+            tail = self._tail_length()
+            spent = sum(len(e) for e in self.entries[-tail:])
+            self._replace(len(self.entries) - tail, len(self.entries),
+                          _merge_all(self.entries[-tail:], self._frontier(), self._tail_rows(tail)))
+        else:
+            a, b = self.entries[-2], self.entries[-1]
+            spent = len(a) + len(b)
+            if spent < EAGER_BELOW:
+                self._replace(len(self.entries) - 2, len(self.entries), a.merge(b, self._frontier()))
+            else:
+                self._replace(len(self.entries) - 2, len(self.entries), Merging(a, b))
+                self._merging += 1
+                spent = 0
+        self._start_merges()
+        return max(spent, 1)
 
     def settle(self) -> None:
         """Advance the times of every large batch the compaction frontier has passed, once.
@@ -590,6 +757,7 @@ class Spine:
                 self._replace(idx, idx + 1, _advanced(e, f))
                 changed = True
         if changed:
+            self._idle_shape = False  # advancing may have made merging worth it again
             self._start_merges()
 
     def compact(self) -> None:

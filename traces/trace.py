@@ -19,7 +19,7 @@ from ddflow.base.lattice import Antichain, MutableAntichain, as_time
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError, UsageError
 
-from .batch import Batch, Description
+from .batch import Batch, Description, shrunk
 from .layout import BatchTable, seek_table
 from .spine import Spine
 
@@ -126,7 +126,10 @@ class Trace:
         {(1, 4): 1, (2, 5): 2}
         """
         if not 0 < len(u) <= SMALL_ROWS or not all(c.dtype == np.int64 for c in u.cols):
+            n = len(u)
             u = consolidate(u)
+            if shrunk(len(u), n):  # consolidation's sums are the first rows of a buffer sized for its input
+                u = u.with_diffs(u.diffs.copy())
             if len(u):
                 self.insert_updates(u, consolidated=True)
             return u

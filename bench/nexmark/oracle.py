@@ -121,8 +121,8 @@ def _windowed_source(select: exp.Select, call: exp.Anonymous) -> tuple[str, str,
 def to_duckdb(spark_sql: str) -> str:
     """A Spark SQL query as DuckDB SQL, its ``window``/``session_window`` groupings rewritten.  O(query size).
 
-    >>> print(to_duckdb("SELECT mod(auction, 123) AS m FROM bid"))
-    SELECT auction % 123 AS m FROM bid
+    >>> print(to_duckdb("SELECT auction, price FROM bid WHERE price > 10"))
+    SELECT auction, price FROM bid WHERE price > 10
     """
     tree = sqlglot.parse_one(parseable(spark_sql), read="spark")
     subs: dict[str, str] = {}

@@ -6,8 +6,8 @@ from typing import Sequence
 import numpy as np
 
 from ddflow.base.consolidate import group_starts, pack_keys
-from ddflow.base.jit import lazy_jit
 from ddflow.base.kernels import sort_rows
+from ddflow.base.native import kernel
 
 #: Below this many pairs ``np.lexsort`` beats packing and timsort.
 _SMALL_SORT = 256
@@ -56,7 +56,7 @@ def group_by_index(idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     return _counting_order(np.asarray(idx, dtype=np.int64), n)
 
 
-@lazy_jit
+@kernel("base")
 def _counting_order(idx, n):
     """Stable counting sort of positions by ``idx`` into buckets below 0, 0..n-1 and n or more."""
     counts = np.zeros(n + 2, dtype=np.int64)
@@ -150,16 +150,9 @@ def time_column(times: np.ndarray, c: int) -> np.ndarray:
 def frozen(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     """Read-only views of ``arrays`` (an array already read-only as it is).  O(1) each.
 
-    Two callers need them.  numba compiles a kernel once per signature,
-    and a read-only array is a type of its own: a kernel's arguments are
-    made read-only all the time, or the ones an
-    :class:`~ddflow.base.updates.Updates` froze would cost a second
-    specialization (hundreds of milliseconds to load, seconds to compile)
-    where the others were writable; where both kinds reach a kernel's
-    call (a queue that concatenated batches, feedback from a join or from
-    a trace), the second is compiled in the middle of a dataflow, at the
-    first step whose data is of the other kind.  And a column function is
-    given its input so: a numeric column is the batch other readers share.
+    What a kernel or a column function is given is often a batch other
+    readers share (a queue's, a trace's): read-only, a write by mistake in
+    Python raises instead of changing what the others read.
 
     >>> a, = frozen(np.arange(3)); a.flags.writeable
     False

@@ -32,7 +32,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ddflow.base.jit import lazy_jit
+from ddflow.base.native import kernel
 
 BITS = 24
 LIMBS = 88  # 88 * 24 = 2112 >= 1074 + 1024 bits
@@ -43,7 +43,7 @@ _MASK = (1 << BITS) - 1
 _UNIT = 1 << 1074  # one 2**-1074 is 1: the exact integer form of a double
 
 
-@lazy_jit
+@kernel("base")
 def float_limbs(x):
     """The sparse slots of each value of ``x``: ``(row, slot, value)``, at most four a value.  O(n), one pass.
 
@@ -98,7 +98,7 @@ def float_limbs(x):
     return row[:w], slot[:w], val[:w]
 
 
-@lazy_jit
+@kernel("base")
 def round_limbs(sums, subs):
     """Each row's sum, rounded once to nearest-even: ``(R,)`` float64.  O(R LIMBS).
 

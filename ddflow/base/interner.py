@@ -82,7 +82,7 @@ class Interner:
     """
 
     __slots__ = ("_codes", "_values", "_decoded", "_decoded_n", "hashed", "_by_code", "_free",
-                 "collect_after", "collections", "_live_after", "_held_after")
+                 "collect_after", "collections", "_live_after", "_held_after", "_released")
 
     def __init__(self, values: Iterable[Any] = (), hashed: bool = False, collect_after: int | None = COLLECT_AFTER):
         self._codes: dict[Any, int] = {}
@@ -102,6 +102,7 @@ class Interner:
         self.collections = 0
         self._live_after = 0  # live values after the last collection
         self._held_after = 0  # object cells marked by the last collection
+        self._released = 0  # object cells the state let go of since (:meth:`release`)
         for v in values:
             self.code(v)
 
@@ -311,13 +312,27 @@ class Interner:
         Values added since the last collection must be at least
         ``collect_after``, the values live after it and an eighth of the
         object cells it marked: the next collection's work is then paid by
-        the additions (or by the updates that grew the marked state).
-        Always False with ``collect_after=None``.
+        the additions (or by the updates that grew the marked state).  Or
+        the state let go of (:meth:`release`) at least ``collect_after``
+        and half the cells the last one marked: a dataflow whose state
+        shrank a lot, with no new values since (its input deleted), gives
+        the values back.  Always False with ``collect_after=None``.
         """
         if self.collect_after is None:
             return False
         added = len(self._codes) - self._live_after
-        return added >= max(self.collect_after, self._live_after, self._held_after // HELD_PER_VALUE, 1)
+        return (added >= max(self.collect_after, self._live_after, self._held_after // HELD_PER_VALUE, 1)
+                or self._released >= max(self.collect_after, self._held_after // 2, 1))
+
+    def release(self, cells: int) -> None:
+        """The dataflow's state let go of about ``cells`` object cells (merged away): a collection may be due.  O(1).
+
+        >>> it = Interner(["a"], collect_after=2); it.due()
+        False
+        >>> it.release(3); it.due()
+        True
+        """
+        self._released += cells
 
     def collect(self, held: Iterable[np.ndarray]) -> int:
         """Free every code that appears in none of the ``held`` code arrays; return how many were freed.
@@ -364,7 +379,7 @@ class Interner:
         self._decoded_n = min(self._decoded_n, top)
         if len(self._decoded) > 2 * max(top, 16):
             self._decoded = self._decoded[:top].copy()
-        self._live_after, self._held_after = len(self._codes), cells
+        self._live_after, self._held_after, self._released = len(self._codes), cells, 0
         self.collections += 1
         return len(dead)
 
@@ -379,7 +394,7 @@ class Interner:
         if len(dead) > len(codes):  # fresh dicts: deleting never shrinks a dict's table
             self._by_code, self._codes = dict(by), dict(codes)
         self._values = list(self._by_code.values())
-        self._live_after, self._held_after = len(self._codes), sum(len(c) for c in cols)
+        self._live_after, self._held_after, self._released = len(self._codes), sum(len(c) for c in cols), 0
         self.collections += 1
         return len(dead)
 

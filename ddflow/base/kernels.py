@@ -1,24 +1,19 @@
-"""Compiled kernels for the hot paths: one numba function per job, one code path for all sizes.
+"""The hot paths' kernels: one native call per job, one code path for all sizes.
 
 A numpy call on a tiny array costs 2-3 us of fixed overhead, and a single
 update touches each operator with a handful of rows dozens of times; a
-numba call with a few array arguments costs well under a microsecond.
+native call with a few array arguments costs well under a microsecond.
 So the inner loops that every update goes through (sorting and
 consolidating, seeking keys in a trace batch, building trie levels) are
-written here as plain loops over arrays and compiled by numba
-(``nogil``).  Sorting itself stays with numpy's
-stable sort, which no loop written here beat on large arrays.
-
-Compilation is lazy (:mod:`ddflow.base.jit`): nothing is compiled (or
-even imported from numba) until a kernel is first called, never at
-``import ddflow``; compiled code
-is cached on disk next to this file, stamped with every file it compiles
-from (:mod:`ddflow.base.kernel_cache`), so only the first run on a machine
-pays for it.  ``DDFLOW_JIT=0`` runs the same functions as plain Python
-(slow; for debugging and for checking the kernels against themselves).
+native kernels (``native/base/kernels.cpp``, compiled when the package is
+built), and this module keeps each one's plain-Python reference: the
+functions below, written as plain loops over arrays.  ``DDFLOW_NATIVE=0``
+runs the references (slow; for debugging and for checking the native
+code against them, :mod:`ddflow.base.native`).  Sorting large arrays
+stays with numpy's stable sort.
 
 Each kernel states its contract and cost, and ``tests/base/test_kernels.py``
-checks it against a plain numpy reference on random inputs (empty and
+checks the native code against its reference on random inputs (empty and
 single-row ones included).  Diff arithmetic is checked: a sum past int64
 is reported, never wrapped.
 
@@ -32,7 +27,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ddflow.base.jit import jit_enabled
+from ddflow.base.native import native_enabled, native_module
 from ddflow.errors import SchemaError
 
 _INT64_SIGN = np.int64(0x7FFFFFFFFFFFFFFF)
@@ -331,29 +326,29 @@ def _trie_starts(K):
     return kstarts[:nk], vstarts[:nv], key_offs[: nk + 1]
 
 
-# -- the namespace of kernels above, compiled on first use ---------------------------------------------
+# -- the namespace of kernels above: native, or these references ---------------------------------------
 
 _PLAIN = SimpleNamespace(pack=_pack, consolidate=group_sums, consolidate_small=_consolidate_small, seek=_seek,
                          trie_starts=_trie_starts)
-_compiled: SimpleNamespace | None = None
+_bound: SimpleNamespace | None = None
 
 
 def kernels() -> SimpleNamespace:
-    """The kernels, compiled on first use (numba is imported here, not before)."""
-    global _compiled
-    if _compiled is None:
-        if not jit_enabled():
-            _compiled = _PLAIN
-        else:
-            from ddflow.base.kernel_cache import njit_cached as jit
+    """The kernels above as Python calls them: native (``ddflow._native.base``), or the references under
+    ``DDFLOW_NATIVE=0``.  O(1) after the first call.
 
-            # Kernels that other kernels call (the seek's key comparisons, the grouping of a small
-            # consolidation) are bound in this module, compiled, before their callers compile.
-            consolidate = jit(group_sums)
-            globals().update(_key_less=jit(_key_less), _same_key=jit(_same_key), group_sums=consolidate)
-            _compiled = SimpleNamespace(pack=jit(_pack), consolidate=consolidate, seek=jit(_seek),
-                                        consolidate_small=jit(_consolidate_small), trie_starts=jit(_trie_starts))
-    return _compiled
+    >>> sorted(vars(kernels()))
+    ['consolidate', 'consolidate_small', 'pack', 'seek', 'trie_starts']
+    """
+    global _bound
+    if _bound is None:
+        if not native_enabled():
+            _bound = _PLAIN
+        else:
+            b = native_module().base
+            _bound = SimpleNamespace(pack=b.pack, consolidate=b.group_sums, consolidate_small=b.consolidate_small,
+                                     seek=b.seek, trie_starts=b.trie_starts)
+    return _bound
 
 
 #: Arrays up to this long are sorted by insertion in the kernels' small sorts (:func:`sort_small`).
@@ -363,7 +358,7 @@ SORT_BY_INSERTION = 24
 def sort_small(a):
     """Sort int64 array ``a`` in place: by insertion up to ``SORT_BY_INSERTION`` values, else ``a.sort()``.
 
-    numba's ``sort`` sets up its partition stack each call (0.2 us).  O(n^2) for the few, else O(n log n).
+    A library sort sets up its partition stack each call.  O(n^2) for the few, else O(n log n).
     """
     if len(a) > SORT_BY_INSERTION:
         a.sort()
@@ -380,8 +375,7 @@ def sort_small(a):
 def sorted_unique(a):
     """The distinct values of int64 array ``a``, sorted (sorts ``a`` in place).  O(n log n).
 
-    For use inside kernels: numba compiles this in well under a second,
-    ``np.unique`` in several.
+    For use inside kernels, where ``np.unique`` (several array passes) is not wanted.
     """
     sort_small(a)
     n = 0
@@ -390,9 +384,6 @@ def sorted_unique(a):
             a[n] = a[i]
             n += 1
     return a[:n]
-
-
-sorted_unique.uses = (sort_small,)  # what a kernel listing it in ``helpers_of`` must compile with it
 
 
 def lex_order(M):
@@ -492,8 +483,7 @@ def grown(A, n, need):
     """``A`` (2-D) with room for at least ``need`` rows, its first ``n`` rows kept.  O(n) when it grows.
 
     For use inside kernels whose output size is known only at the end
-    (capacity doubles).  Rows are copied by loops: numba takes seconds to
-    compile a 2-D slice assignment.
+    (capacity doubles).
     """
     if need <= len(A):
         return A
@@ -537,6 +527,3 @@ def consolidate_rows(K: np.ndarray, diffs: np.ndarray, where: str = "consolidate
     if overflow:
         raise SchemaError(f"{where}: a sum of diffs does not fit in int64")
     return sel, sums
-
-
-consolidated_split.uses = (_consolidate_small, group_sums, lex_order)  # for ``helpers_of``, as the others'

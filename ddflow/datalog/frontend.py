@@ -25,7 +25,9 @@ from ddflow.collection import Collection
 from ddflow.datalog.hints import Hints, hints_of
 from ddflow.datalog.planner import Planned, Planner
 from ddflow.datalog.program import Program, load
+from ddflow.plan.deep import on_deep_stack
 from ddflow.plan.ir import explain
+from ddflow.plan.limits import LoopLimits
 from ddflow.plan.partition import exchange_note
 
 if TYPE_CHECKING:
@@ -45,29 +47,43 @@ class DatalogFrontend:
 
     def program(self, text: str | Program) -> Program:
         """The checked program of a text.  Cost: O(size of the text)."""
-        return text if isinstance(text, Program) else load(text)
+        return text if isinstance(text, Program) else on_deep_stack(load, text, what="the Datalog program")
 
     def plan(self, text: str | Program, hints: bool = True) -> Planned:
         """Every derived relation's plan (declared column order) and the strata order.  O(program size)."""
+        return on_deep_stack(self._plan, text, hints, what="the Datalog program")
+
+    def _plan(self, text: str | Program, hints: bool) -> Planned:
         p = self.program(text)
         tables = {n: c.schema for n, c in self.owner.flow.tables.items()}
         return Planner(p, tables, hints_of(p) if hints else Hints()).plan()
 
-    def datalog(self, text: str | Program, hints: bool = True) -> dict[str, Collection]:
+    def datalog(self, text: str | Program, hints: bool = True, *, max_iterations: int | None = None,
+                max_seconds: float | None = None, max_records: int | None = None) -> dict[str, Collection]:
         """``{relation: collection}`` for every relation the program derives (see :meth:`ddflow.Dataflow.datalog`).
 
         Relations are lowered stratum by stratum (a priority hint's order):
         operators are made, and so stepped where the data allows either
-        order, in that order.  Cost: O(program size) to build.
+        order, in that order.  ``max_iterations``, ``max_seconds`` and
+        ``max_records`` bound each recursive stratum's loop
+        (:class:`~ddflow.plan.ir.LoopLimits`).  Cost: O(program size) to build,
+        on a deep stack (:mod:`ddflow.plan.deep`).
         """
-        planned = self.plan(text, hints)
+        limits = LoopLimits(max_iterations, max_seconds, max_records)
+        return on_deep_stack(self._datalog, text, hints, limits, what="the Datalog program")
+
+    def _datalog(self, text: str | Program, hints: bool, limits: LoopLimits) -> dict[str, Collection]:
+        planned = self._plan(text, hints)
         order = [n for s in planned.strata for n in s.relations if n in planned.relations]
-        return {n: self.owner.lower(planned.relations[n]) for n in order}
+        return {n: self.owner.lower(planned.relations[n], limits) for n in order}
 
     def explain(self, text: str | Program, hints: bool = True) -> str:
         """Each output relation's plan (every derived one if the program has no ``.output``), rewritten, as a tree."""
+        return on_deep_stack(self._explain, text, hints, what="the Datalog program")
+
+    def _explain(self, text: str | Program, hints: bool) -> str:
         p = self.program(text)
-        planned = self.plan(p, hints)
+        planned = self._plan(p, hints)
         names = [n for n in planned.relations if n in p.outputs] or list(planned.relations)
         note = exchange_note if self.owner.flow.workers > 1 else None
         strata = " ; ".join(("loop " if s.recursive else "") + ", ".join(s.relations) for s in planned.strata)

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import re
 
-from ddflow.datalog.syntax import (IO, Aggregate, Atom, BinOp, Compare, Const, Decl, DatalogError, Functor, Literal,
-                                   Pos, Pragma, Rule, Source, Term, Var, Wild)
+from ddflow.datalog.syntax import (IO, Aggregate, Atom, BinOp, Chain, Compare, Const, Decl, DatalogError, Functor,
+                                   Literal, Pos, Pragma, Rule, Source, Term, Var, Wild)
+from ddflow.plan.deep import NESTING_LIMIT
 
 #: Directives the parser knows (any other ``.word`` at the start of an item is refused by name).
 DIRECTIVES = {"decl", "type", "input", "output", "printsize", "pragma", "plan", "number_type", "symbol_type",
@@ -117,8 +118,41 @@ def _item_start(out: list[Token]) -> bool:
 
 
 def parse(text: str) -> Source:
-    """The syntax tree of a Soufflé program; a :class:`DatalogError` with line and column if it does not parse."""
-    return _Parser(tokens(text)).program()
+    """The syntax tree of a Soufflé program; a :class:`DatalogError` with line and column if it does not parse.
+
+    Nesting deeper than :data:`~ddflow.plan.deep.NESTING_LIMIT` levels is refused before the parser (a
+    recursive descent) reads it: :func:`check_nesting`.
+    """
+    toks = tokens(text)
+    check_nesting(toks)
+    return _Parser(toks).program()
+
+
+def check_nesting(toks: list[Token]) -> None:
+    """A DatalogError naming the depth if parentheses, braces and runs of signs nest past the limit.  O(tokens).
+
+    >>> check_nesting(tokens("r(x) :- e(x, y), x = " + "(" * 1500 + "y" + ")" * 1500 + "."))
+    Traceback (most recent call last):
+      ...
+    ddflow.datalog.syntax.DatalogError: Datalog at line 1, column 1022: expression nested 1,500 deep; the limit is 1,000
+    """
+    depth = run = deepest = 0
+    first = None
+    for t in toks:
+        if t.text == "-" and t.kind == "op":
+            run += 1
+        else:
+            run = 0
+            if t.text in ("(", "{"):
+                depth += 1
+            elif t.text in (")", "}"):
+                depth -= 1
+        if depth + run > deepest:
+            deepest = depth + run
+            if deepest == NESTING_LIMIT + 1:
+                first = t
+    if deepest > NESTING_LIMIT:
+        raise DatalogError(f"expression nested {deepest:,} deep; the limit is {NESTING_LIMIT:,}", first.pos)
 
 
 class _Parser:
@@ -126,6 +160,7 @@ class _Parser:
         self.toks = toks
         self.i = 0
         self.src = Source()
+        self.depth = 0  # terms nested around the current one (parentheses, calls, aggregates)
 
     # -- token helpers -------------------------------------------------------------
     @property
@@ -390,32 +425,58 @@ class _Parser:
     # -- terms ---------------------------------------------------------------------
     def term(self) -> Term:
         left = self.product()
+        rest = []
         while self.at("+") or self.at("-"):
             op = self.take()
-            left = BinOp(op.text, left, self.product(), op.pos)
+            rest.append((op, self.product()))
         if self.tok.kind == "id" and self.tok.text in UNSUPPORTED_FUNCTORS:
             raise DatalogError(f"the functor {self.tok.text} is not supported", self.tok.pos)
-        return left
+        return _chained(left, rest)
 
     def product(self) -> Term:
         left = self.unary()
+        rest = []
         while self.at("*") or self.at("/") or self.at("%"):
             op = self.take()
-            left = BinOp(op.text, left, self.unary(), op.pos)
+            rest.append((op, self.unary()))
         if self.at("^"):
             raise DatalogError("the power operator ^ is not supported", self.tok.pos)
-        return left
+        return _chained(left, rest)
 
     def unary(self) -> Term:
         if self.at("-"):
-            op = self.take()
-            inner = self.unary()
-            if isinstance(inner, Const) and inner.kind in ("number", "float"):
-                return Const(-inner.value, inner.kind, op.pos)
-            return Functor("neg", (inner,), op.pos)
+            ops = []
+            while self.at("-"):  # a run of signs in a loop: ``- - - x`` nests no parser frames (its terms do)
+                ops.append(self.take())
+                self._nest(len(ops), ops[-1])
+            self.depth += len(ops)
+            try:
+                inner = self.primary()
+            finally:
+                self.depth -= len(ops)
+            for op in reversed(ops):
+                if isinstance(inner, Const) and inner.kind in ("number", "float"):
+                    inner = Const(-inner.value, inner.kind, op.pos)
+                else:
+                    inner = Functor("neg", (inner,), op.pos)
+            return inner
         return self.primary()
 
+    def _nest(self, extra: int, tok: Token) -> None:
+        """Refuse nesting past :data:`~ddflow.plan.deep.NESTING_LIMIT` levels (the parser recurses per level)."""
+        if self.depth + extra > NESTING_LIMIT:
+            raise DatalogError(f"expression nested {self.depth + extra:,} deep; the limit is {NESTING_LIMIT:,}",
+                               tok.pos)
+
     def primary(self) -> Term:
+        self.depth += 1
+        try:
+            self._nest(0, self.tok)
+            return self._primary()
+        finally:
+            self.depth -= 1
+
+    def _primary(self) -> Term:
         t = self.tok
         if t.kind == "num":
             self.take()
@@ -508,6 +569,16 @@ class _Parser:
                 self.fail("expected '{' or an atom after ':'")
             body = [self.atom()]
         return Aggregate(t.text, expr, tuple(body), t.pos)
+
+
+def _chained(first: Term, rest: list[tuple[Token, Term]]) -> Term:
+    """``first op1 t1 op2 t2 ...``: itself, one BinOp, or one :class:`~ddflow.datalog.syntax.Chain` (3 or more)."""
+    if not rest:
+        return first
+    if len(rest) == 1:
+        (op, t), = rest
+        return BinOp(op.text, first, t, op.pos)
+    return Chain(first, tuple((op.text, t) for op, t in rest), rest[0][0].pos)
 
 
 def _unquote(s: str) -> str:

@@ -42,11 +42,11 @@ from ddflow.base.schema import Schema
 from ddflow.datalog.hints import Hints
 from ddflow.datalog.program import BASE_TYPES, Program, constant_of
 from ddflow.datalog.stratify import Stratum, strata
-from ddflow.datalog.syntax import (Aggregate, Atom, BinOp, Compare, Const, DatalogError, Functor, Literal, Pos,
-                                   Rule, Term, Var, Wild)
+from ddflow.datalog.syntax import (Aggregate, Atom, BinOp, Chain, Compare, Const, DatalogError, Functor, Literal,
+                                   Pos, Rule, Term, Var, Wild)
 from ddflow.errors import SchemaError
-from ddflow.plan.expr import Call, Col, Expr, Lit
-from ddflow.plan.functions import cast, typed
+from ddflow.plan.expr import Call, Col, Expr, Held, Lit, conjunction
+from ddflow.plan.functions import TypeMismatch, cast, common_type, typed
 from ddflow.plan.ir import (Agg, Distinct, Filter, Join, Project, RecRef, Recursive, Rel, Scan, SemiJoin, Union,
                             Values)
 from ddflow.plan.ir import Aggregate as AggregateRel
@@ -187,10 +187,7 @@ class Planner:
         # A NULL is no Datalog value: rows holding one are not facts.
         nonnull = [Call("is_not_null", (Col(j, table.types[j], table.names[j]),), "boolean")
                    for j in range(len(table))]
-        pred = nonnull[0]
-        for x in nonnull[1:]:
-            pred = Call("and", (pred, x), "boolean")
-        scan = Filter(scan, pred)
+        scan = Filter(scan, conjunction(nonnull))
         if rel.arity == 0:
             return Project(scan, (Lit(0, "bigint"),), ("_",))
         perm = self.perm[name]
@@ -332,10 +329,7 @@ class Planner:
                 extra.append(Compare("=", Var(tmp, t.pos), t, t.pos))
         rel_: Rel = src
         if conds:
-            pred = conds[0]
-            for c in conds[1:]:
-                pred = Call("and", (pred, c), "boolean")
-            rel_ = Filter(src, pred)
+            rel_ = Filter(src, conjunction(conds))
         return Binding(rel_, vars_), extra
 
     def join(self, a: Binding, b: Binding, pos: Pos) -> Binding:
@@ -443,6 +437,19 @@ class Planner:
             if op == "/" and l.type == "bigint" and r.type == "bigint":
                 op = "div"
             return self._typed(op, (l, r), t.pos)
+        if isinstance(t, Chain):  # one IR ``chain``: each step applied to the value so far (see ddflow.plan.expr)
+            first = self.expr(t.first, b, want)
+            steps: list[Call] = []
+            for op, x in t.rest:
+                r = self.expr(x, b, want)
+                left = steps[-1].type if steps else first.type
+                if "string" in (left, r.type):
+                    raise DatalogError(f"arithmetic {op} on a symbol", x.pos)
+                if op == "/" and left == "bigint" and r.type == "bigint":
+                    op = "div"
+                call = self._typed(op, (Held(left) if steps else first, r), x.pos)
+                steps.append(Call(call.op, (Held(left), call.args[1]), call.type))
+            return Call("chain", (first, *steps), steps[-1].type)
         if isinstance(t, Functor):
             args = [self.expr(a, b) for a in t.args]
             name = t.name
@@ -463,15 +470,13 @@ class Planner:
                     return cast(args[0], to)
                 except SchemaError as err:
                     raise DatalogError(_bare(err), t.pos) from None
-            if name in ("min", "max"):
-                out = args[0]
-                for a in args[1:]:
-                    if {out.type, a.type} == {"bigint", "double"}:
-                        out, a = (cast(out, "double") if out.type == "bigint" else out,
-                                  cast(a, "double") if a.type == "bigint" else a)
-                    take_first = self._typed("<=" if name == "min" else ">=", (out, a), t.pos)
-                    out = Call("case", (take_first, out, a), out.type)
-                return out
+            if name in ("min", "max"):  # one least / greatest call (a number meets a float as a float)
+                try:
+                    typ = common_type([a.type for a in args], f"{name}")
+                except TypeMismatch as err:
+                    raise DatalogError(str(err), t.pos) from None
+                args = [cast(a, typ) if a.type != typ else a for a in args]
+                return self._typed("least" if name == "min" else "greatest", args, t.pos)
         raise DatalogError(f"{t!r} is not supported here", t.pos)
 
     def _typed(self, op: str, args, pos: Pos) -> Expr:

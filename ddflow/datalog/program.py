@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ddflow.datalog.parser import parse  # noqa: F401  (the doctest's)
-from ddflow.datalog.syntax import (IO, Aggregate, Atom, BinOp, Compare, Const, DatalogError, Functor, Literal, Pos,
-                                   Pragma, Rule, Source, Term, Var, Wild)
+from ddflow.datalog.syntax import (IO, Aggregate, Atom, BinOp, Chain, Compare, Const, DatalogError, Functor, Literal,
+                                   Pos, Pragma, Rule, Source, Term, Var, Wild)
 
 #: Soufflé's primitive types and the plan IR's type of each.
 BASE_TYPES = {"number": "bigint", "unsigned": "bigint", "float": "double", "symbol": "string"}
@@ -164,6 +164,9 @@ def _check_term(t: Term, relations: dict[str, Relation], in_atom: bool = False) 
     elif isinstance(t, BinOp):
         _check_term(t.left, relations)
         _check_term(t.right, relations)
+    elif isinstance(t, Chain):
+        for x in t.operands():
+            _check_term(x, relations)
     elif isinstance(t, Functor):
         for a in t.args:
             _check_term(a, relations)
@@ -216,6 +219,8 @@ def _vars_in(t: Term) -> list[Var]:
         return [t]
     if isinstance(t, BinOp):
         return _vars_in(t.left) + _vars_in(t.right)
+    if isinstance(t, Chain):
+        return [v for x in t.operands() for v in _vars_in(x)]
     if isinstance(t, Functor):
         return [v for a in t.args for v in _vars_in(a)]
     return []

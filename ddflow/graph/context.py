@@ -32,6 +32,10 @@ class Context:
         self.ran = False
         self.failed: BaseException | None = None
         self._ids = itertools.count()
+        #: Inline nodes applying a pushed batch now, nested (:meth:`ddflow.graph.node.BatchwiseNode.push`), and the
+        #: batches they deferred past ``INLINE_DEPTH``, applied by the outermost one before it returns.
+        self.inline_depth = 0
+        self.inline_deferred: list = []
 
     def fresh(self, base: str) -> str:
         """A name no other node of this dataflow has: ``base#n``."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
-from ddflow.base.jit import lazy_jit
+from ddflow.base.native import kernel
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 
@@ -44,7 +44,7 @@ def complete_row(times, i, bound):
     return True
 
 
-@lazy_jit(uses=(complete_row,))
+@kernel("graph")
 def ready_split(times, bound):
     """``(ready_mask(times, bound), how many are complete)`` in one compiled pass.  O(n depth).
 
@@ -60,7 +60,7 @@ def ready_split(times, bound):
     return mask, count
 
 
-@lazy_jit(uses=(complete_row,))
+@kernel("graph")
 def any_complete(times, bound):
     """Whether some row of ``times`` is complete under ``bound`` (``ready_mask(times, bound).any()``).
 
@@ -258,6 +258,12 @@ class Node(ABC):
         self.queues = [[] for _ in self.queues]
 
 
+#: Inline nodes applying pushed batches within one another past this depth defer them (:meth:`BatchwiseNode.push`):
+#: each level is a few Python frames, and a chain of a few hundred stateless operators (deep SQL subqueries, or
+#: ``project`` called in a loop) would otherwise reach Python's recursion limit.
+INLINE_DEPTH = 48
+
+
 class BatchwiseNode(Node):
     """A node whose work is a function of each batch it is given (:meth:`apply`), whatever its time.
 
@@ -272,11 +278,35 @@ class BatchwiseNode(Node):
         """The work on one batch (emitting what it makes)."""
 
     def push(self, port: int, u: Updates) -> None:
-        """An :attr:`inline` node applies the batch at once; others queue it."""
-        if self.inline and len(u.diffs):
-            self.apply_now(u)
-        else:
+        """An :attr:`inline` node applies the batch at once; others queue it.
+
+        Inline nodes call one another (each one's emit is the next one's
+        push), so a long chain of them would recurse as deep as it is long:
+        past :data:`INLINE_DEPTH` nested applications a batch is deferred,
+        and the outermost inline node applies the deferred ones, in order,
+        before it returns.  So a push still returns with all of its
+        downstream inline work done, at a bounded depth whatever the
+        chain's length.  O(1) besides the work.
+        """
+        if not (self.inline and len(u.diffs)):
             super().push(port, u)
+            return
+        ctx = self.ctx
+        if ctx.inline_depth >= INLINE_DEPTH:
+            ctx.inline_deferred.append((self, u))
+            return
+        ctx.inline_depth += 1
+        try:
+            self.apply_now(u)
+            if ctx.inline_depth == 1:
+                deferred = ctx.inline_deferred
+                while deferred:
+                    node, v = deferred.pop(0)
+                    node.apply_now(v)
+        finally:
+            ctx.inline_depth -= 1
+            if not ctx.inline_depth:
+                ctx.inline_deferred.clear()  # an error stops the step: nothing of it is applied later
 
     def apply_now(self, u: Updates) -> None:
         """Apply a pushed batch at once instead of queueing it (counted as received, errors named)."""

@@ -19,18 +19,20 @@ what nodes declare (``needs_complete_input``, ``sends_to_workers``).
 """
 from __future__ import annotations
 
-import time
-
 import heapq
+import re
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Union
 
 import numpy as np
 
-from ddflow.base.jit import lazy_jit
+from ddflow.base.heap import trim
 from ddflow.base.lattice import Antichain
-from ddflow.errors import DataflowError, NonConvergence
+from ddflow.base.native import kernel
+from ddflow.errors import DataflowError, NonConvergence, UsageError
 from ddflow.graph.node import Node, complete_row
+from ddflow.traces.spine import IDLE_FUEL, MIN_FUEL
 
 if TYPE_CHECKING:
     from ddflow.graph.context import Context
@@ -67,6 +69,12 @@ class Scope:
         self.nodes: list[Member] = []
         self._plan: Plan | None = None
         self._plan_version = -1
+        #: Top-level steps compacted so far (:func:`compact`): what tells a trace's idle steps apart.
+        self.compactions = 0
+        #: Bytes of traces that idle effort freed since the heap was last trimmed (:func:`exert_idle`).
+        self.freed_bytes = 0
+        #: Batches written into the traces under this scope, as :func:`compact` last counted them.
+        self.writes = 0
 
     def add(self, node: Member) -> None:
         """A new member (called by every node and loop as it is made)."""
@@ -161,10 +169,22 @@ class IterativeScope(Scope):
     #: A safety net: one step of a loop (all its rounds for one frontier) that runs longer fails, never spins.
     DEFAULT_MAX_SECONDS = 600.0
 
-    def __init__(self, parent: Scope, name: str, max_iterations: int | None = None, max_seconds: float | None = None):
+    def __init__(self, parent: Scope, name: str, max_iterations: int | None = None, max_seconds: float | None = None,
+                 max_records: int | None = None):
         super().__init__(parent.ctx, parent.depth + 1, parent, name)
+        for what, v in (("max_iterations", max_iterations), ("max_seconds", max_seconds), ("max_records", max_records)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0
+                                  or (what != "max_seconds" and not isinstance(v, int))):
+                raise UsageError(f"loop {name!r}: {what} is a positive {'number' if what == 'max_seconds' else 'integer'}"
+                                 f" or None, not {v!r}")
         self.max_iterations = max_iterations if max_iterations is not None else self.DEFAULT_MAX_ITERATIONS
         self.max_seconds = max_seconds if max_seconds is not None else self.DEFAULT_MAX_SECONDS
+        #: The most records the loop's variables may hold together (None: no bound); checked after each step of
+        #: rounds, so a loop that derives without end fails naming what grew instead of filling memory.
+        self.max_records = max_records
+        #: ``(iteration, records its variables had)`` noted half way to a limit: whether a loop that did not
+        #: converge still grew (it derives forever) or held steady (it oscillates).
+        self.growth: list[tuple[int, int]] = []
         self.variables: list = []
         self.rounds_run = 0
         #: Set by the scheduler before each round: the most rounds, this one first, that one call may run
@@ -210,6 +230,63 @@ class IterativeScope(Scope):
         shown = [tuple(t) if len(t) > 1 else int(t[0]) for t in ts[:most].tolist()]
         return shown + (["..."] if len(ts) > most else [])
 
+    def variable_records(self, distinct: bool = False) -> dict[str, int]:
+        """Per variable: the updates its value's arrangement holds (O(batches)), or with ``distinct`` the records
+        its value has now (its updates added up: O(records), for errors and rare samples only)."""
+        out = {}
+        for v in self.variables:
+            src = v.feedback_source
+            if src is None:
+                n = 0
+            elif distinct:
+                n = sum(int(h.trace.view().batch.diffs.sum()) for h in src.trace_handles())
+            else:
+                n = src.records_held()
+            out[re.sub(r"#\d+$", "", v.name)] = n
+        return out
+
+    def after_rounds(self, r: int, elapsed: float) -> None:
+        """Called after the rounds up to ``r`` ran: enforces ``max_records``; half way to ``max_iterations`` or
+        ``max_seconds``, notes how many records the variables have (to tell growth from oscillation should the
+        loop not converge).  O(variables) a call; the note O(records), once per step of the loop."""
+        if not self.growth and (2 * r >= self.max_iterations or 2 * elapsed >= self.max_seconds):
+            self.growth = [(r, sum(self.variable_records(distinct=True).values()))]
+        if self.max_records is None:
+            return
+        held = self.variable_records()
+        total = sum(held.values())
+        if total > self.max_records:
+            name, most = max(held.items(), key=lambda kv: kv[1]) if held else ("?", total)
+            raise NonConvergence(
+                f"loop {self.name!r} holds {total:,} records in its variables after iteration {r}, more than "
+                f"max_records={self.max_records:,}; {name!r} holds {most:,} of them. A rule that makes new values "
+                "from its own output (a counter, a string that grows) derives forever: bound it with a condition, "
+                "or raise max_records")
+
+    def not_converged(self, limit: str, r: int, outer_bound: np.ndarray) -> NonConvergence:
+        """The error of a loop that hit ``limit`` still changing at iteration ``r``, saying why it may not converge.
+
+        Growth (its variables have more records than half way there): it
+        derives new records forever.  Otherwise it changes without growing:
+        it oscillates.
+        """
+        times = self.changing_times(outer_bound)
+        held = self.variable_records(distinct=True)
+        total = sum(held.values())
+        base = self.growth[0] if self.growth and self.growth[0][0] < r else None
+        if base is not None and total > base[1]:
+            name, most = max(held.items(), key=lambda kv: kv[1])
+            return NonConvergence(
+                f"loop {self.name!r} did not converge within {limit}: it still derives new records at iteration {r} "
+                f"(its variables have {total:,} records, more than half way there; {name!r} has {most:,}; input "
+                f"times {times}). A rule that makes new values from its own output (a counter, a "
+                "string that grows) derives forever: bound it with a condition; max_records bounds the growth")
+        steady = ", without growing" if base is not None else ""
+        return NonConvergence(
+            f"loop {self.name!r} did not converge within {limit} (still changing at iteration {r}, input times "
+            f"{times}{steady}); a loop over a collection that goes negative (a removal of an absent record) "
+            "may never converge: declare the input nonnegative")
+
     def work_times(self) -> Iterable[np.ndarray]:
         """Work of every node in the body: arrays of this scope's depth or deeper.
 
@@ -220,7 +297,7 @@ class IterativeScope(Scope):
             yield from n.work_times()
 
 
-@lazy_jit(uses=(complete_row,))
+@kernel("graph")
 def least_round(times, outer_bound):
     """The least iteration ``times[i, k]`` (``k = len(outer_bound)``) of a row with ``times[i, :k] < outer_bound``; -1 if none.
 
@@ -319,6 +396,7 @@ class Scheduler:
         in ``rounds_ahead``), and the loop goes on after the last of them.
         """
         loop.check_variables()
+        loop.growth = []
         started = time.monotonic()
         last = -1
         r, guessed = None, False
@@ -337,11 +415,8 @@ class Scheduler:
                 if guessed:
                     r = None  # a guess past a limit: the loop fails only if the body has work there
                     continue
-                bound = f"max_iterations={loop.max_iterations}" if over else f"max_seconds={loop.max_seconds:g}"
-                raise NonConvergence(
-                    f"loop {loop.name!r} did not converge within {bound} (still changing at iteration {r}, "
-                    f"input times {loop.changing_times(outer_bound)}); a loop over a collection that goes negative "
-                    "(a removal of an absent record) may never converge: declare the input nonnegative")
+                limit = f"max_iterations={loop.max_iterations}" if over else f"max_seconds={loop.max_seconds:g}"
+                raise loop.not_converged(limit, r, outer_bound)
             last = r
             loop.rounds_run = max(loop.rounds_run, r + 1)
             bound = np.empty(len(outer_bound) + 1, dtype=np.int64)
@@ -354,6 +429,7 @@ class Scheduler:
             if ahead:
                 last += ahead
                 loop.rounds_run = max(loop.rounds_run, last + 1)
+            loop.after_rounds(last, time.monotonic() - started)
             r, guessed = (last + 1, True) if emitted else (None, False)
 
     # -- hooks -------------------------------------------------------------------------
@@ -390,19 +466,83 @@ def compaction_frontier(frontier: int, depth: int) -> Antichain:
 
 
 def compact(scope: Scope, frontier: int) -> None:
-    """Advance every trace under ``scope`` to ``frontier``: all times before it are final.
+    """Advance every trace under ``scope`` to ``frontier``, then spend the step's idle effort on the traces it did not write.
 
-    Called after every step. Compacting every few time units instead
-    measured 2.6% faster at one update per step but held 21% more updates
-    (merges in between kept distinct times the frontier had passed).
+    All times before ``frontier`` are final.  Called after every top-level
+    step, by one worker and by each of several.  Compacting every few
+    time units instead measured 2.6% faster at one update per step but
+    held 21% more updates (merges in between kept distinct times the
+    frontier had passed).
+
+    Idle effort: a trace's merges are fuelled by its insertions, so a
+    trace that is no longer written (an idle dataflow, or an input that
+    stopped while others go on) would keep a merge in progress, or
+    batches that cancel, for good.  Each step, the traces that were not
+    written since the step before and are not in their idle shape
+    (:meth:`ddflow.traces.spine.Spine.wants_effort`) share
+    :data:`~ddflow.traces.spine.IDLE_FUEL` units of merge work when the
+    step wrote no trace, :data:`~ddflow.traces.spine.MIN_FUEL` (what one
+    insertion gives) when it wrote some, starting with a different trace
+    each step.  A trace in its idle shape is skipped for O(1) until it is
+    written again, so a dataflow that stays idle stops paying, and a
+    written trace keeps its insertions' fuel alone.  Cost: O(traces)
+    attribute reads, plus at most about ``IDLE_FUEL`` updates merged.
     """
     frontiers: dict[int, Antichain] = {}
+    scope.compactions += 1
+    step = scope.compactions
+    idle = None
+    writes = 0
     for node in scope.all_nodes():
         for h in node.trace_handles():
             depth = h.trace.depth
             if depth not in frontiers:
                 frontiers[depth] = compaction_frontier(frontier, depth)
             h.set_logical_compaction(frontiers[depth])
+            spine = h.trace.spine
+            writes += spine.writes
+            if spine.wants_effort(step):
+                (idle := idle or []).append(spine)
+    wrote, scope.writes = writes != scope.writes, writes
+    if idle:
+        # A step that wrote nothing may merge IDLE_FUEL; one that wrote some trace adds to its cost no more
+        # than one more insertion would (MIN_FUEL), so a busy dataflow's steps stay as flat as its fuel keeps them.
+        exert_idle(scope, idle, step, MIN_FUEL if wrote else IDLE_FUEL)
+
+
+#: Once idle effort has freed this many bytes of traces, the allocator is asked to give free memory back to the
+#: system (:func:`ddflow.base.heap.trim`): freed arrays otherwise stay in the process, at its peak RSS.
+TRIM_BYTES = 1 << 24
+
+
+def exert_idle(scope: Scope, spines: list, step: int, fuel: int = IDLE_FUEL) -> int:
+    """Share ``fuel`` units of merge work among ``spines``, starting at one that turns with ``step``; the units spent.
+
+    Each spine takes what it can use (:meth:`ddflow.traces.spine.Spine.exert_idle`),
+    the next what is left.  What the merges free is counted: the object
+    cells they let go of tell the interner (a collection of the codes no
+    longer held may be due, :meth:`ddflow.base.interner.Interner.release`),
+    and past about :data:`TRIM_BYTES` of arrays the heap is trimmed.  Cost:
+    about ``fuel`` updates merged, O(batches) for each spine exerted.
+    """
+    spent = 0
+    first = step % len(spines)
+    released = 0
+    for spine in spines[first:] + spines[:first]:
+        if spent >= fuel:
+            break
+        n = len(spine)
+        spent += spine.exert_idle(fuel - spent)
+        gone = max(n - len(spine), 0)
+        # About 8 bytes an update per column, time coordinate and diff (what the arrays of a batch take at most).
+        scope.freed_bytes += 8 * gone * (len(spine.kinds) + spine.depth + 1)
+        released += gone * spine.kinds.count("o")
+    if released:  # interner codes the traces no longer hold: a collection may be due (at a quiescent point)
+        scope.ctx.interner.release(released)
+    if scope.freed_bytes >= TRIM_BYTES:
+        scope.freed_bytes = 0
+        trim()
+    return spent
 
 
 def collect_codes(scope: Scope, force: bool = False) -> int:

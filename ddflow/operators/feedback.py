@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.base.kernels import consolidated_split
+from ddflow.base.native import kernel
 from ddflow.graph.node import complete_row
 from ddflow.traces.arena import insert_fields
 
 
-@lazy_jit(uses=(complete_row, *helpers_of(consolidated_split)))
+@kernel("operators")
 def feedback_round(K, diffs, m, bound):
     """A few rows of feedback moved on one iteration and consolidated, if all of them are due under ``bound``.
 
@@ -39,7 +39,7 @@ def feedback_round(K, diffs, m, bound):
     return C, TT, D, True, overflow
 
 
-@lazy_jit(uses=helpers_of(feedback_round, insert_fields))
+@kernel("operators")
 def feedback_round_into(K, diffs, m, bound, idx, buf, used, At, at):
     """:func:`feedback_round`, its output's fields ``idx`` then written into an arrangement's arena, in one call.
 

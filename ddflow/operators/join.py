@@ -18,8 +18,8 @@ import numpy as np
 
 from ddflow.base.columnar import frozen, ranges, wrapping_products
 from ddflow.base.consolidate import consolidate
-from ddflow.base.jit import helpers_of, lazy_jit
-from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidate_rows, consolidated_split, group_sums, kernels
+from ddflow.base.kernels import SMALL_ROWS, _consolidate_small, consolidate_rows, consolidated_split, kernels
+from ddflow.base.native import kernel
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import Node
@@ -29,7 +29,7 @@ from ddflow.operators.route import route_of
 from ddflow.traces import Trace
 from ddflow.traces import layout
 from ddflow.traces.arena import has_room, insert_fields
-from ddflow.traces.layout import find_key, gather_found, key_offsets, key_positions, offset, seek_table, val_offsets
+from ddflow.traces.layout import gather_found, key_positions, seek_table
 
 
 def match_pairs(a_keys: np.ndarray, b_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -122,8 +122,7 @@ def checked_product(a, b):
     return a * b, True
 
 
-@lazy_jit(uses=(offset, find_key, key_offsets, val_offsets, key_positions, gather_found, checked_product,
-                _consolidate_small, group_sums))
+@kernel("operators")
 def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
     """One side of a join step in one call: a delta's updates against every batch of table ``T``.
 
@@ -139,7 +138,8 @@ def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
     the first row of each group with a nonzero ``sums``, in order), and
     ``cols`` (``(width, k)``) and ``times`` are those rows of ``M``, split,
     the step's output; 1: ``M`` is not consolidated
-    (more rows); 2: a product or a sum left int64; 3: more than ``limit``
+    (more rows); 2: a product or a sum left int64 (after a product, ``M``
+    and ``diffs`` hold the rows before it); 3: more than ``limit``
     updates would be read, and only ``total`` was counted.
     O(k log n) per batch for k delta updates, plus O(output), O(output^2)
     consolidating a small one.
@@ -166,8 +166,8 @@ def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
         for c in range(depth):
             M[k, width + c] = max(dtimes[i, c], times[k, c])
         d, ok = checked_product(ddiffs[i], diffs[k])
-        if not ok:
-            return M, D, none, none, 2, total, OC, OT
+        if not ok:  # the rows before this one (the rest of M and D is unwritten: not returned)
+            return M[:k], D[:k], none, none, 2, total, OC, OT
         D[k] = d
     if total > SMALL_ROWS:  # the caller sorts with numpy
         return M, D, none, none, 1, total, OC, OT
@@ -183,7 +183,7 @@ def join_table(T, C, dtimes, ddiffs, arity, depth, delta_left, limit):
     return M, D, sel, sums, 0, total, OC, OT
 
 
-@lazy_jit(uses=helpers_of(join_table, insert_fields, has_room))
+@kernel("operators")
 def join_table_into(T, C, dtimes, ddiffs, arity, depth, delta_left, limit, idx, buf, used, At, at):
     """:func:`join_table`, its output's fields ``idx`` then written into an arrangement's arena, in one call.
 

@@ -57,8 +57,8 @@ from __future__ import annotations
 import numpy as np
 
 from ddflow.base.columnar import frozen
-from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.base.kernels import SMALL_ROWS
+from ddflow.base.native import kernel
 from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError
 from ddflow.graph.node import Node, complete_row, ready_split
@@ -391,8 +391,7 @@ def _round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delta_le
     return ROUND, k1, n1, now1, k2, n2, now2, _packed(C2, T2s, D2, 0), cols, times, ds, later, later_t, st, nowO
 
 
-@lazy_jit(uses=(_round, _packed, *helpers_of(has_room), complete_row),
-          calls=(feedback_round_into, join_table_into, loop_step, walk_step, ready_split))
+@kernel("operators")
 def loop_round(K, diffs, m, bound, idx1, buf1, used1, T1, at1, ET, e_arity, delta_left, limit,
                idx2, buf2, used2, T2, at2, pk, pt, out_arity, code, walk, k, sort_above, hk, ht,
                bufO, usedO, TO, atO, small, chain, rk, rt):

@@ -44,8 +44,8 @@ from typing import Iterable
 
 import numpy as np
 
-from ddflow.base.jit import lazy_jit
 from ddflow.base.kernels import float_values, key_matrix, sort_rows
+from ddflow.base.native import kernel
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import Node, ready_mask
@@ -183,7 +183,7 @@ def _copy_rows(R, C, S, E, lo, hi, R2, C2, S2, E2, at):
     return at
 
 
-@lazy_jit(uses=(_longer, _copy_rows))
+@kernel("operators")
 def session_step(R, C, S, E, U, ut, ud, limit, gap, expire):
     """One step of the session operator over its state; see the module docstring for the contract.
 

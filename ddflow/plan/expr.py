@@ -6,9 +6,15 @@ values (int64 for bigint, decimal (unscaled), date (days) and timestamp
 that is True where the value is NULL.  Every operator works on whole
 arrays.  NULL semantics are SQL's: arithmetic and comparisons with a
 NULL are NULL, AND/OR/NOT use three-valued logic, WHERE keeps only TRUE.
-The logical forms (AND, OR, NOT, IS NULL, CASE, COALESCE) live here;
-every other operator and function is one entry of
-:mod:`ddflow.plan.functions`, its typing and its kernel together.
+The forms live here: AND and OR (of any number of arguments), NOT, IS
+NULL, CASE, COALESCE, and those that hold a value for their steps
+(:class:`Held`): an arithmetic ``chain``, ``switch`` (``CASE x WHEN``),
+``between`` and ``in`` (a :class:`ValueSet` tested by binary search).
+Every other operator and function is one entry of
+:mod:`ddflow.plan.functions`, its typing and its kernel together.  No pass
+here recurses: evaluation, printing, hashing, equality and pickling walk
+with their own stacks, so an expression nested as deep as a front end
+allows costs nothing at run time.
 
 >>> a = Col(0, "bigint", "a")
 >>> e = Call("+", (a, Lit(1, "bigint")), "bigint")
@@ -18,8 +24,8 @@ every other operator and function is one entry of
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -38,10 +44,15 @@ class Expr:
         return ()
 
     def columns(self) -> set[int]:
-        """Input column positions the expression reads."""
+        """Input column positions the expression reads.  O(size), without recursion."""
         out: set[int] = set()
-        for c in self.children():
-            out |= c.columns()
+        stack: list[Expr] = [self]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, Col):
+                out.add(e.index)
+            else:
+                stack.extend(e.children())
         return out
 
 
@@ -80,8 +91,71 @@ class Lit(Expr):
 
 
 @dataclass(frozen=True)
+class Held(Expr):
+    """In a step of a form (``chain``, ``switch``, ``between``, ``in``): the value the form holds, of ``type``.
+
+    The form evaluates that value once (a chain's value so far, a CASE's
+    subject, the left side of BETWEEN or IN) and hands it to the step's
+    kernel as this argument; a Held is never evaluated on its own.
+    """
+
+    type: str
+
+    def __str__(self) -> str:
+        return "?"
+
+
+@dataclass(frozen=True)
+class ValueSet(Expr):
+    """The constants of an IN list, in the form the ``in`` form compares them: sorted, distinct, no NULL.
+
+    ``type`` is the list's common type; ``values`` are in the representation
+    :func:`ddflow.plan.functions.comparable_values` gives them beside the
+    tested expression (so one ``searchsorted`` tests a whole column);
+    ``has_null``: the list holds a NULL.  Hashed once (lists may hold
+    100,000 values).
+    """
+
+    values: tuple
+    type: str
+    has_null: bool = False
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_hash", hash((self.values, self.type, self.has_null)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def array(self) -> np.ndarray:
+        """The values as one sorted numpy array (made once)."""
+        got = self.__dict__.get("_array")
+        if got is None:
+            sample = self.values[0] if self.values else 0
+            kind = (np.float64 if isinstance(sample, float) else np.int64 if isinstance(sample, int)
+                    and not isinstance(sample, bool) and all(-(1 << 63) <= v < (1 << 63) for v in self.values)
+                    else object)
+            got = np.array(self.values, dtype=kind) if self.values else np.zeros(0, dtype=np.int64)
+            object.__setattr__(self, "_array", got)
+        return got
+
+    def __str__(self) -> str:
+        more = len(self.values) - 5
+        shown = [repr(v) for v in self.values[:5]] + ([f"... {more:,} more"] if more > 0 else [])
+        return ", ".join(shown + (["NULL"] if self.has_null else []))
+
+
+@dataclass(frozen=True, eq=False)
 class Call(Expr):
-    """An operator or function applied to argument expressions (see :data:`OPS`)."""
+    """An operator or function applied to argument expressions (see :data:`OPS`).
+
+    ``and``, ``or`` and ``concat`` take any number of arguments, so a chain
+    of 10,000 conditions is one node, not 10,000 nested ones; ``chain``
+    is a left-to-right chain of arithmetic (``a + b - c``): its first
+    argument, then steps ``Call(op, (Held, x))`` each applied to the value
+    so far.  Every pass over expressions here (evaluation, printing,
+    columns, pickling) walks with its own stack, never Python's.
+    """
 
     op: str
     args: tuple[Expr, ...]
@@ -95,38 +169,171 @@ class Call(Expr):
         return self.args
 
     def __str__(self) -> str:
-        if self.op in BINARY and len(self.args) == 2:
-            return f"({self.args[0]} {self.op} {self.args[1]})"
-        return f"{self.op}({', '.join(map(str, self.args))})"
+        return bottom_up(self, _render)
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:  # children first, with a stack; each node's hash kept (a plan hashes its nodes often)
+            stack: list = [(self, False)]
+            while stack:
+                x, ready = stack.pop()
+                if "_hash" in x.__dict__:
+                    continue
+                if ready:
+                    object.__setattr__(x, "_hash", hash((x.op, x.type, tuple(hash(a) for a in x.args))))
+                else:
+                    stack.append((x, True))
+                    stack.extend((a, False) for a in x.args if isinstance(a, Call) and "_hash" not in a.__dict__)
+            h = self.__dict__["_hash"]
+        return h
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Call):
+            return NotImplemented
+        stack = [(self, other)]
+        while stack:  # pairwise, with a stack: an expression may be nested thousands deep
+            a, b = stack.pop()
+            if a is b:
+                continue
+            if isinstance(a, Call) and isinstance(b, Call):
+                if a.op != b.op or a.type != b.type or len(a.args) != len(b.args) or hash(a) != hash(b):
+                    return False
+                stack.extend(zip(a.args, b.args))
+            elif type(a) is not type(b) or a != b:
+                return False
+        return True
+
+    def __reduce__(self):
+        # Flat (postfix), so pickling a deep expression (to ship it to a worker) never recurses.
+        out: list = []
+        stack: list = [self]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, tuple):
+                out.append(e)
+            elif isinstance(e, Call):
+                stack.append((e.op, len(e.args), e.type))
+                stack.extend(reversed(e.args))
+            else:
+                out.append(e)
+        return (_rebuilt, (tuple(out),))
+
+
+def _rebuilt(items: tuple) -> Call:
+    """The Call a postfix list of leaves and ``(op, arity, type)`` marks stands for (see ``Call.__reduce__``)."""
+    stack: list = []
+    for it in items:
+        if isinstance(it, tuple):
+            op, k, typ = it
+            args = tuple(stack[len(stack) - k:])
+            del stack[len(stack) - k:]
+            stack.append(Call(op, args, typ))
+        else:
+            stack.append(it)
+    return stack[0]
+
+
+def bottom_up(e: Expr, fn: Callable[[Expr, list], Any]) -> Any:
+    """``fn(node, [results of its children])`` for every node of ``e``, children first, with an explicit stack.
+
+    The one way passes over expressions recurse: a plan may hold an
+    expression nested as deep as the front ends allow, and a Python
+    recursion that deep would hit the interpreter's limit.  O(size).
+
+    >>> e = Call("+", (Col(0, "bigint", "a"), Lit(1, "bigint")), "bigint")
+    >>> bottom_up(e, lambda node, kids: 1 + sum(kids))
+    3
+    """
+    out: list = []
+    stack: list = [(e, False)]
+    while stack:
+        node, ready = stack.pop()
+        kids = node.children()
+        if not kids:
+            out.append(fn(node, []))
+        elif ready:
+            k = len(kids)
+            got = out[len(out) - k:]
+            del out[len(out) - k:]
+            out.append(fn(node, got))
+        else:
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(kids))
+    return out[0]
+
+
+def _render(e: Expr, kids: list[str]) -> str:
+    """One node's text from its children's (``bottom_up``'s function for ``str``).
+
+    A step (a call on a :class:`Held`) reads ``op x``: the form around it
+    says what it is applied to.
+    """
+    if not isinstance(e, Call):
+        return str(e)
+    op = e.op
+    if len(kids) == 2 and isinstance(e.args[0], Held):
+        return f"{op} {kids[1]}"
+    if op == "chain":
+        return f"({' '.join(kids)})"
+    if op == "in":
+        return f"({kids[0]} IN ({', '.join(_operand(a, t) for a, t in zip(e.args[1:], kids[1:]))}))"
+    if op == "between":
+        return f"({kids[0]} BETWEEN {_operand(e.args[1], kids[1])} AND {_operand(e.args[2], kids[2])})"
+    if op == "switch":
+        whens = [f"WHEN {_operand(e.args[i], kids[i])} THEN {kids[i + 1]}" for i in range(1, len(kids) - 1, 2)]
+        return f"CASE {kids[0]} {' '.join(whens)} ELSE {kids[-1]} END"
+    if op in BINARY and len(kids) >= 2 and (len(kids) == 2 or op in ("and", "or")):
+        return "(" + f" {op} ".join(kids) + ")"
+    return f"{op}({', '.join(kids)})"
+
+
+def _operand(step: Expr, text: str) -> str:
+    """A step's own operand, ``x`` of ``op x`` (a value set as it is)."""
+    if isinstance(step, Call) and len(step.args) == 2 and isinstance(step.args[0], Held):
+        return text[len(step.op) + 1:]
+    return text
 
 
 def conjuncts(e: Expr) -> list[Expr]:
-    """The parts of a chain of ANDs."""
-    if isinstance(e, Call) and e.op == "and":
-        return conjuncts(e.args[0]) + conjuncts(e.args[1])
-    return [e]
-
-
-def conjunction(parts: list[Expr]) -> Expr | None:
-    """The AND of ``parts`` (None for none)."""
-    out = None
-    for p in parts:
-        out = p if out is None else Call("and", (out, p), "boolean")
+    """The parts of a chain of ANDs, in order.  O(size of the chain), without recursion."""
+    out: list[Expr] = []
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Call) and x.op == "and":
+            stack.extend(reversed(x.args))
+        else:
+            out.append(x)
     return out
 
 
+def conjunction(parts: list[Expr]) -> Expr | None:
+    """The AND of ``parts`` (None for none), one n-ary node: nested ANDs among them are spliced in."""
+    flat = [q for p in parts for q in conjuncts(p)]
+    if not flat:
+        return None
+    return flat[0] if len(flat) == 1 else Call("and", tuple(flat), "boolean")
+
+
 def remapped(e: Expr, m) -> Expr:
-    """``e`` reading column ``m[i]`` wherever it read column ``i`` (``m`` a mapping or a function)."""
-    if isinstance(e, Col):
-        return Col(m(e.index) if callable(m) else m[e.index], e.type, e.name)
-    if isinstance(e, Call):
-        return Call(e.op, tuple(remapped(a, m) for a in e.args), e.type)
-    return e
+    """``e`` reading column ``m[i]`` wherever it read column ``i`` (``m`` a mapping or a function).  O(size)."""
+    f = m if callable(m) else m.__getitem__
+
+    def node(x: Expr, kids: list[Expr]) -> Expr:
+        if isinstance(x, Col):
+            return Col(f(x.index), x.type, x.name)
+        if isinstance(x, Call):
+            return Call(x.op, tuple(kids), x.type)
+        return x
+
+    return bottom_up(e, node)
 
 
 BINARY = {"+", "-", "*", "/", "%", "=", "<>", "<", "<=", ">", ">=", "and", "or", "like", "ilike", "rlike"}
 #: The logical forms :func:`evaluate` handles itself (their arguments are not all evaluated alike).
-FORMS = {"and", "or", "not", "is_null", "is_not_null", "coalesce", "case"}
+FORMS = {"and", "or", "not", "is_null", "is_not_null", "coalesce", "case", "switch", "chain", "between", "in"}
 #: Kernels of every other operator, by name: filled by :mod:`ddflow.plan.functions`, the one table.
 KERNELS: dict = {}
 
@@ -172,8 +379,35 @@ def filled(vals: np.ndarray, null: np.ndarray, typ: str) -> np.ndarray:
 
 
 def evaluate(e: Expr, cols: Sequence[Column]) -> Column:
-    """``(values, null)`` of ``e`` over columns ``cols`` (all of one length).  O(n) numpy/Arrow calls per node."""
+    """``(values, null)`` of ``e`` over columns ``cols`` (all of one length).  O(n) numpy/Arrow calls per node.
+
+    Without recursion: a leaf, or a call of leaves, is computed at once
+    (most predicates); anything else runs on an explicit stack of
+    evaluations, one generator per node (:func:`_form`) that asks for its
+    arguments' values, each over the rows it needs.
+    """
     n = len(cols[0][0]) if cols else 0
+    got = _direct(e, cols, n)
+    if got is not None:
+        return got
+    stack = [_form(e, cols, n)]
+    value = None
+    while True:
+        try:
+            sub, sub_cols = stack[-1].send(value)
+        except StopIteration as done:
+            stack.pop()
+            if not stack:
+                return done.value
+            value = done.value
+            continue
+        m = len(sub_cols[0][0]) if sub_cols else 0
+        value = _direct(sub, sub_cols, m)
+        if value is None:
+            stack.append(_form(sub, sub_cols, m))
+
+
+def _leaf(e: Expr, cols: Sequence[Column], n: int) -> Column:
     if isinstance(e, Col):
         return cols[e.index]
     if isinstance(e, Lit):
@@ -183,52 +417,31 @@ def evaluate(e: Expr, cols: Sequence[Column]) -> Column:
         vals = np.empty(n, dtype=dtype_of(typ))
         vals[:] = e.value
         return vals, np.zeros(n, dtype=bool)
-    assert isinstance(e, Call)
+    raise SchemaError(f"cannot evaluate {type(e).__name__} {e} on its own")
+
+
+def _direct(e: Expr, cols: Sequence[Column], n: int) -> Column | None:
+    """``e``'s value when it needs no stack (a leaf, or a kernel or NOT / IS NULL of leaves); else None."""
+    if not isinstance(e, Call):
+        return _leaf(e, cols, n)
     op = e.op
-    if op == "case":  # args: cond1, val1, cond2, val2, ..., else; each value only on the rows that take it
-        *pairs, other = e.args
-        vals, null = np.empty(n, dtype=dtype_of(e.type)), np.zeros(n, dtype=bool)
-        if vals.dtype != object:
-            vals[:] = 0
-        left = np.ones(n, dtype=bool)  # rows no branch has taken yet
-        for i in range(0, len(pairs), 2):
-            idx = np.flatnonzero(left)
-            cv, cn = evaluate(pairs[i], _rows(cols, idx, n))
-            hit = idx[~cn & cv.astype(bool)]
-            if len(hit):
-                v, vn = evaluate(pairs[i + 1], _rows(cols, hit, n))
-                vals[hit], null[hit] = as_type(v, e.type), vn
-                left[hit] = False
-        idx = np.flatnonzero(left)
-        if len(idx):
-            v, vn = evaluate(other, _rows(cols, idx, n))
-            vals[idx], null[idx] = as_type(v, e.type), vn
-        return filled(vals, null, e.type), null
-    if op == "coalesce":  # each argument only on the rows still NULL
-        vals, null = evaluate(e.args[0], cols)
-        vals, null = as_type(vals, e.type).copy(), null.copy()
-        for a in e.args[1:]:
-            idx = np.flatnonzero(null)
-            if not len(idx):
-                break
-            v, vn = evaluate(a, _rows(cols, idx, n))
-            vals[idx], null[idx] = as_type(v, e.type), vn
-        return filled(vals, null, e.type), null
-    if op in ("and", "or"):  # the right side only where the left does not decide (Spark short-circuits)
-        a, an = evaluate(e.args[0], cols)
-        a = a.astype(bool) & ~an
-        decided = (~an & ~a) if op == "and" else a
-        b, bn = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-        idx = np.flatnonzero(~decided)
-        if len(idx):
-            bv, bnv = evaluate(e.args[1], _rows(cols, idx, n))
-            b[idx], bn[idx] = bv.astype(bool) & ~bnv, bnv
-        if op == "and":
-            false = (~an & ~a) | (~bn & ~b)
-            return a & b, ~false & (an | bn)
-        true = a | b
-        return true, ~true & (an | bn)
-    args = [evaluate(a, cols) for a in e.args]
+    if op in FORMS and op not in _SIMPLE_FORMS:
+        return None
+    args = []
+    for a in e.args:
+        if isinstance(a, Call):
+            return None
+        args.append(cols[a.index] if isinstance(a, Col) else _leaf(a, cols, n))
+    return _apply(e, args, n)
+
+
+#: Forms that evaluate every argument on every row, like a kernel.
+_SIMPLE_FORMS = {"not", "is_null", "is_not_null"}
+
+
+def _apply(e: Call, args: list[Column], n: int) -> Column:
+    """A kernel (or NOT / IS [NOT] NULL) over its arguments' values."""
+    op = e.op
     if op == "not":
         (a, an), = args
         return ~a.astype(bool) & ~an, an
@@ -240,6 +453,137 @@ def evaluate(e: Expr, cols: Sequence[Column]) -> Column:
     if kernel is None:
         raise SchemaError(f"unknown operator {op!r}")
     return kernel(args, e, n)
+
+
+def _form(e: Call, cols: Sequence[Column], n: int):
+    """The evaluation of one call, as a generator: it yields ``(expression, columns)`` for each value it needs
+    and is sent that value back; it returns its own.  Each form evaluates an argument only on the rows that
+    reach it (Spark's short-circuits), never more."""
+    op = e.op
+    if op in ("case", "switch"):
+        # case: cond1, val1, ..., else.  switch: subject, step1, val1, ..., else (``subject = x`` steps).
+        subject = (yield e.args[0], cols) if op == "switch" else None
+        *pairs, other = e.args[1:] if op == "switch" else e.args
+        vals, null = np.empty(n, dtype=dtype_of(e.type)), np.zeros(n, dtype=bool)
+        if vals.dtype != object:
+            vals[:] = 0
+        left = np.ones(n, dtype=bool)  # rows no branch has taken yet
+        for i in range(0, len(pairs), 2):
+            idx = np.flatnonzero(left)
+            if not len(idx):
+                break
+            cond = pairs[i]
+            if subject is None:
+                cv, cn = yield cond, _rows(cols, idx, n)
+            else:
+                w = yield cond.args[1], _rows(cols, idx, n)
+                cv, cn = _apply(cond, [(subject[0][idx], subject[1][idx]), w], len(idx))
+            hit = idx[~cn & cv.astype(bool)]
+            if len(hit):
+                v, vn = yield pairs[i + 1], _rows(cols, hit, n)
+                vals[hit], null[hit] = as_type(v, e.type), vn
+                left[hit] = False
+        idx = np.flatnonzero(left)
+        if len(idx):
+            v, vn = yield other, _rows(cols, idx, n)
+            vals[idx], null[idx] = as_type(v, e.type), vn
+        return filled(vals, null, e.type), null
+    if op == "coalesce":  # each argument only on the rows still NULL
+        vals, null = yield e.args[0], cols
+        vals, null = as_type(vals, e.type).copy(), null.copy()
+        for a in e.args[1:]:
+            idx = np.flatnonzero(null)
+            if not len(idx):
+                break
+            v, vn = yield a, _rows(cols, idx, n)
+            vals[idx], null[idx] = as_type(v, e.type), vn
+        return filled(vals, null, e.type), null
+    if op in ("and", "or"):  # each argument only where those before it do not decide (Spark short-circuits)
+        true = np.zeros(n, dtype=bool)  # a TRUE seen (or), a FALSE seen (and): decided
+        unknown = np.zeros(n, dtype=bool)  # a NULL seen
+        for k, a in enumerate(e.args):
+            idx = np.flatnonzero(~true) if k else None
+            if idx is not None and not len(idx):
+                break
+            v, vn = yield a, (cols if idx is None else _rows(cols, idx, n))
+            v = v.astype(bool)
+            hit = (~vn & v) if op == "or" else (~vn & ~v)
+            if idx is None:
+                true, unknown = hit.copy(), vn.copy()
+            else:
+                true[idx] |= hit
+                unknown[idx] |= vn
+        null = ~true & unknown
+        return (true if op == "or" else ~true & ~null), null
+    if op == "chain":  # a left-to-right chain of arithmetic: the first value, then each step on the value so far
+        acc = yield e.args[0], cols
+        for step in e.args[1:]:
+            x = yield step.args[1], cols
+            acc = _apply(step, [acc, x], n)
+        return acc
+    if op == "between":  # (a, ``>= lo`` step, ``<= hi`` step): hi only where a >= lo is not FALSE
+        a = yield e.args[0], cols
+        ge_step, le_step = e.args[1], e.args[2]
+        lo = yield ge_step.args[1], cols
+        gv, gn = _apply(ge_step, [a, lo], n)
+        gv = gv.astype(bool)
+        idx = np.flatnonzero(gn | gv)
+        lv, ln = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        if len(idx):
+            hi = yield le_step.args[1], _rows(cols, idx, n)
+            v, vn = _apply(le_step, [(a[0][idx], a[1][idx]), hi], len(idx))
+            lv[idx], ln[idx] = v.astype(bool), vn
+        false = (~gn & ~gv) | (~ln & ~lv)
+        null = ~false & (gn | ln)
+        return gv & lv & ~null, null
+    if op == "in":
+        return (yield from _in(e, cols, n))
+    args = []
+    for a in e.args:
+        args.append((yield a, cols))
+    return _apply(e, args, n)
+
+
+def _in(e: Call, cols: Sequence[Column], n: int):
+    """``x IN (...)``, Spark's rules: NULL when x is NULL; TRUE at the first element equal to x; else NULL if an
+    element was NULL, FALSE if none was.  Arguments: x, then the list in written order as value sets (runs of
+    constants, one vectorized ``searchsorted`` each) and ``= y`` steps (other expressions, each evaluated only
+    on the rows no earlier element matched)."""
+    xv, xn = yield e.args[0], cols
+    true = np.zeros(n, dtype=bool)
+    unknown = np.zeros(n, dtype=bool)
+    open_ = ~xn  # rows still looking for a match
+    for part in e.args[1:]:
+        idx = np.flatnonzero(open_)
+        if not len(idx):
+            break
+        if isinstance(part, ValueSet):
+            if part.values:
+                keys = functions.comparable_values([(xv[idx], xn[idx]), (xv[idx], xn[idx])],
+                                                   (e.args[0], Held(part.type)))[0]
+                hit = _member(keys, part.array())
+                true[idx[hit]] = True
+                open_[idx[hit]] = False
+            if part.has_null:
+                unknown[idx] = True
+            continue
+        y = yield part.args[1], _rows(cols, idx, n)
+        v, vn = _apply(part, [(xv[idx], xn[idx]), y], len(idx))
+        hit = ~vn & v.astype(bool)
+        true[idx[hit]] = True
+        open_[idx[hit]] = False
+        unknown[idx] |= y[1]
+    null = xn | (~true & unknown)
+    return true & ~null, null
+
+
+def _member(keys: np.ndarray, sorted_values: np.ndarray) -> np.ndarray:
+    """Which of ``keys`` are among ``sorted_values``: one binary search per key, O(k log m)."""
+    if keys.dtype == object or sorted_values.dtype == object:
+        keys, sorted_values = keys.astype(object), sorted_values.astype(object)
+    at = np.searchsorted(sorted_values, keys)
+    at[at == len(sorted_values)] = 0
+    return sorted_values[at] == keys if len(sorted_values) else np.zeros(len(keys), dtype=bool)
 
 
 def _rows(cols: Sequence[Column], idx: np.ndarray, n: int) -> list[Column]:

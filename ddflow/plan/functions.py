@@ -59,7 +59,7 @@ from ddflow.base.columnar import wrapping_products
 from ddflow.base.schema import (EPOCH, KIND, MAX_PRECISION, NULL_VALUE, decimal_ps, decimal_type, from_days,
                                 from_micros, from_unscaled, is_decimal)
 from ddflow.errors import SchemaError
-from ddflow.plan.expr import KERNELS, Call, Column, Expr, Lit, as_type, filled, null_values
+from ddflow.plan.expr import KERNELS, Call, Column, Expr, Lit, as_type, dtype_of, filled, null_values
 
 Typer = Callable[[Sequence[Expr]], str]
 Kernel = Callable[[list[Column], Call, int], Column]
@@ -93,8 +93,12 @@ def function(name: str, typer: Typer):
     return register
 
 
-def typed(name: str, args: Sequence[Expr], where: str = "") -> Call:
+def typed(name: str, args: Sequence[Expr], where: "str | Callable[[], str]" = "") -> Call:
     """The call of ``name`` on ``args`` with its result type; a SchemaError if the types do not fit.
+
+    ``where`` (text, or a function giving it: rendered only for an error,
+    so a planner can name the query text without rendering it per call)
+    ends the error's message.
 
     >>> from ddflow.plan.expr import Col
     >>> typed("=", (Col(0, "date"), Lit("1995-03-15", "string"))).args[1]
@@ -102,14 +106,18 @@ def typed(name: str, args: Sequence[Expr], where: str = "") -> Call:
     """
     fn = FUNCTIONS.get(name)
     if fn is None:
-        raise SchemaError(f"SQL: unknown function {name!r}{where}")
+        raise SchemaError(f"SQL: unknown function {name!r}{_where(where)}")
     args = tuple(args)
     try:
         if name in _COMPARISONS or name in ("+", "-"):
             args = _coerced_literals(name, args)
         return Call(name, args, fn.typer(args))
     except TypeMismatch as err:
-        raise SchemaError(f"SQL: {err}{where}") from None
+        raise SchemaError(f"SQL: {err}{_where(where)}") from None
+
+
+def _where(where: "str | Callable[[], str]") -> str:
+    return where() if callable(where) else where
 
 
 class TypeMismatch(Exception):
@@ -172,8 +180,11 @@ def arithmetic_type(op: str, a: Expr, b: Expr) -> str:
     return bounded(min(p1 - s1, p2 - s2) + s, s)
 
 
-def common_type(types: Sequence[str], what: str) -> str:
-    """The type values of ``types`` meet in (CASE branches, COALESCE, UNION columns, IN lists)."""
+def common_type(types: Sequence[str], what: "str | Callable[[], str]") -> str:
+    """The type values of ``types`` meet in (CASE branches, COALESCE, UNION columns, IN lists).
+
+    ``what`` names them in the error (text, or a function giving it, called only then).
+    """
     ts = [t for t in types if t != "null"]
     if not ts:
         return "null"
@@ -183,7 +194,7 @@ def common_type(types: Sequence[str], what: str) -> str:
     return out
 
 
-def _wider(a: str, b: str, what: str) -> str:
+def _wider(a: str, b: str, what: "str | Callable[[], str]") -> str:
     if a == b:
         return a
     if {a, b} == {"date", "timestamp"}:
@@ -194,7 +205,7 @@ def _wider(a: str, b: str, what: str) -> str:
         (p1, s1), (p2, s2) = [decimal_ps(t) or (20, 0) for t in (a, b)]
         s = max(s1, s2)
         return bounded(max(p1 - s1, p2 - s2) + s, s)
-    raise TypeMismatch(f"{what} mixes {a} and {b}")
+    raise TypeMismatch(f"{_where(what)} mixes {a} and {b}")
 
 
 def _comparable_types(a: Expr, b: Expr) -> None:
@@ -532,18 +543,83 @@ def comparable_values(args: list[Column], exprs: Sequence[Expr]) -> tuple[np.nda
     """Two columns' values in one comparable representation (decimals at one scale, dates as timestamps)."""
     (a, _), (b, _) = args
     ta, tb = exprs[0].type, exprs[1].type
-    if ta == tb and not is_decimal(ta):
-        return a, b
-    if "double" in (ta, tb):
-        conv = lambda v, t: decimal_to_float(v, t) if is_decimal(t) else np.asarray(v, dtype=np.float64)  # noqa: E731
-        return conv(a, ta), conv(b, tb)
-    if is_decimal(ta) or is_decimal(tb):
-        s = max(_scale_of(ta), _scale_of(tb))
-        return as_decimal(a, ta, s), as_decimal(b, tb, s)
-    if {ta, tb} == {"date", "timestamp"}:
-        conv = lambda v, t: np.asarray(v, dtype=np.int64) * (_US_PER_DAY if t == "date" else 1)  # noqa: E731
-        return conv(a, ta), conv(b, tb)
-    return a, b
+    return compared_as(a, ta, tb), compared_as(b, tb, ta)
+
+
+def compared_as(vals: np.ndarray, typ: str, other: str) -> np.ndarray:
+    """Values of type ``typ`` in the representation they are compared in beside values of type ``other``."""
+    if typ == other and not is_decimal(typ):
+        return vals
+    if "double" in (typ, other):
+        return decimal_to_float(vals, typ) if is_decimal(typ) else np.asarray(vals, dtype=np.float64)
+    if is_decimal(typ) or is_decimal(other):
+        return as_decimal(vals, typ, max(_scale_of(typ), _scale_of(other)))
+    if {typ, other} == {"date", "timestamp"}:
+        return np.asarray(vals, dtype=np.int64) * (_US_PER_DAY if typ == "date" else 1)
+    return vals
+
+
+def in_list(x: Expr, items: Sequence[Expr], where: "str | Callable[[], str]" = "") -> Call:
+    """``x IN (items)`` as one ``in`` call: runs of constants become value sets (one sorted array each, tested
+    by binary search), other items ``= item`` steps.  O(k log k) for k items, one vectorized cast per type.
+
+    Typed as Spark's ``In``: the constants meet in their common type (a
+    string constant beside a date or timestamp is that date or timestamp),
+    which must compare with ``x``.  Evaluation: :func:`ddflow.plan.expr.evaluate`.
+
+    >>> from ddflow.plan.expr import Col, evaluate
+    >>> e = in_list(Col(0, "bigint"), [Lit(2, "bigint"), Lit(1.5, "double"), Lit(None, "null")])
+    >>> vals, null = evaluate(e, [(np.array([2, 3, 0]), np.array([False, False, True]))])
+    >>> vals.tolist(), null.tolist()
+    ([True, False, False], [False, True, True])
+    """
+    from ddflow.plan.expr import Held
+    parts: list[Expr] = []
+    run: list[Lit] = []
+
+    def flush() -> None:
+        if run:
+            parts.append(_value_set(x, run, where))
+            run.clear()
+
+    for it in items:
+        if isinstance(it, Lit):
+            run.append(it)
+            continue
+        flush()
+        parts.append(typed("=", (Held(x.type), it), where))
+    flush()
+    return Call("in", (x, *parts), "boolean")
+
+
+def _value_set(x: Expr, lits: list[Lit], where) -> Expr:
+    """Constants of an IN list as one :class:`~ddflow.plan.expr.ValueSet`, in their comparison form beside ``x``."""
+    from ddflow.plan.expr import Held, ValueSet
+    lits = [Lit(parse_date(v.value) if x.type == "date" else parse_timestamp(v.value), x.type)
+            if v.type == "string" and v.value is not None and x.type in ("date", "timestamp") else v for v in lits]
+    has_null = any(v.value is None for v in lits)
+    live = [v for v in lits if v.value is not None]
+    try:
+        typ = common_type([v.type for v in live], "an IN list") if live else "null"
+        _comparable_types(x, Held(typ))
+    except TypeMismatch as err:
+        raise SchemaError(f"SQL: {err}{_where(where)}") from None
+    if not live:
+        return ValueSet((), typ, has_null)
+    by_type: dict[str, list] = {}
+    for v in live:
+        by_type.setdefault(v.type, []).append(v.value)
+    chunks = []
+    for src, values in by_type.items():
+        raw = np.array(values, dtype=dtype_of(src))
+        vals, _ = cast_values(raw, np.zeros(len(raw), dtype=bool), src, typ)
+        chunks.append(compared_as(vals, typ, x.type))
+    allv = np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+    if allv.dtype == object:
+        uniq = sorted(set(allv.tolist()))
+    else:
+        uniq = np.unique(allv).tolist()
+    return ValueSet(tuple(uniq), typ, has_null)
 
 
 def _compare_kernel(op: str) -> Kernel:
@@ -565,6 +641,57 @@ def _compare_kernel(op: str) -> Kernel:
 
 for _op in _COMPARISONS:
     function(_op, _compare_typer)(_compare_kernel(_op))
+
+
+def _same_type_typer(name: str) -> Typer:
+    def typer(args):
+        if len(args) < 2:
+            raise TypeMismatch(f"{name} takes at least 2 arguments, got {len(args)}")
+        typ = common_type([a.type for a in args], f"`{name}`")
+        if any(a.type not in (typ, "null") for a in args):
+            raise TypeMismatch(f"{name}'s arguments must be cast to their common type {typ} first")
+        return typ if typ != "null" else "bigint"
+    return typer
+
+
+def _extreme_kernel(op: str) -> Kernel:
+    """greatest / least: the largest (smallest) non-NULL argument, NULL only if all are (Spark).  O(k n)."""
+    fn = _COMPARISONS[op]
+
+    def kernel(args, e, n):
+        best, bn = args[0]
+        best, bn = as_type(best, e.type).copy(), bn.copy()
+        for v, vn in args[1:]:
+            v = as_type(v, e.type)
+            take = ~vn & bn
+            both = ~vn & ~bn
+            if both.any():
+                x, y = v[both], best[both]
+                if x.dtype == object or y.dtype == object:
+                    x, y = x.astype(object), y.astype(object)
+                take[both] = fn(x, y).astype(bool)
+            best[take], bn[take] = v[take], False
+        return filled(best, bn, e.type), bn
+    return kernel
+
+
+function("greatest", _same_type_typer("greatest"))(_extreme_kernel(">"))
+function("least", _same_type_typer("least"))(_extreme_kernel("<"))
+
+
+def _nullif_typer(args):
+    a, b = args
+    _comparable_types(a, b)
+    return a.type
+
+
+@function("nullif", _nullif_typer)
+def _nullif(args, e, n):
+    """``nullif(a, b)``: NULL where ``a = b`` is TRUE, else ``a`` (both evaluated on every row, as ``a = b`` is)."""
+    (a, an), (b, bn) = args
+    eq, eqn = KERNELS["="](args, Call("=", e.args, "boolean"), n)
+    null = an | (eq.astype(bool) & ~eqn)
+    return filled(as_type(a, e.type), null, e.type), null
 
 
 # -- strings ---------------------------------------------------------------------------------------------

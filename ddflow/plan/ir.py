@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ddflow.base.schema import MAX_PRECISION, Schema, decimal_ps, decimal_type
 from ddflow.errors import SchemaError
-from ddflow.plan.expr import Call, Col, Expr
+from ddflow.plan.expr import Call, Col, Expr, bottom_up, remapped
+
+if TYPE_CHECKING:
+    from ddflow.plan.limits import LoopLimits
 
 
 class Rel:
@@ -480,6 +483,8 @@ class Recursive(Rel):
     names: tuple[str, ...]
     bodies: tuple[Rel, ...]
     index: int
+    #: What bounds the loop (:class:`ddflow.plan.limits.LoopLimits`; None: the engine's defaults).
+    limits: "LoopLimits | None" = None
 
     @property
     def schema(self) -> Schema:
@@ -523,15 +528,12 @@ def _shown(exprs: Sequence[Expr], names: Sequence[str]) -> list[str]:
     is ``k_2``), or ``#i`` past them."""
     unique = _unique(tuple(names))
     cols: dict[int, str] = {}
-
-    def walk(e: Expr) -> None:
+    stack = list(reversed(exprs))
+    while stack:  # in order, without recursion: an expression may be nested thousands deep
+        e = stack.pop()
         if isinstance(e, Col):
             cols.setdefault(e.index, str(e))
-        for c in e.children():
-            walk(c)
-
-    for e in exprs:
-        walk(e)
+        stack.extend(reversed(e.children()))
     taken = {n.lower(): i for i, n in enumerate(unique)}
     owners: dict[str, set[int]] = {}
     for i, own in cols.items():
@@ -541,14 +543,7 @@ def _shown(exprs: Sequence[Expr], names: Sequence[str]) -> list[str]:
         clash = taken.get(own.lower(), i) != i or len(owners[own.lower()]) > 1
         shown[i] = (unique[i] if i < len(unique) else f"#{i}") if clash else own
 
-    def rename(e: Expr) -> Expr:
-        if isinstance(e, Col):
-            return Col(e.index, e.type, shown[e.index])
-        if isinstance(e, Call):
-            return Call(e.op, tuple(rename(a) for a in e.args), e.type)
-        return e
-
-    return [str(rename(e)) for e in exprs]
+    return [str(remapped_named(e, shown)) for e in exprs]
 
 
 def _on(left: Rel, right: Rel, lkeys: tuple[Expr, ...], rkeys: tuple[Expr, ...], residual: Expr | None) -> str:
@@ -562,11 +557,19 @@ def _on(left: Rel, right: Rel, lkeys: tuple[Expr, ...], rkeys: tuple[Expr, ...],
 
 
 def _shifted(e: Expr, by: int) -> Expr:
-    if isinstance(e, Col):
-        return Col(e.index + by, e.type, e.name)
-    if isinstance(e, Call):
-        return Call(e.op, tuple(_shifted(a, by) for a in e.args), e.type)
-    return e
+    return remapped(e, lambda i: i + by)
+
+
+def remapped_named(e: Expr, names: dict[int, str]) -> Expr:
+    """``e`` with each column named ``names[index]`` (for display)."""
+    def node(x: Expr, kids: list[Expr]) -> Expr:
+        if isinstance(x, Col):
+            return Col(x.index, x.type, names[x.index])
+        if isinstance(x, Call):
+            return Call(x.op, tuple(kids), x.type)
+        return x
+
+    return bottom_up(e, node)
 
 
 def explain(rel: Rel, indent: int = 0, note=None) -> str:
@@ -576,8 +579,11 @@ def explain(rel: Rel, indent: int = 0, note=None) -> str:
     share one (a self-join's keys), the second is shown by the name the
     input's schema gives it (``k_2``), so ``ON k = k_2`` says which is which.
     """
-    extra = note(rel) if note is not None else ""
-    lines = ["  " * indent + rel.label() + (f"  {extra}" if extra else "")]
-    for r in rel.inputs():
-        lines.append(explain(r, indent + 1, note))
+    lines = []
+    stack = [(rel, indent)]
+    while stack:  # depth first, without recursion (a plan may nest subqueries a thousand deep)
+        r, depth = stack.pop()
+        extra = note(r) if note is not None else ""
+        lines.append("  " * depth + r.label() + (f"  {extra}" if extra else ""))
+        stack.extend((x, depth + 1) for x in reversed(r.inputs()))
     return "\n".join(lines)

@@ -42,6 +42,7 @@ from ddflow.graph.scope import IterativeScope, Scope
 from ddflow.plan.expr import Call, Col, Column, Expr, as_type, evaluate, filled, null_values
 from ddflow.plan.ir import (Agg, Aggregate, CloseAt, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive,
                             Rel, Scan, Sessionized, SemiJoin, SetOp, TemporalFilter, TopK, Union, Values, Windowed)
+from ddflow.plan.limits import LoopLimits
 from ddflow.plan.partition import partitioned_by
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
@@ -107,6 +108,12 @@ class Lowering:
                 return Collection.empty(self.scope)
             kinds = [KIND[t] for t in rel.schema.types] + ["i"]
             return Collection.constant(self.scope, [(*r, 0) for r in rel.rows], kinds)
+        if isinstance(rel, (Filter, Project)):
+            from ddflow.plan import fused
+
+            run = fused.run_below(rel)
+            if run is not None:  # hundreds of them in a row (subqueries nested deep): one filter and one map
+                return fused.lower_run(self, *run)
         if isinstance(rel, Filter):
             return self._filter(self.lower(rel.input), rel.input.schema, rel.predicate)
         if isinstance(rel, Project):
@@ -154,11 +161,13 @@ class Lowering:
 
     def _recursive(self, rel: Recursive) -> Collection:
         """One loop per fixpoint: a variable per defined relation, starting empty, set to its body."""
-        key = (rel.names, rel.bodies)
+        key = (rel.names, rel.bodies, rel.limits)
         outs = self.fixpoints.get(key)
         if outs is None:
             ctx = self.scope.ctx
-            loop = IterativeScope(self.scope, ctx.fresh(f"recursive({','.join(rel.names)})"))
+            lim = rel.limits or LoopLimits()
+            loop = IterativeScope(self.scope, ctx.fresh(f"recursive({','.join(rel.names)})"), lim.max_iterations,
+                                  lim.max_seconds, lim.max_records)
             refs = {r.name: r for body in rel.bodies for r in _refs(body)}
             variables = []
             for name in rel.names:

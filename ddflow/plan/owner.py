@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from ddflow.collection import Collection
 from ddflow.plan.ir import Rel
+from ddflow.plan.limits import LoopLimits, with_limits
 from ddflow.plan.lower import Lowering
 from ddflow.plan.rewrite import equate_extremes, lift_closes, prune_columns, push_filters
 
@@ -45,8 +46,13 @@ class PlanOwner:
         """``rel`` after the rewrites that never change a result (none with ``rewrite=False``).  O(plan size)."""
         return prune_columns(equate_extremes(push_filters(lift_closes(rel)))) if self.rewrite else rel
 
-    def lower(self, rel: Rel) -> Collection:
-        """The collection of a plan from any front end, rewritten, with its named columns.  Cost: O(plan size)."""
+    def lower(self, rel: Rel, limits: LoopLimits | None = None) -> Collection:
+        """The collection of a plan from any front end, rewritten, with its named columns.  Cost: O(plan size).
+
+        ``limits`` bound every fixpoint of the plan (see :class:`~ddflow.plan.ir.LoopLimits`).
+        """
+        if limits:
+            rel = with_limits(rel, limits)
         rel = self.rewritten(rel)
         view = Collection(self.lowering.lower(rel).node)
         view.schema = rel.schema

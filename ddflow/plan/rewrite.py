@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ddflow.plan.expr import Call, Col, Expr, Lit, conjunction, conjuncts, remapped
+from ddflow.plan.expr import Call, Col, Expr, Held, Lit, bottom_up, conjunction, conjuncts, remapped
 from ddflow.plan.ir import (Aggregate, CloseAt, Filter, Join, Project, Recursive, Rel, Sessionized, TopK, Union,
                              Windowed)
 
@@ -69,7 +69,7 @@ def push_filters(rel: Rel) -> Rel:
     """``rel`` with filters moved below the joins they sit on, where that keeps the result.  O(plan size)."""
     rel = _map_inputs(rel, push_filters)
     if isinstance(rel, Filter) and isinstance(rel.input, Filter):
-        rel = Filter(rel.input.input, Call("and", (rel.input.predicate, rel.predicate), "boolean"))
+        rel = Filter(rel.input.input, conjunction([rel.input.predicate, rel.predicate]))
     unchanged = rel
     if isinstance(rel, Join) and rel.residual is not None:
         if rel.kind != "inner":
@@ -148,14 +148,19 @@ def _push_on(join: Join) -> Join:
 #: the logical forms, and string functions of no pattern.  Arithmetic (overflow, division by zero), CAST (a bad
 #: string) and LIKE / RLIKE (a bad pattern) can.
 SAFE_OPS = frozenset({"=", "<>", "<", "<=", ">", ">=", "and", "or", "not", "is_null", "is_not_null", "coalesce",
-                      "case", "lower", "upper", "trim", "ltrim", "rtrim", "length", "reverse", "concat",
-                      "contains", "starts_with", "ends_with"})
+                      "case", "switch", "between", "in", "nullif", "greatest", "least", "lower", "upper", "trim",
+                      "ltrim", "rtrim", "length", "reverse", "concat", "contains", "starts_with", "ends_with"})
 
 
 def cannot_raise(e: Expr) -> bool:
-    """``e`` evaluates without an error on any row (so it may be evaluated on rows it was not before)."""
-    if isinstance(e, Call):
-        return e.op in SAFE_OPS and all(cannot_raise(a) for a in e.args)
+    """``e`` evaluates without an error on any row (so it may be evaluated on rows it was not before).  O(size)."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Call):
+            if x.op not in SAFE_OPS:
+                return False
+            stack.extend(x.args)
     return True
 
 
@@ -180,7 +185,7 @@ def factor_or(e: Expr) -> Expr:
     if not isinstance(e, Call) or e.op not in ("and", "or"):
         return e
     if e.op == "and":
-        return Call("and", (factor_or(e.args[0]), factor_or(e.args[1])), "boolean")
+        return conjunction([factor_or(a) for a in e.args])
     branches = [[p for q in conjuncts(b) for p in conjuncts(factor_or(q))] for b in disjuncts(e)]
     keys = [{canonical(c) for c in b} for b in branches]
     common = [c for c in _distinct(branches[0]) if cannot_raise(c) and all(canonical(c) in k for k in keys[1:])]
@@ -199,14 +204,22 @@ _FLIPPED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 def canonical(e: Expr) -> Expr:
     """``e`` in a form equal for expressions that are equal by the symmetry of comparisons (``a.k = b.k`` and
     ``b.k = a.k``, ``x < y`` and ``y > x``), column names dropped: what tells conjuncts apart when factoring."""
-    if isinstance(e, Col):
-        return Col(e.index, e.type)
-    if not isinstance(e, Call):
-        return e
-    args = tuple(canonical(a) for a in e.args)
-    if e.op in _FLIPPED and len(args) == 2 and repr(args[1]) < repr(args[0]):
-        return Call(_FLIPPED[e.op], (args[1], args[0]), e.type)
-    return Call(e.op, args, e.type)
+    def node(x: Expr, args: list[Expr]) -> Expr:
+        if isinstance(x, Col):
+            return Col(x.index, x.type)
+        if not isinstance(x, Call):
+            return x
+        if x.op in _FLIPPED and len(args) == 2 and not isinstance(args[0], Held) \
+                and _order_key(args[1]) < _order_key(args[0]):
+            return Call(_FLIPPED[x.op], (args[1], args[0]), x.type)
+        return Call(x.op, tuple(args), x.type)
+
+    return bottom_up(e, node)
+
+
+def _order_key(e: Expr) -> str:
+    """A total order on expressions for :func:`canonical` (their text: no recursion, bounded by the tree)."""
+    return f"{type(e).__name__}:{e.type}:{e}"
 
 
 def implied(e: Expr, cols: set[int]) -> Expr | None:
@@ -214,11 +227,11 @@ def implied(e: Expr, cols: set[int]) -> Expr | None:
     none is found.  An AND gives what either side gives; an OR what every branch gives, OR-ed (Spark's
     ``extractPredicatesWithinOutputSet``).  O(size of e)."""
     if isinstance(e, Call) and e.op == "and":
-        got = [x for x in (implied(e.args[0], cols), implied(e.args[1], cols)) if x is not None]
+        got = [x for x in (implied(a, cols) for a in e.args) if x is not None]
         return conjunction(got)
     if isinstance(e, Call) and e.op == "or":
-        a, b = implied(e.args[0], cols), implied(e.args[1], cols)
-        return None if a is None or b is None else Call("or", (a, b), "boolean")
+        got = [implied(a, cols) for a in e.args]
+        return None if any(x is None for x in got) else disjunction(got)
     used = e.columns()
     return e if used and used <= cols and cannot_raise(e) else None
 
@@ -239,18 +252,22 @@ def _implied_sides(parts: list[Expr], nl: int, n: int) -> list[Expr]:
 
 
 def disjuncts(e: Expr) -> list[Expr]:
-    """The parts of a chain of ORs."""
-    if isinstance(e, Call) and e.op == "or":
-        return disjuncts(e.args[0]) + disjuncts(e.args[1])
-    return [e]
+    """The parts of a chain of ORs, in order (without recursion)."""
+    out: list[Expr] = []
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Call) and x.op == "or":
+            stack.extend(reversed(x.args))
+        else:
+            out.append(x)
+    return out
 
 
 def disjunction(parts: list[Expr]) -> Expr:
-    """The OR of ``parts`` (at least one)."""
-    out = parts[0]
-    for p in parts[1:]:
-        out = Call("or", (out, p), "boolean")
-    return out
+    """The OR of ``parts`` (at least one), one n-ary node: nested ORs among them are spliced in."""
+    flat = [q for p in parts for q in disjuncts(p)]
+    return flat[0] if len(flat) == 1 else Call("or", tuple(flat), "boolean")
 
 
 def _distinct(xs: list[Expr]) -> list[Expr]:

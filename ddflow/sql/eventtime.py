@@ -63,7 +63,7 @@ def prepare(tree: exp.Expression) -> exp.Expression:
                               f"`{node.name}.start` and `{node.name}.end`")
         return node
 
-    tree = tree.transform(swap)
+    tree = tree.transform(swap, copy=False)  # the tree is the planner's own (parsed for this plan)
     for select in tree.find_all(exp.Select):  # Spark names an unaliased `window.start` column `start`
         select.set("expressions", [exp.alias_(e, _OUTPUT_NAMES[e.name]) if isinstance(e, exp.Anonymous)
                                    and e.name in _OUTPUT_NAMES else e for e in select.expressions])

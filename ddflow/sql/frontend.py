@@ -27,19 +27,20 @@ that builds the IR itself (Datalog).
 """
 from __future__ import annotations
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
 
 from ddflow.collection import Collection
 from ddflow.dataflow import Dataflow
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Col
+from ddflow.plan.deep import on_deep_stack
 from ddflow.plan.ir import Project, Rel, explain
+from ddflow.plan.limits import LoopLimits
 from ddflow.plan.owner import PlanOwner
 from ddflow.plan.partition import exchange_note
 from ddflow.plan.rewrite import finalized, lift_closes
 from ddflow.sql import eventtime
+from ddflow.sql.nesting import parsed
 from ddflow.sql.planner import plan_query
 
 
@@ -59,18 +60,26 @@ class SqlFrontend(PlanOwner):
 
     def plan(self, text: str, views: dict[str, Rel] | None = None) -> Rel:
         """The rewritten plan of the last statement of ``text``; CREATE VIEWs go into ``views`` (self's if None)."""
-        return self.rewritten(self._planned(text, self.views if views is None else views))
+        return on_deep_stack(lambda: self.rewritten(self._planned(text, self.views if views is None else views)))
 
-    def sql(self, text: str, mode: str = "changelog") -> Collection:
+    def sql(self, text: str, mode: str = "changelog", *, max_iterations: int | None = None,
+            max_seconds: float | None = None, max_records: int | None = None) -> Collection:
         """The collection of the last statement of ``text`` (see :meth:`ddflow.Dataflow.sql`).  Cost: O(size of the text).
 
         ``mode="final"``: each row once, when its window (or session)
         closes, never retracted; refused for a query whose rows do not
         close (no window over an event-time table, or something stateful
-        above the windowed aggregate).
+        above the windowed aggregate).  ``max_iterations``, ``max_seconds``
+        and ``max_records`` bound each WITH RECURSIVE fixpoint's loop
+        (:class:`~ddflow.plan.ir.LoopLimits`; None: the engine's defaults).
+        Planned on a deep stack (:mod:`ddflow.plan.deep`).
         """
         if mode not in ("changelog", "final"):
             raise SchemaError(f"SQL: mode is 'changelog' or 'final', not {mode!r}")
+        limits = LoopLimits(max_iterations, max_seconds, max_records)
+        return on_deep_stack(self._sql, text, mode, limits)
+
+    def _sql(self, text: str, mode: str, limits: LoopLimits) -> Collection:
         views = dict(self.views)
         rel = self._planned(text, views)
         if mode == "final":
@@ -79,14 +88,14 @@ class SqlFrontend(PlanOwner):
                 raise SchemaError("SQL: mode='final' needs a query whose rows close: a GROUP BY window(...) or "
                                   "session_window(...) over an event-time table, with only filters and projections "
                                   f"above it; this one does not close (`{' '.join(text.split())[:100]}`)")
-        view = self.lower(rel)
+        view = self.lower(rel, limits)
         self.views = views  # kept only once every statement planned and lowered
         return view
 
     def explain(self, text: str) -> str:
         """The plan of the last statement of ``text``; its CREATE VIEWs are seen by it but not kept."""
-        rel = self.plan(text, dict(self.views))
-        return explain(rel, note=exchange_note if self.flow.workers > 1 else None)
+        note = exchange_note if self.flow.workers > 1 else None
+        return on_deep_stack(lambda: explain(self.plan(text, dict(self.views)), note=note))
 
     def _planned(self, text: str, views: dict[str, Rel]) -> Rel:
         """The plan (before rewrites) of the last statement of ``text``; its CREATE VIEWs go into ``views``."""
@@ -134,10 +143,7 @@ class SqlFrontend(PlanOwner):
 
 
 def _statements(text: str) -> list[exp.Expression]:
-    try:
-        stmts = [s for s in sqlglot.parse(eventtime.parseable(text), read="spark") if s is not None]
-    except SqlglotError as err:
-        raise SchemaError(f"SQL: cannot parse the query: {err}") from None
+    stmts = parsed(eventtime.parseable(text))  # nesting bounded before sqlglot's recursive parser runs
     if not stmts:
         raise SchemaError("SQL: no statement in the text")
     return stmts

@@ -25,7 +25,6 @@ import itertools
 from dataclasses import dataclass
 from typing import Mapping
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
@@ -38,7 +37,9 @@ from ddflow.plan.expr import Call, Col, Expr, Lit, conjunction, conjuncts, remap
 from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive, Rel,
                             Scan, SemiJoin, SetOp, TopK, Union)
 from ddflow.plan.rewrite import factor_or, key_pair, keyable, ranks_kept
+from ddflow.plan.deep import on_deep_stack
 from ddflow.sql import eventtime
+from ddflow.sql.nesting import balanced, chain_parts, check_tree, parsed, set_aside, union_link
 from ddflow.sql.scalars import AGGREGATES as _AGGS
 from ddflow.sql.scalars import Expressions, retyped_expr
 from ddflow.sql.scalars import common_type as _common_type
@@ -84,12 +85,15 @@ class _Scope:
 
 
 def plan_sql(sql: str, tables: Mapping[str, Schema]) -> Rel:
-    """The plan of one SQL query over ``tables`` (name -> schema)."""
-    try:
-        tree = sqlglot.parse_one(eventtime.parseable(sql), read="spark")
-    except SqlglotError as err:
-        raise SchemaError(f"SQL: cannot parse the query: {err}") from None
-    return plan_query(tree, tables)
+    """The plan of one SQL query over ``tables`` (name -> schema), planned on a deep stack (:mod:`ddflow.plan.deep`)."""
+    return on_deep_stack(_plan_sql, sql, tables)
+
+
+def _plan_sql(sql: str, tables: Mapping[str, Schema]) -> Rel:
+    stmts = parsed(eventtime.parseable(sql))
+    if len(stmts) != 1:
+        raise SchemaError(f"SQL: expected one statement, got {len(stmts)}")
+    return plan_query(stmts[0], tables)
 
 
 def plan_query(tree: exp.Expression, tables: Mapping[str, Schema], views: Mapping[str, Rel] | None = None) -> Rel:
@@ -97,14 +101,18 @@ def plan_query(tree: exp.Expression, tables: Mapping[str, Schema], views: Mappin
     if not isinstance(tree, exp.Query):
         raise SchemaError(f"SQL: expected a query (SELECT, WITH or a set operation), got `{tree.sql(dialect='spark')[:80]}`")
     views = {k.lower(): v for k, v in (views or {}).items()}
-    every = {**{k.lower(): v for k, v in tables.items()}, **{k: v.schema for k, v in views.items()}}
+    lowered = {k.lower(): v for k, v in tables.items()}
+    every = {**lowered, **{k: v.schema for k, v in views.items()}}
     schema = {name: {c: _glot_type(t) for c, t in zip(s.names, s.types)} for name, s in every.items()}
-    tree = eventtime.prepare(tree)
+    check_tree(tree)
+    _check_tables(tree, lowered, views)
+    aside = set_aside(tree)
+    tree = balanced(eventtime.prepare(tree))
     try:
         tree = qualify(tree, schema=schema, dialect="spark", quote_identifiers=False, validate_qualify_columns=True)
     except SqlglotError as err:
         raise SchemaError(f"SQL: {err}") from None
-    return _Planner({k.lower(): v for k, v in tables.items()}, views).query(tree, {})
+    return _Planner(lowered, views, aside).query(tree, {})
 
 
 def _glot_type(t: str) -> str:
@@ -113,9 +121,11 @@ def _glot_type(t: str) -> str:
 
 
 class _Planner(Expressions, eventtime.EventTime):
-    def __init__(self, tables: dict[str, Schema], views: dict[str, Rel] | None = None):
+    def __init__(self, tables: dict[str, Schema], views: dict[str, Rel] | None = None,
+                 aside: list[list[exp.Expression]] | None = None):
         self.tables = tables
         self.views = views or {}
+        self.aside = aside  # long IN lists of constants, out of the tree while sqlglot qualified it
         self._uids = itertools.count()
 
     # -- relations ------------------------------------------------------------------------------
@@ -129,11 +139,13 @@ class _Planner(Expressions, eventtime.EventTime):
                 for cte in with_.expressions:
                     ctes[cte.alias.lower()] = self.query(cte.this, ctes)
         if isinstance(node, exp.Union):
-            left, right = self.query(node.left, ctes), self.query(node.right, ctes)
-            _check_union(left, right, node)
-            right = _retyped(right, left.schema)
-            left = _retyped(left, right.schema)
-            return self.limited(Union((left, right), all=not node.args.get("distinct")), node)
+            # A chain of UNIONs of one kind is one n-ary union (a generated query may have thousands).
+            rights, cur, up = [node.right], node.left, node
+            while isinstance(cur, exp.Union) and union_link(cur, up):
+                rights.append(cur.right)
+                up, cur = cur, cur.left
+            rels = [self.query(p, ctes) for p in [cur, *reversed(rights)]]
+            return self.limited(Union(_aligned(rels, node), all=not node.args.get("distinct")), node)
         if isinstance(node, (exp.Except, exp.Intersect)):
             name = type(node).__name__.upper()
             if not node.args.get("distinct"):
@@ -205,7 +217,7 @@ class _Planner(Expressions, eventtime.EventTime):
             elif name in self.tables:
                 rel = Scan(name, self.tables[name])
             else:
-                raise SchemaError(f"SQL: no table {node.name!r} (tables: {sorted(self.tables)})")
+                raise _unknown_table(node, self.tables, self.views)
             return rel, _Scope.of(rel, node.alias_or_name)
         if isinstance(node, exp.Subquery):
             rel = self.query(node.this, ctes)
@@ -670,14 +682,57 @@ def _reads(node: exp.Expression, names: list[str]) -> bool:
 
 
 def _union_parts(node: exp.Expression) -> list[exp.Expression]:
-    """The parts of a chain of UNIONs (a recursive definition); UNION ALL is refused."""
-    if isinstance(node, exp.Subquery):
-        return _union_parts(node.this)
-    if isinstance(node, exp.Union):
-        if not node.args.get("distinct"):
-            raise _unsupported(node, "UNION ALL in a recursive definition (use UNION: the view is a set's fixpoint)")
-        return _union_parts(node.left) + _union_parts(node.right)
-    return [node]
+    """The parts of a chain of UNIONs (a recursive definition), in order; UNION ALL is refused.  Iterative."""
+    out: list[exp.Expression] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, exp.Subquery):
+            stack.append(n.this)
+        elif isinstance(n, exp.Union):
+            if not n.args.get("distinct"):
+                raise _unsupported(n, "UNION ALL in a recursive definition (use UNION: the view is a set's fixpoint)")
+            stack.append(n.right)
+            stack.append(n.left)
+        else:
+            out.append(n)
+    return out
+
+
+def _aligned(rels: list[Rel], node: exp.Expression) -> tuple[Rel, ...]:
+    """The parts of a set operation with each column cast to the type all parts' columns meet in."""
+    first = rels[0]
+    for r in rels[1:]:
+        _check_union(first, r, node)
+    want = []
+    for j in range(len(first.schema)):
+        types = [r.schema.types[j] for r in rels]
+        try:
+            want.append(common_types(types, "a set operation"))
+        except TypeMismatch:
+            raise SchemaError(f"SQL: UNION of {' and '.join(sorted(set(types)))} columns in "
+                              f"`{node.sql(dialect='spark')[:80]}`") from None
+    like = Schema(first.schema.names, tuple(want))
+    return tuple(_retyped(r, like) for r in rels)
+
+
+def _unknown_table(node: exp.Table, tables: Mapping[str, Schema], views: Mapping[str, Rel]) -> SchemaError:
+    shown = f"its tables are {sorted(tables)}" if tables else "it has no tables"
+    if views:
+        shown += f" and its views {sorted(views)}"
+    where = _position(node).replace(" near", "", 1)
+    return SchemaError(f"SQL: table {node.name!r} is not a table of this dataflow{f' ({where.strip()})' if where else ''}; "
+                       f"{shown}")
+
+
+def _check_tables(tree: exp.Expression, tables: Mapping[str, Schema], views: Mapping[str, Rel]) -> None:
+    """Every table the query reads is a table, a view or a CTE: an unknown one is refused by name before the
+    qualifier would call its columns unresolvable."""
+    ctes = {c.alias.lower() for c in tree.find_all(exp.CTE)}
+    for t in tree.find_all(exp.Table):
+        name = t.name.lower()
+        if name and name not in tables and name not in views and name not in ctes:
+            raise _unknown_table(t, tables, views)
 
 
 def _nulls_first(o: exp.Ordered) -> bool:
@@ -713,28 +768,35 @@ def _filtered(node: exp.Filter) -> exp.Expression:
 
 
 def _aggregates(node: exp.Expression) -> list[exp.Expression]:
-    """The outermost aggregate calls in ``node``, not those of its subqueries (they aggregate their own rows)."""
+    """The outermost aggregate calls in ``node`` in written order, not those of its subqueries (they aggregate
+    their own rows).  O(nodes), iterative."""
     out: list[exp.Expression] = []
-
-    def walk(n: exp.Expression) -> None:
-        if isinstance(n, tuple(_AGGS)) or (isinstance(n, exp.Filter) and isinstance(n.this, tuple(_AGGS))):
+    aggs = tuple(_AGGS)
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, aggs) or (isinstance(n, exp.Filter) and isinstance(n.this, aggs)):
             out.append(n)
-            return
+            continue
         if n is not node and isinstance(n, (exp.Select, exp.Subquery, exp.Exists)):
-            return
-        for c in n.iter_expressions():
-            walk(c)
-
-    walk(node)
+            continue
+        stack.extend(reversed(list(n.iter_expressions())))
     return out
 
 
 def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
-    if isinstance(node, exp.And):
-        return _conjuncts(node.left) + _conjuncts(node.right)
-    if isinstance(node, exp.Paren):
-        return _conjuncts(node.this)
-    return [node]
+    """The conjuncts of a condition, in order (an AND chain read in one loop, through parentheses)."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if not isinstance(node, exp.And):
+        return [node]
+    parts, _ = chain_parts(node, through_parens=True)
+    out = []
+    for p in parts:
+        while isinstance(p, exp.Paren):
+            p = p.this
+        out.append(p)
+    return out
 
 
 
@@ -781,23 +843,25 @@ def _has_subquery(node: exp.Expression) -> bool:
 
 
 def _scalar_subqueries(node: exp.Expression) -> list[exp.Subquery]:
-    """The subqueries in ``node`` that stand for a value: not those of EXISTS or IN, not those nested in another."""
+    """The subqueries in ``node`` that stand for a value, in written order: not those of EXISTS or IN, not those
+    nested in another.  O(nodes), iterative."""
     out: list[exp.Subquery] = []
-
-    def walk(n: exp.Expression) -> None:
+    stack = [node]
+    while stack:
+        n = stack.pop()
         if isinstance(n, exp.Subquery):
             out.append(n)
-            return
+            continue
         if isinstance(n, (exp.Exists, exp.Select)):
-            return
+            continue
+        kids = []
         for k, v in n.args.items():
             if isinstance(n, exp.In) and k == "query":
                 continue
             for c in (v if isinstance(v, list) else [v]):
                 if isinstance(c, exp.Expression):
-                    walk(c)
-
-    walk(node)
+                    kids.append(c)
+        stack.extend(reversed(kids))
     return out
 
 
@@ -809,20 +873,33 @@ def _sources(select: exp.Expression) -> set[str]:
 
 
 def _outer_refs(node: exp.Expression, top: exp.Expression) -> list[exp.Column]:
-    """Columns in ``node`` that no SELECT from their own up to ``top`` (included) defines: references to an outer query."""
+    """Columns in ``node`` that no SELECT from their own up to ``top`` (included) defines: references to an outer
+    query.  O(nodes of ``node`` + its depth below ``top``): the SELECTs above ``node`` are read once, those within
+    it on the way down (a column's own walk up a 10,000-term chain made this quadratic)."""
+    above: set[str] = set()
+    p = node.parent if node is not top else None
+    inside_top = node is top
+    while p is not None:
+        if isinstance(p, exp.Select):
+            above |= _sources(p)
+        if p is top:
+            inside_top = True
+            break
+        p = p.parent
+    if not inside_top:
+        return []
     out = []
-    for c in node.find_all(exp.Column):
-        t = c.table.lower()
-        if not t:
+    stack: list[tuple[exp.Expression, frozenset]] = [(node, frozenset())]
+    while stack:
+        n, defined = stack.pop()
+        if isinstance(n, exp.Select):
+            defined = defined | _sources(n)
+        if isinstance(n, exp.Column):
+            t = n.table.lower()
+            if t and t not in defined and t not in above:
+                out.append(n)
             continue
-        p = c
-        while p is not None:
-            if isinstance(p, exp.Select) and t in _sources(p):
-                break
-            if p is top:
-                out.append(c)
-                break
-            p = p.parent
+        stack.extend((c, defined) for c in reversed(list(n.iter_expressions())))
     return out
 
 

@@ -24,7 +24,8 @@ from sqlglot import exp
 from ddflow.base.schema import decimal_type, sql_type
 from ddflow.errors import SchemaError
 from ddflow.plan import functions as F
-from ddflow.plan.expr import Call, Col, Expr, Lit, evaluate
+from ddflow.plan.expr import Call, Col, Expr, Held, Lit, evaluate
+from ddflow.sql.nesting import chain_parts, list_of
 
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
 _CMP = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
@@ -124,7 +125,38 @@ class Expressions:
         return fold(e)
 
     def _call(self, name: str, args, node: exp.Expression) -> Expr:
-        return F.typed(name, args, f" in `{_text(node)}`")
+        return F.typed(name, args, lambda: f" in `{_text(node)}`")  # the text only for an error
+
+    def _chain(self, node: exp.Expression, scope, replace: dict) -> Expr | None:
+        """A chain of AND, OR, ``||`` or arithmetic of one precedence (:data:`ddflow.sql.nesting.CHAINS`) as one
+        node, its operands read in a loop: so 10,000 AND-ed conditions or a 1,000-term sum nest no deeper than
+        two.  None for a chain of two operands of arithmetic (a plain binary call)."""
+        stop = (lambda n: n.sql(dialect="spark") in replace) if replace else None
+        logic = isinstance(node, (exp.And, exp.Or))
+        operands, ops = chain_parts(node, through_parens=logic, stop=stop)
+        if logic:
+            return Call("and" if isinstance(node, exp.And) else "or",
+                        tuple(self._bool(x, scope, replace) for x in operands), "boolean")
+        if isinstance(node, exp.DPipe):
+            return self._call("concat", tuple(_as_string(self.expr(x, scope, replace)) for x in operands), node)
+        if len(operands) == 2:
+            return None
+        acc = self.expr(operands[0], scope, replace)
+        steps: list[Call] = []
+        for cls, x in zip(ops, operands[1:]):
+            right = self.expr(x, scope, replace)
+            call = self._call(_ARITH[cls], (Held(steps[-1].type) if steps else acc, right), node)
+            if not steps and not call.columns():  # a constant start folds, as a nested constant would
+                acc = fold(call)
+                continue
+            if not steps:
+                acc = call.args[0]  # a string constant read as a date beside one
+            steps.append(Call(call.op, (Held(call.args[0].type), call.args[1]), call.type))
+        if not steps:
+            return acc
+        if len(steps) == 1:
+            return Call(steps[0].op, (acc, steps[0].args[1]), steps[0].type)
+        return Call("chain", (acc, *steps), steps[-1].type)
 
     def _expr(self, node: exp.Expression, scope, replace: dict) -> Expr:  # noqa: C901 - one case per node kind
         e = lambda x: self.expr(x, scope, replace)  # noqa: E731
@@ -146,6 +178,10 @@ class Expressions:
             return self._interval(node)
         if type(node) in AGGREGATES:
             raise unsupported(node, "an aggregate here")
+        if isinstance(node, (exp.And, exp.Or, exp.DPipe)) or type(node) in _ARITH:
+            chained = self._chain(node, scope, replace)
+            if chained is not None:
+                return chained
         if type(node) in _ARITH:
             return self._call(_ARITH[type(node)], (e(node.left), e(node.right)), node)
         if isinstance(node, exp.SafeDivide):
@@ -154,10 +190,6 @@ class Expressions:
             return self._call("div", (e(node.this), e(node.expression)), node)
         if type(node) in _CMP:
             return self._call(_CMP[type(node)], (e(node.left), e(node.right)), node)
-        if isinstance(node, exp.And):
-            return Call("and", (b(node.left), b(node.right)), "boolean")
-        if isinstance(node, exp.Or):
-            return Call("or", (b(node.left), b(node.right)), "boolean")
         if isinstance(node, exp.Not):
             inner = node.this
             if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
@@ -177,16 +209,21 @@ class Expressions:
         if isinstance(node, exp.In):
             if node.args.get("query") is not None:
                 raise unsupported(node, "IN (subquery) here")
+            if node.args.get("unnest") is not None or node.args.get("field") is not None:
+                raise unsupported(node, "this IN form")
             a = e(node.this)
-            options = [e(x) for x in node.expressions]
-            out = None
-            for o in options:
-                test = self._call("=", (a, o), node)
-                out = test if out is None else Call("or", (out, test), "boolean")
-            return out
+            # Constants read directly: a generated list of 100,000 values is read in one pass, never rendered.
+            items = [literal(x) if isinstance(x, exp.Literal) else Lit(None, "null") if isinstance(x, exp.Null)
+                     else e(x) for x in list_of(node, getattr(self, "aside", None))]
+            return F.in_list(a, items, lambda: f" in `{_text(node)}`")
         if isinstance(node, exp.Between):
             a, lo, hi = e(node.this), e(node.args["low"]), e(node.args["high"])
-            return Call("and", (self._call(">=", (a, lo), node), self._call("<=", (a, hi), node)), "boolean")
+            ge, le = self._call(">=", (a, lo), node), self._call("<=", (a, hi), node)
+            if isinstance(a, (Col, Lit)):
+                return Call("and", (ge, le), "boolean")
+            # ``a`` once (it is an expression): as two comparisons it would be evaluated twice per level of a
+            # nested BETWEEN, 2**depth times in all.
+            return Call("between", (a, _step(ge), _step(le)), "boolean")
         if isinstance(node, exp.Case):
             return self._case(node, scope, replace)
         if isinstance(node, exp.If):
@@ -197,8 +234,8 @@ class Expressions:
             args = [e(node.this)] + [e(x) for x in node.expressions]
             return self._cased("coalesce", args, list(range(len(args))), node)
         if isinstance(node, exp.Nullif):
-            a, c = e(node.this), e(node.expression)
-            return self._cased("case", [self._call("=", (a, c), node), Lit(None, "null"), a], [1, 2], node)
+            eq = self._call("=", (e(node.this), e(node.expression)), node)  # a string constant beside a date
+            return self._call("nullif", eq.args, node)
         if isinstance(node, (exp.Greatest, exp.Least)):
             return self._extreme(node, [e(node.this)] + [e(x) for x in node.expressions])
         if isinstance(node, (exp.Cast, exp.TryCast)):
@@ -325,20 +362,26 @@ class Expressions:
     def _case(self, node: exp.Case, scope, replace) -> Expr:
         e = lambda x: self.expr(x, scope, replace)  # noqa: E731
         subject = e(node.this) if node.this is not None else None
-        args: list[Expr] = []
+        # ``CASE x WHEN v ...`` of an expression x evaluates x once (a switch): as comparisons it would be
+        # evaluated once per WHEN, nested CASEs multiplying it.
+        switch = subject is not None and not isinstance(subject, (Col, Lit))
+        args: list[Expr] = [subject] if switch else []
         for w in node.args.get("ifs") or ():
             if subject is not None:  # CASE x WHEN v THEN ...
-                args += [self._call("=", (subject, e(w.this)), node), e(w.args["true"])]
+                test = self._call("=", (subject, e(w.this)), node)
+                args += [_step(test) if switch else test, e(w.args["true"])]
             else:
                 args += [self._bool(w.this, scope, replace), e(w.args["true"])]
         default = node.args.get("default")
         args.append(e(default) if default is not None else Lit(None, "null"))
-        return self._cased("case", args, list(range(1, len(args) - 1, 2)) + [len(args) - 1], node)
+        first = 1 + switch
+        return self._cased("switch" if switch else "case", args,
+                           list(range(first, len(args) - 1, 2)) + [len(args) - 1], node)
 
     def _cased(self, op: str, args: list[Expr], values: list[int], node) -> Expr:
         """CASE / COALESCE: the value arguments cast to their common type (Spark's widening)."""
         try:
-            typ = F.common_type([args[i].type for i in values], f"`{_text(node)}`")
+            typ = F.common_type([args[i].type for i in values], lambda: f"`{_text(node)}`")
         except F.TypeMismatch as err:
             raise SchemaError(f"SQL: {err}") from None
         out = list(args)
@@ -348,14 +391,18 @@ class Expressions:
         return Call(op, tuple(out), typ)
 
     def _extreme(self, node, args: list[Expr]) -> Expr:
-        """greatest / least (NULLs skipped, as Spark): nested CASEs on the common type."""
-        cmp = ">" if isinstance(node, exp.Greatest) else "<"
-        best = args[0]
-        for a in args[1:]:
-            pick = Call("or", (Call("is_null", (best,), "boolean"), self._call(cmp, (a, best), node)), "boolean")
-            keep_a = Call("and", (Call("is_not_null", (a,), "boolean"), pick), "boolean")
-            best = self._cased("case", [keep_a, a, best], [1, 2], node)
-        return best
+        """greatest / least (NULLs skipped, as Spark): one call over the arguments cast to their common type."""
+        name = "greatest" if isinstance(node, exp.Greatest) else "least"
+        if len(args) == 1:
+            return args[0]
+        typ = common_type(node, args)
+        return self._call(name, tuple(fold(retyped_expr(a, typ)) if a.type != "null" else a for a in args), node)
+
+
+def _step(test: Call) -> Call:
+    """A comparison ``x op y`` as a step of a form that holds ``x``: ``Call(op, (Held, y))``."""
+    x, y = test.args
+    return Call(test.op, (Held(x.type), y), test.type)
 
 
 def _text(node: exp.Expression) -> str:
@@ -382,7 +429,7 @@ def comparable(node: exp.Expression, a: Expr, b: Expr) -> None:
 
 def common_type(node: exp.Expression, args: list[Expr]) -> str:
     try:
-        return F.common_type([a.type for a in args], f"`{_text(node)}`")
+        return F.common_type([a.type for a in args], lambda: f"`{_text(node)}`")
     except F.TypeMismatch as err:
         raise SchemaError(f"SQL: {err}") from None
 

@@ -24,7 +24,7 @@ import weakref
 
 import numpy as np
 
-from ddflow.base.jit import init_compiler
+from ddflow.base.native import preload
 from ddflow.graph.context import Context
 from ddflow.graph.scope import Scope
 from ddflow.workers.auth import MAX_FRAME_BYTES, TLS, Credentials
@@ -72,7 +72,7 @@ class ForkedPlacement:
     def start(self, top: Scope, ctx: Context, tick: float | None) -> list[socket.socket]:
         """Fork the workers; the driver's end of each one's socket, in worker order."""
         W = ctx.workers
-        init_compiler()  # each worker inherits numba's contexts instead of building them at its first kernel
+        preload()  # the workers inherit the loaded extension; one that cannot load fails here, saying why
         self.owner = os.getpid()
         self.slot_map, self.slot, self.beats, self.due = shared_slots(W)
         cred = Credentials.new(self.tls, self._max_frame) if self.transport == "tcp" else None

@@ -57,7 +57,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from ddflow import errors
-from ddflow.base.jit import init_compiler
+from ddflow.base.native import preload
 from ddflow.graph.context import Context
 from ddflow.graph.scope import Scope
 from ddflow.operators.capture import CaptureNode
@@ -475,7 +475,7 @@ def serve_task(payload: bytes, task: int, tasks: int, workers: int, address: tup
     old_chld = signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # waitpid must see the workers
     me = os.getpid()
     pids: dict[int, int] = {}
-    init_compiler()  # this task's workers inherit numba's contexts instead of each building them
+    preload()  # this task's workers inherit the loaded extension; one that cannot load fails the task, saying why
     for w in mine:
         beats[w] = time.monotonic()  # its heartbeat thread starts after the rendezvous
         pid = os.fork()

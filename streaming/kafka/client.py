@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -33,6 +34,8 @@ from ddflow.streaming.broker import (
 )
 
 __all__ = ["ARROW_SCHEMA", "KafkaSourceError", "Offsets", "OffsetRange"]
+
+_log = logging.getLogger("ddflow.streaming.kafka")
 
 #: Spark's Kafka source schema in Arrow: what Spark expects from ``read()`` (it checks equality).
 ARROW_SCHEMA = pa.schema([
@@ -87,6 +90,7 @@ class _Options:
     max_offsets: Optional[int]
     timeout: float
     kafka_conf: tuple[tuple[str, str], ...]
+    fail_on_data_loss: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool) -> "_Options":
@@ -98,8 +102,10 @@ class _Options:
         bad = sorted(_UNSUPPORTED_OPTIONS & opts.keys())
         if bad:
             raise KafkaSourceError(f"ddkafka: unsupported option(s) {bad}; use 'subscribe'")
-        if opts.get("failondataloss", "true").strip().lower() != "true":
-            raise KafkaSourceError("ddkafka: failOnDataLoss=false is not supported")
+        fail_on_data_loss = opts.get("failondataloss", "true").strip().lower()
+        if fail_on_data_loss not in ("true", "false"):
+            raise KafkaSourceError(f"ddkafka: failOnDataLoss must be 'true' or 'false', got "
+                                   f"{opts['failondataloss']!r}")
         topics = tuple(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip())
         if not topics:
             raise KafkaSourceError(
@@ -145,6 +151,7 @@ class _Options:
             max_offsets=max_offsets,
             timeout=timeout,
             kafka_conf=tuple(sorted(conf.items())),
+            fail_on_data_loss=fail_on_data_loss == "true",
         )
 
     def consumer_conf(self) -> dict:
@@ -213,6 +220,7 @@ class _Kafka:
 
         self.opts = opts
         self.consumer = Consumer(opts.consumer_conf())
+        self._seen_latest: Offsets = {}  # the end offsets next_end last found (ranges trusts ends up to them)
 
     def close(self) -> None:
         self.consumer.close()
@@ -312,57 +320,96 @@ class _Kafka:
         The latest offsets, but not past ``target`` (``Trigger.AvailableNow``'s
         snapshot; partitions new since then get nothing) and at most
         ``max_rows`` offsets in all (``maxOffsetsPerTrigger``).  A partition
-        that shrank or disappeared fails: data was lost.
+        that shrank below ``start``, lost offsets ``start`` had not read yet,
+        or disappeared, is data loss (:meth:`_data_loss`).
         """
         start = _canonical(start)
         latest = self.latest_all(start)
+        self._seen_latest = latest
         begin: Offsets = {}
         end: Offsets = {}
+        losses: list[str] = []
         for t in self.opts.topics:
             begin[t], end[t] = {}, {}
             known = start.get(t, {})
-            new = [int(p) for p in latest[t] if p not in known]
-            earliest = self.earliest(t, new) if new else {}
+            earliest = self.earliest(t, [int(p) for p in latest[t]])
             for p, hi in latest[t].items():
                 b = known[p] if p in known else earliest[p]
-                if hi < b:
-                    raise KafkaSourceError(
-                        f"ddkafka: topic {t!r} partition {p} ends at offset {hi} on "
-                        f"{self.opts.bootstrap} but the query already read up to {b}: "
-                        f"data was lost or the topic was recreated"
-                    )
+                b = self._data_loss(losses, t, p, b, earliest[p], hi)
                 if target is not None:
                     # availableNow: nothing past the snapshot (new partitions: nothing at all).
                     hi = min(hi, max(target.get(t, {}).get(p, b), b))
                 begin[t][p], end[t][p] = b, hi
-            gone = sorted(set(start.get(t, {})) - set(latest[t]), key=int)
+            gone = sorted(set(known) - set(latest[t]), key=int)
             if gone:
-                raise KafkaSourceError(
-                    f"ddkafka: topic {t!r} partitions {gone} disappeared from "
-                    f"{self.opts.bootstrap}"
-                )
+                losses.append(f"topic {t!r} partitions {gone} disappeared (they were read up to "
+                              f"{', '.join(str(known[p]) for p in gone)})")
+        self._report(losses)
         if max_rows is not None:
             end = _limit(begin, end, max_rows)
         # Keep partitions of `start` that may be missing from this answer.
         merged = {t: {**start.get(t, {}), **end.get(t, {})} for t in set(start) | set(end)}
         return _canonical(merged)
 
+    def _data_loss(self, losses: list[str], topic: str, p: str, begin: int, lo: int, hi: int) -> int:
+        """Where partition ``p`` is read from: ``begin``, unless offsets the query still needs are gone.
+
+        Then the loss is noted in ``losses`` and, with ``failOnDataLoss=false``, the partition is read from
+        its earliest available offset ``lo`` (``hi`` is its end).
+        """
+        if hi < begin:
+            losses.append(f"topic {topic!r} partition {p} ends at offset {hi} but the query has read up to "
+                          f"offset {begin} (the topic was deleted and recreated, or truncated)")
+        elif lo > begin:
+            losses.append(f"topic {topic!r} partition {p} starts at offset {lo} but the query has read only up to "
+                          f"offset {begin}: offsets {begin}..{lo - 1} were deleted before they were read")
+        else:
+            return begin
+        return lo
+
+    def _report(self, losses: list[str]) -> None:
+        """Fail naming every loss (``failOnDataLoss=true``, the default), or log it and go on."""
+        text = f"ddkafka: data loss on {self.opts.bootstrap}: " + "; ".join(losses)
+        if losses and self.opts.fail_on_data_loss:
+            raise KafkaSourceError(text + ". Set the option failOnDataLoss=false to go on from the earliest "
+                                          "available offsets (the lost records are skipped)")
+        if losses:
+            _log.warning("%s; failOnDataLoss=false: going on from the earliest available offsets", text)
+
     def ranges(self, start: Offsets, end: Offsets) -> list[tuple[str, int, int, int]]:
-        """The non-empty ``(topic, partition, start, end)`` ranges between two offsets, one per Spark task."""
+        """The non-empty ``(topic, partition, start, end)`` ranges between two offsets, one per Spark task.
+
+        Offsets that are gone (a batch planned before the topic shrank, replayed after a restart) are data
+        loss, as in :meth:`next_end`.
+        """
         out = []
+        losses: list[str] = []
+        seen = self._seen_latest
         for t in sorted(end):
-            new = [p for p in end[t] if p not in start.get(t, {})]
-            # A partition that appeared after `start` was taken is read from its beginning.
-            begin = {**(self.earliest(t, [int(p) for p in new]) if new else {}), **start.get(t, {})}
-            for p in sorted(end[t], key=int):
-                s, e = begin[p], end[t][p]
-                if e < s:
-                    raise KafkaSourceError(
-                        f"ddkafka: topic {t!r} partition {p}: end offset {e} is before start offset "
-                        f"{s} (was the topic recreated?)"
-                    )
+            known = start.get(t, {})
+            # Partitions with something to read (a partition gone from the topic kept its start as its end).
+            parts = sorted((p for p in end[t] if end[t][p] != known.get(p)), key=int)
+            if not parts:
+                continue
+            earliest = self.earliest(t, [int(p) for p in parts])
+            confirmed = all(end[t][p] <= seen.get(t, {}).get(p, -1) for p in parts)  # by next_end's last look
+            latest = seen[t] if confirmed else self.latest(t, [int(p) for p in parts])
+            for p in parts:
+                # A partition that appeared after `start` was taken is read from its beginning.
+                s, e = known.get(p, earliest[p]), end[t][p]
+                lo, hi = earliest[p], latest[p]
+                if e < s:  # planned so by next_end after a loss (failOnDataLoss=false): from the earliest offset
+                    s = lo
+                reported = len(losses)
+                s = self._data_loss(losses, t, p, s, lo, hi)
+                if e > hi:
+                    if len(losses) == reported:
+                        losses.append(f"topic {t!r} partition {p} ends at offset {hi} but the micro-batch reads "
+                                      f"up to offset {e} (the topic was deleted and recreated, or truncated)")
+                    e = hi
                 if e > s:
                     out.append((t, int(p), s, e))
+        self._report(losses)
         return out
 
 

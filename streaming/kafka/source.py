@@ -26,14 +26,25 @@ batch default ``earliest``; in JSON, -2 means earliest and -1 latest, and
 every partition of every subscribed topic must be listed), ``endingOffsets``
 (batch reads only, default ``latest``), ``maxOffsetsPerTrigger``,
 ``kafkaConsumer.pollTimeoutMs`` (how long a read or offset lookup may make
-no progress before failing, default 30000), and any other ``kafka.<name>``,
-passed to librdkafka as ``<name>`` (e.g. ``kafka.isolation.level``).
+no progress before failing, default 30000), ``failOnDataLoss``, and any
+other ``kafka.<name>``, passed to librdkafka as ``<name>`` (e.g.
+``kafka.isolation.level``).
 
-Differences from Spark's source: ``assign``/``subscribePattern``,
-``includeHeaders`` and ``failOnDataLoss=false`` are not supported (lost or
-out-of-range offsets always fail the query, naming topic and partition);
-a record without a timestamp gets a null ``timestamp`` and
-``timestampType`` -1. The default isolation level is librdkafka's
+Data loss, as in Spark's source: a partition that now ends before the
+offset the query has read to (the topic was deleted and recreated, or
+truncated), one whose earliest offset is past it (records deleted before
+they were read), a micro-batch replayed after a restart whose offsets are
+gone, or a partition that disappeared.  With ``failOnDataLoss=true`` (the
+default) the query fails at once with a ``KafkaSourceError`` naming every
+such topic, partition and offset; with ``false`` a warning names them
+(logger ``ddflow.streaming.kafka``, in Spark's Python planner's log) and
+the partition is read on from its earliest available offset.
+
+Differences from Spark's source: ``assign``/``subscribePattern`` and
+``includeHeaders`` are not supported; a loss found by an executor while it
+reads (records deleted between planning and reading) fails the task even
+with ``failOnDataLoss=false``; a record without a timestamp gets a null
+``timestamp`` and ``timestampType`` -1. The default isolation level is librdkafka's
 ``read_committed`` (Tansu honours open transactions but still delivers
 aborted records, see ``broker``).
 

@@ -1,15 +1,23 @@
-"""Exact double sums (ddflow.base.exactsum): the limb kernels, compiled and plain, against Python fractions."""
+"""Exact double sums (ddflow.base.exactsum): the limb kernels, plain and native, against Python fractions."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ddflow.base import exactsum as E
+from ddflow.base.native import native_module
+from kernel_modes import MODES, as_run
 
 I64 = np.iinfo(np.int64)
+
+
+def _kernels(mode):
+    """``(float_limbs, round_limbs)`` as ``mode`` (one of :data:`~kernel_modes.MODES`) runs them."""
+    return as_run(E.float_limbs, mode), as_run(E.round_limbs, mode)
 
 #: Any double: finite over the whole exponent range (subnormals, the largest), zeros of both signs, infinities, NaN.
 doubles = st.one_of(st.floats(allow_nan=True, allow_infinity=True),
@@ -34,10 +42,10 @@ def _totals(fn_limbs, xs, ds) -> np.ndarray:
 
 
 @settings(max_examples=400, deadline=None)
-@given(xs=st.lists(doubles, max_size=12), data=st.data(), plain=st.booleans())
-def test_limbs_then_rounding_equal_the_exact_sum_rounded_once(xs, data, plain):
+@given(xs=st.lists(doubles, max_size=12), data=st.data(), mode=st.sampled_from(MODES))
+def test_limbs_then_rounding_equal_the_exact_sum_rounded_once(xs, data, mode):
     ds = data.draw(st.lists(diffs, min_size=len(xs), max_size=len(xs)))
-    fl, rl = (E.float_limbs.plain, E.round_limbs.plain) if plain else (E.float_limbs, E.round_limbs)
+    fl, rl = _kernels(mode)
     tot = _totals(fl, xs, ds)
     # Only the slots present are passed, in any order, as the accumulate passes them.
     used = np.flatnonzero(tot)[::-1].copy()
@@ -47,24 +55,36 @@ def test_limbs_then_rounding_equal_the_exact_sum_rounded_once(xs, data, plain):
 
 @settings(max_examples=300, deadline=None)
 @given(limbs=st.dictionaries(st.integers(0, E.LIMBS - 1), st.one_of(st.integers(-5, 5), st.integers(I64.min, I64.max)),
-                             max_size=6), plain=st.booleans())
-def test_rounding_any_int64_limb_totals_equals_the_exact_integer_rounded(limbs, plain):
+                             max_size=6), mode=st.sampled_from(MODES))
+def test_rounding_any_int64_limb_totals_equals_the_exact_integer_rounded(limbs, mode):
     """Totals as the accumulate may hold them: any int64 per limb, either sign, carries far past one limb."""
-    rl = E.round_limbs.plain if plain else E.round_limbs
+    rl = _kernels(mode)[1]
     subs = np.array([E.FIRST_LIMB + i for i in limbs], dtype=np.int64)
     sums = np.array([list(limbs.values())], dtype=np.int64).reshape(1, len(limbs))
     total = sum(v << (E.BITS * i) for i, v in limbs.items())
     assert _same(rl(sums, subs)[0], E.rounded_total(total))
 
 
-def test_non_finite_counts_and_rows_without_slots():
+@pytest.mark.parametrize("mode", MODES)
+def test_non_finite_counts_and_rows_without_slots(mode):
+    fl, rl = _kernels(mode)
     subs = np.array([E.NAN, E.POS_INF, E.NEG_INF, E.FIRST_LIMB], dtype=np.int64)
     sums = np.array([[1, 0, 0, 5], [0, 2, 0, 5], [0, 0, 1, 5], [0, 1, 1, 5], [0, 0, 0, 0], [0, 0, 0, -5]], dtype=np.int64)
-    got = E.round_limbs(sums, subs).tolist()
+    got = rl(sums, subs).tolist()
     assert math.isnan(got[0]) and got[1] == math.inf and got[2] == -math.inf and math.isnan(got[3])
     assert got[4] == 0.0 and got[5] == -5 * 2.0 ** -1074
-    assert E.round_limbs(np.zeros((3, 0), dtype=np.int64), np.zeros(0, dtype=np.int64)).tolist() == [0.0] * 3
-    assert all(len(a) == 0 for a in E.float_limbs(np.zeros(0)))
+    assert rl(np.zeros((3, 0), dtype=np.int64), np.zeros(0, dtype=np.int64)).tolist() == [0.0] * 3
+    assert all(len(a) == 0 for a in fl(np.zeros(0)))
+
+
+def test_native_round_limbs_refuses_slots_it_has_no_room_for():
+    """A slot outside ``0..SLOTS-1`` would index past the native kernel's limbs: a ValueError naming it."""
+    rl = native_module().base.round_limbs
+    for bad in (-1, E.SLOTS):
+        with pytest.raises(ValueError, match="slot in subs"):
+            rl(np.ones((1, 1), dtype=np.int64), np.array([bad], dtype=np.int64))
+    with pytest.raises(ValueError, match="each column"):
+        rl(np.ones((1, 2), dtype=np.int64), np.array([3], dtype=np.int64))
 
 
 def test_the_sum_depends_on_the_multiset_alone():
@@ -96,15 +116,15 @@ EDGES = [
 
 
 def test_edge_sums_round_as_python_fractions():
-    for plain in (False, True):
-        fl, rl = (E.float_limbs.plain, E.round_limbs.plain) if plain else (E.float_limbs, E.round_limbs)
+    for mode in MODES:
+        fl, rl = _kernels(mode)
         for xs, ds in EDGES:
             tot = _totals(fl, xs, ds)
             used = np.flatnonzero(tot)
             got = rl(tot[used].reshape(1, -1), used.astype(np.int64))[0]
-            assert _same(got, E.exact_sum_reference(xs, ds)), (xs, ds, got, plain)
+            assert _same(got, E.exact_sum_reference(xs, ds)), (xs, ds, got, mode)
         # Totals that are whole multiples of 2**(BITS * LIMBS): all limbs zero after the carries.
         for v in (1 << E.BITS, -(1 << E.BITS), -1, 1):
             sums = np.array([[v, 0]], dtype=np.int64)
             subs = np.array([E.FIRST_LIMB + E.LIMBS - 1, E.FIRST_LIMB], dtype=np.int64)
-            assert _same(rl(sums, subs)[0], E.rounded_total(v << (E.BITS * (E.LIMBS - 1)))), (v, plain)
+            assert _same(rl(sums, subs)[0], E.rounded_total(v << (E.BITS * (E.LIMBS - 1)))), (v, mode)

@@ -1,7 +1,6 @@
-"""Every compiled kernel against a plain numpy/Python reference, on random inputs (empty and single rows too)."""
+"""The base layer's kernels, native and plain, against plain numpy/Python references, on random inputs (empty and
+single rows too)."""
 from __future__ import annotations
-
-import functools
 
 import numpy as np
 import pytest
@@ -10,8 +9,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from ddflow.base import kernels as K
-from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.base.kernels import float_keys, key_matrix
+from ddflow.base.native import native_module
 
 I64 = np.iinfo(np.int64)
 
@@ -56,8 +55,9 @@ def test_consolidate_matches_the_reference(rows, data):
     dl = st.sampled_from([I64.max, I64.min, 1, -1]) if big else st.integers(-2, 2)
     diffs = data.draw(hnp.arrays(np.int64, len(rows), elements=dl))
     ref_sel, ref_sums, ref_overflow = reference_consolidate(rows, diffs)
-    for sel, sums, overflow in (K.kernels().consolidate(rows, K.sort_rows(rows), diffs),
-                                K.kernels().consolidate_small(rows, diffs), K._PLAIN.consolidate_small(rows, diffs)):
+    N, order = native_module().base, K.sort_rows(rows)
+    for sel, sums, overflow in (N.group_sums(rows, order, diffs), K._PLAIN.consolidate(rows, order, diffs),
+                                N.consolidate_small(rows, diffs), K._PLAIN.consolidate_small(rows, diffs)):
         assert overflow == ref_overflow
         if not overflow:
             assert sel.tolist() == ref_sel and sums.tolist() == ref_sums
@@ -71,35 +71,22 @@ def test_sort_rows_is_a_stable_lexicographic_sort(rows):
     assert order.tolist() == ref.tolist()
 
 
-_LEX_ORDER = getattr(K.lex_order, "py_func", K.lex_order)  # the plain helper (bound compiled once a kernel uses it)
-
-
-@functools.cache
-def _lex_order_compiled():
-    from numba import njit
-
-    return njit(_LEX_ORDER)
-
-
 @settings(max_examples=200)
-@given(rows=key_matrices(), runs=st.integers(0, 4), compiled=st.booleans())
-def test_lex_order_is_a_stable_lexicographic_sort(rows, runs, compiled):
+@given(rows=key_matrices(), runs=st.integers(0, 4), native=st.booleans())
+def test_lex_order_is_a_stable_lexicographic_sort(rows, runs, native):
     if runs:  # a few sorted runs (what kernels hand it most often)
         cuts = np.linspace(0, len(rows), runs + 1).astype(int)
         rows = np.concatenate([rows[lo:hi][np.lexsort(rows[lo:hi].T[::-1])] for lo, hi in zip(cuts, cuts[1:])]
                               + [rows[:0]])
-    if compiled:
-        order = _lex_order_compiled()(rows)
-    else:
-        order = _LEX_ORDER(rows)
+    order = (native_module().base.lex_order if native else K.lex_order)(rows)
     ref = np.lexsort(rows.T[::-1]) if len(rows) else np.zeros(0, dtype=np.int64)
     assert order.tolist() == ref.tolist()
 
 
 @settings(max_examples=200)
-@given(rows=key_matrices())
-def test_pack_preserves_row_order_when_it_fits(rows):
-    packed, fits = K.kernels().pack(rows)
+@given(rows=key_matrices(), native=st.booleans())
+def test_pack_preserves_row_order_when_it_fits(rows, native):
+    packed, fits = (native_module().base.pack if native else K._PLAIN.pack)(rows)
     ref = [tuple(r) for r in rows.tolist()]
     wide = rows.shape[1] > 1 and any(int(c.max()) - int(c.min()) >= 1 << 40 for c in rows.T) if len(rows) else False
     if wide:
@@ -138,9 +125,9 @@ def reference_seek(bkeys, key_offs, val_offs, keys):
 
 
 @settings(max_examples=300)
-@given(batches())
-def test_seek_matches_the_reference(b):
-    got = K.kernels().seek(*b)
+@given(batches(), st.booleans())
+def test_seek_matches_the_reference(b, native):
+    got = (native_module().base.seek if native else K._PLAIN.seek)(*b)
     assert tuple(a.tolist() for a in got) == reference_seek(*b)
 
 
@@ -163,10 +150,10 @@ def test_key_matrix_puts_times_after_columns():
 
 
 @settings(max_examples=200)
-@given(rows=key_matrices())
-def test_trie_starts_match_the_reference(rows):
+@given(rows=key_matrices(), native=st.booleans())
+def test_trie_starts_match_the_reference(rows, native):
     rows = rows[np.lexsort(rows.T[::-1])] if len(rows) else rows
-    kstarts, vstarts, key_offs = K.kernels().trie_starts(rows)
+    kstarts, vstarts, key_offs = (native_module().base.trie_starts if native else K._PLAIN.trie_starts)(rows)
     n = len(rows)
     ref_k = [i for i in range(n) if i == 0 or rows[i, 0] != rows[i - 1, 0]]
     ref_v = [i for i in range(n) if i == 0 or (rows[i] != rows[i - 1]).any()]
@@ -175,12 +162,13 @@ def test_trie_starts_match_the_reference(rows):
 
 
 @settings(max_examples=200)
-@given(idx=st.lists(st.integers(-2, 6), max_size=30), n=st.integers(0, 5))
-def test_group_by_index_matches_a_stable_sort(idx, n):
+@given(idx=st.lists(st.integers(-2, 6) | st.sampled_from([I64.min, I64.max]), max_size=30), n=st.integers(0, 5),
+       native=st.booleans())
+def test_group_by_index_matches_a_stable_sort(idx, n, native):
     from ddflow.base.columnar import group_by_index
 
     a = np.array(idx, dtype=np.int64)
-    order, bounds = group_by_index(a, n)
+    order, bounds = native_module().base.counting_order(a, n) if native else group_by_index(a, n)
     ref_order = np.argsort(a, kind="stable")
     assert bounds.tolist() == np.searchsorted(a[ref_order], np.arange(n + 1)).tolist()
     # Each group in input order; what is out of range lies outside the bounds.
@@ -195,99 +183,41 @@ def test_seek_finds_nan_keys_and_treats_minus_zero_as_zero():
     from ddflow.traces import Batch
 
     b = Batch.from_updates(from_rows([(float("nan"), 1), (0.0, 2), (1.5, 3)], 0, 1, Interner()))
-    for seek in (K.kernels().seek, K._PLAIN.seek):
+    for seek in (native_module().base.seek, K._PLAIN.seek):
         q, vrow, _ = seek(b.keys, b.key_offs, b.val_offs, np.array([np.nan, -0.0, 2.0, np.nan]))
         assert sorted(zip(q.tolist(), b.vals[0][vrow].tolist())) == [(0, 1), (1, 2), (3, 1)]
 
 
-def _twice(x):
-    return 2 * x
-
-
-def _doubled(x):
-    return _twice(x)
-
-
-def _doubled_plus_one(x):
-    return _twice(x) + 1
-
-
-def test_compiling_a_kernel_leaves_its_helpers_names_in_their_module_alone():
-    """The helpers are compiled as copies for their caller (``ddflow.base.jit._compile_with``): the module
-    still names the plain function, so Python calling it never runs a caller's copy."""
-    plain = _twice
-    first = lazy_jit(uses=(_twice,))(_doubled)
-    assert first(3) == 6
-    assert globals()["_twice"] is plain
-
-
-def test_a_compiled_helper_handed_to_uses_is_taken_from_its_plain_function():
-    """:func:`ddflow.base.kernels.kernels` binds its compiled ``group_sums`` in its module, so a module
-    imported after it ran hands ``uses=`` a dispatcher."""
-    from ddflow.base.kernel_cache import njit_cached
-
-    second = lazy_jit(uses=(njit_cached(_twice),))(_doubled_plus_one)
-    assert second.uses == (_twice,)
-    assert second(3) == 7
-
-
-def _thrice(x):
-    return 3 * x
-
-
-def _thrice_plus_twice(x):
-    return _thrice(x) + _twice(x)
-
-
-def test_the_helpers_a_kernel_names_inline_are_compiled_into_it_and_others_are_not():
-    """``lazy_jit(inline=...)``: numba's ``inline="always"`` for those helpers' copies made for this kernel."""
-    from ddflow.base import jit
-
-    kernel = lazy_jit(uses=(_thrice, _twice), inline=(_thrice,))(_thrice_plus_twice)
-    assert kernel(4) == 20 and kernel.plain(4) == 20
-    assert jit._dispatchers[_thrice][-1].targetoptions["inline"] == "always"
-    assert jit._dispatchers[_twice][-1].targetoptions["inline"] == "never"
-    with pytest.raises(ValueError, match="uses does not list"):
-        lazy_jit(uses=(_twice,), inline=(_thrice,))(_thrice_plus_twice)
-
-
-@functools.cache
-def _sorted_unique_compiled():
-    return lazy_jit(uses=helpers_of(K.sorted_unique))(_SORTED_UNIQUE)
-
-
-_SORTED_UNIQUE = getattr(K.sorted_unique, "py_func", K.sorted_unique)
-
-
 @settings(max_examples=200)
 @given(values=hnp.arrays(np.int64, st.integers(0, 60), elements=st.integers(-2**63, 2**63 - 1) | st.integers(-3, 3)),
-       compiled=st.booleans())
-def test_sorted_unique_matches_numpy_by_insertion_and_by_sort(values, compiled):
-    """Both of ``sort_small``'s paths (the insertion sort up to SORT_BY_INSERTION values, numba's sort past it)."""
+       native=st.booleans())
+def test_sorted_unique_matches_numpy_by_insertion_and_by_sort(values, native):
+    """Both of ``sort_small``'s paths (the insertion sort up to SORT_BY_INSERTION values, a library sort past it)."""
     ref = np.unique(values)
-    got = (_sorted_unique_compiled() if compiled else _SORTED_UNIQUE)(values.copy())
+    if native:
+        a = values.copy()
+        got = a[:native_module().base.sorted_unique(a)]
+    else:
+        got = K.sorted_unique(values.copy())
     assert got.tolist() == ref.tolist()
 
 
-@functools.cache
-def _consolidated_split_compiled():
-    return lazy_jit(uses=helpers_of(K.consolidated_split))(_CONSOLIDATED_SPLIT)
-
-
-_CONSOLIDATED_SPLIT = getattr(K.consolidated_split, "py_func", K.consolidated_split)
-
-
 @settings(max_examples=200)
-@given(rows=key_matrices(max_rows=120), data=st.data(), compiled=st.booleans())
-def test_consolidated_split_matches_the_reference_by_insertion_and_by_merge_sort(rows, data, compiled):
+@given(rows=key_matrices(max_rows=120), data=st.data(), native=st.booleans())
+def test_consolidated_split_matches_the_reference_by_insertion_and_by_merge_sort(rows, data, native):
     """Both paths (an insertion sort up to SMALL_ROWS rows, :func:`lex_order` past it): groups, sums and overflow."""
     m = data.draw(st.integers(1, rows.shape[1]))
     big = data.draw(st.booleans())
     diffs = data.draw(hnp.arrays(np.int64, len(rows), elements=st.sampled_from([I64.max, I64.min, 1, -1]) if big
                                  else st.integers(-2, 2)))
     ref_sel, ref_sums, ref_overflow = reference_consolidate(rows, diffs)
-    C, T, D, overflow = (_consolidated_split_compiled() if compiled else _CONSOLIDATED_SPLIT)(rows, diffs, m)
+    C, T, D, overflow = (native_module().base.consolidated_split if native else K.consolidated_split)(rows, diffs, m)
     assert overflow == ref_overflow
     if not overflow:
         assert D.tolist() == ref_sums
         assert C.T.tolist() == rows[ref_sel, :m].tolist() and T.tolist() == rows[ref_sel, m:].tolist()
+
+
+def test_native_counting_order_refuses_a_negative_bucket_count():
+    with pytest.raises(ValueError, match="n must not be negative"):
+        native_module().base.counting_order(np.zeros(3, dtype=np.int64), -1)

@@ -1,7 +1,5 @@
-"""The radix sorts kernels use, compiled and plain: of values against numpy's stable argsort, of rows against lex_order."""
+"""The radix sorts kernels use, plain and native: of values against numpy's stable argsort, of rows against lex_order."""
 from __future__ import annotations
-
-import functools
 
 import numpy as np
 from hypothesis import given, settings
@@ -9,17 +7,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from ddflow.base import radix
-from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.base.kernels import lex_order
-
-_RADIX_ORDER = getattr(radix.radix_order, "py_func", radix.radix_order)
-
-
-@functools.cache
-def _radix_order_compiled():
-    from numba import njit
-
-    return njit(_RADIX_ORDER)
+from kernel_modes import MODES, as_run
 
 
 @settings(max_examples=200)
@@ -27,20 +16,11 @@ def _radix_order_compiled():
                         hnp.arrays(np.int64, st.integers(0, 300), elements=st.integers(-(2**63), 2**63 - 1)),
                         hnp.arrays(np.int64, st.integers(0, 300), elements=st.sampled_from(
                             [-(2**63), -(2**40), -1, 0, 1, 2**11, 2**22 + 1, 2**63 - 1]))),
-       compiled=st.booleans())
-def test_radix_order_is_a_stable_sort(values, compiled):
+       mode=st.sampled_from(MODES))
+def test_radix_order_is_a_stable_sort(values, mode):
     """Against numpy's stable argsort: narrow ranges (one pass), the whole of int64 (six), and digits that skip."""
-    order = (_radix_order_compiled() if compiled else _RADIX_ORDER)(values)
+    order = as_run(radix.radix_order, mode)(values)
     assert order.tolist() == np.argsort(values, kind="stable").tolist()
-
-
-_ROW_ORDER = getattr(radix.row_order, "py_func", radix.row_order)
-_LEX_ORDER = getattr(lex_order, "py_func", lex_order)
-
-
-@functools.cache
-def _row_order_compiled():
-    return lazy_jit(uses=helpers_of(radix.row_order))(_ROW_ORDER)
 
 
 _COLUMN = st.sampled_from([st.integers(-3, 3), st.integers(0, 2**20), st.integers(-(2**63), 2**63 - 1),
@@ -56,14 +36,14 @@ def _matrices(draw):
 
 
 @settings(max_examples=200, deadline=None)
-@given(M=_matrices(), radix_above=st.sampled_from([0, 5, 10**9]), compiled=st.booleans())
-def test_row_order_is_lex_orders_permutation(M, radix_above, compiled):
+@given(M=_matrices(), radix_above=st.sampled_from([0, 5, 10**9]), mode=st.sampled_from(MODES))
+def test_row_order_is_lex_orders_permutation(M, radix_above, mode):
     """Radix-sorted packed rows (any above ``radix_above`` that pack), else the merge sort: the same stable order.
 
     With ``radix_above`` 0 every packable matrix in more than
     ``RADIX_RUNS_ABOVE`` runs takes the radix path; the extreme columns do
     not pack and take the merge sort; 10**9 never radix-sorts.
     """
-    order = (_row_order_compiled() if compiled else _ROW_ORDER)(M, radix_above)
-    assert order.tolist() == _LEX_ORDER(M).tolist()
+    order = as_run(radix.row_order, mode)(M, radix_above)
+    assert order.tolist() == lex_order(M).tolist()
     assert order.tolist() == sorted(range(len(M)), key=lambda i: (tuple(M[i].tolist()), i))

@@ -8,10 +8,12 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import ddflow
+from ddflow.base.native import native_module
 from ddflow.errors import DataflowError, NonConvergence
 from ddflow.graph.node import any_complete, ready_mask, ready_split
 from ddflow.graph.scope import IterativeScope, Scheduler, least_round
 from ddflow.workers.runtime import WorkerRuntime
+from kernel_modes import MODES, as_run
 
 
 class General(Scheduler):
@@ -70,33 +72,33 @@ def reference_least_round(times: np.ndarray, outer_bound: np.ndarray) -> int:
 
 
 @settings(max_examples=200)
-@given(data=st.data())
-def test_least_round_matches_the_reference(data):
+@given(data=st.data(), mode=st.sampled_from(MODES))
+def test_least_round_matches_the_reference(data, mode):
     k = data.draw(st.integers(1, 2))
     cols = data.draw(st.integers(k, k + 2))  # k: an enter node's queue; k + 2: a nested loop's work
     n = data.draw(st.integers(0, 12))
     times = data.draw(hnp.arrays(np.int64, (n, cols), elements=st.integers(0, 5)))
     outer = data.draw(hnp.arrays(np.int64, k, elements=st.integers(0, 6)))
-    assert least_round(times, outer) == reference_least_round(times, outer)
+    assert as_run(least_round, mode)(times, outer) == reference_least_round(times, outer)
 
 
 @settings(max_examples=200)
-@given(data=st.data(), plain=st.booleans())
-def test_any_complete_matches_the_ready_mask(data, plain):
+@given(data=st.data(), mode=st.sampled_from(MODES))
+def test_any_complete_matches_the_ready_mask(data, mode):
     depth = data.draw(st.integers(1, 3))
     times = data.draw(hnp.arrays(np.int64, (data.draw(st.integers(0, 8)), depth), elements=st.integers(0, 4)))
     bound = data.draw(hnp.arrays(np.int64, depth, elements=st.integers(0, 5)))
-    kernel = any_complete.plain if plain else any_complete
+    kernel = as_run(any_complete, mode)
     assert kernel(times, bound) == bool(ready_mask(times, bound).any())
 
 
 @settings(max_examples=200)
-@given(data=st.data(), plain=st.booleans())
-def test_ready_split_is_the_ready_mask_and_its_count(data, plain):
+@given(data=st.data(), mode=st.sampled_from(MODES))
+def test_ready_split_is_the_ready_mask_and_its_count(data, mode):
     depth = data.draw(st.integers(1, 3))
     times = data.draw(hnp.arrays(np.int64, (data.draw(st.integers(0, 8)), depth), elements=st.integers(0, 4)))
     bound = data.draw(hnp.arrays(np.int64, depth, elements=st.integers(0, 5)))
-    mask, count = (ready_split.plain if plain else ready_split)(times, bound)
+    mask, count = as_run(ready_split, mode)(times, bound)
     want = np.all(times < bound, axis=1)
     assert mask.dtype == bool and mask.tolist() == want.tolist() and count == int(want.sum())
 
@@ -390,3 +392,31 @@ def test_an_arrangement_queues_large_batches_and_keeps_their_order():
     Scheduler().step_scope(flow.top, np.array([2]))
     assert inserted == [1, n + 1] and not arrange.queues[0]
     assert sorted(out.drain()) == sorted([((0, 0), 0, 1), ((-1, 7), 1, 1)] + [((k, k - 1), 1, 1) for k in range(1, n + 1)])
+
+
+def test_native_completion_kernels_refuse_times_shorter_than_the_bound():
+    """Times with fewer coordinates than the bound would be read past their rows: a ValueError; no rows, no reads."""
+    N = native_module().graph
+    times, bound = np.zeros((2, 1), dtype=np.int64), np.ones(2, dtype=np.int64)
+    for kernel in (N.ready_split, N.any_complete, N.least_round):
+        with pytest.raises(ValueError, match="fewer coordinates"):
+            kernel(times, bound)
+    assert N.least_round(np.zeros((0, 1), dtype=np.int64), bound) == -1 and not N.any_complete(times[:0], bound)
+
+
+def test_a_long_chain_of_inline_operators_runs_at_a_bounded_depth():
+    """2,000 stateless operators in a row (each applies what it is pushed, at once): no RecursionError, and every
+    update arrives exactly once, through a join and a count after the chain too."""
+    flow = ddflow.Dataflow()
+    pairs_in, pairs = flow.new_collection("pairs")
+    c = pairs
+    for k in range(2000):
+        c = c.project(1, 0)  # swapped 2,000 times: back as it was
+    joined = c.join(pairs).project(0, 1, 2).capture()
+    counted = c.project(0).count().capture()
+    rows = [(i % 7, i) for i in range(50)]
+    pairs_in.update(rows, times=0)
+    flow.advance_to(1)
+    flow.run()
+    assert sorted(r for r, _, _ in joined.drain()) == sorted((a, b, d) for a, b in rows for c_, d in rows if c_ == a)
+    assert sorted(r for r, _, _ in counted.drain()) == sorted({(k, sum(1 for a, _ in rows if a == k)) for k, _ in rows})

@@ -3,8 +3,8 @@
 The reference sums each group's diffs and diff-weighted weights from
 scratch; the engine keeps them from the changes alone (and, in a loop,
 by the per-key reduce).  Also: overflow is an error naming the operator,
-the state per group stays bounded, and the compiled running-sum kernel
-equals its plain-integer reference.
+the state per group stays bounded, and the running-sum kernel (native,
+and its plain-Python reference) equals its plain-integer reference.
 """
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ from ddflow.traces import spine as spine_mod
 from ddflow.errors import SchemaError
 from ddflow.operators.arrange import ArrangeNode
 from ddflow.base.exactsum import exact_sum_reference
+from ddflow.base.native import native_module
 from ddflow.operators.reduce.accumulate import running_sums, running_sums_reference
+from kernel_modes import MODES, as_run
 from oracle import run_scenario, schedules
 
 I64_MAX = (1 << 63) - 1
@@ -194,8 +196,9 @@ def test_the_state_per_group_stays_bounded():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.data())
-def test_the_running_sum_kernel_equals_its_reference(data):
+@given(st.data(), st.sampled_from(MODES))
+def test_the_running_sum_kernel_equals_its_reference(data, mode):
+    """Native (ddflow._native) or plain, against plain integers; past int64, the group that overflowed."""
     big = st.one_of(st.integers(-5, 5), st.integers(-I64_MAX - 1, I64_MAX))
     G = data.draw(st.integers(1, 3))
     m1 = data.draw(st.integers(1, 3))
@@ -205,8 +208,17 @@ def test_the_running_sum_kernel_equals_its_reference(data):
     ev_g = np.sort(np.array(data.draw(st.lists(st.integers(0, G - 1), min_size=E, max_size=E)), dtype=np.int64))
     delta = np.array(data.draw(st.lists(st.lists(big, min_size=m1, max_size=m1), min_size=E, max_size=E)),
                      dtype=np.int64).reshape(E, m1)
-    prev, cur, bad = running_sums(after, ev_g, delta)
+    prev, cur, bad = as_run(running_sums, mode)(after, ev_g, delta)
     rprev, rcur, rbad = running_sums_reference(after, ev_g, delta)
     assert bad == rbad
     if bad < 0:
         assert prev.tolist() == rprev and cur.tolist() == rcur
+
+
+def test_the_native_running_sums_check_their_groups():
+    """A group outside ``after``'s rows would be read out of bounds: a ValueError naming the argument."""
+    kernel = native_module().operators.reduce.running_sums
+    with pytest.raises(ValueError, match="running_sums: ev_g holds a group"):
+        kernel(np.zeros((1, 1), dtype=np.int64), np.array([1]), np.zeros((1, 1), dtype=np.int64))
+    with pytest.raises(ValueError, match="running_sums: ev_g needs"):
+        kernel(np.zeros((1, 1), dtype=np.int64), np.array([0, 0]), np.zeros((1, 1), dtype=np.int64))

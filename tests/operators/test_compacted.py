@@ -1,4 +1,4 @@
-"""Histories compacted to the round, compiled and plain, against a Python reference; read from a cache or the trace."""
+"""Histories compacted to the round (plain and native) against a Python reference; from a cache or the trace."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,9 +9,7 @@ from hypothesis import strategies as st
 from ddflow.base.updates import Updates
 from ddflow.operators.reduce.compacted import compacted_histories, entry_columns, no_history
 from ddflow.traces import Trace
-
-#: Calls kernels with argument types of its own: they compile in the test process, so it runs last (conftest.py).
-pytestmark = pytest.mark.compiles
+from kernel_modes import MODES, as_run
 
 
 def reference(updates, groups, ng, r):
@@ -63,8 +61,8 @@ def _matrix(groups, ng):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.data(), st.booleans())
-def test_compacted_histories_read_from_cache_and_trace_as_the_reference(data, plain):
+@given(st.data(), st.sampled_from(MODES))
+def test_compacted_histories_read_from_cache_and_trace_as_the_reference(data, impl):
     """A cache made at round ``r0`` plus the updates taken since reads as the whole trace compacted to ``r >= r0``.
 
     Groups in the cache, out of it, and cached groups not asked for; empty
@@ -74,7 +72,7 @@ def test_compacted_histories_read_from_cache_and_trace_as_the_reference(data, pl
     draw = data.draw
     ng, nv = draw(st.integers(1, 2)), draw(st.integers(0, 1))
     arity = ng + nv
-    kernel = compacted_histories.plain if plain else compacted_histories
+    kernel = as_run(compacted_histories, impl)
     trace, log = Trace(("i",) * arity, depth=2), []
     for _ in range(draw(st.integers(0, 3))):
         _insert(trace, draw, arity, log)
@@ -107,7 +105,7 @@ def test_compacted_histories_report_a_sum_past_int64():
     trace = Trace(("i",), depth=2)
     for i in range(2):  # (7, (0, 0)) and (7, (0, 1)): one entry once compacted to round 1
         trace.insert_updates(Updates((np.array([7]),), np.array([[0, i]]), np.array([big]), ("i",)))
-    for kernel in (compacted_histories, compacted_histories.plain):
+    for kernel in (as_run(compacted_histories, impl) for impl in MODES):
         T, g = trace.spine.table().matrix, np.array([[7]])
         E, overflow = kernel(T, g, 1, 1, *no_history(1, 1))
         assert not overflow and E.tolist() == [[0, 0, 1, big]] * 2
@@ -116,11 +114,11 @@ def test_compacted_histories_report_a_sum_past_int64():
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.integers(0, 2**32), st.integers(0, 3), st.booleans())
-def test_compacted_histories_sort_long_groups_as_the_reference(seed, r, plain):
+@given(st.integers(0, 2**32), st.integers(0, 3), st.sampled_from(MODES))
+def test_compacted_histories_sort_long_groups_as_the_reference(seed, r, impl):
     """Groups of hundreds of updates at few outer times: past the in-place insertion sort, a merge sort takes over."""
     rng = np.random.default_rng(seed)
-    kernel = compacted_histories.plain if plain else compacted_histories
+    kernel = as_run(compacted_histories, impl)
     trace, log = Trace(("i", "i"), depth=2), []
     for _ in range(3):
         n = 150
@@ -136,3 +134,18 @@ def test_compacted_histories_sort_long_groups_as_the_reference(seed, r, plain):
     E2, overflow = kernel(trace.spine.table().matrix, _matrix(groups, 1), 2, r, _matrix(groups, 1), E,
                           *no_history(1, 2)[2:])
     assert not overflow and E2.tolist() == reference(log, groups, 1, r)
+
+
+def test_native_compacted_histories_check_their_cache():
+    """A cache entry naming a group the cache lacks, or entries of another width: ValueErrors, not a crash."""
+    trace = Trace(("i",), depth=2)
+    kernel = as_run(compacted_histories, "native")
+    T, g = trace.spine.table().matrix, np.array([[7]])
+    rest = no_history(1, 1)[2:]
+    with pytest.raises(ValueError, match="compacted_histories: c_entries holds a group outside c_groups"):
+        kernel(T, g, 1, 0, g, np.array([[1, 0, 0, 1]]), *rest)
+    with pytest.raises(ValueError, match="compacted_histories: c_entries' rows"):
+        kernel(T, g, 1, 0, g, np.array([[0, 0, 0, 0, 1]]), *rest)
+    with pytest.raises(ValueError, match="compacted_histories: a_rows, a_times and a_diffs"):
+        kernel(T, g, 1, 0, g, np.zeros((0, 4), dtype=np.int64), np.zeros((1, 1), dtype=np.int64),
+               np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64))

@@ -1,4 +1,5 @@
-"""The seek kernel as join uses it (unsorted keys with repeats) and the one-call join step against plain references, and products of diffs that do not fit."""
+"""The seek kernel as join uses it (unsorted keys with repeats) and the one-call join step (native and its plain
+reference) against plain references, and products of diffs that do not fit."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,12 +9,14 @@ from hypothesis import strategies as st
 
 import ddflow
 from ddflow.base.interner import Interner
-from ddflow.base.updates import from_rows
+from ddflow.base.updates import Updates, from_rows
 from ddflow.errors import DataflowError, SchemaError
 from ddflow.base.kernels import kernels
-from ddflow.operators.join import _products, join_table
+from ddflow.base.native import native_module, reference
+from ddflow.operators.join import _products, checked_product, join_table
 from ddflow.traces import Batch
 from ddflow.traces.layout import BatchTable
+from kernel_modes import MODES, as_run
 from tests.traces.test_layout import traces
 
 I64 = np.iinfo(np.int64)
@@ -54,17 +57,18 @@ def _reference_join(batches, depth, arity, C, times, diffs, delta_left):
 
 
 @settings(max_examples=150, deadline=None)
-@given(traces(), st.integers(0, 2), st.lists(st.integers(-4, 4), max_size=8), st.booleans(), st.booleans(),
+@given(traces(), st.integers(0, 2), st.lists(st.integers(-4, 4), max_size=8), st.booleans(), st.sampled_from(MODES),
        st.integers(0, 2**32 - 1))
-def test_join_table_is_the_consolidated_pairs_of_the_reference(tr, m, keys, delta_left, plain, seed):
-    """The join's one-call step, compiled and plain: both small (consolidated in the kernel) and larger outputs."""
+def test_join_table_is_the_consolidated_pairs_of_the_reference(tr, m, keys, delta_left, impl, seed):
+    """The join's one-call step, plain and native: both small (consolidated in the kernel) and larger
+    outputs."""
     batches, depth, arity = tr
     rng = np.random.default_rng(seed)
     n = len(keys)
     C = np.vstack([np.array(keys, dtype=np.int64).reshape(1, n), rng.integers(-2, 3, size=(m, n))])
     times = rng.integers(0, 4, size=(n, depth))
     diffs = rng.choice([-2, -1, 1, 2], size=n)
-    kernel = join_table.plain if plain else join_table
+    kernel = as_run(join_table, impl)
     M, D, sel, sums, status, total, OC, OT = kernel(BatchTable.of(batches, depth, arity).matrix, C, times, diffs,
                                                     arity, depth, delta_left, 1 << 40)
     assert status in (0, 1) and total == len(M) == len(D)
@@ -83,13 +87,88 @@ def test_join_table_reports_products_and_sums_past_int64():
     b = Batch.from_updates(from_rows([(1, 5), (1, 6)], 0, [2**62, 2**62], Interner(), kinds=("i", "i")))
     T = BatchTable.of([b], 1, 2).matrix
     times = np.zeros((1, 1), dtype=np.int64)
-    for kernel in (join_table, join_table.plain):
+    for kernel in (as_run(join_table, impl) for impl in MODES):
         with np.errstate(over="ignore"):
-            assert kernel(T, np.array([[1]]), times, np.array([4]), 2, 1, True, 1 << 40)[4] == 2  # a product
+            M, D, _, _, status, total = kernel(T, np.array([[1]]), times, np.array([4]), 2, 1, True, 1 << 40)[:6]
+            assert status == 2 and total == 2 and len(M) == len(D) == 0  # a product, at the first pair
             b2 = Batch.from_updates(from_rows([(1, 5), (1, 5)], [0, 1], [2**62, 2**62], Interner(), kinds=("i", "i")))
             # (1, 5) at times 0 and 1 joined at time 1: two products of 2**62 * 1 that sum past int64
             assert kernel(BatchTable.of([b2], 1, 2).matrix, np.array([[1]]), np.ones((1, 1), dtype=np.int64),
                           np.array([1]), 2, 1, True, 1 << 40)[4] == 2
+
+
+_ENDS = np.array([I64.min, I64.min + 1, -1, 0, 1, 2, I64.max - 1, I64.max], dtype=np.int64)
+
+
+def _edge_batch(rng, arity, depth, n, small):
+    """A batch of ``n`` updates whose keys, values, later times and diffs (unless ``small``) lie at int64's ends (each at
+    its own first time coordinate: nothing consolidates, so no sum leaves int64), its offsets in either width."""
+    cols = tuple(rng.choice(_ENDS, n) for _ in range(arity))
+    late = _ENDS[_ENDS >= 0]  # a batch's times lie beyond its lower frontier, zero
+    times = np.column_stack([np.arange(n)] + [rng.choice(late, n) for _ in range(depth - 1)]).reshape(n, depth)
+    diffs = rng.choice(np.array([-1, 1, 2]) if small else _ENDS[_ENDS != 0], n)
+    b = Batch.from_updates(Updates(cols, times.astype(np.int64), diffs, ("i",) * arity))
+    if rng.integers(2):
+        wide = np.int64 if b.key_offs.dtype == np.int32 else np.int32
+        b = Batch(b.keys, b.vals, b.key_offs.astype(wide), b.val_offs.astype(wide), b.times, b.diffs, b.desc, b.kinds)
+    return b
+
+
+def _same(got, ref):
+    assert len(got) == len(ref)
+    for i, (g, r) in enumerate(zip(got, ref)):
+        if isinstance(r, np.ndarray):
+            assert g.dtype == r.dtype and g.shape == r.shape and np.array_equal(g, r), f"result {i}: {g!r} != {r!r}"
+        else:
+            assert g == r, f"result {i}: {g!r} != {r!r}"
+
+
+@settings(max_examples=300)
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(0, 3), st.lists(st.sampled_from([0, 1, 2, 9, 40, 120]), max_size=4),
+       st.integers(0, 16), st.booleans(), st.sampled_from([0, 3, 40, 1 << 40]), st.integers(0, 2**32 - 1))
+def test_the_native_join_table_is_the_reference_at_the_edges(arity, depth, m, sizes, n, delta_left, limit, seed):
+    """Keys, values, times and diffs at int64's ends (products past int64, sums past it when consolidating), the
+    delta's keys unsorted with repeats, outputs over the limit: every result as the reference's, shapes too."""
+    rng = np.random.default_rng(seed)
+    small = rng.integers(2)  # small diffs: outputs that do not overflow, past SMALL_ROWS too
+    batches = [_edge_batch(rng, arity, depth, k, small) for k in sizes]
+    T = BatchTable.of(batches, depth, arity).matrix
+    found = batches[0].keys[: rng.integers(0, 3)] if batches else _ENDS[:0]
+    keys = np.concatenate([rng.choice(_ENDS, n), found])
+    rng.shuffle(keys)
+    C = np.vstack([keys.reshape(1, -1), rng.choice(_ENDS, size=(m, len(keys)))])
+    times = rng.choice(_ENDS, size=(len(keys), depth))
+    diffs = rng.choice(np.array([-1, 1, 2]) if small else _ENDS[_ENDS != 0], len(keys))
+    with np.errstate(over="ignore"):
+        ref = reference(join_table)(T, C, times, diffs, arity, depth, delta_left, limit)
+    _same(native_module().operators.join_table(T, C, times, diffs, arity, depth, delta_left, limit), ref)
+
+
+@given(st.integers(I64.min, I64.max) | st.sampled_from(_ENDS.tolist()),
+       st.integers(I64.min, I64.max) | st.sampled_from(_ENDS.tolist()))
+def test_checked_product_is_the_exact_product_where_it_fits(a, b):
+    p = a * b
+    want = (p, True) if I64.min <= p <= I64.max else (0, False)
+    assert native_module().operators.checked_product(a, b) == want
+    got = checked_product(np.int64(a), np.int64(b))
+    assert (int(got[0]), bool(got[1])) == want
+
+
+def test_the_native_join_table_refuses_arrays_that_do_not_fit_together():
+    b = Batch.from_updates(from_rows([(1, 5)], 0, 1, Interner(), kinds=("i", "i")))
+    T = BatchTable.of([b], 1, 2).matrix
+    C, times, diffs = np.array([[1, 2]]), np.zeros((2, 1), dtype=np.int64), np.ones(2, dtype=np.int64)
+    join = native_module().operators.join_table
+    assert join(T, C, times, diffs, 2, 1, True, 10)[4] == 0
+    for args, what in (((T, C, times[:1], diffs, 2, 1), "one row per column of C"),
+                       ((T, C, times, diffs[:1], 2, 1), "one row per column of C"),
+                       ((T, C[:0], times[:0], diffs[:0], 2, 1), "a key row"),
+                       ((T, C, times, diffs, 2, 2), "the trace's depth"),
+                       ((T, C, times, diffs, 3, 1), "cannot hold arity"),
+                       ((T, C, times, diffs, 0, 1), "cannot hold arity"),
+                       ((T[:, :5].copy(), C, times, diffs, 2, 1), "not a batch table")):
+        with pytest.raises(ValueError, match=what):
+            join(*args, True, 10)
 
 
 def test_products_of_diffs_past_int64_are_errors():

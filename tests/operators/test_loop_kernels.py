@@ -1,4 +1,4 @@
-"""The loop tactic's seed kernels, compiled and plain, against Python references on random seeds (empty ones too)."""
+"""The loop tactic's kernels (``reduce/iterate.py``, ``reduce/chain.py``), plain and native, against references."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,10 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from ddflow.base.native import reference
 from ddflow.operators.reduce.iterate import loop_pending, loop_seeds
+from kernel_modes import MODES, as_run
 
-#: Calls kernels with argument types of its own: they compile in the test process, so it runs last (conftest.py).
-pytestmark = pytest.mark.compiles
+I64 = np.iinfo(np.int64)
 
 
 @st.composite
@@ -41,9 +42,9 @@ def reference_seeds(nk, nt, pk, pt, bound):
 
 
 @settings(max_examples=200)
-@given(seeds(), st.booleans())
-def test_loop_seeds_matches_the_reference(s, plain):
-    kernel = loop_seeds.plain if plain else loop_seeds
+@given(seeds(), st.sampled_from(MODES))
+def test_loop_seeds_matches_the_reference(s, impl):
+    kernel = as_run(loop_seeds, impl)
     groups, gid, t, waiting, bad = kernel(*s)
     ref = reference_seeds(*s)
     assert [tuple(c) for c in groups.T.tolist()] == ref[0]
@@ -51,8 +52,8 @@ def test_loop_seeds_matches_the_reference(s, plain):
 
 
 @settings(max_examples=300)
-@given(seeds(), st.data(), st.booleans(), st.booleans())
-def test_loop_pending_is_the_sorted_distinct_union(s, data, plain, in_order):
+@given(seeds(), st.data(), st.sampled_from(MODES), st.booleans())
+def test_loop_pending_is_the_sorted_distinct_union(s, data, impl, in_order):
     """In order (as the tactic hands them: merged) or not (sorted first)."""
     _, _, pk, pt, _ = s
     m = pk.shape[1]
@@ -67,7 +68,7 @@ def test_loop_pending_is_the_sorted_distinct_union(s, data, plain, in_order):
         o = sorted(range(len(pk)), key=lambda i: (tuple(pk[i]), tuple(pt[i])))
         pk, pt, waiting = pk[o].reshape(-1, m), pt[o].reshape(-1, 2), waiting[o]
         P = P[sorted(range(np_), key=lambda j: (tuple(groups[:, P[j, 0]]), P[j, 1], P[j, 2]))].reshape(-1, 3)
-    kernel = loop_pending.plain if plain else loop_pending
+    kernel = as_run(loop_pending, impl)
     cols, times = kernel(pk, pt, waiting, groups, P)
     want = sorted({tuple(pk[i]) + tuple(pt[i]) for i in range(len(pk)) if waiting[i]}
                   | {tuple(groups[:, p[0]]) + (p[1], p[2]) for p in P.tolist()})
@@ -81,7 +82,7 @@ def chains(draw):
     ng = draw(st.integers(1, 2))
     has_val = draw(st.booleans())
     rows = sorted(set(map(tuple, draw(hnp.arrays(np.int64, (draw(st.integers(1, 4)), ng), elements=st.integers(-2, 2))).tolist())))
-    groups = np.array(rows, dtype=np.int64).T.reshape(ng, len(rows))
+    groups = np.ascontiguousarray(np.array(rows, dtype=np.int64).T.reshape(ng, len(rows)))
     c_gid, c_a = [], []
     for g in range(len(rows)):
         for a in sorted(set(draw(st.lists(st.integers(0, 6), min_size=1, max_size=4)))):
@@ -104,16 +105,16 @@ def chains(draw):
 
 
 @settings(max_examples=300, deadline=None)
-@given(chains(), st.booleans())
-def test_chain_output_is_the_consolidated_assembly(ch, plain):
-    """The compiled, consolidating writer against ``_assemble`` (vectorized numpy, then a consolidation)."""
+@given(chains(), st.sampled_from(MODES))
+def test_chain_output_is_the_consolidated_assembly(ch, impl):
+    """The consolidating writer, plain and native, against ``_assemble`` (vectorized numpy, then a consolidation)."""
     from ddflow.base.updates import Updates
     from ddflow.operators.reduce.chain import _assemble, chain_output
 
     c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_pos = ch
     r = 3
     kinds = ("i",) * len(ocols)
-    kernel = chain_output.plain if plain else chain_output
+    kernel = as_run(chain_output, impl)
     cols, times, diffs, overflow = kernel(r, c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_pos)
     assert not overflow
     out = Updates(tuple(ocols), np.zeros((len(odiffs), 2), dtype=np.int64), odiffs, kinds)
@@ -130,8 +131,67 @@ def test_chain_output_reports_an_overflow():
     args = (0, one, one, np.array([big]), one[:0], False, np.zeros((1, 1), dtype=np.int64),
             np.zeros((1, 1), dtype=np.int64), np.array([-5]), one)
     with np.errstate(over="ignore"):
-        for kernel in (chain_output, chain_output.plain):
-            assert kernel(*args)[-1]
+        for impl in MODES:
+            assert as_run(chain_output, impl)(*args)[-1]
+    with_val = (0, one, one, np.array([big]), one.copy(), True, np.zeros((1, 1), dtype=np.int64),
+                np.zeros((2, 1), dtype=np.int64), np.array([-5]), one)
+    with np.errstate(over="ignore"):
+        for impl in MODES:
+            cols, times, diffs, overflow = as_run(chain_output, impl)(*with_val)
+            assert overflow and cols.shape == (2, 0) and times.shape == (0, 2)
+
+
+def test_native_chain_kernels_check_their_arguments():
+    """What the native code would read out of bounds is a ValueError naming the kernel and the argument."""
+    from ddflow.operators.reduce.chain import chain_output, chain_walk
+
+    one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    g = np.zeros((1, 1), dtype=np.int64)
+    walk, output = as_run(chain_walk, "native"), as_run(chain_output, "native")
+    with pytest.raises(ValueError, match="chain_walk: seed_g and seed_a"):
+        walk(0, one, none, none, none, none, none, none, none, none, none, False)
+    with pytest.raises(ValueError, match="chain_walk: in_g, in_a"):
+        walk(0, one, one, one, one, none, one, none, none, none, none, False)
+    with pytest.raises(ValueError, match="chain_output: c_gid holds a group"):
+        output(0, np.array([1]), one, one, none, False, g, g, none, none)
+    with pytest.raises(ValueError, match="chain_output: out_pos holds a chain row"):
+        output(0, one, one, one, none, False, g, g, one, np.array([1]))
+    with pytest.raises(ValueError, match="chain_output: ocols"):
+        output(0, one, one, one, one, True, g, g, one, one)
+    with pytest.raises(TypeError):  # not int64, not contiguous: no silent copy
+        walk(0, one.astype(np.int32), one, none, none, none, none, none, none, none, none, False)
+
+
+@st.composite
+def walk_inputs(draw):
+    """``chain_walk``'s arguments for a few groups: seeds, input and output histories sorted by (group, time)."""
+    r = draw(st.integers(0, 3))
+    groups = draw(st.integers(1, 4))
+    wide = draw(st.booleans())  # diffs at int64's extremes: counts that overflow
+    diff = st.sampled_from([I64.max, I64.min, 1, -1]) if wide else st.sampled_from([-1, 1, 1, 2])
+
+    def rows(n, with_diff=True):
+        cols = [st.integers(0, groups - 1), st.integers(0, 6)] + ([st.integers(0, 6), diff] if with_diff else [])
+        return sorted(draw(st.lists(st.tuples(*cols), max_size=n)))
+
+    seeds = sorted(set(rows(6, False)))
+    hin, hout = rows(12), rows(8)
+    col = lambda h, k: np.array([x[k] for x in h], dtype=np.int64)  # noqa: E731
+    return (r, col(seeds, 0), col(seeds, 1), col(hin, 0), col(hin, 1), col(hin, 2), col(hin, 3),
+            col(hout, 0), col(hout, 1), col(hout, 2), col(hout, 3), draw(st.booleans()))
+
+
+@settings(max_examples=400, deadline=None)
+@given(walk_inputs())
+def test_chain_walk_native_is_the_reference(args):
+    """Every result of the native walk equals the plain reference's: chains, counts, out_pos, pending, overflow."""
+    from ddflow.operators.reduce.chain import chain_walk
+
+    want = reference(chain_walk)(*args)
+    got = as_run(chain_walk, "native")(*args)
+    assert got[5] == want[5]
+    for a, b in zip(got[:5], want[:5]):
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tolist() == b.tolist()
 
 
 def _random_trace(draw, arity: int, values):
@@ -178,9 +238,10 @@ def loop_steps(draw):
 
 
 @settings(max_examples=300, deadline=None)
-@given(loop_steps(), st.booleans(), st.booleans())
-def test_loop_step_is_the_step_by_parts(s, plain, to_arena):
-    """The one-call step (compiled and plain) against its kernels called one by one, the logic in Python between.
+@given(loop_steps(), st.sampled_from(MODES), st.booleans())
+def test_loop_step_is_the_step_by_parts(s, impl, to_arena):
+    """The one-call step (plain and native) against its kernels called one by one, the logic in Python
+    between.
 
     Also: the batch it makes for the output trace is ``build_trie``'s,
     either built as a trie whose table row points at the output arrays it
@@ -193,7 +254,7 @@ def test_loop_step_is_the_step_by_parts(s, plain, to_arena):
 
     nk, nt, pk, pt, bound, in_T, out_T, logic, _ = s
     kinds = logic.out_kinds(("i",) * nk.shape[1])
-    kernel = loop_step.plain if plain else loop_step
+    kernel = as_run(loop_step, impl)
     arena = Arena(kinds, 2, 8, BatchTable(out_T, [])) if to_arena else None
     buf, used, T, at = arena.target() if to_arena else (np.empty(0, dtype=np.int64), 0, np.empty((0, 1), dtype=np.int64), 0)
     cols, times, diffs, keys, key_offs, V, val_offs, row, later, later_t, status, now_used = kernel(
@@ -240,15 +301,15 @@ def test_loop_step_reports_a_count_past_int64():
     args = (np.array([[7]]), np.array([[0, 0]]), np.zeros((0, 1), dtype=np.int64), np.zeros((0, 2), dtype=np.int64),
             np.array([1, 1]), trace.spine.table().matrix, np.zeros((0, VAL0 + 1), dtype=np.int64))
     with np.errstate(over="ignore"):
-        for kernel in (loop_step, loop_step.plain):
+        for kernel in (as_run(loop_step, impl) for impl in MODES):
             nowhere = (np.empty(0, dtype=np.int64), 0, np.empty((0, 1), dtype=np.int64), 0, 0)
             assert kernel(*args, 2, CountLogic.scalar_code, *nowhere)[-2] == OVERFLOW
         assert loop_step_by_parts(*args, CountLogic(), ("i", "i"))[-1] == OVERFLOW
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.data(), st.booleans())
-def test_feedback_round_is_the_next_iteration_consolidated(data, plain):
+@given(st.data(), st.sampled_from(MODES))
+def test_feedback_round_is_the_next_iteration_consolidated(data, mode):
     """The variable's one-call step against moving the times on and ``consolidate``, due or not."""
     from ddflow.base.consolidate import consolidate
     from ddflow.base.kernels import key_matrix
@@ -260,7 +321,7 @@ def test_feedback_round_is_the_next_iteration_consolidated(data, plain):
     times = data.draw(hnp.arrays(np.int64, (n, 2), elements=st.integers(0, 3)))
     diffs = data.draw(hnp.arrays(np.int64, n, elements=st.sampled_from([-1, 1, 2])))
     bound = np.array([data.draw(st.integers(1, 4)), data.draw(st.integers(1, 5))], dtype=np.int64)
-    kernel = feedback_round.plain if plain else feedback_round
+    kernel = as_run(feedback_round, mode)
     C, T, D, due, overflow = kernel(key_matrix(cols, times), diffs, m, bound)
     moved = times.copy()
     moved[:, -1] += 1
@@ -278,21 +339,21 @@ def test_feedback_round_reports_a_sum_past_int64():
     big = np.iinfo(np.int64).max
     K = np.array([[1, 0, 0], [1, 0, 0]], dtype=np.int64)
     with np.errstate(over="ignore"):
-        for kernel in (feedback_round, feedback_round.plain):
+        for kernel in (as_run(feedback_round, mode) for mode in MODES):
             assert kernel(K, np.array([big, big]), 1, np.array([1, 2]))[-1]
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 4), st.lists(st.integers(0, 6), max_size=4), st.integers(0, 6),
        st.lists(st.tuples(st.integers(0, 6), st.integers(0, 8)), max_size=12),
-       st.lists(st.tuples(st.integers(0, 6), st.integers(0, 8)), max_size=12), st.booleans())
-def test_later_rounds_pends_the_least_later_iteration_at_every_candidate_time(r, chain, ms, hin, hout, plain):
+       st.lists(st.tuples(st.integers(0, 6), st.integers(0, 8)), max_size=12))
+def test_later_rounds_pends_the_least_later_iteration_at_every_candidate_time(r, chain, ms, hin, hout):
     """``(g, a, i)`` for every candidate outer time ``a`` (the chain's and the later history's from ``ms`` on),
-    ``i`` the least iteration past ``r`` in the group's history: round ``i`` makes the next one pending."""
-    from ddflow.base.jit import lazy_jit
-    from ddflow.base.kernels import grown, sort_small, sorted_unique
-    from ddflow.operators.reduce.chain import add_at_iteration, first_change, later_rounds
-    from ddflow.traces.merge import sum_overflows
+    ``i`` the least iteration past ``r`` in the group's history: round ``i`` makes the next one pending.
+
+    Run as plain Python: the native copy is not bound on its own, and runs inside ``chain_walk`` and ``key_walk``,
+    whose native results are compared with their references (above, and in test_walk_kernels.py)."""
+    from ddflow.operators.reduce.chain import later_rounds
 
     hin, hout = sorted(hin), sorted(hout)
     in_a = np.array([a for a, _ in hin], dtype=np.int64)
@@ -303,12 +364,10 @@ def test_later_rounds_pends_the_least_later_iteration_at_every_candidate_time(r,
     if not later:
         return
     chain_arr = np.array(sorted(set(chain)), dtype=np.int64)
-    fn = getattr(later_rounds, "py_func", later_rounds)
-    kernel = fn if plain else lazy_jit(uses=(grown, sort_small, sorted_unique, sum_overflows, add_at_iteration, first_change))(fn)
     scratch = np.empty(len(chain_arr) + len(in_a) + len(out_a), dtype=np.int64)
-    P, npd = kernel(np.empty((2, 3), dtype=np.int64), 0, 5, r, ms, chain_arr, 0, len(chain_arr), later,
-                    in_a, in_i, 0, len(in_a), out_a, out_i, 0, len(out_a), scratch, False, chain_arr,
-                    np.ones(len(in_a), dtype=np.int64), np.ones(len(out_a), dtype=np.int64))
+    P, npd = later_rounds(np.empty((2, 3), dtype=np.int64), 0, 5, r, ms, chain_arr, 0, len(chain_arr), later,
+                          in_a, in_i, 0, len(in_a), out_a, out_i, 0, len(out_a), scratch, False, chain_arr,
+                          np.ones(len(in_a), dtype=np.int64), np.ones(len(out_a), dtype=np.int64))
     least = min(i for _, i in hin + hout if i > r)
     outer = set(chain_arr.tolist()) | {a for a, i in hin + hout if i > r and a >= ms}
     assert [tuple(p) for p in P[:npd].tolist()] == [(5, a, least) for a in sorted(outer)]
@@ -346,8 +405,8 @@ def _walk(kernel, r, seeds, hin, hout, distinct):
 
 
 @settings(max_examples=400, deadline=None)
-@given(group_histories(), st.booleans())
-def test_a_distinct_pends_the_first_round_whose_visit_emits(h, plain):
+@given(group_histories(), st.sampled_from(MODES))
+def test_a_distinct_pends_the_first_round_whose_visit_emits(h, impl):
     """A distinct's walk at round ``r`` pends the least later iteration whose visit would emit something.
 
     The reference makes every visit: round ``r``'s output joins the
@@ -360,7 +419,7 @@ def test_a_distinct_pends_the_first_round_whose_visit_emits(h, plain):
     """
     from ddflow.operators.reduce.chain import FIRST_CHANGE_WORK, chain_walk
 
-    kernel = chain_walk.plain if plain else chain_walk
+    kernel = as_run(chain_walk, impl)
     r, hin, hout, seeds = h
     P_all, emitted = _walk(kernel, r, seeds, hin, hout, False)
     P, _ = _walk(kernel, r, seeds, hin, hout, True)

@@ -1,4 +1,4 @@
-"""The walk's seed and pending kernels (``reduce/pending.py``), compiled and plain, against Python references."""
+"""The walk's seed and pending kernels (``reduce/pending.py``), plain and native, against references."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,9 +9,7 @@ from hypothesis.extra import numpy as hnp
 
 from ddflow.base.radix import RADIX_ROWS_ABOVE
 from ddflow.operators.reduce.pending import due_seeds, merge_pending
-
-#: Calls kernels with argument types of its own: they compile in the test process, so it runs last (conftest.py).
-pytestmark = pytest.mark.compiles
+from kernel_modes import MODES, as_run
 
 
 def _check(keys: np.ndarray, times: np.ndarray) -> None:
@@ -57,10 +55,10 @@ def many_seeds(draw):
 
 
 @settings(max_examples=200, deadline=None)
-@given(seeds() | many_seeds(), st.booleans())
-def test_due_seeds_are_the_new_and_the_complete_pending_sorted(s, plain):
+@given(seeds() | many_seeds(), st.sampled_from(MODES))
+def test_due_seeds_are_the_new_and_the_complete_pending_sorted(s, impl):
     nk, nt, pk, pt, bound = s
-    kernel = due_seeds.plain if plain else due_seeds
+    kernel = as_run(due_seeds, impl)
     keys, g, a, waiting, bad = kernel(nk, nt, pk, pt, bound)
     ready = [bool((t < bound).all()) for t in pt]
     rows = sorted([(k, *t) for k, t in zip(nk.tolist(), nt.tolist())] +
@@ -72,8 +70,8 @@ def test_due_seeds_are_the_new_and_the_complete_pending_sorted(s, plain):
 
 
 @settings(max_examples=200, deadline=None)
-@given(seeds() | many_seeds(), st.data(), st.booleans())
-def test_merge_pending_is_the_sorted_distinct_union(s, data, plain):
+@given(seeds() | many_seeds(), st.data(), st.sampled_from(MODES))
+def test_merge_pending_is_the_sorted_distinct_union(s, data, impl):
     _, _, pk, pt, _ = s
     depth = pt.shape[1]
     waiting = np.array(data.draw(st.lists(st.booleans(), min_size=len(pk), max_size=len(pk))), dtype=bool)
@@ -81,10 +79,24 @@ def test_merge_pending_is_the_sorted_distinct_union(s, data, plain):
     n = data.draw(st.sampled_from([0, 1, 10, RADIX_ROWS_ABOVE + 50]))
     P = np.column_stack([data.draw(hnp.arrays(np.int64, n, elements=st.integers(0, len(keys) - 1))),
                          data.draw(hnp.arrays(np.int64, (n, 2), elements=st.integers(0, 3)))]).astype(np.int64)
-    kernel = merge_pending.plain if plain else merge_pending
+    kernel = as_run(merge_pending, impl)
     ok, ot = kernel(pk, pt, waiting, keys, P)
     _check(ok, ot)
     want = sorted({(k, *t) for k, t, w in zip(pk.tolist(), pt.tolist(), waiting.tolist()) if w} |
                   {(int(keys[p[0]]), *p[1:1 + depth]) for p in P.tolist()})
     assert [(k, *t) for k, t in zip(ok.tolist(), ot.tolist())] == want
     assert ot.shape[1] == depth
+
+
+def test_native_seed_kernels_check_their_arguments():
+    """Times narrower than the bound, or groups outside the keys, would be read out of bounds: ValueErrors."""
+    one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    with pytest.raises(ValueError, match="due_seeds: times have fewer coordinates"):
+        as_run(due_seeds, "native")(one, np.zeros((1, 1), dtype=np.int64), none, np.zeros((0, 2), dtype=np.int64),
+                                    np.array([1, 1]))
+    with pytest.raises(ValueError, match="due_seeds: nk and nt"):
+        as_run(due_seeds, "native")(one, np.zeros((2, 1), dtype=np.int64), none, np.zeros((0, 1), dtype=np.int64),
+                                    np.array([1]))
+    with pytest.raises(ValueError, match="merge_pending: P holds a group outside keys"):
+        as_run(merge_pending, "native")(none, np.zeros((0, 1), dtype=np.int64), np.zeros(0, dtype=bool), one,
+                                        np.array([[1, 0, 0]]))

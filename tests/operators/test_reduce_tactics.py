@@ -53,7 +53,7 @@ def _in_loop(x, logic, tactic):
 
 
 #: Rows of one int field widened to the schema a test asks for: a second int field (records of two
-#: fields: the compiled reads match values as well as keys), or a float one (the per-batch reads).
+#: fields: the kernels' table reads match values as well as keys), or a float one (the per-batch reads).
 WIDEN = {("i",): lambda r: r, ("i", "i"): lambda r: (r[0], r[0] % 3), ("i", "f"): lambda r: (r[0], (r[0] % 3) / 2)}
 
 
@@ -134,7 +134,7 @@ def test_loop_tactic_matches_the_reference(logic, schedule):
 @given(logic=st.just("distinct"), schema=st.sampled_from([("i", "i"), ("i", "f")]),
        schedule=schedules({"x": int_rows(1, 0, 15)}, max_updates=20, diffs=(1, 1, 1, -1)))
 def test_loop_tactic_matches_the_reference_on_records_of_two_fields(logic, schema, schedule):
-    """Two int fields: the compiled reads find each group's value rows; an int and a float: the per-batch reads."""
+    """Two int fields: the kernels' reads find each group's value rows; an int and a float: the per-batch reads."""
     assert _run(_in_loop, logic, LoopTactic, schedule, schema) == _run(_in_loop, logic, GeneralTactic, schedule, schema)
 
 

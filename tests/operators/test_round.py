@@ -4,8 +4,8 @@ A fused run must be the unfused run (routes still on) and the run with
 neither: the same output at every step, the same counters and records
 held on every operator, the same seeds pending and input held at every
 reduce, the same column kinds on every node.  The round
-kernel, compiled, is checked against its plain self on the arguments a
-run passes it, arenas included.
+kernel, native, is checked against its plain reference on the
+arguments a run passes it, arenas included.
 """
 from __future__ import annotations
 
@@ -20,10 +20,8 @@ import ddflow.operators.route as route_module
 from ddflow.operators.reduce.iterate import LoopTactic
 from ddflow.operators.reduce.walk import MODES, WalkTactic
 from ddflow.operators.round import ROUND, round_of
-from tests.operators.test_route import _steps, schedules
-
-#: Calls kernels with argument types of its own: they compile in the test process, so it runs last (conftest.py).
-pytestmark = pytest.mark.compiles
+from kernel_modes import as_run
+from tests.operators.test_route import _steps, same_writes, schedules
 
 
 def _bodies(edges):
@@ -120,22 +118,24 @@ def _arena_words(buf, T, rows, lo, hi):
     return R.tolist(), buf[lo:hi].tolist()
 
 
-def test_the_round_kernel_compiled_is_its_plain_self_on_a_run():
-    """Every call of a run of the fused bodies: compiled and plain give the same, words too, walks and chains included."""
-    kernel = round_module.loop_round
+def test_the_round_kernel_native_is_its_plain_reference_on_a_run():
+    """Every call of a run of the fused bodies: native and plain give the same, words too, walks and chains
+    included."""
+    kernel, other = as_run(round_module.loop_round, "native"), as_run(round_module.loop_round, "plain")
     stages, written, chains = [], [], []
 
     def both(*args):
         args = list(args)
         copies = [a.copy() if isinstance(a, np.ndarray) and a.flags.writeable else a for a in args]
         got = kernel(*args)
-        want = kernel.plain(*copies)
+        want = other(*copies)
         assert len(got) == len(want)
         for g, w in zip(got, want):
             if isinstance(g, np.ndarray):
                 assert g.shape == w.shape and g.tolist() == w.tolist()
             else:
                 assert g == w
+        same_writes(args, copies)  # every word and table row, where the checks below compare what was written
         # The arenas' (buf, used, T, at) are arguments 5-8, 14-17 and 27-30; the words used after each round
         # run are columns 2, 5 and 7 of the rounds' rows (result 1), a batch written where they grow.
         rounds = got[1].tolist()
@@ -322,3 +322,34 @@ def test_a_chain_stops_at_max_iterations():
     errors = _errors_fused_and_not(schedule, _path_reach(29), ddflow.NonConvergence, spy)
     assert errors[0] == errors[1] and "max_iterations=29" in errors[0] and "iteration 30" in errors[0]
     assert max(chains) > 1
+
+
+def test_the_native_round_kernel_refuses_arrays_that_do_not_fit_together():
+    """What loop_round itself reads is checked at its entry (ValueError); the kernels it calls check theirs."""
+    from ddflow.base.native import native_module
+
+    loop_round = native_module().operators.loop_round
+    i64 = np.int64
+
+    def args(**change):
+        a = dict(K=np.zeros((1, 4), i64), diffs=np.ones(1, i64), m=2, bound=np.array([5, 5], i64),
+                 idx1=np.array([0, 1], i64), buf1=np.zeros(400, i64), used1=0, T1=np.zeros((2, 11), i64), at1=0,
+                 ET=np.zeros((0, 11), i64), e_arity=2, delta_left=True, limit=1 << 20, idx2=np.array([0, 1], i64),
+                 buf2=np.zeros(400, i64), used2=0, T2=np.zeros((2, 11), i64), at2=0, pk=np.zeros((0, 2), i64),
+                 pt=np.zeros((0, 2), i64), out_arity=2, code=0, walk=-1, k=1, sort_above=64, hk=np.zeros(0, i64),
+                 ht=np.zeros((0, 2), i64), bufO=np.zeros(400, i64), usedO=0, TO=np.zeros((2, 11), i64), atO=0,
+                 small=32, chain=1, rk=np.zeros(0, i64), rt=np.zeros((0, 2), i64))
+        a.update(change)
+        return list(a.values())
+
+    # The feedback written, nothing joined (the other side is empty): a round with no output, as the reference has it.
+    assert loop_round(*args())[0] == as_run(round_module.loop_round, "plain")(*args())[0] == ROUND
+    for change, what in ((dict(m=4), "m >= 1 columns and then its times"),
+                         (dict(idx2=np.zeros(0, i64)), "must not be empty"),
+                         (dict(at2=3), "must lie in their tables"),
+                         (dict(hk=np.zeros(1, i64)), "held keys hk"),
+                         (dict(rk=np.zeros(1, i64), rt=np.zeros((1, 1), i64)), "held keys rk"),
+                         (dict(walk=0, pk=np.zeros((1, 0), i64), pt=np.zeros((1, 2), i64)), "pending keys pk"),
+                         (dict(small=256), "ARENA_ROWS")):
+        with pytest.raises(ValueError, match=what):
+            loop_round(*args(**change))

@@ -4,8 +4,9 @@ A routed run must be the unrouted run exactly: the same output at every
 step, the same counters and records held on every operator, the same
 column kinds fixed on every node.
 The kernels that route (``join_table_into``, ``feedback_round_into``),
-compiled and plain, are checked against the kernels they extend followed
-by the projection and ``arena_insert``.
+plain and native, are checked against the kernels they extend followed
+by the projection and ``arena_insert``; and the native ones against
+their plain references on copies of the arenas an engine run writes into.
 """
 from __future__ import annotations
 
@@ -18,9 +19,7 @@ from hypothesis.extra import numpy as hnp
 import ddflow
 import ddflow.operators.route as route_module
 from ddflow.operators.route import route_of
-
-#: Calls kernels with argument types of its own: they compile in the test process, so it runs last (conftest.py).
-pytestmark = pytest.mark.compiles
+from kernel_modes import MODES, as_run
 
 
 def _build(edges):
@@ -170,8 +169,8 @@ def _arena_batch(arena, used, n):
 
 
 @settings(max_examples=200, deadline=None)
-@given(join_steps(), st.booleans(), st.data())
-def test_join_table_into_is_join_table_then_the_insert(s, plain, data):
+@given(join_steps(), st.sampled_from(MODES), st.data())
+def test_join_table_into_is_join_table_then_the_insert(s, impl, data):
     """The join's output, consolidated (by numpy past SMALL_ROWS) and projected, is the batch written into the arena.
 
     Past ``SMALL_ROWS`` the kernel writes it where it has at most
@@ -193,7 +192,7 @@ def test_join_table_into_is_join_table_then_the_insert(s, plain, data):
     buf, _, At, at = arena.target()
     most = len(buf) - words_for(SMALL_ROWS, len(idx), depth)
     used = data.draw(st.integers(0, most) | st.just(most), label="used")
-    kernel = join_table_into.plain if plain else join_table_into
+    kernel = as_run(join_table_into, impl)
     M2, D2, status2, k, cols, ts, ds, now_used = kernel(T, C, times, diffs, 2, depth, left, 1 << 20, idx, buf, used,
                                                         At, at)
     assert M2.tolist() == M.tolist() and D2.tolist() == D.tolist()
@@ -210,7 +209,8 @@ def test_join_table_into_is_join_table_then_the_insert(s, plain, data):
     if status != 0:
         return
     assert k == len(sums)
-    K = np.column_stack([OC[idx].T, OT]).reshape(len(sums), len(idx) + depth)
+    # C-contiguous, as the native insert takes its rows (column_stack of F-ordered parts is F-ordered).
+    K = np.ascontiguousarray(np.column_stack([OC[idx].T, OT]).reshape(len(sums), len(idx) + depth))
     ref = _arena_for(len(idx), depth)
     rb, _, rT, rat = ref.target()
     rc, rt, rd, rused, overflow = arena_insert(K, sums.copy(), len(idx), rb, used, rT, rat)
@@ -222,8 +222,8 @@ def test_join_table_into_is_join_table_then_the_insert(s, plain, data):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.data(), st.booleans())
-def test_feedback_round_into_is_feedback_round_then_the_insert(data, plain):
+@given(st.data(), st.sampled_from(MODES))
+def test_feedback_round_into_is_feedback_round_then_the_insert(data, impl):
     from ddflow.operators.iterate import feedback_round, feedback_round_into
     from ddflow.traces.arena import arena_insert
 
@@ -237,16 +237,97 @@ def test_feedback_round_into_is_feedback_round_then_the_insert(data, plain):
     idx = np.array(data.draw(st.lists(st.integers(0, m - 1), min_size=1, max_size=3)), dtype=np.int64)
     C, T, D, due, overflow = feedback_round(K, diffs, m, bound)
     arena = _arena_for(len(idx), 2)
-    kernel = feedback_round_into.plain if plain else feedback_round_into
+    kernel = as_run(feedback_round_into, impl)
     k, cols, ts, ds, due2, overflow2, used = kernel(K, diffs, m, bound, idx, *arena.target())
     assert (due2, overflow2) == (due, overflow)
     if not due or overflow:
         return
     assert k == len(D)
     ref = _arena_for(len(idx), 2)
-    P = np.column_stack([C[idx].T, T]).reshape(len(D), len(idx) + 2)
+    P = np.ascontiguousarray(np.column_stack([C[idx].T, T]).reshape(len(D), len(idx) + 2))
     rc, rt, rd, rused, _ = arena_insert(P, D.copy(), len(idx), *ref.target())
     assert [c.tolist() for c in cols] == [c.tolist() for c in rc] and ts.tolist() == rt.tolist()
     assert ds.tolist() == rd.tolist() and used == rused
     if len(ds):
         assert _arena_batch(arena, used, len(ds)) == _arena_batch(ref, rused, len(rd))
+
+
+def as_offsets(T, bufs):
+    """Table ``T`` with each entry that is an address into one of ``bufs`` made its offset there (a list)."""
+    R = T.copy()
+    for buf in bufs:
+        base = buf.ctypes.data
+        inside = (T >= base) & (T < base + buf.nbytes)
+        R[inside] = T[inside] - base
+    return R.tolist()
+
+
+def same_writes(args, copies):
+    """The writable arguments ``args`` of a kernel as their ``copies`` after its twin ran on them: the 1-d ones
+    (arenas' buffers) word for word, the 2-d ones (tables) with their addresses into an arena compared as offsets
+    into it (into the real one or its copy alike: old rows, and stale ones past a table's last, point into the
+    real arenas, or anywhere, in both)."""
+    bufs = [i for i, a in enumerate(args) if isinstance(a, np.ndarray) and a.flags.writeable and a.ndim == 1]
+    arenas = [args[j] for j in bufs] + [copies[j] for j in bufs]
+    for i, (a, c) in enumerate(zip(args, copies)):
+        if not isinstance(a, np.ndarray) or not a.flags.writeable:
+            continue
+        if a.ndim == 1:
+            assert a.tolist() == c.tolist(), f"argument {i}"
+        else:
+            assert as_offsets(a, arenas) == as_offsets(c, arenas), f"argument {i}"
+
+
+def same_results_and_writes(kernel, twin, args):
+    """``kernel(*args)``, after ``twin`` ran on copies of the writable arguments: the same results, and the same
+    writes into the arenas (:func:`same_writes`): how a kernel that writes through the addresses of its arguments
+    is checked against its reference."""
+    copies = [a.copy() if isinstance(a, np.ndarray) and a.flags.writeable else a for a in args]
+    want = twin(*copies)
+    got = kernel(*args)
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        if isinstance(g, np.ndarray):
+            assert g.shape == w.shape and g.tolist() == w.tolist(), f"result {i}"
+        else:
+            assert g == w, f"result {i}: {g!r} != {w!r}"
+    same_writes(args, copies)
+    return got
+
+
+def test_the_routing_kernels_native_are_the_references_on_the_arenas_of_a_run():
+    """Every call of ``join_table_into`` and ``feedback_round_into`` in runs of routed bodies (rounds not fused,
+    so that both are called from Python): the native kernel returns what the plain reference, on copies of the
+    arguments, returns, and writes the same words and table rows into the arenas as it into its copies."""
+    import ddflow.operators.iterate as iterate_module
+    import ddflow.operators.join as join_module
+    import ddflow.operators.round as round_module
+
+    calls = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(round_module, "_find", lambda node: None)
+        for module, name in ((join_module, "join_table_into"), (iterate_module, "feedback_round_into")):
+            kernel, twin = as_run(getattr(module, name), "native"), as_run(getattr(module, name), "plain")
+
+            def spy(*args, _kernel=kernel, _twin=twin, _name=name):
+                got = same_results_and_writes(_kernel, _twin, args)
+                calls.setdefault(_name, set()).add(got[2] if _name == "join_table_into" else (got[4], got[5]))
+                return got
+            mp.setattr(module, name, spy)
+        rng = np.random.default_rng(11)
+        schedule, t, present = [], 0, []
+        for _ in range(16):
+            rows, times, diffs = [], [], []
+            for _ in range(4):
+                if present and rng.random() < 0.4:
+                    rows.append(present.pop(int(rng.integers(len(present)))))
+                    diffs.append(-1)
+                else:
+                    rows.append((int(rng.integers(8)), int(rng.integers(8))))
+                    diffs.append(1)
+                times.append(t + int(rng.integers(2)))
+            present += [r for r, d in zip(rows, diffs) if d > 0]
+            t += 2
+            schedule.append((rows, times, diffs, t))
+        _steps(schedule)
+    assert 0 in calls["join_table_into"] and (True, False) in calls["feedback_round_into"], calls

@@ -1,4 +1,5 @@
-"""Session windows against a from-scratch sessionization at every complete time, and their kernel compiled and plain.
+"""Session windows against a from-scratch sessionization at every complete time, and their kernel (native) against
+its plain reference.
 
 Streams are random signed updates over a few keys with colliding ``ts``
 and fields (duplicates, removals that split sessions, and without
@@ -13,10 +14,16 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ddflow
+from ddflow.base.native import native_module
 from ddflow.errors import SchemaError
 from ddflow.operators.session import session_step
+from kernel_modes import as_run
+
+I64 = np.iinfo(np.int64)
 
 
 def sessions_from_scratch(acc: Counter, gap: int, now: int | None) -> Counter:
@@ -119,16 +126,80 @@ def _random_state(rng: np.random.Generator, gap: int):
     return R, C, S, E, U[order], ut[order], ud[order]
 
 
+def _same_results(got, ref):
+    assert len(got) == len(ref) == 8
+    for i, (g, r) in enumerate(zip(got, ref)):
+        assert np.shape(g) == np.shape(r) and np.array_equal(g, r), f"result {i}: {g!r} != {r!r}"
+
+
 @pytest.mark.parametrize("seed", range(60))
-def test_session_step_compiled_equals_plain(seed):
+def test_session_step_native_equals_plain(seed):
     rng = np.random.default_rng(seed)
     gap = int(rng.integers(1, 5))
     expire = bool(seed % 2)
     args = (*_random_state(rng, gap), int(rng.integers(21, 40)), gap, expire)
-    got, ref = session_step(*args), session_step.plain(*args)
-    assert len(got) == len(ref) == 8
-    for g, r in zip(got, ref):
-        assert np.array_equal(g, r)
+    _same_results(as_run(session_step, "native")(*args), as_run(session_step, "plain")(*args))
+
+
+@st.composite
+def _edge_inputs(draw):
+    """A state that keeps the operator's invariant (every record shown in its session, ``ts + gap`` in int64), with
+    counts and diffs at int64's ends, event times at the edge of overflowing with the gap, and sometimes unsorted
+    updates or state (a precondition broken: the native kernel must give the reference's answer, not crash)."""
+    gap = draw(st.sampled_from([1, 3, 1 << 62]))
+    w = draw(st.integers(2, 4))
+    edge_ts = I64.max - gap - 1  # the largest ts a record may have
+    small = st.integers(0, 12)
+    ts = small | small | st.sampled_from([edge_ts, edge_ts - 1, I64.min])
+    field = st.integers(-1, 1) | st.sampled_from([I64.min, I64.max])
+    recs = draw(st.sets(st.tuples(st.integers(0, 2), ts, *[field] * (w - 2)), max_size=8))
+    R = np.array(sorted(recs), dtype=np.int64).reshape(-1, w)
+    count = st.sampled_from([-1, 1, 2, I64.max, I64.min, I64.max - 1, I64.min + 1])
+    C = np.array([draw(count) for _ in range(len(R))], dtype=np.int64)
+    shown = sessions_from_scratch(Counter({tuple(r): int(c) for r, c in zip(R.tolist(), C)}), gap, None)
+    span = {r[:w]: r[w:] for r in shown}
+    S = np.array([span[tuple(r)][0] for r in R.tolist()], dtype=np.int64)
+    E = np.array([span[tuple(r)][1] for r in R.tolist()], dtype=np.int64)
+    ups = draw(st.lists(st.tuples(st.tuples(st.integers(0, 3), small | ts, *[field] * (w - 2)),
+                                  st.integers(0, 30), count), max_size=10))
+    if ups and draw(st.integers(0, 3)) == 0:  # a new record whose ts + gap passes int64
+        x = draw(st.integers(0, len(ups) - 1))
+        ups[x] = ((ups[x][0][0], edge_ts + 1, *ups[x][0][2:]), *ups[x][1:])
+    ups.sort(key=lambda u: (u[0][0], u[1], u[0][1:]))
+    if draw(st.booleans()) and len(ups) > 1:
+        ups = draw(st.permutations(ups))
+    if draw(st.booleans()) and len(R) > 1:
+        perm = np.array(draw(st.permutations(range(len(R)))))
+        R, C, S, E = R[perm], C[perm], S[perm], E[perm]
+    U = np.array([u[0] for u in ups], dtype=np.int64).reshape(-1, w)
+    ut = np.array([u[1] for u in ups], dtype=np.int64)
+    ud = np.array([u[2] for u in ups], dtype=np.int64)
+    limit = draw(st.sampled_from([int(ut.max()) + 1 if len(ut) else 0, 31, 1 << 40, I64.max]))
+    return R, C, S, E, U, ut, ud, limit, gap, draw(st.booleans())
+
+
+@settings(max_examples=400)
+@given(_edge_inputs())
+def test_the_native_session_step_equals_the_reference_at_the_edges(args):
+    with np.errstate(over="ignore"):  # the reference wraps a shown count's change as int64 does
+        ref = as_run(session_step, "plain")(*args)
+    _same_results(as_run(session_step, "native")(*args), ref)
+
+
+def test_the_native_session_step_refuses_arrays_that_do_not_fit_together():
+    step = native_module().operators.session_step
+    R, C = np.zeros((2, 3), dtype=np.int64), np.zeros(2, dtype=np.int64)
+    U, ut = np.zeros((1, 3), dtype=np.int64), np.zeros(1, dtype=np.int64)
+    with pytest.raises(ValueError, match="one entry per row of R"):
+        step(R, C[:1], C, C, U, ut, ut, 5, 1, True)
+    with pytest.raises(ValueError, match="one entry per row of U"):
+        step(R, C, C, C, U, ut[:0], ut, 5, 1, True)
+    with pytest.raises(ValueError, match="the state R's columns"):
+        step(R, C, C, C, U[:, :2].copy(), ut, ut, 5, 1, True)
+    with pytest.raises(ValueError, match="a key and a ts"):
+        step(R[:, :1].copy(), C, C, C, U[:, :1].copy(), ut, ut, 5, 1, True)
+    with pytest.raises(TypeError):  # int32 rows: no silent conversion
+        step(R.astype(np.int32), C, C, C, U, ut, ut, 5, 1, True)
 
 
 def test_a_count_past_int64_names_the_operator_and_keeps_the_state():

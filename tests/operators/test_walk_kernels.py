@@ -1,4 +1,4 @@
-"""The walk's value ranking and row assembly (``reduce/keywalk.py``), compiled and plain, against references."""
+"""The walk's kernels (``reduce/keywalk.py``, ``reduce/walk.py``), plain and native, against references."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,13 +8,12 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from ddflow.base.consolidate import consolidate
+from ddflow.base.native import reference
 from ddflow.base.updates import Updates
 from ddflow.operators.reduce.keywalk import rank_values, walk_rows
 from ddflow.operators.reduce.walk import _dense_rank, _narrow_int_range
+from kernel_modes import MODES, as_run
 from tests.operators.test_loop_kernels import group_histories
-
-#: Calls kernels with argument types of its own: they compile in the test process, so it runs last (conftest.py).
-pytestmark = pytest.mark.compiles
 
 
 @st.composite
@@ -28,8 +27,8 @@ def histories(draw):
 
 
 @settings(max_examples=200, deadline=None)
-@given(histories(), st.booleans(), st.booleans(), st.booleans())
-def test_rank_values_ranks_as_the_numpy_reference(h, plain, by_numpy, by_radix):
+@given(histories(), st.sampled_from(MODES), st.booleans(), st.booleans())
+def test_rank_values_ranks_as_the_numpy_reference(h, impl, by_numpy, by_radix):
     """``by_numpy``: the order given; else sorted in the kernel, one value by radix (``by_radix``) or all by rows."""
     Ci, Co, m = h
     cols = [np.concatenate([Ci[1 + c], Co[1 + c]]) for c in range(m)]
@@ -38,7 +37,7 @@ def test_rank_values_ranks_as_the_numpy_reference(h, plain, by_numpy, by_radix):
     given = np.zeros(0, dtype=np.int64)
     if ref_lo is None and n and by_numpy:  # the order numpy gives many rows (unstable for one column)
         given = np.argsort(cols[0]) if m == 1 else np.lexsort(cols[::-1])
-    kernel = rank_values.plain if plain else rank_values
+    kernel = as_run(rank_values, impl)
     rank, first, n_values, lo, narrow = kernel(Ci, Co, m, given, 0 if by_radix else 1 << 30)
     assert bool(narrow) == (ref_lo is not None)
     if narrow:
@@ -51,8 +50,8 @@ def test_rank_values_ranks_as_the_numpy_reference(h, plain, by_numpy, by_radix):
 
 
 @settings(max_examples=200, deadline=None)
-@given(histories(), st.data(), st.booleans(), st.booleans(), st.booleans())
-def test_walk_rows_lays_out_the_emitted_rows(h, data, numbered, loop, plain):
+@given(histories(), st.data(), st.booleans(), st.booleans(), st.sampled_from(MODES))
+def test_walk_rows_lays_out_the_emitted_rows(h, data, numbered, loop, impl):
     Ci, Co, m = h
     rank, first, n_values, lo, narrow = rank_values(Ci, Co, m, np.zeros(0, dtype=np.int64), 1 << 30)
     if not n_values:
@@ -67,7 +66,7 @@ def test_walk_rows_lays_out_the_emitted_rows(h, data, numbered, loop, plain):
     if not numbered:
         E[:, 2] = 0  # as key_walk leaves it: the number is 0 but in mode 3
     depth, r = (2, 5) if loop else (1, 0)
-    kernel = walk_rows.plain if plain else walk_rows
+    kernel = as_run(walk_rows, impl)
     C, T, D, overflow = kernel(E, keys, first, lo, narrow, Ci, Co, m, numbered, depth, r)
     assert not overflow
     vals = [np.concatenate([Ci[1 + c], Co[1 + c]]) for c in range(m)]
@@ -101,13 +100,13 @@ def _walk_trace(draw, depth: int, r: int):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.data(), st.sampled_from(["min", "max", "top_k"]), st.sampled_from([1, 2]), st.booleans())
-def test_walk_step_writes_a_small_output_into_the_arena_as_its_trie(data, logic, depth, plain):
+@given(st.data(), st.sampled_from(["min", "max", "top_k"]), st.sampled_from([1, 2]), st.sampled_from(MODES))
+def test_walk_step_writes_a_small_output_into_the_arena_as_its_trie(data, logic, depth, impl):
     """The one-call min/max/top_k step given an arena and given none: the same output and pending seeds, and
     the batch it writes into the arena (a few updates) is the trie it builds otherwise."""
     from ddflow.base.kernels import SMALL_ROWS
     from ddflow.operators.reduce.tactic import DONE
-    from ddflow.operators.reduce.walk import MODES, walk_step
+    from ddflow.operators.reduce.walk import MODES as WALK_MODES, walk_step
     from ddflow.traces.arena import Arena
     from ddflow.traces.layout import BatchTable, build_trie
 
@@ -123,9 +122,9 @@ def test_walk_step_writes_a_small_output_into_the_arena_as_its_trie(data, logic,
     pt = np.column_stack([data.draw(hnp.arrays(np.int64, len(pk), elements=st.integers(0, 6)))]
                          + ([np.full(len(pk), r, dtype=np.int64)] if depth == 2 else [])).reshape(len(pk), depth)
     pt = pt.astype(np.int64)
-    nt.flags.writeable = False  # as the tactic passes it: the warm-up's signature, loaded from the cache
-    kernel = walk_step.plain if plain else walk_step
-    args = (MODES[logic], 2, nk, nt, pk, pt, bound, in_T, out_T, 1 << 30)
+    nt.flags.writeable = False  # as the tactic passes it (the native binding takes it as a read-only view)
+    kernel = as_run(walk_step, impl)
+    args = (WALK_MODES[logic], 2, nk, nt, pk, pt, bound, in_T, out_T, 1 << 30)
     none = kernel(*args, np.empty(0, dtype=np.int64), 0, np.empty((0, 1), dtype=np.int64), 0, 0)
     arena = Arena(("i", "i"), depth, 8, BatchTable(out_T, []))
     buf, used, T, at = arena.target()
@@ -165,8 +164,8 @@ def _key_walk(kernel, mode, r, seeds, hin, hout):
 
 
 @settings(max_examples=400, deadline=None)
-@given(group_histories(st.integers(0, 3)), st.sampled_from([0, 1]), st.booleans())
-def test_a_min_or_max_pends_the_first_round_whose_visit_emits(h, mode, plain):
+@given(group_histories(st.integers(0, 3)), st.sampled_from([0, 1]), st.sampled_from(MODES))
+def test_a_min_or_max_pends_the_first_round_whose_visit_emits(h, mode, impl):
     """A min's (max's) walk at round ``r`` pends the least later iteration whose visit would emit something.
 
     The reference makes every visit: round ``r``'s output joins the output
@@ -179,7 +178,7 @@ def test_a_min_or_max_pends_the_first_round_whose_visit_emits(h, mode, plain):
     """
     from ddflow.operators.reduce.keywalk import EXTREME_CHANGE_WORK, key_walk
 
-    kernel = key_walk.plain if plain else key_walk
+    kernel = as_run(key_walk, impl)
     r, hin, hout, seeds = h
     if mode == 1:  # a max is a min of the values reversed: the same top_k of one, in reverse
         flip = lambda rows: sorted((a, i, 3 - v, d) for a, i, v, d in rows)  # noqa: E731
@@ -201,3 +200,207 @@ def test_a_min_or_max_pends_the_first_round_whose_visit_emits(h, mode, plain):
                 want = L
                 break
     assert [tuple(p) for p in P.tolist()] == ([(0, a, want) for a in candidates] if want is not None else [])
+
+
+@st.composite
+def key_walk_inputs(draw):
+    """``key_walk``'s arguments: a few groups' seeds and histories sorted by (group, outer time), any mode, ties and
+    parts as the tactic makes them (nondecreasing), numbers of a numbered output history in 1..k."""
+    mode, k = draw(st.integers(0, 5)), draw(st.integers(0, 3))
+    n_values, G, r = draw(st.integers(1, 5)), draw(st.integers(1, 3)), draw(st.integers(0, 3))
+    bound_a = draw(st.sampled_from([1 << 40, 3, 5]))
+    col = lambda h, c: np.array([x[c] for x in h], dtype=np.int64)  # noqa: E731
+    key = st.integers(0, G - 1)
+    seeds = sorted(set(draw(st.lists(st.tuples(key, st.integers(0, 6)), max_size=5))))
+    row = st.tuples(key, st.integers(0, 6), st.integers(0, 5), st.integers(0, n_values - 1),
+                    st.sampled_from([-1, 1, 1, 2]))
+    hin = sorted(draw(st.lists(row, max_size=12)))
+    hout = sorted(draw(st.lists(row, max_size=8)))
+    out_n = (draw(hnp.arrays(np.int64, len(hout), elements=st.integers(1, max(k, 1)))) if mode >= 3 and k
+             else np.zeros(len(hout), dtype=np.int64))
+    if mode >= 3 and not k:  # no numbered output can exist: keep the output history unnumbered-free
+        hout = []
+        out_n = out_n[:0]
+
+    def groups_of():  # nondecreasing from 0, one per value rank
+        return np.cumsum([0] + draw(st.lists(st.integers(0, 1), min_size=n_values - 1, max_size=n_values - 1)))
+
+    tie = groups_of().astype(np.int64) if mode >= 4 else np.zeros(0, dtype=np.int64)
+    part = groups_of().astype(np.int64) if mode >= 2 and draw(st.booleans()) else np.zeros(0, dtype=np.int64)
+    return (mode, k, r, bound_a, n_values, col(seeds, 0), col(seeds, 1),
+            col(hin, 0), col(hin, 1), col(hin, 2), col(hin, 3), col(hin, 4),
+            col(hout, 0), col(hout, 1), col(hout, 2), col(hout, 3), col(hout, 4), out_n, tie, part)
+
+
+@settings(max_examples=600, deadline=None)
+@given(key_walk_inputs())
+def test_key_walk_native_is_the_reference(args):
+    """The native walk's output rows and pending times equal the plain reference's, in every mode."""
+    from ddflow.operators.reduce.keywalk import key_walk
+
+    want = reference(key_walk)(*args)
+    got = as_run(key_walk, "native")(*args)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tolist() == b.tolist()
+
+
+def test_key_walk_rejects_an_output_number_outside_1_to_k_as_the_reference_does():
+    from ddflow.operators.reduce.keywalk import key_walk
+
+    one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    args = (3, 2, 0, 1 << 40, 1, one, one, none, none, none, none, none, one, one, one, one, one + 1, one + 3,
+            none, none)
+    for impl in MODES:
+        with pytest.raises(ValueError, match="an output row number outside 1..k"):
+            as_run(key_walk, impl)(*args)
+
+
+def test_native_walk_kernels_check_their_arguments():
+    """Value ranks index the walk's arrays: out of range, or parts out of order, is a ValueError, not a crash."""
+    from ddflow.operators.reduce.keywalk import key_walk, rank_values, walk_rows
+
+    one, none = np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    walk = as_run(key_walk, "native")
+    hist = (one, one, one, one, one)
+
+    def call(mode=0, n_values=1, in_v=one, tie=none, part=none, out=(none,) * 6):
+        return walk(mode, 1, 0, 1 << 40, n_values, one, one, *hist[:3], in_v, one, *out, tie, part)
+    with pytest.raises(ValueError, match="key_walk: in_v holds a value rank"):
+        call(in_v=one + 1)
+    with pytest.raises(ValueError, match="key_walk: the input history"):
+        call(in_v=none)
+    with pytest.raises(ValueError, match="key_walk: tie needs"):
+        call(mode=4)
+    with pytest.raises(ValueError, match="key_walk: part is not nondecreasing"):
+        call(mode=2, n_values=2, part=np.array([1, 0]))
+    with pytest.raises(ValueError, match="rank_values: order holds an index"):
+        as_run(rank_values, "native")(np.zeros((2, 2), dtype=np.int64), np.zeros((2, 0), dtype=np.int64), 1,
+                                      np.array([0, 5]), 0)
+    E = np.array([[3, 0, 0, 0, 1]], dtype=np.int64)
+    with pytest.raises(ValueError, match="walk_rows: E holds a group outside keys"):
+        as_run(walk_rows, "native")(E, one, one, 0, True, np.zeros((2, 1), dtype=np.int64),
+                                    np.zeros((2, 0), dtype=np.int64), 1, False, 1, 0)
+
+
+def same_step(got, want, row_at: int) -> None:
+    """Two one-call steps' results alike: every array and number equal, but the table row at ``row_at``, whose
+    counts must be equal and whose addresses each must point at its own step's arrays (its times and diffs)."""
+    from ddflow.traces.layout import DIFFS, NKEYS, NUPD, NVALS, TIMES
+
+    assert len(got) == len(want)
+    for i, (a, b) in enumerate(zip(got, want)):
+        if i == row_at:
+            continue
+        if isinstance(b, np.ndarray):
+            assert a.dtype == b.dtype and a.shape == b.shape and a.tolist() == b.tolist(), i
+        else:
+            assert a == b, i
+    a, b = got[row_at], want[row_at]
+    assert len(a) == len(b) and (not len(a) or a[[NKEYS, NVALS, NUPD]].tolist() == b[[NKEYS, NVALS, NUPD]].tolist())
+    for row, res in ((a, got), (b, want)):
+        if len(row):
+            assert (row[TIMES], row[DIFFS]) == (res[1].ctypes.data, res[2].ctypes.data)
+
+
+def _walk_seeds(draw, depth, r):
+    """New seeds (read-only times, as a batch hands them) and pending ones (sorted unique keys) for a walk step."""
+    nn, npd = draw(st.integers(0, 6)), draw(st.integers(0, 4))
+    nk = draw(hnp.arrays(np.int64, nn, elements=st.integers(0, 3)))
+    nt = np.column_stack([draw(hnp.arrays(np.int64, nn, elements=st.integers(0, 6)))]
+                         + ([np.full(nn, r, dtype=np.int64)] if depth == 2 else [])).reshape(nn, depth).astype(np.int64)
+    pk = np.unique(draw(hnp.arrays(np.int64, npd, elements=st.integers(0, 3))))
+    pt = np.column_stack([draw(hnp.arrays(np.int64, len(pk), elements=st.integers(0, 6)))]
+                         + ([np.full(len(pk), r, dtype=np.int64)] if depth == 2 else [])).reshape(len(pk), depth)
+    nt.flags.writeable = False
+    return nk, nt, pk, pt.astype(np.int64)
+
+
+def _arena_written(run, out_T, depth, small):
+    """``run(buf, used, T, at, small)`` into a fresh arena after ``out_T``: its result, and the batch it wrote
+    (keys, key offsets, values, value offsets, times, diffs as lists), or None."""
+    from ddflow.traces.arena import Arena
+    from ddflow.traces.layout import BatchTable
+
+    arena = Arena(("i", "i"), depth, 8, BatchTable(out_T, []))
+    buf, used, T, at = arena.target()
+    res = run(buf, used, T, at, small)
+    if res[-1] == used:
+        return res, None
+    arena.written(res[-1], len(res[2]))
+    b = arena.batches()[0]
+    arena._check()
+    return res, (b.keys.tolist(), b.key_offs.tolist(), [v.tolist() for v in b.vals], b.val_offs.tolist(),
+                 b.times.tolist(), b.diffs.tolist())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), st.sampled_from(["min", "max", "top_k"]), st.sampled_from([1, 2]), st.booleans())
+def test_walk_step_native_is_the_reference(data, logic, depth, to_arena):
+    """The native one-call step against its plain reference on the same traces and seeds: the output, its trie, the
+    pending set and the status, and (given an arena) the batch it writes there."""
+    from ddflow.base.kernels import SMALL_ROWS
+    from ddflow.operators.reduce.walk import MODES as WALK_MODES, walk_step
+
+    r = data.draw(st.integers(0, 2)) if depth == 2 else 0
+    bound = np.array([data.draw(st.integers(1, 5))] + ([r + 1] if depth == 2 else []), dtype=np.int64)
+    in_trace, out_trace = _walk_trace(data.draw, depth, r), _walk_trace(data.draw, depth, r)
+    in_T, out_T = in_trace.spine.table().matrix, out_trace.spine.table().matrix
+    args = (WALK_MODES[logic], data.draw(st.integers(1, 3)), *_walk_seeds(data.draw, depth, r), bound, in_T, out_T,
+            data.draw(st.sampled_from([0, 1 << 30])))
+    small = SMALL_ROWS if to_arena else 0
+    want, w_batch = _arena_written(lambda *a: reference(walk_step)(*args, *a), out_T, depth, small)
+    got, g_batch = _arena_written(lambda *a: as_run(walk_step, "native")(*args, *a), out_T, depth, small)
+    same_step(got, want, 7)
+    assert g_batch == w_batch
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.sampled_from(["min", "max", "top_k"]))
+def test_walk_step_kept_is_walk_step_and_native_is_the_reference(data, logic):
+    """Two steps of one advance in a loop: the second reads what the first kept (its keys' histories compacted to
+    its round) and what the traces took since.  Each step emits what walk_step does on the whole traces (its pending
+    set may be smaller: compacted, a later round can be seen to change nothing), and the native kernel's results
+    equal the plain reference's at both."""
+    from ddflow.base.updates import Updates
+    from ddflow.operators.reduce.compacted import no_history
+    from ddflow.operators.reduce.walk import MODES as WALK_MODES, walk_step, walk_step_kept
+
+    r0 = data.draw(st.integers(0, 2))
+    r = r0 + data.draw(st.integers(0, 1))
+    b0 = data.draw(st.integers(1, 5))
+    in_trace, out_trace = _walk_trace(data.draw, 2, r0), _walk_trace(data.draw, 2, r0)
+    mode, k = WALK_MODES[logic], data.draw(st.integers(1, 3))
+    nowhere = (np.empty(0, dtype=np.int64), 0, np.empty((0, 1), dtype=np.int64), 0, 0)
+
+    def step(kernel, seeds, rnd, history):
+        bound = np.array([b0, rnd + 1], dtype=np.int64)
+        return kernel(mode, k, *seeds, bound, in_trace.spine.table().matrix, out_trace.spine.table().matrix, 1 << 30,
+                      *nowhere, *history)
+
+    h = no_history(1, 2)
+    none = (h[0], h[1], h[1], *h[2:], *h[2:])  # no keys kept, nothing taken since
+    seeds = _walk_seeds(data.draw, 2, r0)
+    first = step(reference(walk_step_kept), seeds, r0, none)
+    same_step(step(as_run(walk_step_kept, "native"), seeds, r0, none), first, 7)
+    plain = step(reference(walk_step), seeds, r0, ())
+    assert [a.tolist() for a in first[:3]] == [a.tolist() for a in plain[:3]] and first[13] == plain[10]
+    if first[13] != 0:
+        return
+    cols, times, diffs = first[:3]
+    if len(diffs):  # the first step's output joins the output trace, as the tactic inserts it
+        out_trace.insert_updates(Updates(tuple(cols), times, diffs, ("i", "i")))
+    # What the input trace takes since: updates at iterations up to the second step's round, outer times of any.
+    n = data.draw(st.integers(0, 5))
+    a_rows = data.draw(hnp.arrays(np.int64, (n, 2), elements=st.integers(0, 3)))
+    a_times = np.column_stack([data.draw(hnp.arrays(np.int64, n, elements=st.integers(0, 4))),
+                               data.draw(hnp.arrays(np.int64, n, elements=st.integers(0, r)))]).reshape(n, 2)
+    a_times = a_times.astype(np.int64)
+    a_diffs = data.draw(hnp.arrays(np.int64, n, elements=st.sampled_from([-1, 1, 2])))
+    if n:
+        in_trace.insert_updates(Updates((a_rows[:, 0].copy(), a_rows[:, 1].copy()), a_times, a_diffs, ("i", "i")))
+    seeds = _walk_seeds(data.draw, 2, r)
+    history = (first[10], first[11], first[12], a_rows, a_times, a_diffs, np.ascontiguousarray(cols.T), times, diffs)
+    second = step(reference(walk_step_kept), seeds, r, history)
+    same_step(step(as_run(walk_step_kept, "native"), seeds, r, history), second, 7)
+    plain = step(reference(walk_step), seeds, r, ())
+    assert [a.tolist() for a in second[:3]] == [a.tolist() for a in plain[:3]] and second[13] == plain[10]

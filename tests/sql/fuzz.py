@@ -373,7 +373,11 @@ class QueryGen:
             return f"({self.expr(scope, t, d)} {r.choice(['', 'NOT '])}BETWEEN {self.literal(t)} AND {self.literal(t)})"
         if k == "in":
             t = r.choice(types)
-            lits = [self.literal(t) for _ in range(r.randint(1, 3))] + (["NULL"] if r.random() < 0.15 else [])
+            # Sometimes long (past nesting.ASIDE_AT: set aside while sqlglot qualifies), sometimes with an expression.
+            n = r.randint(65, 120) if r.random() < 0.1 else r.randint(1, 3)
+            lits = [self.literal(t) for _ in range(n)] + (["NULL"] if r.random() < 0.15 else [])
+            if r.random() < 0.15:
+                lits.insert(r.randrange(len(lits) + 1), self.expr(scope, t, 0))
             neg = r.random() < 0.3
             self.tags.add("not_in_list" if neg else "in_list")
             return f"({self.expr(scope, t, d)} {'NOT ' if neg else ''}IN ({', '.join(lits)}))"

@@ -212,6 +212,30 @@ def test_a_function_the_executors_cannot_import_is_named_at_start(cluster, tmp_p
     assert time.monotonic() - t < 30
 
 
+def test_an_executor_that_cannot_load_the_native_extension_is_told_what_it_needs():
+    """A task whose Python cannot load ``ddflow._native`` fails at its first import of ddflow: the start's error
+    carries that error and says what an executor needs (the wheel, or a packed venv), not "are the slots free".
+    The error is the real one, from an interpreter whose extension path is broken."""
+    import subprocess
+    import sys
+
+    from ddflow.streaming.cluster import explained
+
+    run = subprocess.run([sys.executable, "-c", "import ddflow.workers.remote"], capture_output=True, text=True,
+                         env={**os.environ, "DDFLOW_NATIVE_LIBRARY": "/nonexistent/_native.so"}, timeout=120)
+    assert run.returncode != 0
+    cause = run.stderr.strip().splitlines()[-1]
+    assert cause.startswith("ddflow.base.native.NativeError: ddflow's native extension (ddflow._native) could not "
+                            "be loaded: /nonexistent/_native.so")
+    message = explained(cause)
+    assert message.startswith(cause) and "its wheel in the executors' environment" in message
+    assert "spark.archives" in message and "slots" not in message
+    missing = explained("ModuleNotFoundError: No module named 'ddflow'")
+    assert "its wheel in the executors' environment" in missing
+    assert explained("ModuleNotFoundError: No module named 'driver_only_udfs'") == \
+        "ModuleNotFoundError: No module named 'driver_only_udfs'"
+
+
 # -- lifecycle: close() releases the barrier tasks' slots ------------------------------------------------------
 
 

@@ -1,19 +1,24 @@
 """Exactly-once across crashes: kill the job inside a micro-batch, restart it, compare.
 
 The job (``crash_job.py``, a subprocess with its own local Spark) reads
-edge updates from Kafka with ``maxOffsetsPerTrigger`` (six micro-batches),
-runs reachability and an out-degree count in ddflow and writes each output
-to Parquet and to Kafka.  One chain of runs over the same checkpoint and
-state directories is killed (SIGKILL to the job's whole process tree:
-driver, Spark's JVM, PySpark's worker daemon and workers, from the
-driver's ``_fault`` test hook) at points where a crash is interesting:
+edge updates between string-named nodes from Kafka with
+``maxOffsetsPerTrigger`` (six micro-batches), runs reachability and an
+out-degree count in ddflow and writes each output to Parquet and to
+Kafka.  One chain of runs over the same checkpoint and state directories
+is killed (SIGKILL to the job's whole process tree: driver, Spark's JVM,
+PySpark's worker daemon and workers, from the driver's ``_fault`` test
+hook) at points where a crash is interesting:
 
 1. batch 2, ``mid_output``: the first sink has the batch, the others not;
 2. ``restore`` (of batch 1's state): the dataflow was being rebuilt;
 3. batch 3, ``in_snapshot``: the manifest names a new snapshot, the files
    it replaces are still there, and Spark has not committed the batch, so
    Spark replays it and the driver must skip it;
-4. no crash: the job runs to the end (in this test's own Spark session,
+4. batch 4, ``before_state``: every sink has the batch, the state not; the
+   restart restores from the snapshot of batch 3 (compacted: it interns
+   the strings in another order than the run that wrote batch 4) and
+   replays batch 4, whose Kafka records are all on the topics already;
+5. no crash: the job runs to the end (in this test's own Spark session,
    which saves a Spark start-up; it is still a new process for the job).
 
 The long run, with kills at random moments, is ``bench/kill_matrix.py``.
@@ -40,7 +45,7 @@ import pytest
 
 from ddflow.streaming.broker import create_topics, produce
 from ddflow.streaming.demo import bfs
-from ddflow.streaming.sinks import JsonLinesSink, ParquetSink, accumulate, read_topic
+from ddflow.streaming.sinks import JsonLinesSink, ParquetSink, _read_all, accumulate, read_topic
 from ddflow.streaming.state import StateError, StateStore
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -51,8 +56,9 @@ crash_job = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(crash_job)
 
 MAX_OFFSETS = 10
-CRASHES = [("mid_output", 2), ("restore", 1), ("in_snapshot", 3)]
+CRASHES = [("mid_output", 2), ("restore", 1), ("in_snapshot", 3), ("before_state", 4)]
 RUN_TIMEOUT = 180
+KEYS = "string"
 
 
 def workload(seed: int = 7) -> tuple[list[bytes], list[tuple[int, int]]]:
@@ -63,8 +69,8 @@ def workload(seed: int = 7) -> tuple[list[bytes], list[tuple[int, int]]]:
     import random
 
     rng = random.Random(seed)
-    nodes = 14
-    window = collections.deque((rng.randrange(nodes), rng.randrange(nodes)) for _ in range(12))
+    nodes = [crash_job.node(i, KEYS) for i in range(14)]
+    window = collections.deque((rng.choice(nodes), rng.choice(nodes)) for _ in range(12))
     msgs: list[bytes] = []
     t = 0
     for s, d in window:
@@ -72,22 +78,22 @@ def workload(seed: int = 7) -> tuple[list[bytes], list[tuple[int, int]]]:
         msgs.append(json.dumps({"src": s, "dst": d, "t": t, "diff": 1}).encode())
     for i in range(20):
         old = window.popleft()
-        new = (rng.randrange(nodes), rng.randrange(nodes))
+        new = (rng.choice(nodes), rng.choice(nodes))
         window.append(new)
         msgs.append(json.dumps({"src": old[0], "dst": old[1], "t": t + 1, "diff": -1}).encode())
         msgs.append(json.dumps({"src": new[0], "dst": new[1], "t": t + 2, "diff": 1}).encode())
         t += 2
         if i == 3:
             msgs.append(b"{not json")
-        if i == 8:
-            msgs.append(json.dumps({"src": "x", "dst": 1, "t": t, "diff": 1}).encode())
+        if i == 8:  # a number where the node's name belongs
+            msgs.append(json.dumps({"src": nodes[1], "dst": 1, "t": t, "diff": 1}).encode())
         if i == 13:
-            msgs.append(json.dumps({"src": 1, "dst": 2, "t": 0, "diff": 1}).encode())  # late
+            msgs.append(json.dumps({"src": nodes[1], "dst": nodes[2], "t": 0, "diff": 1}).encode())  # late
     return msgs, list(window)
 
 
 def expected(window: list[tuple[int, int]]) -> tuple[dict, dict]:
-    reach = {pair: 1 for pair in bfs(window, crash_job.ROOTS)}
+    reach = {pair: 1 for pair in bfs(window, crash_job.roots(KEYS))}
     degree = {(s, c): 1 for s, c in collections.Counter(s for s, _ in window).items()}
     return reach, degree
 
@@ -100,6 +106,15 @@ def kafka_changes(bootstrap: str, topic: str) -> tuple[dict, int]:
         h = {k: v.decode() for k, v in headers}
         out.setdefault((int(h["batch_id"]), int(h["seq"])), json.loads(value))
     return out, len(raw)
+
+
+def partitioned(bootstrap: str, topic: str) -> dict[int, list]:
+    """Each partition's (key, value, batch_id, seq) in offset order (the authenticator depends on the query's key)."""
+    out: dict[int, list] = collections.defaultdict(list)
+    for part, _, key, value, headers in sorted(_read_all(bootstrap, topic), key=lambda r: r[:2]):
+        h = dict(headers)
+        out[part].append((key, value, h["batch_id"], h["seq"]))
+    return dict(out)
 
 
 def parquet_batches(work: Path, name: str) -> dict[str, list[dict]]:
@@ -141,7 +156,7 @@ def wait_gone(pidfile: Path, timeout: float = 30.0) -> None:
 def run_job(bootstrap: str, topic: str, out_prefix: str, work: Path, fault: tuple[str, int] | None):
     pidfile = work.parent / f"{work.name}.jvm.pid"
     cmd = [sys.executable, str(JOB), "--bootstrap", bootstrap, "--topic", topic, "--out-prefix", out_prefix,
-           "--work", str(work), "--max-offsets", str(MAX_OFFSETS), "--pidfile", str(pidfile)]
+           "--work", str(work), "--max-offsets", str(MAX_OFFSETS), "--pidfile", str(pidfile), "--keys", KEYS]
     if fault is not None:
         cmd += ["--fault", f"{fault[0]}:{fault[1]}"]
     # Its own session: the kill reaches the job's process group and nothing else.
@@ -164,7 +179,7 @@ def test_crash_at_each_point_then_restart_matches_uninterrupted_run(spark, kafka
     # The reference: the same job, uninterrupted, in this process's Spark session.
     ref = tmp_path / "reference"
     out_topics(kafka_bootstrap, "ref-" + topic)
-    done = crash_job.run(spark, kafka_bootstrap, topic, "ref-" + topic, str(ref), MAX_OFFSETS)
+    done = crash_job.run(spark, kafka_bootstrap, topic, "ref-" + topic, str(ref), MAX_OFFSETS, keys=KEYS)
     assert done == list(range(n_batches))
 
     # The same job, crashed at each point in turn and restarted over the same directories.
@@ -181,13 +196,19 @@ def test_crash_at_each_point_then_restart_matches_uninterrupted_run(spark, kafka
             assert manifest.batch_id == batch - 1 and committed(work) == set(range(batch))
         elif point == "restore":
             assert manifest.batch_id == batch and committed(work) == set(range(batch + 1))
-        else:
+        elif point == "in_snapshot":
             assert manifest.batch_id == batch and max(committed(work)) == batch - 1
             assert manifest.files == [f"snapshot-{batch:012d}.arrow"]
-            assert len(os.listdir(work / "state")) > 2  # the replaced files are still there
+            assert len(os.listdir(work / "state")) > 3  # the replaced files are still there (and the key)
+        else:  # before_state: every output of the batch is out, the state is at the snapshot before it
+            assert manifest.batch_id == batch - 1 and manifest.files == [f"snapshot-{batch - 1:012d}.arrow"]
+            for name in crash_job.OUTPUTS:
+                assert f"batch-{batch:012d}.parquet" in parquet_batches(work, name)
+                assert batch in {b for b, _ in kafka_changes(kafka_bootstrap, f"{prefix}-{name}")[0]}
     # The last restart runs to the end; it needs no crash hook, so it runs in this process's session
-    # (one Spark start less).  Spark replays batch 3 first and the driver skips it.
-    done = crash_job.run(spark, kafka_bootstrap, topic, prefix, str(work), MAX_OFFSETS)
+    # (one Spark start less).  It restores from the snapshot of batch 3 and replays batch 4, whose outputs
+    # are all out already.
+    done = crash_job.run(spark, kafka_bootstrap, topic, prefix, str(work), MAX_OFFSETS, keys=KEYS)
     assert done == [4, 5]
     assert committed(work) == set(range(n_batches))
 
@@ -205,9 +226,10 @@ def test_crash_at_each_point_then_restart_matches_uninterrupted_run(spark, kafka
         for ch in got.values():
             acc[tuple(ch["record"])] += ch["diff"]
         assert {k: v for k, v in acc.items() if v} == want[name], name
-        # Read plainly, with no de-duplication: batch 2's outputs went out before its crash (before its state
+        # Read plainly, with no de-duplication: batch 4's outputs went out before its crash (before its state
         # commit) and the restart's sink found them on the topic and wrote nothing twice.
         assert raw == ref_raw == len(got), name
+        assert partitioned(kafka_bootstrap, f"{prefix}-{name}") == partitioned(kafka_bootstrap, f"ref-{topic}-{name}")
     # Dead letters: the same records as the uninterrupted run.
     dead = JsonLinesSink(str(work / "dead")).rows()
     assert dead == JsonLinesSink(str(ref / "dead")).rows()
@@ -215,6 +237,6 @@ def test_crash_at_each_point_then_restart_matches_uninterrupted_run(spark, kafka
 
     # ddflow's state deleted while Spark's checkpoint is kept: the restart refuses before Spark runs a batch.
     shutil.rmtree(work / "state")
-    stream = crash_job.make_stream(kafka_bootstrap, prefix, str(work))
+    stream = crash_job.make_stream(kafka_bootstrap, prefix, str(work), KEYS)
     with pytest.raises(StateError, match=f"has committed batches up to {n_batches - 1}"):
         stream.start(spark.readStream.format("rate").load(), checkpointLocation=str(work / "checkpoint"))

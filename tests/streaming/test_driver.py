@@ -124,6 +124,29 @@ def fast_batches(seed: int = 3) -> tuple[list[pa.Table], list[tuple[int, int]]]:
     return batches, final
 
 
+def routed_spark(request) -> Any:
+    """The session's Spark for a test's routed variant (workers on executors, rows routed from them).
+
+    This module's functions go to the executors by value (they cannot import the tests).
+    """
+    spark = request.getfixturevalue("spark")
+    if not spark.sparkContext.master.startswith("local-cluster"):
+        pytest.skip("needs the test session on local-cluster (DDFLOW_TEST_MASTER)")
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    return spark
+
+
+def feed(stream: StreamingDataflow, table: pa.Table, batch_id: int, spark: Any = None) -> None:
+    """One micro-batch: on the driver's path (``process_arrow``), or, with ``spark``, as the DataFrame Spark
+    hands ``foreachBatch`` (two partitions: the session's parallelism), whose rows the executors route."""
+    if spark is None:
+        stream.process_arrow(table, batch_id)
+    else:
+        stream.process_batch(spark.createDataFrame(table), batch_id)
+
+
 # -- fast: state, replay, snapshots ----------------------------------------------------------
 
 
@@ -184,7 +207,7 @@ def test_snapshot_restore(tmp_path, restart_after):
     # A snapshot replaces the log every second batch; at most one log file follows it.
     assert m.files[0].startswith("snapshot-") and m.batches_since_snapshot == n_done % 2
     assert len(m.files) == 1 + n_done % 2
-    assert files == sorted(m.files + ["manifest.json"])
+    assert files == sorted(m.files + ["manifest.json", "state.key"])
     # The snapshot holds consolidated updates at its frontier - 1, no cancelled records.
     snap = StateStore.read_file(os.path.join(state, m.files[0]))
     snap_time = (m.frontier if n_done % 2 == 0 else StateStore.read_file(os.path.join(state, m.files[1]))
@@ -656,8 +679,9 @@ def ratio_build(flow: ddflow.Dataflow):
     return {"edges": edges_in}, {"ratios": ratios}
 
 
-def ratio_stream(state: str | None = None, dead: str | None = None, on_error: str = "dead-letter", workers: int = 1):
-    s = (StreamingDataflow(ratio_build).workers(workers)
+def ratio_stream(state: str | None = None, dead: str | None = None, on_error: str = "dead-letter", workers: int = 1,
+                 spark: Any = None):
+    s = (StreamingDataflow(ratio_build).workers(workers, spark=spark)
          .input("edges", ["src", "dst"], format="json", time="t", diff="diff", onError=on_error)
          .output("ratios", MemorySink(), names=["src", "sum"]))
     if state is not None:
@@ -667,8 +691,11 @@ def ratio_stream(state: str | None = None, dead: str | None = None, on_error: st
     return s
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_on_error_dead_letter_drops_what_raises_the_same_way_after_a_restart(tmp_path, workers):
+@pytest.mark.parametrize("workers", [1, 2, "executors"])
+def test_on_error_dead_letter_drops_what_raises_the_same_way_after_a_restart(tmp_path, workers, request):
+    """Also routed ("executors"): the functions raise in the workers on Spark's executors, fed by the executors."""
+    spark = routed_spark(request) if workers == "executors" else None
+    workers = 2 if spark is not None else workers
     initial, updates, final = edge_updates(12, 24, 5, seed=9)  # dst == 0 for about a fifth of the edges
     msgs = initial + updates
     batches = [kafka_rows(initial)] + [kafka_rows(updates[i:i + 6], start=len(initial) + i)
@@ -689,14 +716,14 @@ def test_on_error_dead_letter_drops_what_raises_the_same_way_after_a_restart(tmp
 
     # Restarted from its state midway: the same outputs and dead letters for every later batch.
     state, dead = str(tmp_path / "state"), str(tmp_path / "dead")
-    first = ratio_stream(state, dead, workers=workers)
+    first = ratio_stream(state, dead, workers=workers, spark=spark)
     for b in range(3):
-        first.process_arrow(batches[b], b)
+        feed(first, batches[b], b, spark)
     first.stop()
-    again = ratio_stream(state, dead, workers=workers)
+    again = ratio_stream(state, dead, workers=workers, spark=spark)
     again.open()
     for b in range(3, len(batches)):
-        again.process_arrow(batches[b], b)
+        feed(again, batches[b], b, spark)
         assert again.outputs["ratios"].sink.batches[b].to_pylist() == ref.outputs["ratios"].sink.batches[b].to_pylist()
     again.stop()
     got_dead = JsonLinesSink(dead).rows()
@@ -704,12 +731,13 @@ def test_on_error_dead_letter_drops_what_raises_the_same_way_after_a_restart(tmp
         got_dead, ref_dead = (sorted(d, key=lambda r: r["value"]) for d in (got_dead, ref_dead))
     assert got_dead == ref_dead
 
-    # The default policy fails the batch, naming the operator.
-    failing = ratio_stream(on_error="fail", workers=workers)
-    with pytest.raises(ZeroDivisionError, match="operator 'map"):
-        for b, t in enumerate(batches):
-            failing.process_arrow(t, b)
-    failing.stop()
+    # The default policy fails the batch, naming the operator (on executors: test_cluster.py).
+    if spark is None:
+        failing = ratio_stream(on_error="fail", workers=workers)
+        with pytest.raises(ZeroDivisionError, match="operator 'map"):
+            for b, t in enumerate(batches):
+                failing.process_arrow(t, b)
+        failing.stop()
 
 
 def test_a_removal_of_an_absent_edge_closing_a_cycle_is_a_dead_letter_and_the_query_goes_on(tmp_path):
@@ -840,3 +868,114 @@ def test_the_input_log_holds_only_applied_updates_so_snapshots_restore_the_same_
     again = fast_stream(state=state, snapshot_every=1)
     again.process_arrow(kafka_rows([{"src": 0, "dst": 3, "t": 3, "diff": 1}], start=2), 2)
     assert again.outputs["degree"].sink.contents() == {(0, 1): -1, (0, 2): 1}
+
+
+def count_build(flow: ddflow.Dataflow):
+    """The out-degree of each node (a keyed count) over the edges."""
+    h, edges = flow.new_collection("edges", schema=("i", "i"))
+    return {"edges": h}, {"deg": edges.project(0).count()}
+
+
+@pytest.mark.parametrize("path", ["driver", "executors"])
+def test_a_removal_rejected_a_batch_after_it_was_logged_is_cancelled_in_the_log(tmp_path, path, request):
+    """Under before-max a batch's largest time retires with the next batch: a removal of an absent edge at that
+    time is rejected a batch after its own batch was logged (and committed).  Then the edge is inserted.
+    Restarted from a snapshot of that log, the edge counts once (the log cancels the rejected removal), not
+    zero (the removal and the insert added up), and the next batches give what the uninterrupted query gives.
+    """
+    spark = routed_spark(request) if path == "executors" else None
+
+    def stream(state=None, sp=None):
+        s = (StreamingDataflow(count_build).input("edges", fields=["src", "dst"], format="json", time="t",
+                                                  diff="diff")
+             .output("deg", MemorySink(), names=["src", "n"]).deadLetter(MemorySink()).frontierPolicy("before-max"))
+        if sp is not None:
+            s.workers(2, spark=sp)
+        return s.stateLocation(state, snapshot_every=1) if state is not None else s
+
+    batches = [kafka_rows([{"src": 1, "dst": 2, "t": 1, "diff": 1}, {"src": 5, "dst": 6, "t": 2, "diff": -1}]),
+               kafka_rows([{"src": 1, "dst": 3, "t": 3, "diff": 1}], start=2),
+               kafka_rows([{"src": 5, "dst": 6, "t": 4, "diff": 1}], start=3),
+               kafka_rows([{"src": 9, "dst": 9, "t": 6, "diff": 1}], start=4),
+               kafka_rows([{"src": 5, "dst": 7, "t": 7, "diff": 1}, {"src": 9, "dst": 8, "t": 8, "diff": 1}],
+                          start=5)]
+    ref = stream()
+    for b, t in enumerate(batches):
+        ref.process_arrow(t, b)
+    assert [json.loads(r["value"])["record"] for r in ref.dead_letter.batches[1].to_pylist()] == [[5, 6]]
+    assert ref.outputs["deg"].sink.contents() == {(1, 2): 1, (5, 2): 1, (9, 1): 1}
+    state = str(tmp_path / "state")
+    first = stream(state, spark)
+    try:
+        for b in range(4):
+            feed(first, batches[b], b, spark)
+    finally:
+        first.stop()
+    again = stream(state, spark)
+    try:
+        feed(again, batches[4], 4, spark)
+    finally:
+        again.stop()
+    assert accumulate(pa.concat_tables([first.outputs["deg"].sink.table(), again.outputs["deg"].sink.table()])) \
+        == ref.outputs["deg"].sink.contents()
+    assert sorted(again.outputs["deg"].sink.batches[4].to_pylist(), key=repr) == \
+        sorted(ref.outputs["deg"].sink.batches[4].to_pylist(), key=repr)
+
+
+def test_updates_not_yet_checked_are_restored_as_logged_not_added_up(tmp_path):
+    """Two batches leave a removal of 2 and an insert of 1 of one edge pending at one time (before-max).  Taken
+    one by one when the time retires, the removal is rejected and the insert applied (count 1); added up they
+    would be one removal of 1, rejected (count 0).  A restart between them must give what no restart gives."""
+    def stream(state):
+        return (StreamingDataflow(count_build).input("edges", fields=["src", "dst"], format="json", time="t",
+                                                     diff="diff")
+                .output("deg", MemorySink(), names=["src", "n"]).deadLetter(MemorySink())
+                .frontierPolicy("before-max").stateLocation(state, snapshot_every=1))
+
+    batches = [kafka_rows([{"src": 1, "dst": 2, "t": 1, "diff": 1}, {"src": 5, "dst": 6, "t": 2, "diff": -2}]),
+               kafka_rows([{"src": 5, "dst": 6, "t": 2, "diff": 1}], start=2),
+               kafka_rows([{"src": 9, "dst": 9, "t": 3, "diff": 1}], start=3)]
+    ref = stream(str(tmp_path / "ref"))
+    for b, t in enumerate(batches):
+        ref.process_arrow(t, b)
+    assert ref.outputs["deg"].sink.contents() == {(1, 1): 1, (5, 1): 1}
+    assert [json.loads(r["value"])["diff"] for r in ref.dead_letter.batches[2].to_pylist()] == [-2]
+    first = stream(str(tmp_path / "state"))
+    for b in range(2):
+        first.process_arrow(batches[b], b)
+    again = stream(str(tmp_path / "state"))
+    again.process_arrow(batches[2], 2)
+    assert again.outputs["deg"].sink.batches[2].to_pylist() == ref.outputs["deg"].sink.batches[2].to_pylist()
+    assert letters_of(again, 2) == letters_of(ref, 2)
+
+
+def letters_of(stream: StreamingDataflow, batch_id: int) -> list:
+    return [(r["input"], r["error"], r["value"]) for r in stream.dead_letter.batches[batch_id].to_pylist()]
+
+
+def test_loop_limits_reach_views_and_programs_through_the_builder():
+    """.view(..., max_iterations=) and .datalog(..., max_records=) bound their fixpoints: the batch fails naming the
+    loop, while the same query without limits converges (a counter up to 50 needs 50 rounds)."""
+    nums = {"n": "bigint"}
+    counting = "WITH RECURSIVE up(n) AS (SELECT n FROM nums UNION SELECT n + 1 FROM up WHERE n < 50) SELECT n FROM up"
+    derive = (".decl nums(n: number) .input nums .decl up_dl(n: number) up_dl(n) :- nums(n). "
+              "up_dl(m) :- up_dl(n), n < 50, m = n + 1. .output up_dl")
+    rows = kafka_rows([{"n": 0, "t": 0, "diff": 1}], topic="nums")
+
+    def stream(**limits):
+        out = MemorySink()
+        s = (StreamingDataflow(name="limits").table("nums", nums, format="json", time="t", diff="diff", topic="nums")
+             .view("up", counting, **limits.get("view", {})).output("up", out)
+             .datalog(derive, **limits.get("datalog", {})).output("up_dl", MemorySink()))
+        return s, out
+
+    s, out = stream()
+    s.process_arrow(rows, 0)
+    assert len(accumulate(out.batches[0])) == 51
+    s.stop()
+    for limits, bound in (({"view": {"max_iterations": 10}}, "max_iterations=10"),
+                          ({"datalog": {"max_records": 20}}, "max_records")):
+        s, _ = stream(**limits)
+        with pytest.raises(ddflow.NonConvergence, match=bound):
+            s.process_arrow(rows, 0)
+        s.stop()

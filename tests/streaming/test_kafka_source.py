@@ -337,3 +337,69 @@ def test_broker_refuses_a_busy_port(kafka_bootstrap):
     port = int(kafka_bootstrap.rsplit(":", 1)[1])
     with pytest.raises(BrokerError, match="already in use"):
         EmbeddedBroker(port=port).start()
+
+
+# -- data loss: offsets that went backwards (failOnDataLoss) --------------------------------------
+
+
+def loss_opts(bootstrap: str, topic: str, fail: str) -> _Options:
+    return _Options.parse({"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "failOnDataLoss": fail,
+                           "kafkaConsumer.pollTimeoutMs": "30000"}, streaming=True)
+
+
+def test_a_topic_shorter_than_the_read_offsets_is_data_loss_named_at_once(kafka_bootstrap, new_topic):
+    """No Spark: the planner's own answers.  Before, the end probe sought past the end and timed out (30 s)."""
+    from ddflow.streaming.kafka.client import _Kafka
+
+    topic = new_topic(partitions=2)
+    produce(kafka_bootstrap, topic, messages(10))  # 5 per partition
+    k = _Kafka(loss_opts(kafka_bootstrap, topic, "true"))
+    try:
+        with pytest.raises(KafkaSourceError) as e:
+            k.next_end({topic: {"0": 40, "1": 3}})
+        msg = str(e.value)
+        assert f"data loss on {kafka_bootstrap}: topic '{topic}' partition 0 ends at offset 5 but the query has " \
+               "read up to offset 40" in msg and "partition 1" not in msg and "failOnDataLoss=false" in msg
+        with pytest.raises(KafkaSourceError, match="partition 1 ends at offset 5 but the micro-batch reads up to "
+                                                   "offset 9"):
+            k.ranges({topic: {"0": 0, "1": 3}}, {topic: {"0": 5, "1": 9}})  # a batch planned before the loss
+        assert k.next_end({topic: {"0": 2, "1": 3}}) == {topic: {"0": 5, "1": 5}}  # no loss: as before
+    finally:
+        k.close()
+    go_on = _Kafka(loss_opts(kafka_bootstrap, topic, "false"))
+    try:
+        start = {topic: {"0": 40, "1": 3}}
+        end = go_on.next_end(start)
+        assert end == {topic: {"0": 5, "1": 5}}
+        assert go_on.ranges(start, end) == [(topic, 0, 0, 5), (topic, 1, 3, 5)]  # partition 0 from its earliest
+    finally:
+        go_on.close()
+    with pytest.raises(KafkaSourceError, match="failOnDataLoss must be 'true' or 'false'"):
+        loss_opts(kafka_bootstrap, topic, "maybe")
+
+
+def test_a_topic_recreated_shorter_fails_the_query_naming_it_or_goes_on_with_fail_on_data_loss_false(
+        spark, tmp_path):
+    """The broker loses the topic (in-memory storage, restarted on its port) and it comes back shorter."""
+    import shutil
+
+    broker = EmbeddedBroker().start()
+    port = broker.port
+    topic = "orders"
+    try:
+        create_topics(broker.bootstrap, [topic], partitions=1)
+        produce(broker.bootstrap, topic, messages(20, partitions=1))
+        first = flat(run_available_now(spark, broker.bootstrap, topic, tmp_path / "ck", startingOffsets="earliest"))
+        assert len(first) == 20
+        broker.stop()
+        broker = EmbeddedBroker(port=port).start()
+        create_topics(broker.bootstrap, [topic], partitions=1)
+        produce(broker.bootstrap, topic, messages(5, partitions=1, tag="new"))
+        shutil.copytree(tmp_path / "ck", tmp_path / "ck2")
+        with pytest.raises(Exception) as e:  # at once, not "timed out ... finding the end" after 30 s
+            run_available_now(spark, broker.bootstrap, topic, tmp_path / "ck")
+        assert f"topic '{topic}' partition 0 ends at offset 5 but the query has read up to offset 20" in str(e.value)
+        rows = flat(run_available_now(spark, broker.bootstrap, topic, tmp_path / "ck2", failOnDataLoss="false"))
+        assert sorted(r["value"] for r in rows) == sorted(f"new{i}".encode() for i in range(5))
+    finally:
+        broker.stop()

@@ -20,10 +20,24 @@ def _imports_pyspark(module: str) -> bool:
 @pytest.mark.parametrize("module", [
     "ddflow.streaming.kafka.client", "ddflow.streaming.kafka", "ddflow.streaming.driver",
     "ddflow.streaming.parse", "ddflow.streaming.sinks", "ddflow.streaming.broker", "ddflow.streaming.spark",
+    "ddflow.streaming.admission", "ddflow.streaming.routing",
 ])
 def test_no_pyspark_on_import(module):
     """Only the Spark data source itself (and sessions, lazily) need PySpark."""
     assert not _imports_pyspark(module)
+
+
+@pytest.mark.parametrize("module", ["ddflow.streaming.admission", "ddflow.streaming.parse"])
+def test_the_feed_s_examples_run(module):
+    """The one feed's docstring examples (admission, parsing) run, and there are some."""
+    import doctest
+    import importlib
+
+    import ddflow
+
+    result = doctest.testmod(importlib.import_module(module), extraglobs={"ddflow": ddflow, "pa": pa},
+                             optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0, result
 
 
 def test_errors_are_ddflow_errors_and_runtime_errors():
@@ -73,7 +87,7 @@ def test_streaming_uses_only_the_engines_public_api():
 
     root = pathlib.Path(__file__).resolve().parents[2] / "streaming"
     foreign = {"KafkaError"}  # confluent_kafka's error codes are public names with a leading underscore
-    spark = {"_jsc", "_jvm"}  # PySpark's way to its JVM objects
+    spark = {"_jsc", "_jvm", "_jsq"}  # PySpark's way to its JVM objects (the context, the gateway, a query)
     found = []
     for path in sorted(root.rglob("*.py")):
         for n in ast.walk(ast.parse(path.read_text())):

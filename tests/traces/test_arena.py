@@ -1,4 +1,5 @@
-"""The spine's arena: each small batch written by one compiled call is the batch the reference builds."""
+"""The spine's arena: each small batch written by one native call (or its plain reference) is the batch the reference
+builds."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -7,11 +8,13 @@ from hypothesis import strategies as st
 from ddflow.base.consolidate import consolidate
 from ddflow.base.kernels import SMALL_ROWS, key_matrix
 from ddflow.base.lattice import Antichain
+from ddflow.base.native import native_module
 from ddflow.base.updates import Updates
 from ddflow.traces import Trace
 from ddflow.traces.arena import Arena, arena_insert, words_for
 from ddflow.traces.batch import Batch, Description
-from ddflow.traces.layout import BatchTable, batch_row, empty_table
+from ddflow.traces.layout import VAL0, BatchTable, batch_row, empty_table
+from kernel_modes import MODES, as_run
 
 
 def _updates(rng, n, arity, depth, diffs=(-1, 1, 2)):
@@ -20,15 +23,16 @@ def _updates(rng, n, arity, depth, diffs=(-1, 1, 2)):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, SMALL_ROWS), st.integers(0, 2**32 - 1), st.booleans())
-def test_arena_insert_writes_the_batch_the_reference_builds(arity, depth, n, seed, plain):
-    """Batch after batch, compiled and plain: the returned updates are ``consolidate``'s, and each row describes, in
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, SMALL_ROWS), st.integers(0, 2**32 - 1),
+       st.sampled_from(MODES))
+def test_arena_insert_writes_the_batch_the_reference_builds(arity, depth, n, seed, mode):
+    """Batch after batch, plain and native: the returned updates are ``consolidate``'s, and each row describes, in
     the buffer, the trie ``Batch.from_updates`` builds of them; rows before the arena's are left alone."""
     rng = np.random.default_rng(seed)
     kinds = ("i",) * arity
     spine_rows = BatchTable.of([Batch.from_updates(consolidate(_updates(rng, 5, arity, depth)))], depth, arity)
     a = Arena(kinds, depth, 4, spine_rows)
-    kernel = arena_insert.plain if plain else arena_insert
+    kernel = as_run(arena_insert, mode)
 
     def insert(K, diffs):
         C, T, D, used, overflow = kernel(K, diffs, a.arity, *a.target())
@@ -56,9 +60,9 @@ def test_arena_insert_writes_the_batch_the_reference_builds(arity, depth, n, see
     a._check()
 
 
-@pytest.mark.parametrize("plain", [False, True])
-def test_arena_insert_writes_nothing_when_updates_cancel_or_a_sum_overflows(plain):
-    kernel = arena_insert.plain if plain else arena_insert
+@pytest.mark.parametrize("mode", MODES)
+def test_arena_insert_writes_nothing_when_updates_cancel_or_a_sum_overflows(mode):
+    kernel = as_run(arena_insert, mode)
     big = np.iinfo(np.int64).max
     buf, T = np.zeros(words_for(2, 2, 1), dtype=np.int64), np.zeros((1, 11), dtype=np.int64)
     K = np.array([[1, 2, 0], [1, 2, 0]], dtype=np.int64)
@@ -179,3 +183,69 @@ def test_a_kernel_writes_where_readers_read_after_the_spine_changed_under_the_ar
     a.rebase(t.spine._entries_table())
     with pytest.raises(RuntimeError, match="rebased between"):
         a.written(used, 1)
+
+
+def _rebased(T, buf, at):
+    """Table ``T`` with the addresses of its row ``at`` as word offsets into ``buf`` (two runs write two buffers)."""
+    R = T.copy()
+    row = R[at, 3:]
+    row[row != 0] = (row[row != 0] - buf.ctypes.data) // 8
+    return R.tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, SMALL_ROWS), st.integers(0, 2**32 - 1), st.booleans())
+def test_native_write_trie_and_insert_fields_write_what_the_references_write(arity, depth, n, seed, extreme):
+    """The helpers the operators' kernels write into an arena with, native against the plain functions: the same
+    words in the buffer, the same row (addresses as offsets into it), the same results."""
+    from ddflow.traces.arena import insert_fields, write_trie
+
+    rng = np.random.default_rng(seed)
+    u = consolidate(_updates(rng, n, arity, depth))
+    if extreme:
+        I64 = np.iinfo(np.int64)
+        edges = np.array([I64.min, -1, 0, I64.max], dtype=np.int64)
+        u = consolidate(Updates(tuple(rng.choice(edges, size=n) for _ in range(arity)),
+                                rng.choice(edges[edges >= 0], size=(n, depth)), rng.choice([-1, 1, 2], size=n),
+                                ("i",) * arity))
+    if not len(u):
+        return
+    C = np.stack(u.cols).astype(np.int64)
+    N = native_module().traces
+    words = 7 + words_for(len(u), arity, depth)
+    runs = [(np.full(words, -5, dtype=np.int64), np.full((2, VAL0 + arity - 1), -5, dtype=np.int64)) for _ in range(4)]
+    used = [write_trie(C, u.times, u.diffs, runs[0][0], 7, runs[0][1], 1),
+            N.write_trie(C, u.times, u.diffs, runs[1][0], 7, runs[1][1], 1)]
+    assert used[0] == used[1] <= words
+    assert runs[0][0].tolist() == runs[1][0].tolist() and _rebased(*runs[0][::-1], 1) == _rebased(*runs[1][::-1], 1)
+    # Fields in another order (a projection), consolidated again: what a join routed to an arrangement writes.
+    idx = rng.permutation(arity).astype(np.int64)
+    ref = insert_fields(C, u.times, u.diffs, idx, runs[2][0], 7, runs[2][1], 0)
+    got = N.insert_fields(C, u.times, u.diffs, idx, runs[3][0], 7, runs[3][1], 0)
+    for a, b in zip(ref[:3], got[:3]):
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tolist() == b.tolist()
+    assert tuple(ref[3:]) == tuple(got[3:])
+    assert runs[2][0].tolist() == runs[3][0].tolist() and _rebased(*runs[2][::-1], 0) == _rebased(*runs[3][::-1], 0)
+
+
+def test_native_arena_insert_refuses_a_buffer_without_room_and_a_row_it_lacks():
+    """What the reference takes on trust (room past ``used``, a row ``at``) the native kernel checks: a ValueError,
+    with nothing written, never a write past the buffer."""
+    N = native_module().traces
+    K = np.array([[1, 2, 0], [3, 4, 0]], dtype=np.int64)
+    diffs = np.ones(2, dtype=np.int64)
+    buf, T = np.zeros(words_for(2, 2, 1), dtype=np.int64), np.zeros((1, VAL0 + 1), dtype=np.int64)
+    assert N.arena_insert(K, diffs, 2, buf, 0, T, 0)[3] <= len(buf)
+    buf[:], T[:] = 0, 0
+    for args, match in (((K, diffs, 2, buf, 1, T, 0), "words_for"), ((K, diffs, 2, buf[:-1].copy(), 0, T, 0), "words_for"),
+                        ((K, diffs, 2, buf, 0, T, 1), "no row 1"), ((K, diffs, 2, buf, 0, T[:, :-1].copy(), 0), "no row"),
+                        ((K, diffs[:1].copy(), 2, buf, 0, T, 0), "differ in length"), ((K, diffs, 4, buf, 0, T, 0), "m must")):
+        with pytest.raises(ValueError, match=match):
+            N.arena_insert(*args)
+    assert not buf.any() and not T.any()
+    with pytest.raises(ValueError, match="idx names a field"):
+        N.insert_fields(K[:, :2].T.copy(), K[:, 2:].copy(), diffs, np.array([0, 2], dtype=np.int64), buf, 0, T, 0)
+    with pytest.raises(TypeError):  # a read-only buffer is no place to write: refused, not copied
+        ro = buf.copy()
+        ro.flags.writeable = False
+        N.arena_insert(K, diffs, 2, ro, 0, T, 0)

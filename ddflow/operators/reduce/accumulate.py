@@ -58,7 +58,7 @@ import numpy as np
 from ddflow.base.columnar import lookup_rows, wrapping_products
 from ddflow.base.consolidate import consolidate, group_starts
 from ddflow.base.exactsum import SLOTS, exact_units, float_limbs, round_limbs, rounded_total
-from ddflow.base.jit import lazy_jit
+from ddflow.base.native import kernel
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import Node, ready_mask
@@ -237,7 +237,7 @@ class AccumulateTactic(ReduceTactic):
         return consolidate(Updates.concat(parts))
 
 
-@lazy_jit
+@kernel("operators.reduce")
 def running_sums(after, ev_g, delta):
     """Each event's group vector before and after it; ``(prev, cur, bad)``.
 

@@ -19,8 +19,8 @@ import numpy as np
 
 from ddflow.base.columnar import pair_order
 from ddflow.base.consolidate import consolidate
-from ddflow.base.jit import lazy_jit
-from ddflow.base.kernels import group_sums, grown, lex_order, run_of, sort_small, sorted_unique
+from ddflow.base.kernels import group_sums, grown, lex_order, run_of, sorted_unique
+from ddflow.base.native import kernel
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.operators.reduce.logic import SCALAR_DISTINCT
@@ -145,7 +145,7 @@ def chain_net(r, c_gid, c_a, mult, groups, odiffs, out_pos):
     return cols, times, sums, False
 
 
-@lazy_jit(uses=(lex_order, group_sums, chain_net))
+@kernel("operators.reduce")
 def chain_output(r, c_gid, c_a, mult, val, has_val, groups, ocols, odiffs, out_pos):
     """The output of round ``r`` along the chains, consolidated and sorted: what :func:`_assemble` emits, for ints.
 
@@ -388,13 +388,6 @@ def pend_at(P, npd, g, outer, L):
     return P, npd
 
 
-#: What a kernel walking chains compiles into its code rather than calls: the overflow test of its per-row
-#: sum, and a distinct's search (called once a group, with a dozen arrays whose references each call takes
-#: and releases, the search made the walk 1.33x slower at 10,000-node reach K=1000, 1.18x at 1,000 nodes;
-#: inlined, 1.25x and 1.09x).
-CHAIN_INLINE = (sum_overflows, add_at_iteration, next_later, first_change)
-
-
 def next_chain_time(c, r, sp, s1, seed_a, pn, i1, in_a, in_i, qn, o1, out_a, out_i):
     """The chain time after ``c``: the least later seed, or later history time at an iteration ``<= r``.
 
@@ -422,8 +415,7 @@ def next_chain_time(c, r, sp, s1, seed_a, pn, i1, in_a, in_i, qn, o1, out_a, out
     return nxt, sp, pn, qn
 
 
-@lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, sum_overflows, add_at_iteration, next_later,
-                first_change, later_times, pend_at, later_rounds, next_chain_time), inline=CHAIN_INLINE)
+@kernel("operators.reduce")
 def chain_walk(r, seed_g, seed_a, in_g, in_a, in_i, in_d, out_g, out_a, out_i, out_d, distinct):
     """The chain of each seeded group at iteration ``r``, its input counts, and the pending times.
 

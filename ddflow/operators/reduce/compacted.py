@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ddflow.base.columnar import frozen
-from ddflow.base.jit import helpers_of, lazy_jit
+from ddflow.base.native import kernel
 from ddflow.traces.layout import histories
 from ddflow.traces.merge import consolidate_segment, sort_segment, sum_overflows
 
@@ -194,8 +194,7 @@ def merge_summed(out, no, g, C, lo, hi, r, M, D, s, k):
     return no, False
 
 
-@lazy_jit(uses=helpers_of(histories, sort_segment, consolidate_segment) + (compare_rows, find_group, compacted_entry,
-                                                                              run_in_order, merge_summed, sum_overflows))
+@kernel("operators.reduce")
 def compacted_histories(T, groups, arity, r, c_groups, c_entries, a_rows, a_times, a_diffs):
     """Every update of the records starting with one of ``groups``' rows, compacted to round ``r``.
 

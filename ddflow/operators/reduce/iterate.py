@@ -21,12 +21,12 @@ import numpy as np
 
 from ddflow.base.columnar import frozen, lookup_rows, time_column
 from ddflow.base.consolidate import consolidate
-from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.base.kernels import key_matrix, lex_order, rows_differ
+from ddflow.base.native import kernel
 from ddflow.base.updates import Updates
 from ddflow.errors import DataflowError, SchemaError
 from ddflow.graph.node import any_complete, complete_row, object_columns, ready_mask, ready_split
-from ddflow.operators.reduce.chain import CHAIN_INLINE, _assemble, chain_output, chain_walk, overflow_message, \
+from ddflow.operators.reduce.chain import _assemble, chain_output, chain_walk, overflow_message, \
     scalar_loop
 from ddflow.operators.reduce.logic import SCALAR_COUNT, SCALAR_DISTINCT, Logic
 from ddflow.operators.reduce.tactic import BAD_ROUND, DONE, OVERFLOW, ReduceTactic
@@ -253,7 +253,7 @@ def loop_step_by_parts(nk, nt, pk, pt, bound, in_T, out_T, logic, out_kinds):
     return emitted, later, later_t, DONE
 
 
-@lazy_jit(uses=(lex_order, complete_row, rows_differ))
+@kernel("operators.reduce")
 def loop_seeds(nk, nt, pk, pt, bound):
     """This round's seeds: the new ones (rows ``nk`` at times ``nt``) and the pending ones complete under ``bound``.
 
@@ -307,7 +307,7 @@ def loop_seeds(nk, nt, pk, pt, bound):
     return groups, gid, t, waiting, bad
 
 
-@lazy_jit(uses=(lex_order, rows_differ))
+@kernel("operators.reduce")
 def loop_pending(pk, pt, waiting, groups, P):
     """The seeds for later rounds: the pending ones still ``waiting`` and the new ones ``P``, distinct and sorted.
 
@@ -356,8 +356,7 @@ def loop_pending(pk, pt, waiting, groups, P):
     return cols[:, :out], times[:out]
 
 
-@lazy_jit(uses=helpers_of(complete_row, loop_seeds, histories, chain_walk, chain_output, loop_pending, build_trie,
-                          write_trie), inline=CHAIN_INLINE)
+@kernel("operators.reduce")
 def loop_step(nk, nt, pk, pt, bound, in_T, out_T, out_arity, code, buf, used, T, at, small):
     """A loop tactic's step for count (``code`` ``SCALAR_COUNT``) or distinct (``SCALAR_DISTINCT``), one compiled call.
 
@@ -413,9 +412,11 @@ def loop_step(nk, nt, pk, pt, bound, in_T, out_T, out_arity, code, buf, used, T,
         return no_cols, empty2, empty1, empty1, no_offs, no_vals, no_offs, no_row, no_later, empty2, BAD_ROUND, used
     in_gid, _, in_times, in_diffs = histories(in_T, gmat, ng, 2)
     out_gid, o_cols, o_times, o_diffs = histories(out_T, gmat, out_arity, 2)
-    c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid, seed_t, in_gid, in_times[:, 0], in_times[:, 1],
-                                                      in_diffs, out_gid, o_times[:, 0], o_times[:, 1], o_diffs,
-                                                      code == SCALAR_DISTINCT)
+    # The time columns contiguous, as chain_walk's native twin takes them (the plain step calls it, native or not).
+    in_a, in_i = np.ascontiguousarray(in_times[:, 0]), np.ascontiguousarray(in_times[:, 1])
+    out_a, out_i = np.ascontiguousarray(o_times[:, 0]), np.ascontiguousarray(o_times[:, 1])
+    c_gid, c_a, acc, out_pos, P, overflow = chain_walk(r, seed_gid, seed_t, in_gid, in_a, in_i, in_diffs, out_gid,
+                                                      out_a, out_i, o_diffs, code == SCALAR_DISTINCT)
     if overflow:
         return no_cols, empty2, empty1, empty1, no_offs, no_vals, no_offs, no_row, no_later, empty2, OVERFLOW, used
     count = code == SCALAR_COUNT

@@ -3,22 +3,22 @@
 :func:`rank_values` ranks the history's values, :func:`key_walk` walks
 every seeded key (min, max, top_k and its numbered forms; the contract is
 :mod:`ddflow.operators.reduce.walk`'s), and :func:`walk_rows` lays out
-and consolidates what it emits.  Plain functions compiled on first use
-(:func:`~ddflow.base.jit.lazy_jit`), each tested against a reference.
+and consolidates what it emits.  Native kernels (:func:`~ddflow.base.native.kernel`),
+each tested against the plain function it replaces.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.jit import lazy_jit
-from ddflow.base.kernels import group_sums, grown, lex_order, rows_differ, run_of, sort_small, sorted_unique
+from ddflow.base.kernels import group_sums, grown, lex_order, rows_differ, run_of, sort_small
+from ddflow.base.native import kernel
 from ddflow.base.radix import radix_order
-from ddflow.operators.reduce.chain import (add_at_iteration, first_change, later_rounds, later_times, n_later,
+from ddflow.operators.reduce.chain import (later_rounds, later_times, n_later,
                                            next_chain_time, next_later, pend_at)
 from ddflow.traces.merge import sum_overflows
 
 
-@lazy_jit(uses=(lex_order, rows_differ, radix_order))
+@kernel("operators.reduce")
 def rank_values(Ci, Co, m, order, sort_above):
     """Each history row's value rank, the values being rows ``1..m`` of ``Ci`` (input) then ``Co`` (output).
 
@@ -64,7 +64,7 @@ def rank_values(Ci, Co, m, order, sort_above):
     return rank, first[:nv], nv, 0, False
 
 
-@lazy_jit(uses=(lex_order, group_sums))
+@kernel("operators.reduce")
 def walk_rows(E, keys, first, lo, narrow, Ci, Co, m, numbered, depth, r):
     """The output rows of :func:`key_walk`'s ``E``, consolidated: ``(C, T, D, overflow)``.
 
@@ -217,9 +217,7 @@ def first_extreme_change(mode, r, least, outer, in_a, in_i, in_v, in_d, i0, i1, 
     return found
 
 
-@lazy_jit(uses=(grown, run_of, sort_small, sorted_unique, n_later, sum_overflows, add_at_iteration, next_later,
-                first_change, later_times, pend_at, later_rounds, next_chain_time, add_changed, add_values,
-                add_counted, first_extreme_change))
+@kernel("operators.reduce")
 def key_walk(mode, k, r, bound_a, n_values,
              seed_g, seed_a,
              in_g, in_a, in_i, in_v, in_d,

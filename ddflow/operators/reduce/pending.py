@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.base.kernels import rows_differ
+from ddflow.base.native import kernel
 from ddflow.base.radix import RADIX_ROWS_ABOVE, row_order
 from ddflow.graph.node import complete_row
 
 
-@lazy_jit(uses=helpers_of(row_order) + (complete_row,))
+@kernel("operators.reduce")
 def due_seeds(nk, nt, pk, pt, bound):
     """This step's seeds: every new ``(nk[i], nt[i])`` and the pending ``(pk[i], pt[i])`` complete under ``bound``.
 
@@ -79,7 +79,7 @@ def due_seeds(nk, nt, pk, pt, bound):
     return keys[:G], g, a, waiting, bad
 
 
-@lazy_jit(uses=helpers_of(row_order) + (rows_differ,))
+@kernel("operators.reduce")
 def merge_pending(pk, pt, waiting, keys, P):
     """The pending pairs after a step: those still ``waiting`` and the walk's new ones ``P``, sorted, distinct.
 

@@ -44,8 +44,8 @@ import numpy as np
 
 from ddflow.base.columnar import frozen, pair_order, time_column
 from ddflow.base.consolidate import consolidate
-from ddflow.base.jit import helpers_of, lazy_jit
 from ddflow.base.kernels import key_matrix, sort_rows
+from ddflow.base.native import kernel
 from ddflow.base.updates import Updates
 from ddflow.errors import SchemaError
 from ddflow.graph.node import any_complete, object_columns, ready_split
@@ -545,8 +545,9 @@ def walk_step_body(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, buf,
     for i in range(len(odf) if depth == 2 else 0):
         out_i[i] = ot[i, 1]
     emitted, later = key_walk(mode, k, r, bound[0], n_values, sg, sa,
-                              in_g, it[:, 0], in_i, vrank[:ni], idf,
-                              out_g, ot[:, 0], out_i, vrank[ni:], odf, np.zeros(len(odf), dtype=np.int64),
+                              in_g, np.ascontiguousarray(it[:, 0]), in_i, vrank[:ni], idf,  # contiguous: as the
+                              out_g, np.ascontiguousarray(ot[:, 0]), out_i, vrank[ni:], odf,  # native twin takes them
+                              np.zeros(len(odf), dtype=np.int64),
                               empty1, empty1)
     pend_k, pend_t = merge_pending(pk, pt, waiting, keys, later)
     if len(emitted) == 0:
@@ -566,14 +567,13 @@ def walk_step_body(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, buf,
     return cols, times, diffs, tkeys, key_offs, V, val_offs, row, pend_k, pend_t, groups, E_in, E_out, DONE, used
 
 
-@lazy_jit(uses=helpers_of(due_seeds, histories, compacted_histories, rank_values, key_walk, merge_pending, walk_rows,
-                          build_trie, write_trie) + (entry_columns, walk_step_body))
+@kernel("operators.reduce")
 def walk_step(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, buf, used, T, at, small):
     """:func:`walk_step_body` reading every key from the traces and keeping nothing.
 
     Returns its first eleven results, its status and the arena's words
-    used.  Fifteen arguments, not twenty-five: a call costs numba about
-    3 us less to dispatch, which a step of a few keys notices.
+    used.  Fifteen arguments, not twenty-five: a step of a few keys notices
+    each argument's conversion at the call.
     """
     e1, e2 = np.empty(0, dtype=np.int64), np.empty((0, 2), dtype=np.int64)
     res = walk_step_body(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, buf, used, T, at, small, False,
@@ -582,8 +582,7 @@ def walk_step(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, buf, used
     return res[0], res[1], res[2], res[3], res[4], res[5], res[6], res[7], res[8], res[9], res[13], res[14]
 
 
-@lazy_jit(uses=helpers_of(due_seeds, histories, compacted_histories, rank_values, key_walk, merge_pending, walk_rows,
-                          build_trie, write_trie) + (entry_columns, walk_step_body))
+@kernel("operators.reduce")
 def walk_step_kept(mode, k, nk, nt, pk, pt, bound, in_T, out_T, sort_above, buf, used, T, at, small,
                    c_groups, c_in, c_out, a_rows, a_times, a_diffs, e_rows, e_times, e_diffs):
     """:func:`walk_step_body` in a loop, its histories compacted to the round and kept for the next step.
