@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev,spark]"
+	$(PY) -m pip install -q -e ".[dev,spark,pipelines]"
 	touch $(STAMP)
 
 demo: native
