@@ -4,6 +4,9 @@ PYTHON ?= python3
 CXX ?= g++
 #: What `make asan` runs under the sanitizers: the kernels' tests against their references, and the oracles.
 ASAN_TESTS ?= tests/base tests/traces tests/operators tests/graph tests/test_dataflows.py
+#: The part of it `make test` (CI) runs too, to fit CI's time: every kernel's property tests against its reference.
+ASAN_CI_TESTS ?= tests/base tests/traces tests/graph tests/operators/test_join.py tests/operators/test_loop_kernels.py \
+  tests/operators/test_walk_kernels.py tests/operators/test_round.py tests/operators/test_session.py
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -21,6 +24,7 @@ demo: native
 
 test: native
 	$(PY) -m pytest -q --durations=25 tests
+	$(MAKE) --no-print-directory asan ASAN_TESTS="$(ASAN_CI_TESTS)"
 
 microbench: $(STAMP)
 	$(PY) -m pytest -q bench --benchmark-only --benchmark-columns=min,median,mean,rounds
