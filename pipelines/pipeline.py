@@ -20,6 +20,12 @@ or written twice.  A state directory of another pipeline (other views,
 sources, columns) is refused by name; ``refresh(full=True)`` rebuilds every
 view from its tables as they are, and replaces the sinks' rows.
 
+Why this module is long: the run's five steps and the refusals that guard
+them (another pipeline's state, a source rewritten under it, a sink deleted)
+are one protocol, and its exactly-once argument is read here from top to
+bottom.  The declarations (tables, views, sinks) and the report could move
+out; they are a third of it.
+
 >>> import tempfile, pyarrow as pa
 >>> from ddflow.pipelines import Pipeline, changelog
 >>> rows = pa.table({"k": [1, 2], "v": [10, 20], "_change_type": ["insert", "insert"], "_commit_version": [1, 1]})

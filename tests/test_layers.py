@@ -22,13 +22,14 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-#: Source folder of each ddflow package (traces/ and streaming/ install under ddflow).
-FOLDERS = {"ddflow": ROOT / "ddflow", "ddflow.traces": ROOT / "traces", "ddflow.streaming": ROOT / "streaming"}
+#: Source folder of each ddflow package (traces/, streaming/ and pipelines/ install under ddflow).
+FOLDERS = {"ddflow": ROOT / "ddflow", "ddflow.traces": ROOT / "traces", "ddflow.streaming": ROOT / "streaming",
+           "ddflow.pipelines": ROOT / "pipelines"}
 
 #: Lowest first; a module of one layer may import its own layer and those before it.
 LAYERS = [["ddflow.base"], ["ddflow.traces"], ["ddflow.graph"], ["ddflow.operators"], ["ddflow.workers"],
           ["ddflow.collection", "ddflow.dataflow"], ["ddflow.plan"], ["ddflow.sql", "ddflow.datalog"],
-          ["ddflow.facade"], ["ddflow.streaming"]]
+          ["ddflow.facade"], ["ddflow.streaming", "ddflow.pipelines"]]
 
 
 def layer_of(module: str) -> int | None:
@@ -89,7 +90,7 @@ def _modules() -> dict[str, pathlib.Path]:
         for path in folder.rglob("*.py"):
             rel = path.relative_to(folder).with_suffix("")
             parts = [p for p in rel.parts if p != "__init__"]
-            if pkg == "ddflow" and parts and parts[0] in ("traces", "streaming"):
+            if pkg == "ddflow" and parts and parts[0] in ("traces", "streaming", "pipelines"):
                 continue
             mods[".".join([pkg, *parts])] = path
     return mods
