@@ -124,12 +124,13 @@ def test_debezium_out_of_order_duplicate_and_malformed_events(seed, tmp_path_fac
     events, states = _history(seed)
     rng = random.Random(seed)
     cuts = sorted(rng.sample(range(1, len(events)), 3)) + [len(events)]
-    delivered = [0]
+    delivered, doubled = [0], [0]
 
     def read(since):
         upto = cuts[delivered[0]]
         batch = [e for e in events if (since or 0) - 3 < e[0] <= upto]   # a redelivery of 3 earlier positions
-        batch += rng.sample(batch, min(2, len(batch)))                     # duplicates within the read
+        doubled[0] = min(2, len(batch))
+        batch += rng.sample(batch, doubled[0])                             # duplicates within the read
         rng.shuffle(batch)                                                  # out of order
         batch.append((upto, json.dumps({"op": "u", "after": ROW})))         # malformed: no before
         return pa.table({"offset": [p for p, _ in batch], "value": [v for _, v in batch]})
@@ -142,7 +143,7 @@ def test_debezium_out_of_order_duplicate_and_malformed_events(seed, tmp_path_fac
     for i, upto in enumerate(cuts):
         delivered[0] = i
         r = p.refresh()
-        assert r.sources["orders"].duplicates >= 2 and r.sources["orders"].rejected == 1
+        assert r.sources["orders"].duplicates >= doubled[0] > 0 and r.sources["orders"].rejected == 1
         state = dict(states)[upto]
         want = duckdb_answer(SQL, {"orders": _state_table(state)}, ["name", "n", "total"])
         assert bag(DeltaTable(f"{root}/out").to_pyarrow_table(), ["name", "n", "total"]) == want
