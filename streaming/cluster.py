@@ -22,12 +22,16 @@ import os
 import re
 import socket
 import threading
+import time
 import weakref
 from typing import Any
 
 from ddflow import errors
 from ddflow.workers.remote import register_launcher
 
+
+#: Seconds a start waits for a new cluster's executors to register before it counts too few slots.
+EXECUTOR_WAIT_S = 60.0
 
 #: Numbers this process's barrier jobs' groups (``ddflow-workers-<pid>-<n>``): unique, and no secret in them.
 _GROUPS = itertools.count(1)
@@ -144,6 +148,10 @@ class SparkLauncher:
         """
         need = self.want or 1
         total = self.slots()
+        deadline = time.monotonic() + EXECUTOR_WAIT_S
+        while total < need and time.monotonic() < deadline:  # a new cluster's executors are still registering
+            time.sleep(0.5)
+            total = self.slots()
         held = self._holders()
         if total - self.reserve - sum(h.n_tasks for h in held) < need:
             for h in held:
