@@ -19,6 +19,8 @@ Modes of :meth:`Sink.commit`:
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import json
 from dataclasses import dataclass
 
@@ -53,23 +55,23 @@ def read_metadata(meta: dict, app_id: str) -> SinkCommit | None:
     return SinkCommit(int(meta[RUN]), json.loads(meta.get(ENDS) or "{}"))
 
 
-class Sink:
+class Sink(ABC):
     """The interface of a pipeline sink (see the module docstring)."""
 
     kind = "sink"
 
+    @abstractmethod
     def describe(self) -> dict:
         """What identifies the sink (its kind and location)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def last_commit(self, app_id: str) -> SinkCommit | None:
         """The latest run committed under ``app_id`` (None: the table does not exist or holds none)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def commit(self, app_id: str, run: int, changes: ViewChanges, ends: dict, mode: str) -> int:
         """Commit one run's changes as one transaction; returns the rows written.  Only called when
         :meth:`last_commit` is below ``run``."""
-        raise NotImplementedError
 
     def where(self) -> str:
         d = self.describe()

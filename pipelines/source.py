@@ -15,6 +15,8 @@ logs only the files it added.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -57,7 +59,7 @@ class Read:
     end: dict | None = None
 
 
-class Source:
+class Source(ABC):
     """The interface of a pipeline source (see the module docstring).
 
     Subclasses set ``kind`` and implement :meth:`describe`, :meth:`columns`,
@@ -66,22 +68,22 @@ class Source:
 
     kind = "source"
 
+    @abstractmethod
     def describe(self) -> dict:
         """What identifies the source in the pipeline's state (its kind, where it is, options that change rows)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def columns(self) -> dict[str, str]:
         """``{name: sql type}`` of the rows the source gives (read from the table's own schema)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def read(self, position: dict | None, end: dict | None, progress: Progress) -> Read:
         """The commits after ``position`` (None: the table as it is now, as one commit) up to ``end`` (None:
         the current version), and the position after them."""
-        raise NotImplementedError
 
+    @abstractmethod
     def version_of(self, position: dict | None) -> int:
         """The version a position stands at (-1 for none): the pipeline's data times are sums of these."""
-        raise NotImplementedError
 
     def where(self) -> str:
         """How messages name the source: ``Delta table /lake/orders``."""
