@@ -12,14 +12,18 @@ that same front end, so SQL views and Datalog relations share operators.
 """
 from __future__ import annotations
 
+import re
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from ddflow.collection import Collection
 from ddflow.dataflow import Dataflow as EngineDataflow
 
 if TYPE_CHECKING:
     from ddflow.sql.frontend import SqlFrontend
+
+#: A SQL query's start, past comments: a query's first word, or a parenthesis.
+_SQL_START = re.compile(r"(?is)\A(?:\s+|--[^\n]*|/\*.*?\*/)*(?:\(|(?:select|with|from|values|table)\b)")
 
 
 class Dataflow(EngineDataflow):
@@ -122,21 +126,26 @@ class Dataflow(EngineDataflow):
         return DatalogFrontend(self._frontend()).datalog(program, hints, max_iterations=max_iterations,
                                                          max_seconds=max_seconds, max_records=max_records)
 
-    def explain(self, query: str) -> str:
+    def explain(self, query: str, language: Literal["sql", "datalog"] | None = None) -> str:
         """The plan of a SQL query, or of a Datalog program's relations, as an indented tree, arrangements marked.
 
-        A text with ``.decl`` or ``:-`` is a Datalog program: its strata,
-        then each ``.output`` relation's plan.  Cost: O(size of the query).
+        ``language`` says which the text is; without it, a text whose first
+        word (past comments) is a query's (SELECT, WITH, FROM, VALUES,
+        TABLE, or a parenthesis) is SQL, anything else Datalog: a Datalog
+        program shows its strata, then each ``.output`` relation's plan.
+        Cost: O(size of the query).
 
         >>> flow = ddflow.Dataflow()
         >>> _ = flow.new_collection("orders", schema={"cust": "string", "amount": "bigint"})
-        >>> print(flow.explain("SELECT cust FROM orders WHERE amount > 1"))
-        Project [cust]
+        >>> print(flow.explain("SELECT cust, ':-)' AS face FROM orders WHERE amount > 1"))
+        Project [cust, ':-)' AS face]
           Filter (amount > 1)
             Scan orders [cust, amount]
         """
-        from ddflow.datalog.frontend import DatalogFrontend, looks_like_datalog
+        from ddflow.datalog.frontend import DatalogFrontend
 
-        if looks_like_datalog(query):
+        if language not in (None, "sql", "datalog"):
+            raise ValueError(f"explain: language is 'sql' or 'datalog', not {language!r}")
+        if (language or ("sql" if _SQL_START.match(query) else "datalog")) == "datalog":
             return DatalogFrontend(self._frontend()).explain(query)
         return self._frontend().explain(query)

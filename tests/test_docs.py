@@ -38,6 +38,7 @@ WITH_EXAMPLES = [
     "ddflow.plan.limits",
     "ddflow.plan.fused",
     "ddflow.sql.nesting",
+    "ddflow.sql.dialect",
     "ddflow.operators.arrange",
     "ddflow.base.lattice",
     "ddflow.base.updates",

@@ -34,11 +34,6 @@ if TYPE_CHECKING:
     from ddflow.plan.owner import PlanOwner
 
 
-def looks_like_datalog(text: str) -> bool:
-    """A query text is a Datalog program (not SQL): it declares a relation or has a rule."""
-    return ".decl" in text or ":-" in text
-
-
 class DatalogFrontend:
     """Plans Datalog programs over the tables of ``owner``'s dataflow and lowers them through ``owner``."""
 

@@ -1134,25 +1134,34 @@ def _datediff(args, e, n):
     return filled(_days_of(a, e.args[0].type) - _days_of(b, e.args[1].type), null, "bigint"), null
 
 
+#: date_trunc's units, as Spark spells them (``'Q'`` is not one: Spark gives NULL for a unit it does not know).
 _TRUNC_UNITS = {"year": "Y", "yyyy": "Y", "yy": "Y", "quarter": "Q", "month": "M", "mon": "M", "mm": "M",
-                "week": "W", "day": "D", "dd": "D", "hour": "h", "minute": "m", "second": "s"}
+                "week": "W", "day": "D", "dd": "D", "hour": "h", "minute": "m", "second": "s",
+                "millisecond": "ms", "microsecond": "us"}
+#: trunc's units (a date's: Spark's trunc knows no day or finer unit).
+_DATE_TRUNC_UNITS = ("year", "yyyy", "yy", "quarter", "month", "mon", "mm", "week")
+
+
+def _unit(arg) -> str | None:
+    """A constant unit, lower-case; None for the NULL literal (either way the caller checks it is a constant)."""
+    return None if arg.value is None else str(arg.value).lower()
 
 
 def _date_trunc_typer(args):
     unit, ts = args
-    if unit.type != "string" or ts.type not in ("date", "timestamp", "null"):
+    if unit.type not in ("string", "null") or ts.type not in ("date", "timestamp", "null"):
         raise TypeMismatch(f"date_trunc(unit, timestamp), got ({_names(args)})")
-    if not isinstance(unit, Lit) or str(unit.value).lower() not in _TRUNC_UNITS:
-        raise TypeMismatch(f"date_trunc's unit is one of {sorted(_TRUNC_UNITS)} as a constant")
+    if not isinstance(unit, Lit):
+        raise TypeMismatch("date_trunc's unit as a constant")
     return "timestamp"
 
 
 def truncate_micros(us: np.ndarray, unit: str) -> np.ndarray:
-    """Timestamps (µs) truncated to ``unit`` (Y, Q, M, W, D, h, m, s)."""
+    """Timestamps (µs) truncated to ``unit`` (Y, Q, M, W, D, h, m, s, ms, us)."""
     us = np.asarray(us, dtype=np.int64)
     days = np.floor_divide(us, _US_PER_DAY)
-    if unit in ("h", "m", "s"):
-        step = {"h": 3_600_000_000, "m": 60_000_000, "s": 1_000_000}[unit]
+    if unit in ("h", "m", "s", "ms", "us"):
+        step = {"h": 3_600_000_000, "m": 60_000_000, "s": 1_000_000, "ms": 1_000, "us": 1}[unit]
         return us - np.mod(us, step)
     if unit == "D":
         return days * _US_PER_DAY
@@ -1167,26 +1176,38 @@ def truncate_micros(us: np.ndarray, unit: str) -> np.ndarray:
     return first * _US_PER_DAY
 
 
+def _all_null(n: int, typ: str):
+    null = np.ones(n, dtype=bool)
+    return filled(np.zeros(n, dtype=np.int64), null, typ), null
+
+
 @function("date_trunc", _date_trunc_typer)
 def _date_trunc(args, e, n):
+    """A unit Spark does not know (or NULL) gives NULL, as in Spark."""
     _, (a, an) = args
+    unit = _TRUNC_UNITS.get(_unit(e.args[0]))
+    if unit is None:
+        return _all_null(n, "timestamp")
     us = np.asarray(a, dtype=np.int64) * (_US_PER_DAY if e.args[1].type == "date" else 1)
-    return filled(truncate_micros(us, _TRUNC_UNITS[str(e.args[0].value).lower()]), an, "timestamp"), an
+    return filled(truncate_micros(us, unit), an, "timestamp"), an
 
 
 def _trunc_typer(args):
     d, unit = args
-    if d.type not in ("date", "timestamp", "null") or not isinstance(unit, Lit) or \
-            str(unit.value).lower() not in ("year", "yyyy", "yy", "quarter", "month", "mon", "mm", "week"):
-        raise TypeMismatch("trunc(date, 'year' | 'quarter' | 'month' | 'week')")
+    if d.type not in ("date", "timestamp", "null") or unit.type not in ("string", "null") or not isinstance(unit, Lit):
+        raise TypeMismatch("trunc(date, unit) with the unit a constant ('year', 'quarter', 'month' or 'week')")
     return "date"
 
 
 @function("trunc", _trunc_typer)
 def _trunc(args, e, n):
+    """A unit Spark's trunc does not know (``'Q'``, ``'day'``, NULL) gives NULL, as in Spark."""
     (a, an), _ = args
+    unit = _unit(e.args[1])
+    if unit not in _DATE_TRUNC_UNITS:
+        return _all_null(n, "date")
     days = _days_of(a, e.args[0].type)
-    out = truncate_micros(days * _US_PER_DAY, _TRUNC_UNITS[str(e.args[1].value).lower()]) // _US_PER_DAY
+    out = truncate_micros(days * _US_PER_DAY, _TRUNC_UNITS[unit]) // _US_PER_DAY
     return filled(out, an, "date"), an
 
 

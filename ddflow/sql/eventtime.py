@@ -18,7 +18,6 @@
 """
 from __future__ import annotations
 
-import re
 
 from sqlglot import exp
 
@@ -32,25 +31,6 @@ WINDOWS = ("window", "session_window")
 PLACEHOLDERS = {(w, b): f"__{w}_{b}" for w in WINDOWS for b in ("start", "end")}
 _OUTPUT_NAMES = {v: b for (w, b), v in PLACEHOLDERS.items()}
 _FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE, exp.EQ: exp.EQ}
-
-
-_GROUP_BY_WINDOW = re.compile(r"(?i)\b(group\s+by\s+)(window\s*\()")
-
-
-def parseable(text: str) -> str:
-    """``text`` as sqlglot parses it: ``GROUP BY window(...)`` first in its list reads as a WINDOW clause, so it is
-    parenthesized (``GROUP BY (window(...))``, the same grouping)."""
-    out, at = [], 0
-    for m in _GROUP_BY_WINDOW.finditer(text):
-        depth, i = 0, m.end(2) - 1
-        while i < len(text):
-            depth += {"(": 1, ")": -1}.get(text[i], 0)
-            if depth == 0:
-                break
-            i += 1
-        out += [text[at:m.start(2)], "(", text[m.start(2):i + 1], ")"]
-        at = i + 1
-    return "".join(out) + text[at:]
 
 
 def prepare(tree: exp.Expression) -> exp.Expression:

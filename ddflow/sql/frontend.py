@@ -143,7 +143,7 @@ class SqlFrontend(PlanOwner):
 
 
 def _statements(text: str) -> list[exp.Expression]:
-    stmts = parsed(eventtime.parseable(text))  # nesting bounded before sqlglot's recursive parser runs
+    stmts = parsed(text)  # nesting bounded before sqlglot's recursive parser runs
     if not stmts:
         raise SchemaError("SQL: no statement in the text")
     return stmts

@@ -36,12 +36,12 @@ from __future__ import annotations
 import hashlib
 
 from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
 from ddflow.errors import SchemaError
 from ddflow.plan.deep import NESTING_LIMIT, too_deep
+from ddflow.sql import dialect
 
 #: Operators the planner reads as one chain, by class: a chain of one class is one n-ary node however long.
 CHAINS: tuple[tuple[type, ...], ...] = ((exp.And,), (exp.Or,), (exp.Add, exp.Sub), (exp.Mul, exp.Div, exp.Mod),
@@ -59,11 +59,10 @@ _KINDS = ("parentheses", "CASE expressions", "NOT and sign operators")
 def parsed(text: str) -> list[exp.Expression]:
     """The statements of ``text`` (Spark's dialect), its nesting checked (:func:`check_tokens`) before sqlglot's
     recursive parser reads the tokens, which are made once.  A SchemaError for text that does not parse."""
-    dialect = Dialect.get_or_raise("spark")
     try:
         toks = dialect.tokenize(text)
         check_tokens(toks)
-        return [s for s in dialect.parser().parse(toks, text) if s is not None]
+        return dialect.parse_tokens(toks, text)
     except SqlglotError as err:
         raise SchemaError(f"SQL: cannot parse the query: {err}") from None
 
@@ -77,7 +76,7 @@ def check_tokens(toks) -> None:
     each level costs sqlglot's parser some 25 Python frames at most.
     """
     if isinstance(toks, str):
-        toks = Dialect.get_or_raise("spark").tokenize(toks)
+        toks = dialect.tokenize(toks)
     parens = cases = run = 0
     deepest, first = (0, 0, 0, 0), None
     opened: list[bool] = []  # per open level: a CASE (True) or a parenthesis

@@ -90,7 +90,7 @@ def plan_sql(sql: str, tables: Mapping[str, Schema]) -> Rel:
 
 
 def _plan_sql(sql: str, tables: Mapping[str, Schema]) -> Rel:
-    stmts = parsed(eventtime.parseable(sql))
+    stmts = parsed(sql)
     if len(stmts) != 1:
         raise SchemaError(f"SQL: expected one statement, got {len(stmts)}")
     return plan_query(stmts[0], tables)

@@ -274,12 +274,12 @@ class Expressions:
             if node.args.get("unit") is not None and node.args["unit"].name.lower() not in ("day", "days"):
                 raise unsupported(node, "datediff in units other than days")
             return self._call("datediff", (e(node.this), e(node.expression)), node)
-        if isinstance(node, exp.TimestampTrunc):
-            unit = node.args["unit"].name.lower()
-            return self._call("date_trunc", (Lit(unit, "string"), e(node.this)), node)
-        if isinstance(node, exp.DateTrunc):
+        if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)):  # the unit as written (ddflow.sql.dialect)
             unit = node.args["unit"]
-            return self._call("trunc", (e(node.this), Lit(unit.name.lower(), "string")), node)
+            unit = Lit(unit.name, "string") if isinstance(unit, exp.Var) else e(unit)
+            if isinstance(node, exp.TimestampTrunc):
+                return self._call("date_trunc", (unit, e(node.this)), node)
+            return self._call("trunc", (e(node.this), unit), node)
         if isinstance(node, exp.Trim):
             if node.args.get("expression") is not None:
                 raise unsupported(node, "TRIM of characters other than spaces")

@@ -1,0 +1,82 @@
+"""Spark SQL as ddflow reads it: sqlglot's Spark dialect, changed where it would lose what the user wrote.
+
+Every construct is recognised on the tokens or the tree, never by searching
+the text, so a string literal or a comment can never change how a query is
+read.  The changes:
+
+- ``TRUNC(d, unit)`` and ``DATE_TRUNC(unit, ts)`` keep their unit as
+  written.  sqlglot expands ``'Q'`` to ``QUARTER``, a unit Spark does not
+  know (Spark gives NULL for it), so the expansion would change the answer.
+- ``GROUP BY window(...)`` first in its list is read as a call (sqlglot
+  would read ``WINDOW`` as a named-window clause): the call is put in
+  parentheses on the tokens, the same grouping.
+
+>>> tree = parse_tokens(tokenize("SELECT trunc(d, 'Q') FROM t GROUP BY window(ts, '1 minute')"), "")[0]
+>>> tree.find(exp.DateTrunc).unit.name, tree.args["group"].expressions[0].sql()
+('Q', "(WINDOW(ts, '1 minute'))")
+"""
+from __future__ import annotations
+
+from sqlglot import expressions as exp
+from sqlglot.dialects.spark import Spark
+from sqlglot.helper import seq_get
+from sqlglot.tokens import Token, TokenType
+
+
+def _with_unit(node: exp.Expression, unit) -> exp.Expression:
+    """``node`` with its unit as written: sqlglot's constructors expand an abbreviation and read a column as a
+    literal, so the unit is set past them."""
+    node.set("unit", unit)
+    return node
+
+
+def _trunc(args: list) -> exp.Expression:
+    return _with_unit(exp.DateTrunc(unit=exp.Literal.string("YEAR"), this=seq_get(args, 0)), seq_get(args, 1))
+
+
+def _date_trunc(args: list) -> exp.Expression:
+    return _with_unit(exp.TimestampTrunc(this=seq_get(args, 1), unit=exp.var("YEAR")), seq_get(args, 0))
+
+
+class DdflowSpark(Spark):
+    """Spark's dialect with the unit-keeping TRUNC and DATE_TRUNC (see the module docstring)."""
+
+    class Parser(Spark.Parser):
+        FUNCTIONS = {**Spark.Parser.FUNCTIONS, "TRUNC": _trunc, "DATE_TRUNC": _date_trunc}
+
+
+DIALECT = DdflowSpark()
+
+
+def tokenize(text: str) -> list[Token]:
+    """The tokens of ``text`` in Spark's lexical rules.  O(len(text))."""
+    return DIALECT.tokenize(text)
+
+
+def _grouping_windows(toks: list[Token]) -> list[Token]:
+    """``GROUP BY window(...)`` as ``GROUP BY (window(...))``: the tokens, with the call put in parentheses."""
+    out: list[Token] = []
+    i = 0
+    while i < len(toks):
+        tok = toks[i]
+        out.append(tok)
+        i += 1
+        if tok.token_type is TokenType.GROUP_BY and i + 1 < len(toks) and toks[i].token_type is TokenType.WINDOW \
+                and toks[i + 1].token_type is TokenType.L_PAREN:
+            depth, j = 0, i + 1
+            while j < len(toks):
+                depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(toks[j].token_type, 0)
+                if depth == 0:
+                    break
+                j += 1
+            first, last = toks[i], toks[min(j, len(toks) - 1)]
+            out.append(Token(TokenType.L_PAREN, "(", first.line, first.col, first.start, first.start))
+            out.extend(toks[i:j + 1])
+            out.append(Token(TokenType.R_PAREN, ")", last.line, last.col, last.end, last.end))
+            i = j + 1
+    return out
+
+
+def parse_tokens(toks: list[Token], text: str) -> list[exp.Expression]:
+    """The statements the tokens of ``text`` make (sqlglot's errors propagate)."""
+    return [s for s in DIALECT.parser().parse(_grouping_windows(toks), text) if s is not None]
