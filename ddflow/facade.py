@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ddflow.sql.frontend import SqlFrontend
 
 #: A SQL query's start, past comments: a query's first word, or a parenthesis.
-_SQL_START = re.compile(r"(?is)\A(?:\s+|--[^\n]*|/\*.*?\*/)*(?:\(|(?:select|with|from|values|table)\b)")
+_SQL_START = re.compile(r"(?is)\A(?:\s+|--[^\n]*|/\*.*?\*/)*(?:\(|(?:select|with|from|values|table|create)\b)")
 
 
 class Dataflow(EngineDataflow):
@@ -131,7 +131,7 @@ class Dataflow(EngineDataflow):
 
         ``language`` says which the text is; without it, a text whose first
         word (past comments) is a query's (SELECT, WITH, FROM, VALUES,
-        TABLE, or a parenthesis) is SQL, anything else Datalog: a Datalog
+        TABLE, CREATE, or a parenthesis) is SQL, anything else Datalog: a Datalog
         program shows its strata, then each ``.output`` relation's plan.
         Cost: O(size of the query).
 

@@ -39,6 +39,7 @@ WITH_EXAMPLES = [
     "ddflow.plan.fused",
     "ddflow.sql.nesting",
     "ddflow.sql.dialect",
+    "ddflow.sql.scalars",
     "ddflow.operators.arrange",
     "ddflow.base.lattice",
     "ddflow.base.updates",

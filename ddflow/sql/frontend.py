@@ -110,7 +110,7 @@ class SqlFrontend(PlanOwner):
             return self._create(stmt, tables, views)
         if not isinstance(stmt, exp.Query):
             raise SchemaError(f"SQL: expected a query (SELECT, WITH, a set operation) or CREATE VIEW, got "
-                              f"{type(stmt).__name__} `{stmt.sql(dialect='spark')[:80]}`")
+                              f"`{stmt.sql(dialect='spark')[:80]}`")
         return plan_query(stmt, tables, views)
 
     def _create(self, stmt: exp.Create, tables: dict, views: dict[str, Rel]) -> Rel:

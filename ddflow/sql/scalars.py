@@ -58,7 +58,37 @@ def unsupported(node: exp.Expression, what: str | None = None) -> SchemaError:
             if "line" in m:
                 where = f" near line {m['line']}, column {m['col']}"
                 break
-    return SchemaError(f"SQL: {what or type(node).__name__} is not supported{where} (in `{text}`)")
+    return SchemaError(f"SQL: {what or construct(node)} is not supported{where} (in `{text}`)")
+
+
+#: Constructs that are not function calls, as a Spark user calls them.
+_CONSTRUCTS = {exp.Dot: "field access (`.`) on a STRUCT", exp.Bracket: "a subscript (`[...]`) of an ARRAY or MAP",
+               exp.Array: "an ARRAY", exp.Struct: "a STRUCT", exp.Map: "a MAP", exp.VarMap: "a MAP",
+               exp.Lambda: "a lambda function (`x -> ...`)", exp.Window: "a window function here",
+               exp.Subquery: "a subquery here", exp.Exists: "EXISTS here", exp.Star: "* here",
+               exp.Interval: "this INTERVAL", exp.Cast: "this CAST", exp.Case: "this CASE", exp.Tuple: "a tuple",
+               exp.Placeholder: "a parameter placeholder", exp.Parameter: "a parameter"}
+
+
+def construct(node: exp.Expression) -> str:
+    """What ``node`` is, in the user's words (never sqlglot's class name): a function by the name Spark writes.
+
+    >>> import sqlglot
+    >>> construct(sqlglot.parse_one("date_format(d, 'yyyy')", read="spark")), construct(sqlglot.parse_one("a.b.c"))
+    ('the function date_format()', 'field access (`.`) on a STRUCT')
+    """
+    for cls in type(node).__mro__:
+        if cls in _CONSTRUCTS:
+            return _CONSTRUCTS[cls]
+    if isinstance(node, exp.Func):
+        text = node.sql(dialect="spark")
+        name = text.split("(", 1)[0].strip() if "(" in text else ""
+        if name.replace("_", "").isalnum():
+            return f"the function {name.lower()}()"
+    if isinstance(node, exp.Binary) or isinstance(node, exp.Unary):
+        text = node.sql(dialect="spark")
+        return f"the operator in `{text if len(text) <= 60 else text[:57] + '...'}`"
+    return "this construct"
 
 
 def literal(node: exp.Literal) -> Lit:
@@ -316,14 +346,15 @@ class Expressions:
             raise unsupported(node, "now() here (it may appear only in a WHERE or HAVING conjunct comparing a "
                                     "timestamp with now() plus or minus a constant: a temporal filter)")
         if isinstance(node, (exp.CurrentTimestamp, exp.CurrentDate)):
-            raise unsupported(node, f"{type(node).__name__} (a view's answer must not depend on the wall clock)")
+            name = "current_timestamp()" if isinstance(node, exp.CurrentTimestamp) else "current_date()"
+            raise unsupported(node, f"{name} (a view's answer must not depend on the wall clock)")
         if isinstance(node, exp.Star):
             raise unsupported(node, "* here")
         if isinstance(node, (exp.Exists, exp.Subquery)):
             raise unsupported(node, "a subquery here")
         if isinstance(node, exp.Anonymous):
             raise unsupported(node, f"the function {node.name}()")
-        raise unsupported(node, f"{type(node).__name__}")
+        raise unsupported(node)
 
     def _interval(self, node: exp.Interval) -> Lit:
         unit = node.args.get("unit")

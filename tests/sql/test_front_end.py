@@ -103,3 +103,21 @@ def test_explain_of_datalog_by_default_and_when_told():
     assert "reach" in flow.explain(prog)
     with pytest.raises(ValueError, match="language is 'sql' or 'datalog'"):
         flow.explain(prog, language="prolog")
+
+
+@pytest.mark.parametrize("expr, named", [
+    ("a.b.c", "field access"), ("a[0]", "subscript"), ("array(1, 2)", "ARRAY"), ("named_struct('x', 1)", "STRUCT"),
+    ("transform(a, x -> x + 1)", "transform()"), ("current_date()", "current_date()"),
+    ("date_format(d, 'yyyy')", "date_format()"), ("unix_timestamp(d)", "unix_timestamp()")])
+def test_a_refusal_names_the_construct_in_the_users_words(expr, named):
+    """Never sqlglot's class names (TimeToStr, Dot, Bracket): the construct as a Spark user writes it, quoted."""
+    import sqlglot.expressions as sx
+
+    flow = ddflow.Dataflow()
+    flow.new_collection("t", schema={"a": "bigint", "d": "date"})
+    with pytest.raises(SchemaError) as err:
+        flow.sql(f"SELECT {expr} AS x FROM t")
+    msg = str(err.value)
+    assert named in msg and "(in `" in msg, msg
+    classes = {n for n in dir(sx) if isinstance(getattr(sx, n), type) and n[0].isupper() and not n.isupper()}
+    assert not any(f" {c} " in f" {msg} " for c in classes), msg
