@@ -74,8 +74,8 @@ def construct(node: exp.Expression) -> str:
     """What ``node`` is, in the user's words (never sqlglot's class name): a function by the name Spark writes.
 
     >>> import sqlglot
-    >>> construct(sqlglot.parse_one("date_format(d, 'yyyy')", read="spark")), construct(sqlglot.parse_one("a.b.c"))
-    ('the function date_format()', 'field access (`.`) on a STRUCT')
+    >>> construct(sqlglot.parse_one("date_format(d, 'yyyy')", read="spark")), construct(sqlglot.parse_one("a[0]", read="spark"))
+    ('the function date_format()', 'a subscript (`[...]`) of an ARRAY or MAP')
     """
     for cls in type(node).__mro__:
         if cls in _CONSTRUCTS:
