@@ -39,6 +39,8 @@ WITH_EXAMPLES = [
     "ddflow.plan.fused",
     "ddflow.sql.nesting",
     "ddflow.sql.dialect",
+    "ddflow.plan.datetimes",
+    "ddflow.plan.maths",
     "ddflow.sql.scalars",
     "ddflow.operators.arrange",
     "ddflow.base.lattice",

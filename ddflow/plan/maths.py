@@ -1,4 +1,4 @@
-"""Spark's math functions: pmod, bround, ceil/floor, logarithms, exp, pow, sqrt, cbrt and sign, with Spark 4's
+"""Spark's math functions: pmod, round, bround, ceil/floor, logarithms, exp, pow, sqrt, cbrt and sign, with Spark 4's
 NULL, NaN and domain rules (ANSI mode).
 
 Registered in the one function table (:mod:`ddflow.plan.functions`).  Spark's rules, which differ from C's and
@@ -8,12 +8,13 @@ numpy's in places:
 - ``pow(1, NaN)`` and ``pow(-1, ±Infinity)`` are NaN (Java's ``Math.pow``), not 1;
 - ``ceil`` / ``floor`` of a double is a bigint: NaN gives 0, a value past bigint raises (ARITHMETIC_OVERFLOW);
   of a DECIMAL(p, s), a DECIMAL(p - s + 1, 0);
-- ``bround`` rounds HALF_EVEN the decimal digits of a double's shortest repr (``bround(0.125, 2)`` is 0.12),
-  never gives -0.0, and raises when a bigint or decimal result overflows;
+- ``round`` rounds HALF_UP and ``bround`` HALF_EVEN the decimal digits of a double's shortest repr
+  (``round(2.675, 2)`` is 2.68, ``bround(0.125, 2)`` is 0.12), never give -0.0, and raise when a bigint or
+  decimal result overflows;
 - ``sign`` of anything is a double (``sign(-0.0)`` is -0.0);
 - ``pmod`` by zero raises, as ``%`` does.
 
-Cost: O(n) numpy operations per call; bround of doubles and of decimals past int64 work row by row in Python.
+Cost: O(n) numpy operations per call; round and bround of doubles and of decimals past int64 work row by row in Python.
 
 >>> from ddflow.plan.expr import Col, Lit, evaluate
 >>> from ddflow.plan.functions import typed
@@ -153,19 +154,21 @@ function("ceil", _ceil_floor_typer("ceil"))(_ceil_floor(True))
 function("floor", _ceil_floor_typer("floor"))(_ceil_floor(False))
 
 
-# -- bround -------------------------------------------------------------------------------------------------
+# -- round and bround ----------------------------------------------------------------------------------------
 
-def _bround_typer(args):
-    if len(args) != 2 or not numeric(args[0].type) or not isinstance(args[1], Lit) or args[1].type != "bigint":
-        raise TypeMismatch(f"bround(number, a constant bigint scale), got ({_names(args)})")
-    t, d = args[0].type, args[1].value
-    ps = decimal_ps(t)
-    if ps is None:
-        return "bigint" if t in ("bigint", "null") else "double"
-    p, s = ps
-    if d < 0:
-        return decimal_type(min(max(p - s + 1, -d + 1), 38), 0)
-    return decimal_type(min(p - s + 1 + min(s, d), 38), min(s, d))
+def _rounding_typer(name: str):
+    def typer(args):
+        if len(args) != 2 or not numeric(args[0].type) or not isinstance(args[1], Lit) or args[1].type != "bigint":
+            raise TypeMismatch(f"{name}(number, a constant bigint scale), got ({_names(args)})")
+        t, d = args[0].type, args[1].value
+        ps = decimal_ps(t)
+        if ps is None:
+            return "bigint" if t in ("bigint", "null") else "double"
+        p, s = ps
+        if d < 0:
+            return decimal_type(min(max(p - s + 1, -d + 1), 38), 0)
+        return decimal_type(min(p - s + 1 + min(s, d), 38), min(s, d))
+    return typer
 
 
 def _half_even(v: int, k: int) -> int:
@@ -179,40 +182,57 @@ def _half_even(v: int, k: int) -> int:
     return q if v >= 0 else -q
 
 
-@function("bround", _bround_typer)
-def _bround(args, e, n):
-    """HALF_EVEN rounding to ``d`` places (``d`` < 0: to tens, hundreds ...), Spark's types and overflow rule."""
-    (a, an), _ = args
-    t, d = e.args[0].type, e.args[1].value
-    live = np.flatnonzero(~an).tolist()
-    if e.type == "double":
-        out = np.asarray(a, dtype=np.float64).copy()
-        ctx = decimal.Context(prec=800)
-        q = decimal.Decimal(1).scaleb(-d)
+def _half_up(v: int, k: int) -> int:
+    """``v / 10**k`` rounded HALF_UP, away from zero on a tie (k >= 0), exact."""
+    if k <= 0:
+        return v * 10 ** (-k)
+    d = 10 ** k
+    q, r = divmod(abs(v), d)
+    if 2 * r >= d:
+        q += 1
+    return q if v >= 0 else -q
+
+
+def _rounding(name: str, exact, mode: str):
+    """``name(x, d)``: x rounded to ``d`` places (``d`` < 0: to tens, hundreds ...) by ``exact`` on integers and
+    ``mode`` on a double's shortest repr; Spark's types and overflow rule."""
+    def kernel(args, e, n):
+        (a, an), _ = args
+        t, d = e.args[0].type, e.args[1].value
+        live = np.flatnonzero(~an).tolist()
+        if e.type == "double":
+            out = np.asarray(a, dtype=np.float64).copy()
+            ctx = decimal.Context(prec=800)
+            q = decimal.Decimal(1).scaleb(-d)
+            for i in live:
+                x = float(out[i])
+                if x == x and abs(x) != float("inf"):
+                    out[i] = float(decimal.Decimal(repr(x)).quantize(q, rounding=mode, context=ctx)) + 0.0
+            return filled(out, an, "double"), an
+        if e.type == "bigint":
+            if d >= 0:
+                return filled(np.asarray(a, dtype=np.int64), an, "bigint"), an
+            vals = [0] * n
+            for i in live:
+                r = exact(int(a[i]), -d) * 10 ** (-d)
+                if not -(1 << 63) <= r < (1 << 63):
+                    raise SchemaError(f"{name}: a result past bigint (ARITHMETIC_OVERFLOW in Spark)")
+                vals[i] = r
+            return np.array(vals, dtype=np.int64), an
+        s = decimal_ps(t)[1]
+        ns = decimal_ps(e.type)[1]
+        out = np.zeros(n, dtype=object)
         for i in live:
-            x = float(out[i])
-            if x == x and abs(x) != float("inf"):
-                out[i] = float(decimal.Decimal(repr(x)).quantize(q, rounding=decimal.ROUND_HALF_EVEN, context=ctx)) + 0.0
-        return filled(out, an, "double"), an
-    if e.type == "bigint":
-        if d >= 0:
-            return filled(np.asarray(a, dtype=np.int64), an, "bigint"), an
-        vals = [0] * n
-        for i in live:
-            r = _half_even(int(a[i]), -d) * 10 ** (-d)
-            if not -(1 << 63) <= r < (1 << 63):
-                raise SchemaError("bround: a result past bigint (ARITHMETIC_OVERFLOW in Spark)")
-            vals[i] = r
-        return np.array(vals, dtype=np.int64), an
-    s = decimal_ps(t)[1]
-    ns = decimal_ps(e.type)[1]
-    out = np.zeros(n, dtype=object)
-    for i in live:
-        if d >= 0:
-            out[i] = _half_even(int(a[i]), s - ns)
-        else:
-            out[i] = _half_even(int(a[i]), s - d) * 10 ** (-d)
-    return fitted(out, ~an, e.type, "bround"), an
+            if d >= 0:
+                out[i] = exact(int(a[i]), s - ns)
+            else:
+                out[i] = exact(int(a[i]), s - d) * 10 ** (-d)
+        return fitted(out, ~an, e.type, name), an
+    return kernel
+
+
+function("bround", _rounding_typer("bround"))(_rounding("bround", _half_even, decimal.ROUND_HALF_EVEN))
+function("round", _rounding_typer("round"))(_rounding("round", _half_up, decimal.ROUND_HALF_UP))
 
 
 __all__: list[str] = []

@@ -7,6 +7,10 @@ read.  The changes:
 - ``TRUNC(d, unit)`` and ``DATE_TRUNC(unit, ts)`` keep their unit as
   written.  sqlglot expands ``'Q'`` to ``QUARTER``, a unit Spark does not
   know (Spark gives NULL for it), so the expansion would change the answer.
+- Functions with Spark datetime patterns (``date_format``, ``to_date(s,
+  pattern)``, ``unix_timestamp`` ...) and the calendar functions are read
+  as plain calls of their arguments as written (:data:`AS_WRITTEN`):
+  sqlglot would turn a pattern into its own strftime form.
 - ``GROUP BY window(...)`` first in its list is read as a call (sqlglot
   would read ``WINDOW`` as a named-window clause): the call is put in
   parentheses on the tokens, the same grouping.
@@ -38,11 +42,31 @@ def _date_trunc(args: list) -> exp.Expression:
     return _with_unit(exp.TimestampTrunc(this=seq_get(args, 1), unit=exp.var("YEAR")), seq_get(args, 0))
 
 
+#: Functions read as plain calls of their arguments as written: sqlglot would turn their datetime patterns into
+#: its own strftime forms, or rewrite them into other functions (ddflow.plan.datetimes reads Spark's patterns).
+AS_WRITTEN = ("DATE_FORMAT", "FROM_UNIXTIME", "UNIX_TIMESTAMP", "TO_UNIX_TIMESTAMP", "LAST_DAY", "NEXT_DAY",
+              "MONTHS_BETWEEN", "MAKE_DATE", "UNIX_DATE", "UNIX_SECONDS", "UNIX_MILLIS", "UNIX_MICROS",
+              "DATE_FROM_UNIX_DATE", "TIMESTAMP_SECONDS", "TIMESTAMP_MILLIS", "TIMESTAMP_MICROS")
+
+
+def _as_written(name: str):
+    return lambda args: exp.Anonymous(this=name, expressions=args)
+
+
+def _with_pattern(name: str, default):
+    """``TO_DATE(s, pattern)`` as written; with one argument, sqlglot's own reading (a CAST)."""
+    return lambda args: exp.Anonymous(this=name, expressions=args) if len(args) > 1 else default(args)
+
+
 class DdflowSpark(Spark):
-    """Spark's dialect with the unit-keeping TRUNC and DATE_TRUNC (see the module docstring)."""
+    """Spark's dialect with the unit-keeping TRUNC and DATE_TRUNC, and datetime patterns as written (see the
+    module docstring)."""
 
     class Parser(Spark.Parser):
-        FUNCTIONS = {**Spark.Parser.FUNCTIONS, "TRUNC": _trunc, "DATE_TRUNC": _date_trunc}
+        FUNCTIONS = {**Spark.Parser.FUNCTIONS, "TRUNC": _trunc, "DATE_TRUNC": _date_trunc,
+                     **{n: _as_written(n) for n in AS_WRITTEN},
+                     "TO_DATE": _with_pattern("TO_DATE", Spark.Parser.FUNCTIONS["TO_DATE"]),
+                     "TO_TIMESTAMP": _with_pattern("TO_TIMESTAMP", Spark.Parser.FUNCTIONS["TO_TIMESTAMP"])}
 
 
 DIALECT = DdflowSpark()

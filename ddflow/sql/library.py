@@ -19,6 +19,7 @@ from typing import Callable
 from sqlglot import exp
 
 from ddflow.errors import SchemaError
+from ddflow.plan import datetimes
 from ddflow.plan import functions as F
 from ddflow.plan.expr import Call, Expr, Lit
 
@@ -165,12 +166,40 @@ _NODES = {
     exp.Log: _log, exp.Ln: _unary("ln"), exp.Exp: _unary("exp"), exp.Pow: _binary("pow"),
     exp.Sqrt: _unary("sqrt"), exp.Cbrt: _unary("cbrt"), exp.Sign: _unary("sign"),
     exp.Ceil: _rounding("ceil"), exp.Floor: _rounding("floor"),
+    exp.Round: lambda n, e, ex: _round("round", n, n.this, n.args.get("decimals"), e),
 }
+
+
+#: Datetime functions' arguments that are a date or timestamp, by position: a string there is CAST, as Spark does.
+_TIME_ARGS = {"date_format": {0: "timestamp"}, "last_day": {0: "date"}, "next_day": {0: "date"},
+              "months_between": {0: "timestamp", 1: "timestamp"}, "unix_date": {0: "date"},
+              "unix_seconds": {0: "timestamp"}, "unix_millis": {0: "timestamp"}, "unix_micros": {0: "timestamp"}}
+
+
+def _datetime(name: str, node: exp.Anonymous, e: Eval) -> Call:
+    if name == "unix_timestamp" and not node.expressions:
+        raise refusal(node, "unix_timestamp() without an argument (a view's answer must not depend on the wall "
+                            "clock)")
+    casts = _TIME_ARGS.get(name, {})
+    args = [e(a) for a in node.expressions]
+    args = [F.cast(a, casts[i]) if i in casts and a.type == "string" else a for i, a in enumerate(args)]
+    return _call(name, args, node)
+
+
+def _round(name: str, node: exp.Expression, x: exp.Expression, scale: exp.Expression | None, e: Eval) -> Call:
+    d = e(scale) if scale is not None else Lit(0, "bigint")
+    if not isinstance(d, Lit) or d.type != "bigint":
+        raise refusal(node, f"{name}'s scale must be a constant integer")
+    return _call(name, [e(x), d], node)
 
 
 def _anonymous(node: exp.Anonymous, e: Eval, ex):
     name = str(node.this).lower()
     args = list(node.expressions)
+    if name == "to_unix_timestamp":
+        name = "unix_timestamp"
+    if name in datetimes.NAMES:
+        return _datetime(name, node, e)
     if name == "printf":
         return _format(node, e, ex)
     if name == "pmod":
@@ -180,10 +209,7 @@ def _anonymous(node: exp.Anonymous, e: Eval, ex):
     if name == "bround":
         if len(args) not in (1, 2):
             raise refusal(node, "bround takes one or two arguments")
-        scale = e(args[1]) if len(args) == 2 else Lit(0, "bigint")
-        if not isinstance(scale, Lit) or scale.type != "bigint":
-            raise refusal(node, "bround's scale must be a constant integer")
-        return _call("bround", [e(args[0]), scale], node)
+        return _round("bround", node, args[0], args[1] if len(args) == 2 else None, e)
     return None
 
 

@@ -1,0 +1,229 @@
+"""Spark's datetime patterns, calendar functions and round, against Spark itself (a local session, UTC).
+
+Random dates from year 1 to 9999 (month ends, leap days, before 1970), timestamps with microseconds, texts
+written in several patterns, and epoch counts; each group is one Spark query of many columns compared with
+ddflow's view as bags.  A text that does not match its pattern raises in both (Spark's ANSI mode).  An
+incremental test checks the accumulated view at every complete time under inserts and deletes.
+"""
+from __future__ import annotations
+
+import datetime
+import math
+import random
+from collections import Counter
+
+import pytest
+
+import ddflow
+from ddflow.errors import SchemaError
+
+SCHEMA = {"d": "date", "ts": "timestamp", "n": "bigint", "x": "double"}
+SPARK_SCHEMA = "d date, ts timestamp, n bigint, x double"
+#: Patterns texts are written in (and read back by); Java's letters as Spark allows them.
+PARSED = ("yyyy-MM-dd HH:mm:ss", "dd/MM/yyyy", "yyyyMMdd", "MMM d, yyyy h:mm a", "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+          "d MMMM yyyy", "yy-M-d H:m:s", "yyyy-DDD", "HH:mm", "yyyy-MM-dd HH:mm XXX")
+
+
+def _write(t: datetime.datetime, pattern: str, rng: random.Random) -> str:
+    """``t`` written in ``pattern`` (for the patterns of PARSED), as a user's data would be."""
+    out = pattern.replace("'T'", "T")
+    subs = [("yyyy", f"{t.year:04d}"), ("yy", f"{t.year % 100:02d}"), ("MMMM", t.strftime("%B")),
+            ("MMM", t.strftime("%b")), ("MM", f"{t.month:02d}"), ("M", str(t.month)), ("DDD", f"{t.timetuple().tm_yday:03d}"),
+            ("dd", f"{t.day:02d}"), ("d", str(t.day)), ("HH", f"{t.hour:02d}"), ("H", str(t.hour)),
+            ("h", str(t.hour % 12 or 12)), ("mm", f"{t.minute:02d}"), ("m", str(t.minute)),
+            ("ss", f"{t.second:02d}"), ("s", str(t.second)), ("SSSSSS", f"{t.microsecond:06d}"),
+            ("EEE", t.strftime("%a")), (" a", " PM" if t.hour >= 12 else " AM"),
+            ("XXX", rng.choice(["Z", "+02:00", "-05:30"]))]
+    for i, (k, v) in enumerate(subs):  # placeholders first, so a value is never read as a letter
+        out = out.replace(k, f"\x00{i}\x00")
+    for i, (k, v) in enumerate(subs):
+        out = out.replace(f"\x00{i}\x00", v)
+    return out
+
+
+def _rows(seed: int, count: int) -> list[tuple]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        if rng.random() < 0.3:
+            d = datetime.date(rng.randrange(1, 10000), rng.randrange(1, 13), 1) + datetime.timedelta(days=rng.choice([-1, 0, 27, 28]))
+        else:
+            d = datetime.date(1900, 1, 1) + datetime.timedelta(days=rng.randrange(0, 60000))
+        ts = datetime.datetime(d.year, d.month, d.day, rng.randrange(24), rng.randrange(60), rng.randrange(60),
+                               rng.choice([0, 1, 999999, rng.randrange(10**6)]))
+        n = rng.choice([0, -1, 1, 86399, 1700000000, -2208988800, rng.randrange(-10**10, 10**10)])
+        x = rng.choice([2.675, 0.125, -0.5, 1.5, 2.5, -2.5, 1e-7, 123456.789, 0.285, float("inf"), -0.0,
+                        rng.uniform(-1e6, 1e6)])
+        out.append((None if rng.random() < 0.1 else d, None if rng.random() < 0.1 else ts,
+                    None if rng.random() < 0.1 else n, None if rng.random() < 0.1 else x))
+    return out
+
+
+def _norm(v):
+    if isinstance(v, float):
+        return "NaN" if math.isnan(v) else float(f"{v:.12g}") if math.isfinite(v) else v
+    return v
+
+
+def _bag(rows) -> Counter:
+    return Counter(tuple(_norm(v) for v in r) for r in rows)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from ddflow.streaming.spark import local_session
+
+    session = local_session("ddflow-datetime-tests", "local[1]")
+    yield session
+    session.stop()
+
+
+def _compare(spark, rows, query: str, schema=SCHEMA, spark_schema=SPARK_SCHEMA):
+    spark.createDataFrame(rows, spark_schema).createOrReplaceTempView("t")
+    want = _bag(tuple(r) for r in spark.sql(query).collect())
+    flow = ddflow.Dataflow()
+    handle = flow.new_collection("t", schema=schema)[0]
+    cap = flow.sql(query).capture()
+    handle.update(rows, times=0)
+    flow.advance_to(1)
+    flow.run()
+    got = _bag(r for r, m in cap.contents(0).items() for _ in range(m))
+    assert got == want, (set(got) - set(want), set(want) - set(got))
+
+
+FORMATS = ("SELECT d, ts, date_format(ts, 'yyyy-MM-dd HH:mm:ss.SSS') AS f1, date_format(d, 'EEEE, MMMM d, yy') AS f2, "
+           "date_format(ts, 'h:mm a K k D DD DDD Q QQ QQQ q') AS f3, date_format(ts, 'EEE MMM L LL S SS SSSSSS') AS f4, "
+           "date_format(ts, \"'quoted' '' G z X Z x\") AS f5, date_format(d, 'y yyy yyyyy') AS f6, "
+           "date_format(ts, NULL) AS f7, date_format('2024-02-03 04:05:06', 'yyyyMMddHHmmss') AS f8 FROM t")
+
+CALENDAR = ("SELECT d, ts, last_day(d) AS c1, last_day(ts) AS c2, next_day(d, 'Mon') AS c3, next_day(d, 'FRIDAY') AS c4, "
+            "next_day(ts, 'su') AS c5, months_between(ts, d) AS c6, months_between(d, ts, false) AS c7, "
+            "months_between(last_day(d), last_day(ts)) AS c8, unix_date(d) AS c9, unix_seconds(ts) AS c10, "
+            "unix_millis(ts) AS c11, unix_micros(ts) AS c12, unix_timestamp(ts) AS c13, unix_timestamp(d) AS c14, "
+            "to_unix_timestamp(ts) AS c15, next_day(d, NULL) AS c16, last_day('2024-02-10') AS c17 FROM t")
+
+EPOCHS = ("SELECT n, from_unixtime(n) AS e1, from_unixtime(n, 'yyyy/MM/dd HH') AS e2, date_from_unix_date(n % 100000) AS e3, "
+          "timestamp_seconds(n) AS e4, timestamp_millis(n) AS e5, timestamp_micros(n) AS e6, "
+          "make_date(1 + abs(n) % 9999, 1 + abs(n) % 12, 1 + abs(n) % 28) AS e7 FROM t")
+
+ROUNDS = ("SELECT x, n, round(x) AS r1, round(x, 2) AS r2, round(x, -2) AS r3, bround(x, 2) AS r4, round(n, -1) AS r5, "
+          "round(n, 3) AS r6, round(CAST(x AS DECIMAL(20, 6)), 1) AS r7, round(CAST(x AS DECIMAL(20, 6)), -3) AS r8, "
+          "round(x, 10) AS r9, round(sqrt(-1.0), 1) AS r10 FROM t WHERE x IS NULL OR abs(x) < 1e12")
+
+
+@pytest.mark.parametrize("query", [FORMATS, CALENDAR, EPOCHS], ids=["formats", "calendar", "epochs"])
+def test_datetime_functions_equal_spark(spark, query):
+    _compare(spark, _rows(11, 250), query)
+
+
+def test_round_equals_spark(spark):
+    _compare(spark, _rows(12, 250), ROUNDS)
+
+
+def test_texts_read_by_their_patterns_equal_spark(spark):
+    rng = random.Random(5)
+    rows = []
+    for d, ts, _, _ in _rows(13, 120):
+        t = ts or datetime.datetime(2001, 2, 3, 4, 5, 6)
+        for i, p in enumerate(PARSED):
+            rows.append((i, _write(t, p, rng), p))
+    cols = ", ".join(f'to_timestamp(CASE WHEN k = {i} THEN s END, "{p}") AS p{i}, '
+                     f'to_date(CASE WHEN k = {i} THEN s END, "{p}") AS q{i}, '
+                     f'unix_timestamp(CASE WHEN k = {i} THEN s END, "{p}") AS u{i}' for i, p in enumerate(PARSED))
+    _compare(spark, [r[:2] for r in rows], f"SELECT k, s, {cols} FROM t",
+             schema={"k": "bigint", "s": "string"}, spark_schema="k bigint, s string")
+
+
+@pytest.mark.parametrize("text, pattern", [("2024-13-01", "yyyy-MM-dd"), ("2024-02-30", "yyyy-MM-dd"),
+                                           ("2024-2-3", "yyyy-MM-dd"), ("x", "yyyy")])
+def test_a_text_its_pattern_cannot_read_raises_as_in_spark(spark, text, pattern):
+    q = f"SELECT to_timestamp(s, '{pattern}') AS v FROM t"
+    spark.createDataFrame([(text,)], "s string").createOrReplaceTempView("t")
+    with pytest.raises(Exception, match="CANNOT_PARSE_TIMESTAMP|DATETIME|Invalid|parse|could not be parsed"):
+        spark.sql(q).collect()
+    flow = ddflow.Dataflow()
+    handle = flow.new_collection("t", schema={"s": "string"})[0]
+    flow.sql(q).capture()
+    handle.update([(text,)], times=0)
+    flow.advance_to(1)
+    with pytest.raises(SchemaError, match=f"{text!r}.*{pattern!r}"):
+        flow.run()
+
+
+@pytest.mark.parametrize("expr, named", [
+    ("date_format(ts, 'YYYY')", "'Y'"), ("date_format(ts, 'ww')", "'w'"), ("date_format(ts, s)", "constant"),
+    ("to_timestamp(s, '[yyyy]')", "optional sections"), ("to_date(s, 'yyyy-MM-dd Q')", "cannot be parsed"),
+    ("to_date(s, 'EEE dd MMM yyyy')", "'E'.*cannot be parsed"),
+    ("next_day(ts, 'Mond')", "not a day of the week"), ("unix_timestamp()", "wall clock"),
+    ('date_format(ts, "yyyy\'")', "unclosed quote")])
+def test_patterns_spark_does_not_allow_are_refused_at_sql(expr, named):
+    flow = ddflow.Dataflow()
+    flow.new_collection("t", schema={"ts": "timestamp", "s": "string"})
+    with pytest.raises(SchemaError, match=named):
+        flow.sql(f"SELECT {expr} AS v FROM t")
+
+
+def test_results_past_year_9999_raise():
+    flow = ddflow.Dataflow()
+    handle = flow.new_collection("t", schema={"n": "bigint"})[0]
+    flow.sql("SELECT date_from_unix_date(n) AS v FROM t").capture()
+    handle.update([(10**8,)], times=0)
+    flow.advance_to(1)
+    with pytest.raises(SchemaError, match="years 1 to 9999"):
+        flow.run()
+
+
+def test_incrementally_at_every_time():
+    """Inserts and deletes over several times per advance: the view equals the query of the rows live then."""
+    rng = random.Random(3)
+    q = ("SELECT date_format(ts, 'yyyy-MM') AS m, COUNT(*) AS c, MAX(months_between(ts, d)) AS b, "
+         "MIN(round(x, 1)) AS r FROM t GROUP BY date_format(ts, 'yyyy-MM')")
+    rows = [r for r in _rows(21, 80) if r[3] is None or math.isfinite(r[3])]
+    flow = ddflow.Dataflow()
+    handle = flow.new_collection("t", schema=SCHEMA)[0]
+    cap = flow.sql(q).capture()
+    live: Counter = Counter()
+    for step in range(4):
+        for t in range(step * 3, step * 3 + 3):
+            adds = rng.sample(rows, 6)
+            dels = [r for r in live if rng.random() < 0.3]
+            handle.update(adds + dels, times=t, diffs=[1] * len(adds) + [-1] * len(dels))
+            live.update(adds)
+            live.subtract(dels)
+            live = +live
+        flow.advance_to(step * 3 + 3)
+        flow.run()
+        want = _oracle(live)
+        assert cap.contents(step * 3 + 2) == want
+
+
+def _oracle(live: Counter) -> dict:
+    """The query of test_incrementally_at_every_time in plain Python."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    from ddflow.plan.datetimes import compile_pattern, format_micros
+    import numpy as np
+
+    groups: dict = {}
+    for (d, ts, n, x), m in live.items():
+        if ts is None:
+            key = None
+        else:
+            us = (ts - datetime.datetime(1970, 1, 1)) // datetime.timedelta(microseconds=1)
+            key = format_micros(np.array([us]), np.array([False]), compile_pattern("yyyy-MM"))[0]
+        g = groups.setdefault(key, [0, [], []])
+        g[0] += m
+        if ts is not None and d is not None:
+            a, b = ts.date(), d
+            months = (a.year - b.year) * 12 + a.month - b.month
+            import calendar
+            last = lambda z: z.day == calendar.monthrange(z.year, z.month)[1]
+            if a.day == b.day or (last(a) and last(b)):
+                v = float(months)
+            else:
+                secs = (a.day - b.day) * 86400 + ts.hour * 3600 + ts.minute * 60 + ts.second
+                v = math.floor((months + secs / (31 * 86400)) * 1e8 + 0.5) / 1e8
+            g[1].append(v)
+        if x is not None:
+            g[2].append(float(Decimal(repr(x)).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)) + 0.0)
+    return {(k, c, max(b) if b else None, min(r) if r else None): 1 for k, (c, b, r) in groups.items()}
