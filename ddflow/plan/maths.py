@@ -1,5 +1,6 @@
-"""Spark's math functions: pmod, round, bround, ceil/floor, logarithms, exp, pow, sqrt, cbrt and sign, with Spark 4's
-NULL, NaN and domain rules (ANSI mode).
+"""Spark's math functions: pmod, round, bround, ceil/floor, logarithms, exp, pow, sqrt, cbrt, sign, trigonometry
+(sin ... atanh, cot, sec, csc, atan2, hypot, degrees, radians), e(), pi(), isnan, nanvl, positive and negative, with
+Spark 4's NULL, NaN and domain rules (ANSI mode).
 
 Registered in the one function table (:mod:`ddflow.plan.functions`).  Spark's rules, which differ from C's and
 numpy's in places:
@@ -12,7 +13,8 @@ numpy's in places:
   (``round(2.675, 2)`` is 2.68, ``bround(0.125, 2)`` is 0.12), never give -0.0, and raise when a bigint or
   decimal result overflows;
 - ``sign`` of anything is a double (``sign(-0.0)`` is -0.0);
-- ``pmod`` by zero raises, as ``%`` does.
+- ``pmod`` by zero raises, as ``%`` does;
+- ``isnan(NULL)`` is false, not NULL; ``atan2`` reads -0.0 as 0.0 (Spark adds 0.0 to both arguments).
 
 Cost: O(n) numpy operations per call; round and bround of doubles and of decimals past int64 work row by row in Python.
 
@@ -233,6 +235,66 @@ def _rounding(name: str, exact, mode: str):
 
 function("bround", _rounding_typer("bround"))(_rounding("bround", _half_even, decimal.ROUND_HALF_EVEN))
 function("round", _rounding_typer("round"))(_rounding("round", _half_up, decimal.ROUND_HALF_UP))
+
+
+# -- trigonometry, constants, NaN ------------------------------------------------------------------------------
+
+def _cot(x):
+    return 1.0 / np.tan(x)
+
+
+for _name, _fn in (("sin", np.sin), ("cos", np.cos), ("tan", np.tan), ("asin", np.arcsin), ("acos", np.arccos),
+                   ("atan", np.arctan), ("sinh", np.sinh), ("cosh", np.cosh), ("tanh", np.tanh),
+                   ("asinh", np.arcsinh), ("acosh", np.arccosh), ("atanh", np.arctanh), ("cot", _cot),
+                   ("sec", lambda x: 1.0 / np.cos(x)), ("csc", lambda x: 1.0 / np.sin(x)),
+                   ("degrees", np.degrees), ("radians", np.radians), ("expm1", np.expm1), ("rint", np.rint)):
+    function(_name, _to_double_typer(1, _name))(_double_kernel(_fn))
+function("log1p", _to_double_typer(1, "log1p"))(_double_kernel(np.log1p, lambda x: ~(x <= -1)))
+function("atan2", _to_double_typer(2, "atan2"))(  # Spark adds 0.0 to both: -0.0 is 0.0 there
+    _double_kernel(lambda y, x: np.arctan2(y + 0.0, x + 0.0)))
+function("hypot", _to_double_typer(2, "hypot"))(_double_kernel(np.hypot))
+function("e", _to_double_typer(0, "e"))(lambda args, e, n: (np.full(n, np.e), np.zeros(n, dtype=bool)))
+function("pi", _to_double_typer(0, "pi"))(lambda args, e, n: (np.full(n, np.pi), np.zeros(n, dtype=bool)))
+
+
+def _isnan_typer(args):
+    if len(args) != 1 or not numeric(args[0].type):
+        raise TypeMismatch(f"isnan takes a number, got ({_names(args)})")
+    return "boolean"
+
+
+@function("isnan", _isnan_typer)
+def _isnan(args, e, n):
+    """True where the value is NaN; never NULL (``isnan(NULL)`` is false, as in Spark)."""
+    ((v, vn),) = args
+    return (~vn & np.isnan(_doubles(v, e.args[0].type))), np.zeros(n, dtype=bool)
+
+
+@function("nanvl", _to_double_typer(2, "nanvl"))
+def _nanvl(args, e, n):
+    """``a`` unless it is NaN, else ``b``; NULL where the value chosen is NULL."""
+    (a, an), (b, bn) = args
+    x, y = _doubles(a, e.args[0].type), _doubles(b, e.args[1].type)
+    pick = ~an & np.isnan(x)
+    null = np.where(pick, bn, an)
+    return filled(np.where(pick, y, x), null, "double"), null
+
+
+def _same_typer(name: str):
+    def typer(args):
+        if len(args) != 1 or not numeric(args[0].type):
+            raise TypeMismatch(f"{name} takes a number, got ({_names(args)})")
+        return args[0].type if args[0].type != "null" else "double"
+    return typer
+
+
+function("positive", _same_typer("positive"))(lambda args, e, n: args[0])
+
+
+@function("negative", _same_typer("negative"))
+def _negative(args, e, n):
+    """``-x``: as unary minus (a bigint's minimum overflows and raises, as in Spark's ANSI mode)."""
+    return KERNELS["neg"](args, Call("neg", e.args, e.type), n)
 
 
 __all__: list[str] = []

@@ -1,5 +1,6 @@
 """Spark's string functions past the basic ones of :mod:`ddflow.plan.functions`: padding, repetition, case,
-translation, Java regular expressions, edit distance, ``format_string`` and character codes.
+translation, Java regular expressions, edit distance, ``format_string``, character codes, byte lengths,
+``substring_index``, ``btrim``, and the hashes and hex of a string's UTF-8 bytes (as Spark casts a string to binary).
 
 Each is registered in the one function table (:func:`ddflow.plan.functions.function`), typed and evaluated there;
 :mod:`ddflow.sql.library` maps Spark SQL's names to them.  Semantics are Spark 4's: a NULL argument gives NULL,
@@ -19,7 +20,9 @@ kernel for these with Spark's rules); regexp_replace compiles its pattern once p
 from __future__ import annotations
 
 import decimal
+import hashlib
 import re
+import zlib
 from typing import Callable, Sequence
 
 import numpy as np
@@ -315,5 +318,64 @@ def _format_string(args, e, n):
         out[i] = "".join(parts)
     return out, np.zeros(n, dtype=bool)
 
+
+
+# -- lengths, delimiters, trimming -----------------------------------------------------------------------------
+
+_reg("octet_length", "s", "bigint")(lambda s: len(s.encode("utf-8", "surrogatepass")))
+_reg("bit_length", "s", "bigint")(lambda s: 8 * len(s.encode("utf-8", "surrogatepass")))
+_reg("space", "i", "string")(lambda k: " " * max(k, 0))
+
+
+@_reg("substring_index", "ssi", "string")
+def _substring_index(s: str, delim: str, count: int) -> str:
+    """Spark's substring_index: left of the ``count``-th ``delim`` (from the right when ``count`` < 0)."""
+    if count == 0 or delim == "":
+        return ""
+    parts = s.split(delim)
+    if abs(count) >= len(parts):
+        return s
+    return delim.join(parts[:count]) if count > 0 else delim.join(parts[count:])
+
+
+@_reg("btrim", "ss?", "string")
+def _btrim(s: str, chars: str = " ") -> str:
+    """Both ends trimmed of the characters in ``chars`` (spaces only by default, as Spark's trim)."""
+    return s.strip(chars) if chars else s
+
+
+# -- hashes and encodings (of a string's UTF-8 bytes, as Spark casts a string to binary) -------------------------
+
+def _utf8(s: str) -> bytes:
+    return s.encode("utf-8", "surrogatepass")
+
+
+_reg("md5", "s", "string")(lambda s: hashlib.md5(_utf8(s)).hexdigest())
+_reg("sha1", "s", "string")(lambda s: hashlib.sha1(_utf8(s)).hexdigest())
+_reg("crc32", "s", "bigint")(lambda s: zlib.crc32(_utf8(s)))
+
+
+@_reg("sha2", "si", "string", constant=(1,))
+def _sha2(s: str, bits: int) -> str | None:
+    """SHA-224/256/384/512 as hex (0 is 256); another length gives NULL, as in Spark."""
+    algo = {0: "sha256", 224: "sha224", 256: "sha256", 384: "sha384", 512: "sha512"}.get(bits)
+    return None if algo is None else hashlib.new(algo, _utf8(s)).hexdigest()
+
+
+def _hex_typer(args):
+    if len(args) != 1 or args[0].type not in ("string", "bigint", "null"):
+        raise TypeMismatch(f"hex takes a string or a bigint, got ({_names(args)})")
+    return "string"
+
+
+@function("hex", _hex_typer)
+def _hex(args, e, n):
+    """A bigint's two's complement in upper-case hex (no leading zeros), or a string's UTF-8 bytes."""
+    if e.args[0].type == "string":
+        return _rowwise(lambda s: _utf8(s).hex().upper(), "string")(args, e, n)
+    return _rowwise(lambda k: format(k & 0xFFFFFFFFFFFFFFFF, "X"), "string")(args, e, n)
+
+
+_reg("bin", "i", "string", int32=False)(lambda k: format(k & 0xFFFFFFFFFFFFFFFF, "b"))
 
 __all__: list[str] = []

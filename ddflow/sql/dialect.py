@@ -42,11 +42,17 @@ def _date_trunc(args: list) -> exp.Expression:
     return _with_unit(exp.TimestampTrunc(this=seq_get(args, 1), unit=exp.var("YEAR")), seq_get(args, 0))
 
 
+#: Library functions read as plain calls (ddflow.plan.maths and ddflow.plan.strings type them by name).
+LIBRARY = ("SIN", "COS", "TAN", "ASIN", "ACOS", "ATAN", "SINH", "COSH", "TANH", "ASINH", "ACOSH", "ATANH", "COT",
+           "SEC", "CSC", "DEGREES", "RADIANS", "EXPM1", "LOG1P", "RINT", "ATAN2", "HYPOT", "E", "PI", "ISNAN",
+           "NANVL", "POSITIVE", "NEGATIVE", "OCTET_LENGTH", "BIT_LENGTH", "SPACE", "SUBSTRING_INDEX", "BTRIM",
+           "MD5", "SHA1", "SHA", "SHA2", "CRC32", "HEX", "BIN")
 #: Functions read as plain calls of their arguments as written: sqlglot would turn their datetime patterns into
 #: its own strftime forms, or rewrite them into other functions (ddflow.plan.datetimes reads Spark's patterns).
 AS_WRITTEN = ("DATE_FORMAT", "FROM_UNIXTIME", "UNIX_TIMESTAMP", "TO_UNIX_TIMESTAMP", "LAST_DAY", "NEXT_DAY",
               "MONTHS_BETWEEN", "MAKE_DATE", "UNIX_DATE", "UNIX_SECONDS", "UNIX_MILLIS", "UNIX_MICROS",
-              "DATE_FROM_UNIX_DATE", "TIMESTAMP_SECONDS", "TIMESTAMP_MILLIS", "TIMESTAMP_MICROS")
+              "DATE_FROM_UNIX_DATE", "TIMESTAMP_SECONDS", "TIMESTAMP_MILLIS", "TIMESTAMP_MICROS",
+              *LIBRARY)
 
 
 def _as_written(name: str):

@@ -20,6 +20,7 @@ from sqlglot import exp
 
 from ddflow.errors import SchemaError
 from ddflow.plan import datetimes
+from ddflow.sql.dialect import LIBRARY
 from ddflow.plan import functions as F
 from ddflow.plan.expr import Call, Expr, Lit
 
@@ -176,6 +177,9 @@ _TIME_ARGS = {"date_format": {0: "timestamp"}, "last_day": {0: "date"}, "next_da
               "unix_seconds": {0: "timestamp"}, "unix_millis": {0: "timestamp"}, "unix_micros": {0: "timestamp"}}
 
 
+_ALIASES = {"to_unix_timestamp": "unix_timestamp", "sha": "sha1"}
+
+
 def _datetime(name: str, node: exp.Anonymous, e: Eval) -> Call:
     if name == "unix_timestamp" and not node.expressions:
         raise refusal(node, "unix_timestamp() without an argument (a view's answer must not depend on the wall "
@@ -196,10 +200,11 @@ def _round(name: str, node: exp.Expression, x: exp.Expression, scale: exp.Expres
 def _anonymous(node: exp.Anonymous, e: Eval, ex):
     name = str(node.this).lower()
     args = list(node.expressions)
-    if name == "to_unix_timestamp":
-        name = "unix_timestamp"
+    name = _ALIASES.get(name, name)
     if name in datetimes.NAMES:
         return _datetime(name, node, e)
+    if name.upper() in LIBRARY:
+        return _call(name, [e(a) for a in args], node)
     if name == "printf":
         return _format(node, e, ex)
     if name == "pmod":

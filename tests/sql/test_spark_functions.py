@@ -115,9 +115,22 @@ MATH = ("SELECT n, d, m, pmod(n, 7) AS c1, pmod(n, -3) AS c2, pmod(n, nvl(nullif
         "log(2, sqrt(d)) AS c31, ceil(sqrt(f)) AS c32, bround(sqrt(d), 1) AS c33, sign(sqrt(f)) AS c34, "
         "pow(sqrt(d), 0) AS c35, pow(1, sqrt(d)) AS c36, pmod(sqrt(f), 2) AS c37 FROM t")
 
+TRIG = ("SELECT d, e, n, sin(d) AS g1, cos(e) AS g2, tan(d) AS g3, asin(f) AS g4, acos(f) AS g5, atan(d) AS g6, "
+        "sinh(f) AS g7, cosh(f) AS g8, tanh(d) AS g9, asinh(d) AS g10, acosh(d) AS g11, atanh(f) AS g12, "
+        "cot(d) AS g13, sec(e) AS g14, csc(d) AS g15, degrees(d) AS g16, radians(n) AS g17, expm1(f) AS g18, "
+        "log1p(d) AS g19, rint(d) AS g20, atan2(d, e) AS g21, hypot(d, e) AS g22, e() AS g23, pi() AS g24, "
+        "isnan(sqrt(d)) AS g25, isnan(d) AS g26, nanvl(sqrt(d), e) AS g27, nanvl(d, e) AS g28, positive(n) AS g29, "
+        "negative(d) AS g30, negative(m) AS g31, round(d, 1) AS g32, round(m, 1) AS g33, round(n, -1) AS g34 FROM t")
 
-@pytest.mark.parametrize("query, rows", [(STRINGS, _rows(1, 80)), (NULLS, _edge_rows(2, 80)), (MATH, _edge_rows(3, 80))],
-                         ids=["strings", "nulls", "math"])
+HASHES = ("SELECT s, t, n, octet_length(s) AS h1, bit_length(s) AS h2, space(pmod(n, 5)) AS h3, "
+          "substring_index(s, t, pmod(n, 5) - 2) AS h4, substring_index(s, 'a', 2) AS h5, btrim(s) AS h6, "
+          "btrim(s, t) AS h7, md5(s) AS h8, sha1(s) AS h9, sha(t) AS h10, sha2(s, 256) AS h11, sha2(s, 512) AS h12, "
+          "sha2(s, 0) AS h13, sha2(s, 1) AS h14, crc32(s) AS h15, hex(n) AS h16, hex(s) AS h17, bin(n) AS h18 FROM t")
+
+
+@pytest.mark.parametrize("query, rows", [(STRINGS, _rows(1, 80)), (NULLS, _edge_rows(2, 80)), (MATH, _edge_rows(3, 80)),
+                                         (TRIG, _rows(4, 80)), (HASHES, _edge_rows(6, 80))],
+                         ids=["strings", "nulls", "math", "trigonometry", "hashes"])
 def test_functions_equal_spark(spark, query, rows):
     assert _ddflow(rows, query) == _spark(spark, rows, query)
 
