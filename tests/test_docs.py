@@ -39,6 +39,7 @@ WITH_EXAMPLES = [
     "ddflow.plan.fused",
     "ddflow.sql.nesting",
     "ddflow.sql.dialect",
+    "ddflow.sql.sugar",
     "ddflow.plan.datetimes",
     "ddflow.plan.maths",
     "ddflow.sql.scalars",

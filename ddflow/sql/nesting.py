@@ -42,6 +42,7 @@ from sqlglot.tokens import TokenType
 from ddflow.errors import SchemaError
 from ddflow.plan.deep import NESTING_LIMIT, too_deep
 from ddflow.sql import dialect
+from ddflow.sql.sugar import desugared
 
 #: Operators the planner reads as one chain, by class: a chain of one class is one n-ary node however long.
 CHAINS: tuple[tuple[type, ...], ...] = ((exp.And,), (exp.Or,), (exp.Add, exp.Sub), (exp.Mul, exp.Div, exp.Mod),
@@ -62,7 +63,7 @@ def parsed(text: str) -> list[exp.Expression]:
     try:
         toks = dialect.tokenize(text)
         check_tokens(toks)
-        return dialect.parse_tokens(toks, text)
+        return [desugared(s) for s in dialect.parse_tokens(toks, text)]
     except SqlglotError as err:
         raise SchemaError(f"SQL: cannot parse the query: {err}") from None
 

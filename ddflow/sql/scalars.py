@@ -67,7 +67,8 @@ _CONSTRUCTS = {exp.Dot: "field access (`.`) on a STRUCT", exp.Bracket: "a subscr
                exp.Lambda: "a lambda function (`x -> ...`)", exp.Window: "a window function here",
                exp.Subquery: "a subquery here", exp.Exists: "EXISTS here", exp.Star: "* here",
                exp.Interval: "this INTERVAL", exp.Cast: "this CAST", exp.Case: "this CASE", exp.Tuple: "a tuple",
-               exp.Placeholder: "a parameter placeholder", exp.Parameter: "a parameter"}
+               exp.Placeholder: "a parameter placeholder", exp.Parameter: "a parameter",
+               exp.Any: "a comparison with ANY (subquery)", exp.All: "a comparison with ALL (subquery)"}
 
 
 def construct(node: exp.Expression) -> str:

@@ -127,10 +127,13 @@ HASHES = ("SELECT s, t, n, octet_length(s) AS h1, bit_length(s) AS h2, space(pmo
           "btrim(s, t) AS h7, md5(s) AS h8, sha1(s) AS h9, sha(t) AS h10, sha2(s, 256) AS h11, sha2(s, 512) AS h12, "
           "sha2(s, 0) AS h13, sha2(s, 1) AS h14, crc32(s) AS h15, hex(n) AS h16, hex(s) AS h17, bin(n) AS h18 FROM t")
 
+BOOLS = ("SELECT n, count_if(d > 0) AS a1, bool_and(d > 0) AS a2, every(s = t) AS a3, bool_or(d > e) AS a4, "
+         "some(n > k) AS a5, any(s IS NULL) AS a6, count_if(sqrt(d) > 1) AS a7 FROM t GROUP BY n")
+
 
 @pytest.mark.parametrize("query, rows", [(STRINGS, _rows(1, 80)), (NULLS, _edge_rows(2, 80)), (MATH, _edge_rows(3, 80)),
-                                         (TRIG, _rows(4, 80)), (HASHES, _edge_rows(6, 80))],
-                         ids=["strings", "nulls", "math", "trigonometry", "hashes"])
+                                         (TRIG, _rows(4, 80)), (HASHES, _edge_rows(6, 80)), (BOOLS, _rows(7, 120))],
+                         ids=["strings", "nulls", "math", "trigonometry", "hashes", "boolean aggregates"])
 def test_functions_equal_spark(spark, query, rows):
     assert _ddflow(rows, query) == _spark(spark, rows, query)
 

@@ -1,0 +1,63 @@
+"""Spark aggregate functions that are other aggregates in disguise, rewritten on the tree after parsing.
+
+Each is exact, and costs what its rewrite costs (COUNTs: O(1) state per
+group, diff-weighted sums):
+
+- ``count_if(c)`` is ``COUNT(CASE WHEN c THEN 1 END)``: the rows where ``c``
+  is true (0 when none);
+- ``bool_and(c)`` and ``every(c)`` are true when no row's ``c`` is false,
+  ``bool_or(c)``, ``some(c)`` and ``any(c)`` when some row's is true; NULLs
+  are skipped, and a group with no non-NULL ``c`` gives NULL, as in Spark.
+
+Inside an OVER (a window function) they are left as written.
+
+>>> import sqlglot
+>>> desugared(sqlglot.parse_one("SELECT count_if(x > 1), bool_or(y) FROM t", read="spark")).sql("spark")
+'SELECT COUNT(CASE WHEN x > 1 THEN 1 END), CASE WHEN COUNT(y) = 0 THEN NULL ELSE COUNT(CASE WHEN y THEN 1 END) > 0 END FROM t'
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+
+def _count_when(cond: exp.Expression) -> exp.Expression:
+    return exp.Count(this=exp.Case(ifs=[exp.If(this=cond, true=exp.Literal.number(1))]))
+
+
+def _all_or_any(arg: exp.Expression, every: bool) -> exp.Expression:
+    """``every``: no row false; else some row true; NULL where no row has a value."""
+    if every:
+        found = exp.EQ(this=_count_when(exp.Not(this=exp.Paren(this=arg.copy()))), expression=exp.Literal.number(0))
+    else:
+        found = exp.GT(this=_count_when(arg.copy()), expression=exp.Literal.number(0))
+    none = exp.EQ(this=exp.Count(this=arg.copy()), expression=exp.Literal.number(0))
+    return exp.Case(ifs=[exp.If(this=none, true=exp.Null())], default=found)
+
+
+def _argument(node: exp.Expression) -> exp.Expression | None:
+    if isinstance(node, exp.Anonymous):
+        return node.expressions[0] if len(node.expressions) == 1 else None
+    arg = node.this
+    return arg.this if isinstance(arg, exp.Paren) and isinstance(node, exp.Any) else arg
+
+
+def _rewrite(node: exp.Expression) -> exp.Expression:
+    if isinstance(node.parent, exp.Window):
+        return node
+    name = node.name.lower() if isinstance(node, exp.Anonymous) else None
+    if isinstance(node, exp.CountIf):
+        return _count_when(node.this)
+    every = isinstance(node, exp.LogicalAnd) or name == "every"
+    some = isinstance(node, exp.LogicalOr) or name == "some" or \
+        (isinstance(node, exp.Any) and not isinstance(node.parent, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT,
+                                                                    exp.LTE)))
+    if every or some:
+        arg = _argument(node)
+        if arg is not None:
+            return _all_or_any(arg, every)
+    return node
+
+
+def desugared(tree: exp.Expression) -> exp.Expression:
+    """``tree`` with the aggregates above rewritten (in place).  O(nodes)."""
+    return tree.transform(_rewrite, copy=False)
