@@ -23,7 +23,7 @@ import fuzz
 from ddflow.base import nullmask
 from ddflow.base.schema import ARROW, Schema
 from ddflow.plan import aggregate, lower
-from ddflow.plan.ir import Join, Rel
+from ddflow.plan.ir import Join, Rel, SemiJoin
 from ddflow.plan.owner import PlanOwner
 from ddflow.sql.planner import plan_sql
 
@@ -140,10 +140,10 @@ def test_a_comma_join_of_eight_tables_of_25_columns_equals_duckdb():
     check(_dims(), queries, 11)
 
 
-def _joins(rel: Rel) -> list[Join]:
-    out = [rel] if isinstance(rel, Join) else []
+def _nodes(rel: Rel, kind: type) -> list[Rel]:
+    out = [rel] if isinstance(rel, kind) else []
     for r in rel.inputs():
-        out += _joins(r)
+        out += _nodes(r, kind)
     return out
 
 
@@ -153,7 +153,7 @@ def test_a_comma_join_arranges_only_the_columns_used_above_it():
     flow = ddflow.Dataflow()
     for t in _dims():
         flow.new_collection(t.name, schema=t.schema)
-    joins = _joins(PlanOwner(flow).rewritten(plan_sql(sql, tables)))
+    joins = _nodes(PlanOwner(flow).rewritten(plan_sql(sql, tables)), Join)
     assert len(joins) == 7
     for j in joins:  # each side: its join key and what something above reads (f_k*, f_v2, d1_a1), never 25
         assert len(j.left.schema) <= 9 and len(j.right.schema) <= 2, (j.left.schema.names, j.right.schema.names)
@@ -190,3 +190,18 @@ def test_arrow_rows_of_130_columns_in_and_out_with_an_event_time_past_column_63(
     with pytest.raises(ddflow.errors.SchemaError, match="no event time"):
         bad = dict(rows[0], c100=None)
         handle.update(pa.table({c: pa.array([bad[c]], type=ARROW[t]) for c, t in spec.items()}))
+
+
+def test_an_exists_over_a_wide_comma_join_arranges_only_its_keys():
+    tables = {t.name: Schema.of(t.schema) for t in _dims()}
+    sql = ("SELECT d1_k, d1_a2 FROM dim1 WHERE EXISTS (SELECT * FROM fact, dim2, dim3 WHERE f_k1 = d1_k AND f_k2 = d2_k "
+           "AND f_k3 = d3_k AND d3_a1 = 'a') AND d1_a4 NOT IN (SELECT d4_a4 FROM dim4)")
+    flow = ddflow.Dataflow()
+    for t in _dims():
+        flow.new_collection(t.name, schema=t.schema)
+    rel = PlanOwner(flow).rewritten(plan_sql(sql, tables))
+    semis = _nodes(rel, SemiJoin)
+    assert len(semis) == 2 and len(_nodes(rel, Join)) == 2
+    for j in semis + _nodes(rel, Join):  # keys and what is read above: never a table's 25 columns
+        assert len(j.left.schema) <= 4 and len(j.right.schema) <= 3, (j.left.schema.names, j.right.schema.names)
+    check(_dims(), [sql], 12)
