@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ddflow.base import nullmask
 from ddflow.base.interner import Interner
 from ddflow.base.schema import ARROW, KIND, NULL_VALUE, Schema, is_decimal, stored_ints, timestamp_micros
 from ddflow.base.updates import Updates, check_diffs, from_arrow, from_rows
@@ -309,10 +310,12 @@ class InputHandle:
         j = self._event_index
         if isinstance(stored, (pa.Table, pa.RecordBatch)):
             ts = stored.column(self.table.names[j]).to_numpy(zero_copy_only=False).astype(np.int64)
-            null = (stored.column("__null_mask").to_numpy(zero_copy_only=False) >> j) & 1
+            masks = [stored.column(c).to_numpy(zero_copy_only=False) for c in nullmask.mask_names(len(self.table))]
+            null = nullmask.null_column(masks, j)
         else:
+            n = len(self.table)
             ts = np.fromiter((r[j] for r in stored), dtype=np.int64, count=len(stored))
-            null = np.fromiter((r[-1] >> j & 1 for r in stored), dtype=np.int64, count=len(stored))
+            null = np.fromiter((nullmask.row_null(r[n:], j) for r in stored), dtype=bool, count=len(stored))
         if null.any():
             i = int(np.flatnonzero(null)[0])
             raise SchemaError(f"{where}: row {i} has no event time (its {self.event_time!r} is NULL)")
@@ -321,7 +324,7 @@ class InputHandle:
         return ts
 
     def _stored(self, rows: Any, times: Any, diffs: Any, where: str) -> Any:
-        """A table's rows in their stored layout (values, then the null mask); types checked per column."""
+        """A table's rows in their stored layout (values, then the null mask's words); types checked per column."""
         table = self.table
         if not isinstance(rows, (pa.Table, pa.RecordBatch)):
             return [table.encode_row(r, where) for r in rows]
@@ -329,7 +332,7 @@ class InputHandle:
         missing = [n for n in table.names if n not in rows.schema.names]
         if missing:
             raise SchemaError(f"{where}: the Arrow rows lack columns {missing} (columns: {list(table.names)})")
-        cols, mask = {}, np.zeros(rows.num_rows, dtype=np.int64)
+        cols, nulls = {}, []
         for j, (name, typ) in enumerate(zip(table.names, table.types)):
             col = rows.column(name)
             if typ == "string":
@@ -351,8 +354,9 @@ class InputHandle:
                 if typ == "double" and pc.any(pc.is_nan(filled)).as_py():
                     raise SchemaError(f"{where}: column {name!r} got NaN; use None for a missing value")
                 cols[name] = filled
-            mask |= null.astype(np.int64) << j
-        cols["__null_mask"] = pa.array(mask)
+            nulls.append(null)
+        for name, mask in zip(nullmask.mask_names(len(table)), nullmask.encode(nulls, rows.num_rows)):
+            cols[name] = pa.array(mask)
         for c in extra:
             cols[c] = rows.column(c)
         return pa.table(cols)

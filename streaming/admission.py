@@ -78,7 +78,7 @@ def admit_batch(specs: Iterable[InputSpec], handles: Mapping[str, Any], table: p
         schema = handle.table
         kinds = types = None
         if spec.format == "json":  # a table's JSON fields keep its column kinds (the null mask is not a field)
-            kinds = schema.kinds[:-1] if schema is not None else handle.kinds
+            kinds = schema.kinds[:len(schema)] if schema is not None else handle.kinds
             types = [_type_of(schema, f) or "" for f in spec.fields] if schema is not None else None
         rows = admit(spec, table, kinds, frontier, max_time_ahead, batch_id, out.dead, types)
         if not rows.num_rows:

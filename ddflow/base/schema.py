@@ -1,12 +1,14 @@
 """Named, typed columns with SQL NULLs, and how a row of them is laid out in engine fields.
 
-A row ``(v_0, ..., v_(n-1))`` is stored as ``n`` value fields and one
-*null mask* field: bit ``j`` of the mask is set iff ``v_j`` is NULL, and
-a NULL's value field holds its kind's zero (``0``, ``0.0``, ``False``,
-or ``None`` for objects).  Two stored rows are equal iff the SQL rows
-are equal with NULL matching NULL (the equality of GROUP BY, DISTINCT
-and set operations), and a NULL never equals a real value: the mask
-tells them apart.  A schema has at most 63 columns (one mask word).
+A row ``(v_0, ..., v_(n-1))`` is stored as ``n`` value fields and its
+*null mask*: one int64 field for up to 63 columns, one more per 63 more
+(:mod:`ddflow.base.nullmask`, the one place that knows the bits), where
+column ``j``'s bit is set iff ``v_j`` is NULL, and a NULL's value field
+holds its kind's zero (``0``, ``0.0``, ``False``, or ``None`` for
+objects).  Two stored rows are equal iff the SQL rows are equal with
+NULL matching NULL (the equality of GROUP BY, DISTINCT and set
+operations), and a NULL never equals a real value: the mask tells them
+apart.  A schema may have any number of columns.
 
 >>> s = Schema.of({"id": "bigint", "name": "string"})
 >>> s.names, s.kinds
@@ -25,6 +27,7 @@ from typing import Any, Mapping
 import numpy as np
 import pyarrow as pa
 
+from ddflow.base import nullmask
 from ddflow.errors import SchemaError
 
 #: Spark SQL type names (and aliases) to the canonical name used here.  ``int`` and the narrower integers
@@ -105,7 +108,6 @@ KIND = _ByType({"bigint": "i", "double": "f", "string": "o", "boolean": "b", "da
 NULL_VALUE = {"i": 0, "f": 0.0, "b": False, "o": None}
 ARROW = _ByType({"bigint": pa.int64(), "double": pa.float64(), "string": pa.string(), "boolean": pa.bool_(),
                  "date": pa.date32(), "timestamp": pa.timestamp("us")}, lambda p, s: pa.decimal128(p, s))
-MAX_COLUMNS = 63
 
 
 def sql_type(t: Any, where: str) -> str:
@@ -206,8 +208,6 @@ class Schema:
     def __post_init__(self):
         if len(self.names) != len(self.types):
             raise SchemaError(f"{len(self.names)} column names for {len(self.types)} types")
-        if len(self.names) > MAX_COLUMNS:
-            raise SchemaError(f"a table or query result has at most {MAX_COLUMNS} columns here, not {len(self.names)}")
         seen = set()
         for n in self.names:
             if n.lower() in seen:
@@ -225,8 +225,13 @@ class Schema:
 
     @property
     def kinds(self) -> tuple[str, ...]:
-        """Engine kinds of the stored fields: the values, then the null mask."""
-        return tuple(KIND[t] for t in self.types) + ("i",)
+        """Engine kinds of the stored fields: the values, then the null mask's words."""
+        return tuple(KIND[t] for t in self.types) + ("i",) * nullmask.words(len(self.types))
+
+    @property
+    def width(self) -> int:
+        """Stored fields of a row: the values, then the null mask's words (one for up to 63 columns)."""
+        return nullmask.width(len(self.types))
 
     def index(self, name: str) -> int:
         """Position of column ``name`` (case-insensitive, as SQL identifiers)."""
@@ -246,10 +251,8 @@ class Schema:
         if len(row) != len(self.names):
             raise SchemaError(f"{where}: a row of {len(row)} values for the {len(self.names)} columns {list(self.names)}")
         out = []
-        mask = 0
         for j, (v, typ) in enumerate(zip(row, self.types)):
             if v is None:
-                mask |= 1 << j
                 out.append(NULL_VALUE[KIND[typ]])
                 continue
             ps = decimal_ps(typ)
@@ -267,14 +270,15 @@ class Schema:
             elif typ == "timestamp":
                 v = timestamp_micros(v)
             out.append(v)
-        out.append(mask)
+        out.extend(nullmask.row_encode([v is None for v in row]))
         return tuple(out)
 
     def decode_row(self, stored: tuple) -> tuple:
         """The SQL row of stored fields: NULL as None.  O(n)."""
-        mask = stored[-1]
-        return tuple(None if (mask >> j) & 1 else decode_value(v, t)
-                     for j, (v, t) in enumerate(zip(stored[:-1], self.types)))
+        n = len(self.types)
+        masks = stored[n:]
+        return tuple(None if nullmask.row_null(masks, j) else decode_value(v, t)
+                     for j, (v, t) in enumerate(zip(stored[:n], self.types)))
 
 
 def decode_value(v: Any, typ: str) -> Any:

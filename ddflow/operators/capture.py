@@ -6,6 +6,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import pyarrow as pa
 
+from ddflow.base import nullmask
 from ddflow.base.consolidate import consolidate
 from ddflow.base.lattice import as_time
 from ddflow.base.schema import ARROW, Schema, decimal_array, decimal_ps
@@ -253,10 +254,10 @@ def sql_table(u: Updates, schema: Schema, interner) -> pa.Table:
         return pa.table({**{n: pa.array([], ARROW[t]) for n, t in zip(schema.names, schema.types)},
                          "time": pa.array([], pa.int64()), "diff": pa.array([], pa.int64())})
     cols = u.decoded_columns(interner)
-    mask = np.asarray(cols[-1], dtype=np.int64)
+    nulls = nullmask.null_columns(cols[len(schema):], len(schema))
     arrays = {}
     for j, (name, typ) in enumerate(zip(schema.names, schema.types)):
-        null = ((mask >> j) & 1).astype(bool)
+        null = nulls[j]
         vals = cols[j]
         ps = decimal_ps(typ)
         if ps is not None:

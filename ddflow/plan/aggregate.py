@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ddflow.base import nullmask
 from ddflow.base.schema import KIND, NULL_VALUE
 from ddflow.collection import Collection
 from ddflow.errors import SchemaError
@@ -95,7 +96,7 @@ class _Plan:
         self.src = rel.input.schema
         self.k = len(rel.group)
         self.gtypes = tuple(g.type for g in rel.group)
-        self.nf = self.k + 1 if self.k else 1  # group fields: values and null bits, or one constant
+        self.nf = nullmask.width(self.k) if self.k else 1  # group fields: values and mask words, or one constant
         self.weights: list[tuple] = []  # ("one",) | ("nn", x) | ("val", x) | ("dcount", x) | ("dsum", x)
 
     def weight(self, spec: tuple) -> int:
@@ -187,7 +188,7 @@ class _Plan:
         for a in parts:
             side, types = self._extreme(base, a)
             combined = self._left_join(combined, width, side, types)
-            width += len(types) + 1
+            width += nullmask.width(len(types))
             widths.append(len(types))
         out_types = rel.schema.types
         result = combined.map_columns(self._finish(plan, star, widths, out_types, len(weights)))
@@ -235,10 +236,11 @@ class _Plan:
         if not self.k:
             return [np.asarray(key, dtype=np.int64)]
         if self.k == 1 and _kind(self.gtypes[0]) == "o":
-            return [key, np.array([v is None for v in key], dtype=np.int64)]
+            return [key, *nullmask.encode([np.array([v is None for v in key], dtype=bool)], len(key))]
         tuples = key.tolist()
-        cols = [np.array([t[i] for t in tuples], dtype=object) for i in range(self.k + 1)]
-        return [c.astype(_DTYPE[_kind(t)]) for c, t in zip(cols, self.gtypes)] + [cols[-1].astype(np.int64)]
+        cols = [np.array([t[i] for t in tuples], dtype=object) for i in range(self.nf)]
+        return ([c.astype(_DTYPE[_kind(t)]) for c, t in zip(cols, self.gtypes)]
+                + [c.astype(np.int64) for c in cols[self.k:]])
 
     def _extreme(self, base: "Collection", a: Agg) -> tuple["Collection", tuple[str, ...]]:
         """Per group, MIN or MAX of the non-NULL values: (group fields.., value, 0)."""
@@ -254,7 +256,7 @@ class _Plan:
         kept = base.filter_columns(lambda *cols: ~evaluate(x, columns_of(cols, src))[1])
         pairs = kept.map_columns(keyed)
         best = pairs.min() if a.func == "min" else pairs.max()
-        side = best.map_columns(lambda key, v: (*self._unkey(key), v, np.zeros(len(v), dtype=np.int64)))
+        side = best.map_columns(lambda key, v: (*self._unkey(key), v, *nullmask.zeros(1, len(v))))
         return side, (a.type,)
 
     def _left_join(self, left: "Collection", width: int, side: "Collection", types: tuple[str, ...]) -> "Collection":
@@ -270,14 +272,14 @@ class _Plan:
 
         matched = joined.filter_columns(same_group)
         vals_at = width + nf - 1
-        pairs = matched.project(*range(width), *range(vals_at, vals_at + nvals + 1))
+        pairs = matched.project(*range(width), *range(vals_at, vals_at + nullmask.width(nvals)))
         pairs.partitioned = True
         lost = left.concat(pairs.project(*range(width)).negate())
 
         def padded(*cols):
             n = len(cols[0])
             nulls = [np.full(n, NULL_VALUE[_kind(t)], dtype=_DTYPE[_kind(t)]) for t in types]
-            return (*cols, *nulls, np.full(n, (1 << nvals) - 1, dtype=np.int64))
+            return (*cols, *nulls, *nullmask.all_null(nvals, n))
 
         out = pairs.concat(lost.map_columns(padded))
         out.partitioned = True
@@ -292,7 +294,7 @@ class _Plan:
         offsets, at = [], nf + 1 + nw
         for w in widths:
             offsets.append(at)
-            at += w + 1
+            at += nullmask.width(w)
         gtypes = self.gtypes
 
         def finish(*cols):
@@ -301,8 +303,7 @@ class _Plan:
             S = [np.asarray(cols[nf + 1 + j]) for j in range(nw)]
             out = []
             if k:
-                gmask = np.asarray(cols[k], dtype=np.int64)
-                out += [(cols[i], ((gmask >> i) & 1).astype(bool)) for i in range(k)]
+                out += list(zip(cols[:k], nullmask.null_columns(cols[k:nf], k)))
             for a, how, typ in zip(aggs, plan, out_types[k:]):
                 none = np.zeros(n, dtype=bool)
                 if how[0] == "star":
@@ -321,16 +322,15 @@ class _Plan:
                     else:
                         out.append((_average(total, np.where(null, 1, cnt), a.arg.type, typ, a), null))
                 else:
-                    off = offsets[how[1]]
-                    pmask = np.asarray(cols[off + widths[how[1]]], dtype=np.int64)
-                    out.append((cols[off + how[2]], ((pmask >> how[2]) & 1).astype(bool)))
+                    off, w = offsets[how[1]], widths[how[1]]
+                    out.append((cols[off + how[2]], nullmask.null_column(cols[off + w:off + nullmask.width(w)], how[2])))
             return stored(out, gtypes + tuple(out_types[k:]), n)
 
         return finish
 
     def _with_default(self, acc: "Collection", rows: "Collection", out_types) -> "Collection":
         """A global aggregate's one row over no input: counts 0, the rest NULL, while no group exists."""
-        width = len(out_types) + 1
+        width = nullmask.width(len(out_types))
         present = acc.project(0).distinct()
         return _default_row(self.low, self.rel.aggs).antijoin(present).project(*range(1, width + 1)).concat(rows)
 
@@ -444,8 +444,8 @@ def _generic(low: "Lowering", rel: Aggregate) -> "Collection":
     out_types = rel.schema.types
     keyed = low.lower(rel.input).map_columns(prepared)
     keyed.partitioned = low._placed_by(rel.input, rel.group[0] if k else None)
-    reduced = keyed.reduce(_aggregate_logic(k, aggs, arg_pos, out_types))
-    width = len(out_types) + 1
+    reduced = keyed.reduce(_aggregate_logic(k, aggs, arg_pos, out_types, nullmask.words(len(types))))
+    width = nullmask.width(len(out_types))
     if k:
         return reduced
     rows = reduced.project(*range(1, width + 1))
@@ -456,5 +456,5 @@ def _generic(low: "Lowering", rel: Aggregate) -> "Collection":
 def _default_row(low: "Lowering", aggs: tuple[Agg, ...]) -> Collection:
     """A global aggregate's row over no input, under key 0: counts 0, the rest NULL (a constant, not an input)."""
     default = tuple(0 if a.func in ("count", "count_star") else NULL_VALUE[_kind(a.type)] for a in aggs)
-    mask = sum(1 << j for j, a in enumerate(aggs) if a.func not in ("count", "count_star"))
-    return Collection.constant(low.scope, [(0, *default, mask)], name=low.scope.ctx.fresh("default"))
+    masks = nullmask.row_encode([a.func not in ("count", "count_star") for a in aggs])
+    return Collection.constant(low.scope, [(0, *default, *masks)], name=low.scope.ctx.fresh("default"))

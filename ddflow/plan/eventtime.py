@@ -2,8 +2,8 @@
 
 Each is a stateless operator of :mod:`ddflow.operators.temporal` (or the
 session operator of :mod:`ddflow.operators.session`) around column
-evaluation; rows keep the stored layout (values, then the null mask), the
-two window bounds inserted before the mask.
+evaluation; rows keep the stored layout (values, then the null mask's
+words), the two window bounds inserted before the mask.
 
 Why state stays bounded.  With an event-time input, a row's data time is
 its timestamp, and nothing behind the frontier ever arrives.  A window's
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ddflow.base import nullmask
 from ddflow.collection import Collection
 from ddflow.operators.temporal import NO_LOWER, NO_UPPER
 from ddflow.plan.expr import evaluate
@@ -38,8 +39,12 @@ def _ints(e, cols, schema) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _bounds_inserted(coll: Collection, n: int, extra: int) -> Collection:
-    """``(*values, mask, *bounds)`` laid out as stored rows: ``(*values, *bounds, mask)``."""
-    return coll.project(*range(n), *range(n + 1, n + 1 + extra), n)
+    """``(*values, *mask, *bounds)`` laid out as stored rows: ``(*values, *bounds, *mask)``."""
+    w = nullmask.width(n)
+    out = coll.project(*range(n), *range(w, w + extra), *range(n, w))
+    if nullmask.words(n + extra) == w - n:
+        return out
+    return out.map_columns(lambda *cols: (*cols[:n + extra], *nullmask.widened(cols[n + extra:], n, extra)))
 
 
 def lower_windowed(lowering, rel: Windowed) -> Collection:
@@ -69,7 +74,7 @@ def lower_sessionized(lowering, rel: Sessionized) -> Collection:
         return ~_ints(rel.time, cols, schema)[1]
 
     rows = lowering.lower(rel.input).filter_columns(has_time).map_columns(keyed)
-    tagged = rows.sessionize(1, rel.gap, rel.expire).project(*range(2, n + 5))
+    tagged = rows.sessionize(1, rel.gap, rel.expire).project(*range(2, nullmask.width(n) + 4))
     return _bounds_inserted(tagged, n, 2)
 
 

@@ -1,7 +1,8 @@
 """Lowering the plan IR to ddflow operators.
 
 Rows are stored as :mod:`ddflow.base.schema` lays them out: the column
-values, then one null-mask field.  Each plan node becomes a few
+values, then the null mask's words (:mod:`ddflow.base.nullmask`, which
+alone shifts their bits).  Each plan node becomes a few
 operators:
 
 - Filter and Project: one vectorized ``filter_columns`` / ``map_columns``
@@ -34,6 +35,7 @@ from typing import Callable
 
 import numpy as np
 
+from ddflow.base import nullmask
 from ddflow.base.exactsum import exact_sum_reference
 from ddflow.base.schema import KIND, NULL_VALUE, Schema
 from ddflow.collection import Collection, Variable
@@ -49,27 +51,23 @@ _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def columns_of(cols: tuple[np.ndarray, ...], schema: Schema) -> list[Column]:
-    """Stored field columns (values, then the mask) as ``(values, null)`` pairs."""
-    mask = np.asarray(cols[-1], dtype=np.int64)
+    """Stored field columns (values, then the mask words) as ``(values, null)`` pairs."""
+    n = len(schema.types)
+    nulls = nullmask.null_columns(cols[n:n + nullmask.words(n)], n)
     out = []
     for j, typ in enumerate(schema.types):
         vals = cols[j]
         if KIND[typ] == "o" and vals.dtype != object:
             vals = vals.astype(object)
-        out.append((vals, ((mask >> j) & 1).astype(bool)))
+        out.append((vals, nulls[j]))
     return out
 
 
 def stored(cols: list[Column], types: tuple[str, ...], n: int | None = None) -> tuple[np.ndarray, ...]:
-    """``(values, null)`` columns as stored fields: canonical NULL values, then the mask (``n`` rows)."""
+    """``(values, null)`` columns as stored fields: canonical NULL values, then the mask words (``n`` rows)."""
     n = len(cols[0][0]) if cols else (n or 0)
-    mask = np.zeros(n, dtype=np.int64)
-    out = []
-    for j, ((vals, null), typ) in enumerate(zip(cols, types)):
-        out.append(filled(as_type(vals, typ), null, typ))
-        mask |= null.astype(np.int64) << j
-    out.append(mask)
-    return tuple(out)
+    out = [filled(as_type(vals, typ), null, typ) for (vals, null), typ in zip(cols, types)]
+    return (*out, *nullmask.encode([null for _, null in cols], n))
 
 
 #: Lower every TopK through the per-partition reduce of :meth:`Lowering._topk` (tests only: the reference).
@@ -106,8 +104,8 @@ class Lowering:
         if isinstance(rel, Values):
             if not rel.rows:
                 return Collection.empty(self.scope)
-            kinds = [KIND[t] for t in rel.schema.types] + ["i"]
-            return Collection.constant(self.scope, [(*r, 0) for r in rel.rows], kinds)
+            none = nullmask.row_encode([False] * len(rel.schema))
+            return Collection.constant(self.scope, [(*r, *none) for r in rel.rows], list(rel.schema.kinds))
         if isinstance(rel, (Filter, Project)):
             from ddflow.plan import fused
 
@@ -136,7 +134,7 @@ class Lowering:
             out = parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0]
             return out if rel.all else out.distinct()
         if isinstance(rel, SetOp):
-            width = len(rel.schema) + 1
+            width = rel.schema.width
             rows = self.lower(rel.left).distinct().map_columns(_row_key)
             other = self.lower(rel.right).map_columns(_row_key).project(0).distinct()
             kept = rows.semijoin(other) if rel.kind == "intersect" else rows.antijoin(other)
@@ -198,6 +196,7 @@ class Lowering:
         src = rel.input.schema
         npart, nrow = len(rel.partition), len(src)
         exprs = (*rel.partition, *(o.expr for o in rel.order))
+        nw = nullmask.words(len(exprs) + nrow)
         types = tuple(e.type if e.type != "null" else "bigint" for e in exprs) + src.types
 
         def prepared(*cols):
@@ -207,12 +206,11 @@ class Lowering:
                 return fields
             return (np.zeros(len(fields[-1]), dtype=np.int64), *fields)
 
-        logic = _topk_logic(npart, rel.order, nrow, rel.limit, rel.rank)
+        logic = _topk_logic(npart, rel.order, nrow, rel.limit, rel.rank, nw)
         keyed = self.lower(rel.input).map_columns(prepared)
         keyed.partitioned = self._placed_by(rel.input, rel.partition[0] if npart else None)
         ranked = keyed.reduce(logic)
-        width = len(rel.schema) + 1
-        return ranked.project(*range(1, width + 1))
+        return ranked.project(*range(1, rel.schema.width + 1))
 
     def _top_k_walk(self, rel: TopK) -> Collection:
         from ddflow.plan.ranking import lower_top_k
@@ -225,7 +223,7 @@ class Lowering:
         Python per changed time over the rows' history: a scalar subquery's
         result is one row, so this is small.
         """
-        n = len(rel.schema) + 1
+        n = rel.schema.width
         what = rel.what
 
         def at_most_one(key, vals):
@@ -240,12 +238,13 @@ class Lowering:
         return keyed.reduce(at_most_one).project(*range(1, n + 1))
 
     def _semijoin(self, rel: SemiJoin) -> Collection:
-        n = len(rel.left.schema) + 1
+        n = rel.left.schema.width
         if rel.residual is not None:
             # The pairs the residual keeps, cut to their left rows (distinct), then a whole-row semi/anti join.
-            pairs = self.lower(Join(rel.left, rel.right, "inner", rel.left_keys, rel.right_keys, rel.residual))
+            join = Join(rel.left, rel.right, "inner", rel.left_keys, rel.right_keys, rel.residual)
+            pairs = self.lower(join)
             whole = self.lower(rel.left).map_columns(_row_key)
-            matched = pairs.map_columns(_side_key(0, n - 1)).project(0).distinct()
+            matched = pairs.map_columns(_side_key(0, len(rel.left.schema), len(join.schema))).project(0).distinct()
             kept = whole.antijoin(matched) if rel.anti else whole.semijoin(matched)
             return kept.project(*range(1, n + 1))
         lk, rk = _aligned_keys(rel.left_keys, rel.right_keys)
@@ -288,7 +287,7 @@ class Lowering:
         memo_key = ("keyed", rel, keys)
         got = self.shared.get(memo_key) if self.share else None
         if got is None:
-            n = len(rel.schema) + 1  # stored fields
+            n = rel.schema.width  # stored fields
             got = self._keyed_all(rel, keys).filter_columns(lambda *cols: cols[-1]).project(*range(n + 1))
             got.partitioned = self._placed_by(rel, keys[0] if len(keys) == 1 else None)
             self.shared[memo_key] = got
@@ -305,12 +304,13 @@ class Lowering:
                 raise SchemaError(f"join keys {a} ({a.type}) and {b} ({b.type}) have different types")
         lk, rk = _aligned_keys(rel.left_keys, rel.right_keys)
         joined = self._keyed(rel.left, lk).join(self._keyed(rel.right, rk))
-        nl, nr = len(ls) + 1, len(rs) + 1  # stored fields of each side
+        nl, nr = len(ls), len(rs)  # columns of each side
+        wl, wr = ls.width, rs.width  # stored fields of each side
 
         def layout(*cols):
-            lmask = np.asarray(cols[nl], dtype=np.int64)
-            rmask = np.asarray(cols[nl + nr], dtype=np.int64)
-            return (*cols[1:nl], *cols[nl + 1: nl + nr], lmask | (rmask << (nl - 1)))
+            # cols: (key, left values, left mask words, right values, right mask words)
+            masks = nullmask.concat([(cols[1 + nl:1 + wl], nl), (cols[1 + wl + nr:1 + wl + wr], nr)])
+            return (*cols[1:1 + nl], *cols[1 + wl:1 + wl + nr], *masks)
 
         inner = joined.map_columns(layout)
         if rel.residual is not None:
@@ -339,8 +339,8 @@ class Lowering:
             return self._unmatched_by_key(side, keys, other, other_keys)
         n = len(side.schema)
         whole = self.lower(side).map_columns(_row_key)
-        matched = inner.map_columns(_side_key(offset, n)).project(0).distinct()
-        return whole.antijoin(matched).project(*range(1, n + 2))
+        matched = inner.map_columns(_side_key(offset, n, n + len(other.schema))).project(0).distinct()
+        return whole.antijoin(matched).project(*range(1, side.schema.width + 1))
 
     def _unmatched_by_key(self, side: Rel, keys: tuple[Expr, ...], other: Rel,
                           other_keys: tuple[Expr, ...]) -> Collection:
@@ -349,14 +349,14 @@ class Lowering:
         It reads the same keyed form, and so the same arrangement, as a join
         of ``side`` on those keys.
         """
-        n = len(side.schema) + 1
+        n = side.schema.width
         present = self._keyed(other, other_keys).project(0).distinct()
         missing = self._keyed(side, keys).antijoin(present).project(*range(1, n + 1))
         return missing.concat(self._null_keyed(side, keys))
 
     def _null_keyed(self, rel: Rel, keys: tuple[Expr, ...]) -> Collection:
         """Rows of ``rel`` (stored layout) whose key has a NULL: they match nothing."""
-        n = len(rel.schema) + 1
+        n = rel.schema.width
         return self._keyed_all(rel, keys).filter_columns(lambda *cols: ~cols[-1]).project(*range(1, n + 1))
 
     def _keyed_all(self, rel: Rel, keys: tuple[Expr, ...]) -> Collection:
@@ -404,13 +404,12 @@ def _row_key(*cols):
     return (key, *cols)
 
 
-def _side_key(offset: int, n: int) -> Callable:
-    """Join rows to ``(row, ...)`` where ``row`` is the whole-row key of one side's ``n`` columns from ``offset``."""
+def _side_key(offset: int, n: int, total: int) -> Callable:
+    """Join rows (``total`` columns) to ``(row, ...)``: ``row`` is the whole-row key of one side's ``n`` columns from ``offset``."""
 
     def side_of_inner(*cols):
-        mask = np.asarray(cols[-1], dtype=np.int64)
         mine = cols[offset: offset + n]
-        return _row_key(*mine, (mask >> offset) & ((1 << n) - 1))
+        return _row_key(*mine, *nullmask.sliced(cols[total:], offset, n))
 
     return side_of_inner
 
@@ -421,12 +420,13 @@ def _padded(ls: Schema, rs: Schema, pad_right: bool) -> Callable:
 
     def pad(*cols):
         n = len(cols[0])
-        mine, mask = cols[:-1], np.asarray(cols[-1], dtype=np.int64)
+        k = nl if pad_right else nr
+        mine, masks = cols[:k], cols[k:]
         other = rs if pad_right else ls
         nulls = tuple(null_values(t, n) for t in other.types)
         if pad_right:
-            return (*mine, *nulls, mask | (((1 << nr) - 1) << nl))
-        return (*nulls, *mine, ((1 << nl) - 1) | (mask << nl))
+            return (*mine, *nulls, *nullmask.concat([(masks, nl), (nullmask.all_null(nr, n), nr)]))
+        return (*nulls, *mine, *nullmask.concat([(nullmask.all_null(nl, n), nl), (masks, nr)]))
 
     return pad
 
@@ -443,59 +443,66 @@ def _aligned_keys(left: tuple[Expr, ...], right: tuple[Expr, ...]) -> tuple[tupl
     return tuple(lk), tuple(rk)
 
 
-def _groups(key, vals: list[tuple[tuple, int]], k: int) -> dict[tuple, list[tuple[tuple, int]]]:
+def _groups(key, vals: list[tuple[tuple, int]], k: int, nw: int = 1) -> dict[tuple, list[tuple[tuple, int]]]:
     """A reduce key's rows split by their first ``k`` columns, NULL bits included: ``{group: [(row, mult)]}``.
 
     The reduce is keyed by the first column alone, so rows of several
     groups (and a NULL beside its canonical value) share a key.  A row is
     ``(key, *value)``, or the value alone when ``k`` is 0 (the key is a
-    constant then).  Rows with a multiplicity of 0 or less are left out.
+    constant then); its ``nw`` mask words come back as one integer of all
+    its NULL bits (:func:`ddflow.base.nullmask.packed`), its last field.
+    Rows with a multiplicity of 0 or less are left out.
     """
     groups: dict[tuple, list] = {}
     for v, m in vals:
         if m <= 0:
             continue
         row = (key, *v) if k else v
-        groups.setdefault(row[:k] + (row[-1] & ((1 << k) - 1),), []).append((row, m))
+        if nw > 1:
+            row = (*row[:-nw], nullmask.packed(row[-nw:]))
+        groups.setdefault(row[:k] + (nullmask.packed_sliced(row[-1], 0, k),), []).append((row, m))
     return groups
 
 
 def _aggregate_logic(k: int, aggs: tuple[Agg, ...], arg_pos: list[int | None],
-                     out_types: tuple[str, ...]) -> Callable:
+                     out_types: tuple[str, ...], nw: int = 1) -> Callable:
     """The reduce function: each group's rows (same first group value) split by full group, then every aggregate.
 
     Values arrive as ``(g_1.., args.., mask)`` tuples (``g_0`` is the key;
     with no group columns the key is a constant and the values are
-    ``(args.., mask)``).  A row is ``(g_0.., args.., mask)``.
+    ``(args.., mask)``; the mask is ``nw`` words).  A row is ``(g_0.., args.., mask)``.
     """
+    nout = k + len(aggs)
 
     def aggregate(key, vals):
         out = []
-        for gkey, rows in _groups(key, vals, k).items():
+        for gkey, rows in _groups(key, vals, k, nw).items():
             gmask = gkey[-1]
             results, rmask = [], gmask
             for j, (a, p) in enumerate(zip(aggs, arg_pos)):
                 value, is_null = _one_aggregate(a, p, rows)
                 if is_null:
-                    rmask |= 1 << (k + j)
+                    rmask = nullmask.packed_with_null(rmask, k + j)
                     value = NULL_VALUE[KIND[out_types[k + j]]]
                 results.append(value)
-            out.append(((*gkey[1:k], *results, rmask), 1))
+            out.append(((*gkey[1:k], *results, *nullmask.unpacked(rmask, nout)), 1))
         return out
 
     aggregate.__name__ = "aggregate"
     return aggregate
 
 
-def _topk_logic(npart: int, order: tuple[Order, ...], nrow: int, limit: int | None, rank: str | None) -> Callable:
-    """The reduce function of a TopK: rows ``(p.., o.., row.., mask)`` ranked per full partition."""
+def _topk_logic(npart: int, order: tuple[Order, ...], nrow: int, limit: int | None, rank: str | None,
+                nw: int = 1) -> Callable:
+    """The reduce function of a TopK: rows ``(p.., o.., row.., mask)`` (``nw`` mask words) ranked per full partition."""
     nord = len(order)
     lead = npart + nord
+    nout = nrow + (rank is not None)
 
     def compare(a: tuple, b: tuple) -> int:
         for i, o in enumerate(order):
             x, y = a[npart + i], b[npart + i]
-            xn, yn = (a[-1] >> (npart + i)) & 1, (b[-1] >> (npart + i)) & 1
+            xn, yn = nullmask.packed_null(a[-1], npart + i), nullmask.packed_null(b[-1], npart + i)
             if xn or yn:
                 if xn and yn:
                     continue
@@ -514,7 +521,7 @@ def _topk_logic(npart: int, order: tuple[Order, ...], nrow: int, limit: int | No
 
     def ranked(key, vals):
         out = []
-        for rows in _groups(key, vals, npart).values():
+        for rows in _groups(key, vals, npart, nw).values():
             rows.sort(key=functools.cmp_to_key(lambda a, b: tiebreak(a[0], b[0])))
             number, dense, prev = 0, 0, None
             for row, m in rows:
@@ -525,7 +532,7 @@ def _topk_logic(npart: int, order: tuple[Order, ...], nrow: int, limit: int | No
                     dense += 1
                     rank_at = first
                 prev = row
-                mask = (row[-1] >> lead) & ((1 << nrow) - 1)
+                mask = nullmask.unpacked(nullmask.packed_sliced(row[-1], lead, nrow), nout)
                 values = row[lead:-1]
                 if rank is None or rank == "row_number":
                     copies = range(first, number + 1)
@@ -533,13 +540,13 @@ def _topk_logic(npart: int, order: tuple[Order, ...], nrow: int, limit: int | No
                         copies = range(first, min(number, limit) + 1)
                     if rank is None:
                         if len(copies):
-                            out.append(((*values, mask), len(copies)))
+                            out.append(((*values, *mask), len(copies)))
                     else:
-                        out.extend(((*values, n, mask), 1) for n in copies)
+                        out.extend(((*values, n, *mask), 1) for n in copies)
                 else:
                     r = rank_at if rank == "rank" else dense
                     if limit is None or r <= limit:
-                        out.append(((*values, r, mask), m))
+                        out.append(((*values, r, *mask), m))
                 if limit is not None and (rank in (None, "row_number") and number >= limit):
                     break
         return out
@@ -552,7 +559,7 @@ def _one_aggregate(a: Agg, p: int | None, rows: list) -> tuple:
     """``(value, is_null)`` of aggregate ``a`` over ``rows`` of ``(row, multiplicity)``."""
     if a.func == "count_star":
         return sum(m for _, m in rows), False
-    live = [(r[p], m) for r, m in rows if not (r[-1] >> p) & 1]
+    live = [(r[p], m) for r, m in rows if not nullmask.packed_null(r[-1], p)]
     if a.distinct:
         live = [(v, 1) for v in sorted(set(v for v, _ in live), key=_order)]
     if a.func == "count":

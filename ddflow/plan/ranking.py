@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ddflow.base import nullmask
 from ddflow.base.kernels import float_keys, row_hashes
 from ddflow.base.schema import KIND
 from ddflow.collection import Collection
@@ -46,7 +47,7 @@ def lower_top_k(low: "Lowering", rel: TopK) -> Collection:
     # shares a key and never merges partitions: int64 throughout, no Python per row.  With a string among
     # them, the key is one field per partition (group_key).
     numeric = bool(rel.partition) and all(KIND[t] != "o" for t in ptypes)
-    lead = 1 + len(rel.partition) if numeric else 0  # the value fields that belong to the partition
+    lead = nullmask.width(len(rel.partition)) if numeric else 0  # the value fields that belong to the partition
 
     def order_key(vals: np.ndarray, null: np.ndarray, typ: str) -> np.ndarray:
         """Values as int64 in their order (floats by float_keys; NULL as the canonical value), or objects."""
@@ -62,8 +63,7 @@ def lower_top_k(low: "Lowering", rel: TopK) -> Collection:
         if numeric:
             pv = [evaluate(e, ins) for e in rel.partition]
             keys = [order_key(vals, null, t) for (vals, null), t in zip(pv, ptypes)]
-            nulls = sum(null.astype(np.int64) << j for j, (_, null) in enumerate(pv))
-            parts = [np.asarray(nulls, dtype=np.int64), *keys]
+            parts = [*nullmask.encode([null for _, null in pv], n), *keys]
             key = row_hashes(parts)
         elif rel.partition:
             key = group_key(list(stored([evaluate(e, ins) for e in rel.partition], ptypes, n)), ptypes)
@@ -83,9 +83,21 @@ def lower_top_k(low: "Lowering", rel: TopK) -> Collection:
 
     rows = low.lower(rel.input).map_columns(keyed)
     rows.partitioned = low._placed_by(rel.input, rel.partition[0] if rel.partition else None)
-    first, n = 1 + lead + 2 * len(rel.order), len(src)
+    first, n, w = 1 + lead + 2 * len(rel.order), len(src), src.width
     if rel.rank is None:
-        return rows.top_k(rel.limit, desc=desc, partition=lead).project(*range(first, first + n + 1))
+        return rows.top_k(rel.limit, desc=desc, partition=lead).project(*range(first, first + w))
     # (key, partition, sort keys, row, mask, number) -> (row, number, mask); ties: equal sort keys (two each)
     ranked = rows.top_k(rel.limit, numbered=rel.rank, ties=lead + 2 * len(rel.order), desc=desc, partition=lead)
-    return ranked.project(*range(first, first + n), first + n + 1, first + n)
+    out = ranked.project(*range(first, first + n), first + w, *range(first + n, first + w))
+    return widened(out, n + 1, w - n)
+
+
+def widened(coll: Collection, n: int, have: int) -> Collection:
+    """Rows of ``n`` columns whose last column was added after ``have`` mask words: a zero word more if they need it.
+
+    A row of 63 columns gains its second word with a 64th column; any
+    other keeps its words (and costs nothing here).
+    """
+    if nullmask.words(n) == have:
+        return coll
+    return coll.map_columns(lambda *cols: (*cols[:n], *nullmask.widened(cols[n:], n - 1, 1)))

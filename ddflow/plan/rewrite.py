@@ -36,7 +36,8 @@ it.  The SQL planner also calls :func:`factor_or` on the conjuncts it
 pools for its join order, so a key factored out of an OR ties two
 relations when it picks which to join next (a three-way comma join would
 otherwise start with a cross product).
-:func:`prune_columns` cuts each join input, window and session to the columns read above it,
+:func:`prune_columns` cuts each join input (a semi join's subquery to its keys and residual), each part
+of a UNION ALL, window and session to the columns read above it,
 drops a filter on a ranking's rank that its limit already keeps, and the
 row numbers nobody reads (so the ranking is a plain top-k).
 (Sharing arrangements between operators that need the same rows keyed
@@ -61,8 +62,8 @@ from __future__ import annotations
 import dataclasses
 
 from ddflow.plan.expr import Call, Col, Expr, Held, Lit, bottom_up, conjunction, conjuncts, remapped
-from ddflow.plan.ir import (Aggregate, CloseAt, Filter, Join, Project, Recursive, Rel, Sessionized, TopK, Union,
-                             Windowed)
+from ddflow.plan.ir import (Aggregate, CloseAt, Filter, Join, Project, Recursive, Rel, SemiJoin, Sessionized, TopK,
+                             Union, Windowed)
 
 
 def push_filters(rel: Rel) -> Rel:
@@ -453,6 +454,25 @@ def _prune(rel: Rel, needed: set[int]) -> tuple[Rel, dict[int, int]]:
         joined = Join(left, right, rel.kind, tuple(remapped(k, ml) for k in rel.left_keys),
                       tuple(remapped(k, mr) for k in rel.right_keys), residual)
         return joined, m
+    if isinstance(rel, SemiJoin):
+        # The rows kept: those of the left side (what is read above, its keys and the residual's columns) whose
+        # keys and residual columns meet a right row's; of the right side only its keys and residual columns.
+        nl = len(rel.left.schema)
+        used = rel.residual.columns() if rel.residual is not None else set()
+        lneed = set(needed).union({i for i in used if i < nl}, *(k.columns() for k in rel.left_keys))
+        rneed = {i - nl for i in used if i >= nl}.union(*(k.columns() for k in rel.right_keys))
+        left, ml = _narrowed(*_prune(rel.left, lneed), lneed)
+        right, mr = _narrowed(*_prune(rel.right, rneed), rneed)
+        nl2 = len(left.schema)
+        m = {i: ml[i] for i in lneed}
+        m.update({nl + j: nl2 + mr[j] for j in rneed})
+        residual = remapped(rel.residual, m) if rel.residual is not None else None
+        return dataclasses.replace(rel, left=left, right=right, left_keys=tuple(remapped(k, ml) for k in rel.left_keys),
+                                   right_keys=tuple(remapped(k, mr) for k in rel.right_keys), residual=residual), ml
+    if isinstance(rel, Union) and rel.all:  # column by column: each part cut to the columns read, in order
+        keep = sorted(needed)
+        parts = tuple(_in_order(*_narrowed(*_prune(p, set(keep)), set(keep)), keep) for p in rel.parts)
+        return Union(parts, True), {c: i for i, c in enumerate(keep)}
     if isinstance(rel, Aggregate):
         used = set().union(*(g.columns() for g in rel.group), *(a.arg.columns() for a in rel.aggs if a.arg is not None))
         below, m = _prune(rel.input, used)
@@ -513,6 +533,15 @@ def _narrowed(rel: Rel, remap: dict[int, int], needed: set[int]) -> tuple[Rel, d
     s = rel.schema
     cut = Project(rel, tuple(Col(c, s.types[c], s.names[c]) for c in keep), tuple(s.names[c] for c in keep))
     return cut, {i: at[remap[i]] for i in needed}
+
+
+def _in_order(rel: Rel, remap: dict[int, int], keep: list[int]) -> Rel:
+    """``rel`` (column ``i`` of the original at ``remap[i]``) with exactly the columns ``keep``, in that order."""
+    if all(remap[c] == i for i, c in enumerate(keep)) and len(rel.schema) == len(keep):
+        return rel
+    s = rel.schema
+    at = [remap[c] for c in keep]
+    return Project(rel, tuple(Col(j, s.types[j], s.names[j]) for j in at), tuple(s.names[j] for j in at))
 
 
 def _map_inputs(rel: Rel, fn) -> Rel:

@@ -19,6 +19,15 @@ QUERIES = [
     "SELECT b.k, COUNT(*) AS n FROM a JOIN b ON a.k = b.k WHERE b.y > 0 GROUP BY b.k",
     "SELECT b.y FROM a JOIN b ON a.k = b.k",
     "SELECT a.x, SUM(b.y) AS s FROM a LEFT JOIN b ON a.k = b.k AND b.y > a.x GROUP BY a.x",
+    # semi joins: each side cut to its keys, its residual's columns and (the left) what is read above
+    "SELECT a.x FROM a WHERE EXISTS (SELECT * FROM b WHERE b.k = a.k AND b.y > a.x)",
+    "SELECT a.k FROM a WHERE NOT EXISTS (SELECT * FROM b WHERE b.k = a.k)",
+    "SELECT a.k FROM a WHERE a.x NOT IN (SELECT b.y FROM b)",
+    # UNION ALL: each part cut to the columns read, in order
+    "SELECT u.y FROM (SELECT k, x AS y, x + k AS z FROM a UNION ALL SELECT y, k, y AS w FROM b) u WHERE u.k > 0",
+    "SELECT u.z, u.k FROM (SELECT k, x AS y, x AS z FROM a UNION ALL SELECT k, y, k AS w FROM b UNION ALL "
+    "SELECT x, k, k AS w FROM a) u",
+    "SELECT COUNT(*) AS n FROM (SELECT k, x FROM a UNION ALL SELECT k, y FROM b) u",
 ]
 
 rows = st.tuples(st.sampled_from([0, 1, None]), st.one_of(st.none(), st.integers(0, 3)))
