@@ -108,7 +108,7 @@ class SqlFrontend(PlanOwner):
         tables = {n: c.schema for n, c in self.flow.tables.items()}
         if isinstance(stmt, exp.Create):
             return self._create(stmt, tables, views)
-        if not isinstance(stmt, exp.Query):
+        if not isinstance(stmt, (exp.Query, exp.Values)):  # a bare VALUES list is a query of its rows
             raise SchemaError(f"SQL: expected a query (SELECT, WITH, a set operation) or CREATE VIEW, got "
                               f"{type(stmt).__name__} `{stmt.sql(dialect='spark')[:80]}`")
         return plan_query(stmt, tables, views)

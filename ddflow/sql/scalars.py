@@ -17,6 +17,7 @@ literal minus an interval) are folded here, once, at plan time.
 from __future__ import annotations
 
 import decimal
+import re
 
 import numpy as np
 from sqlglot import exp
@@ -43,9 +44,48 @@ _EXTRACT = {"year": "year", "yyyy": "year", "quarter": "quarter", "month": "mont
             "doy": "dayofyear", "dayofyear": "dayofyear", "hour": "hour", "minute": "minute", "second": "second"}
 
 
+#: What a construct is called in a refusal, for sqlglot classes that are not a function the user named.
+_CONSTRUCTS = {exp.Dot: "a struct field access (`.`)", exp.Bracket: "a subscript (`[...]`)",
+               exp.Array: "an ARRAY value", exp.Struct: "a STRUCT value", exp.Map: "a MAP value",
+               exp.Lambda: "a lambda function (`->`)", exp.Window: "a window function here",
+               exp.Lateral: "LATERAL", exp.Unnest: "UNNEST", exp.Pivot: "PIVOT", exp.Tuple: "a tuple of values here",
+               exp.Values: "VALUES here", exp.Select: "a query here", exp.Star: "* here",
+               exp.Any: "ANY (subquery)", exp.All: "ALL (subquery)"}
+_ARRAY_FUNCTIONS = ("explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer")
+
+
+def construct(node: exp.Expression) -> str:
+    """The user's name for ``node``'s construct: a function by the name written, else a phrase, never a class name.
+
+    >>> from sqlglot import parse_one
+    >>> construct(parse_one("date_format(d, 'y')", read="spark")), construct(parse_one("a[0]", read="spark"))
+    ('the function date_format()', 'a subscript (`[...]`)')
+    """
+    for cls, phrase in _CONSTRUCTS.items():
+        if isinstance(node, cls):
+            return phrase
+    if isinstance(node, exp.Func):
+        text = node.sql(dialect="spark")
+        name = text.split("(", 1)[0].strip().lower() if "(" in text else (node.sql_name() or "").lower()
+        if name in _ARRAY_FUNCTIONS:
+            return f"{name} needs ARRAY columns"
+        return f"the function {name}()" if name.replace("_", "").isalnum() else "this function"
+    if isinstance(node, exp.Binary):
+        return f"the operator in `{_plain(node.sql(dialect='spark'))}`"
+    return "this construct"
+
+
+def _plain(text: str) -> str:
+    """SQL text without the names the qualifier made up (``_0.x`` is ``x``, ``AS _col_1`` and ``AS _0`` go)."""
+    text = re.sub(r"\b_\d+\.", "", text)
+    return re.sub(r" AS _(?:col_)?\d+\b", "", text)
+
+
 def unsupported(node: exp.Expression, what: str | None = None) -> SchemaError:
     """A refusal naming the construct, where it stands, and the text."""
-    text = node.sql(dialect="spark")
+    if what is None:
+        what = construct(node)
+    text = _plain(node.sql(dialect="spark"))
     if len(text) > 80:
         text = text[:77] + "..."
     where = ""
@@ -58,7 +98,8 @@ def unsupported(node: exp.Expression, what: str | None = None) -> SchemaError:
             if "line" in m:
                 where = f" near line {m['line']}, column {m['col']}"
                 break
-    return SchemaError(f"SQL: {what or type(node).__name__} is not supported{where} (in `{text}`)")
+    verdict = ", not supported" if what.endswith("needs ARRAY columns") else " is not supported"
+    return SchemaError(f"SQL: {what}{verdict}{where} (in `{text}`)")
 
 
 def literal(node: exp.Literal) -> Lit:
@@ -316,14 +357,15 @@ class Expressions:
             raise unsupported(node, "now() here (it may appear only in a WHERE or HAVING conjunct comparing a "
                                     "timestamp with now() plus or minus a constant: a temporal filter)")
         if isinstance(node, (exp.CurrentTimestamp, exp.CurrentDate)):
-            raise unsupported(node, f"{type(node).__name__} (a view's answer must not depend on the wall clock)")
+            name = "current_date()" if isinstance(node, exp.CurrentDate) else "current_timestamp()"
+            raise unsupported(node, f"{name} (a view's answer must not depend on the wall clock)")
         if isinstance(node, exp.Star):
             raise unsupported(node, "* here")
         if isinstance(node, (exp.Exists, exp.Subquery)):
             raise unsupported(node, "a subquery here")
         if isinstance(node, exp.Anonymous):
             raise unsupported(node, f"the function {node.name}()")
-        raise unsupported(node, f"{type(node).__name__}")
+        raise unsupported(node)
 
     def _interval(self, node: exp.Interval) -> Lit:
         unit = node.args.get("unit")
