@@ -50,7 +50,8 @@ _CONSTRUCTS = {exp.Dot: "a struct field access (`.`)", exp.Bracket: "a subscript
                exp.Lambda: "a lambda function (`->`)", exp.Window: "a window function here",
                exp.Lateral: "LATERAL", exp.Unnest: "UNNEST", exp.Pivot: "PIVOT", exp.Tuple: "a tuple of values here",
                exp.Values: "VALUES here", exp.Select: "a query here", exp.Star: "* here",
-               exp.Any: "ANY (subquery)", exp.All: "ALL (subquery)"}
+               exp.Any: "ANY (subquery)", exp.All: "ALL (subquery)", exp.Rollup: "GROUP BY ROLLUP",
+               exp.Cube: "GROUP BY CUBE", exp.GroupingSets: "GROUPING SETS"}
 _ARRAY_FUNCTIONS = ("explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer")
 
 

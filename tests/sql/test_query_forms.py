@@ -58,10 +58,17 @@ QUERIES: list[tuple[str, str | None]] = [
     ("SELECT a FROM t ORDER BY a NULLS FIRST OFFSET 2", None),
     ("SELECT a FROM t UNION SELECT a FROM u ORDER BY a NULLS FIRST LIMIT 2 OFFSET 1", None),
     ("SELECT id FROM range(10) ORDER BY id DESC LIMIT 3", "SELECT range AS id FROM range(10) ORDER BY range DESC LIMIT 3"),
+    ("SELECT a, b FROM t ORDER BY 2 DESC NULLS LAST, 1 NULLS LAST LIMIT 2", None),
+    ("SELECT a, COUNT(*) AS n FROM t GROUP BY a ORDER BY n DESC, a NULLS FIRST LIMIT 2", None),
+    ("SELECT a FROM t UNION ALL SELECT a FROM u ORDER BY a + 1 NULLS FIRST, a LIMIT 3", None),
+    ("SELECT a, b, c FROM t ORDER BY a LIMIT 0", None),
     # joins
     ("SELECT * FROM t LEFT SEMI JOIN u ON t.a = u.a", "SELECT * FROM t SEMI JOIN u ON t.a = u.a"),
     ("SELECT t.b FROM t LEFT ANTI JOIN u ON t.a = u.a AND u.d <> t.b",
      "SELECT t.b FROM t ANTI JOIN u ON t.a = u.a AND u.d <> t.b"),
+    ("SELECT * FROM t LEFT SEMI JOIN u USING (a)", "SELECT * FROM t SEMI JOIN u USING (a)"),
+    ("SELECT t.c, u2.d FROM t LEFT ANTI JOIN u ON t.a = u.a JOIN u u2 ON u2.a = t.c",
+     "SELECT t.c, u2.d FROM t ANTI JOIN u ON t.a = u.a JOIN u u2 ON u2.a = t.c"),
     ("SELECT * FROM t NATURAL JOIN u", None),
     ("SELECT t.a, v.zz FROM t NATURAL JOIN (SELECT 1 AS zz) v", "SELECT t.a, v.zz FROM t CROSS JOIN (SELECT 1 AS zz) v"),
     ("SELECT * FROM t FULL OUTER JOIN u USING (a)", None),
@@ -132,9 +139,9 @@ def _tables(flow: ddflow.Dataflow) -> dict:
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(steps=streams())
-def test_query_forms_equal_duckdb_at_every_complete_time(steps):
-    flow = ddflow.Dataflow()
+@given(steps=streams(), workers=st.sampled_from([1, 2, 3]))
+def test_query_forms_equal_duckdb_at_every_complete_time(steps, workers):
+    flow = ddflow.Dataflow(workers=workers)
     handles = _tables(flow)
     caps = [flow.sql(q).capture() for q, _ in QUERIES]
     duck = Duck()
