@@ -95,8 +95,8 @@ def named_ranges(tree: exp.Expression) -> dict[str, Rel]:
         col = cols[0].name if cols else "id"
         out[table] = Values(Schema((col,), ("bigint",)), rows)
         new = exp.Table(this=exp.to_identifier(table))
-        new.set("alias", exp.TableAlias(this=exp.to_identifier(alias.name if alias is not None and alias.name
-                                                                 else "range")))
+        if alias is not None and alias.name:
+            new.set("alias", exp.TableAlias(this=exp.to_identifier(alias.name)))
         t.replace(new)
     for v in tree.find_all(exp.Values):
         rows = v.expressions

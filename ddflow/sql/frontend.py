@@ -115,7 +115,7 @@ class SqlFrontend(PlanOwner):
 
     def _create(self, stmt: exp.Create, tables: dict, views: dict[str, Rel]) -> Rel:
         kind = (stmt.args.get("kind") or "").upper()
-        if kind != "VIEW" or not isinstance(stmt.expression, exp.Query):
+        if kind != "VIEW" or not isinstance(stmt.expression, (exp.Query, exp.Values)):
             raise SchemaError(f"SQL: CREATE {kind or '?'} is not supported (only CREATE VIEW name AS query), in "
                               f"`{stmt.sql(dialect='spark')[:80]}`")
         target = stmt.this

@@ -1004,9 +1004,14 @@ def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
 
 
 def _typed(rel: Rel) -> tuple[str, ...]:
-    """``rel``'s column types, ``null`` for a column that is a bare NULL literal (its schema says bigint)."""
+    """``rel``'s column types, ``null`` for a column that is a bare NULL literal (its schema says bigint), or
+    reads one (``SELECT t.b FROM VALUES (1, NULL) AS t(a, b)``).  O(plan depth)."""
     if isinstance(rel, Project):
-        return tuple("null" if e.type == "null" else t for e, t in zip(rel.exprs, rel.schema.types))
+        below = _typed(rel.input)
+        return tuple("null" if e.type == "null" or (isinstance(e, Col) and below[e.index] == "null") else t
+                     for e, t in zip(rel.exprs, rel.schema.types))
+    if isinstance(rel, (Filter, Distinct)):
+        return _typed(rel.input)
     if isinstance(rel, Union):
         parts = [_typed(p) for p in rel.parts]
         return tuple("null" if all(p[j] == "null" for p in parts) else t for j, t in enumerate(rel.schema.types))
@@ -1019,7 +1024,7 @@ def _retyped_to(rel: Rel, want: tuple[str, ...]) -> Rel:
     if all(w in (t, "null") for w, t in zip(want, s.types)):
         return rel
     if isinstance(rel, Project):
-        exprs = tuple(Lit(None, w) if t == "null" else retyped_expr(e, w)
+        exprs = tuple(Lit(None, w) if t == "null" and w != "null" else retyped_expr(e, w)
                       for e, t, w in zip(rel.exprs, typed, want))
         return Project(rel.input, exprs, rel.names)
     exprs = tuple(Lit(None, w) if t == "null" else retyped_expr(Col(i, u, n), w)

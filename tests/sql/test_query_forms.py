@@ -88,6 +88,10 @@ QUERIES: list[tuple[str, str | None]] = [
     ("SELECT NULL AS x FROM t UNION ALL SELECT b FROM t", None),
     ("SELECT a, b FROM t UNION ALL SELECT a, NULL FROM u", None),
     ("SELECT a, c FROM t UNION ALL SELECT c, c FROM t", None),
+    ("SELECT b FROM (SELECT NULL AS b FROM t) UNION ALL SELECT b FROM t", None),
+    ("SELECT x, y FROM VALUES (1, NULL), (NULL, 'x'), (1, NULL) AS v(x, y) EXCEPT ALL SELECT a, NULL FROM t", None),
+    ("SELECT * FROM (SELECT a, a, b FROM t) s WHERE s.b <> 'x'", "SELECT s.* FROM (SELECT a, a AS a2, b FROM t) s "
+                                                                 "WHERE s.b <> 'x'"),
     ("SELECT x.a FROM (SELECT a, a AS a2, b FROM t) x WHERE x.a2 > 1", None),
 ]
 
@@ -161,6 +165,7 @@ def test_constant_queries_hold_from_time_zero_and_never_change():
     one = flow.sql("SELECT 1 AS a, 'x' AS b").capture()
     r = flow.sql("SELECT * FROM range(2, 5)").capture()
     v = flow.sql("VALUES (1, 'a'), (NULL, 'b')").capture()
+    w = flow.sql("CREATE TEMPORARY VIEW w (p, q) AS VALUES (1, 2); SELECT q FROM w").capture()
     h["t"].update([(1, "a", 1)], times=0)
     flow.advance_to(3)
     flow.run()
@@ -168,6 +173,7 @@ def test_constant_queries_hold_from_time_zero_and_never_change():
         assert one.contents(t) == {(1, "x"): 1}
         assert r.contents(t) == {(2,): 1, (3,): 1, (4,): 1}
         assert v.contents(t) == {(1, "a"): 1, (None, "b"): 1}
+        assert w.contents(t) == {(2,): 1}
 
 
 def test_spark_names_and_types_of_constant_relations():
@@ -179,6 +185,9 @@ def test_spark_names_and_types_of_constant_relations():
     # each column at its rows' common type (ddflow reads the literal 1 as a bigint, Spark as an int)
     assert flow.sql("SELECT * FROM VALUES (1, 'a'), (2.5, NULL) AS v(x, y)").schema.types == ("decimal(21,1)", "string")
     assert flow.sql("SELECT NULL AS x UNION ALL SELECT b FROM t").schema.types == ("string",)
+    assert flow.sql("SELECT * FROM range(2) JOIN range(3)").columns == ["id", "id_2"]  # two `id`s, made unique
+    with pytest.raises(SchemaError, match="column `s.a` is ambiguous"):  # as in Spark, when read
+        flow.sql("SELECT s.a FROM (SELECT a, c AS a FROM t) s")
 
 
 @pytest.mark.parametrize("sql, message", [
