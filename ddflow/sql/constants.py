@@ -73,10 +73,18 @@ def named_ranges(tree: exp.Expression) -> dict[str, Rel]:
     """Each ``range(...)`` in FROM replaced, in ``tree``, by a table of a name of its own; those names' rows.
 
     Also names the columns of every ``VALUES`` list written without
-    names ``col1, col2, ...`` (Spark's names).  Any other function in
+    names ``col1, col2, ...`` (Spark's names), and reads ``x IN (VALUES
+    ...)`` as ``x IN (SELECT * FROM VALUES ...)``.  Any other function in
     FROM is refused by name.  O(nodes).
     """
     out: dict[str, Rel] = {}
+    for node in list(tree.find_all(exp.In)):  # x IN (VALUES ...) is x IN (SELECT * FROM VALUES ...)
+        items = node.expressions
+        inner = items[0].this if len(items) == 1 and isinstance(items[0], (exp.Paren, exp.Subquery)) else \
+            items[0] if len(items) == 1 else None
+        if isinstance(inner, exp.Values):
+            node.set("expressions", [])
+            node.set("query", exp.Subquery(this=exp.select("*").from_(inner.copy())))
     for t in list(tree.find_all(exp.Table)):
         fn = t.this
         if not isinstance(fn, exp.Func):

@@ -177,6 +177,8 @@ class _Planner(Expressions, eventtime.EventTime):
             return self.named(out, self.written(first))
         if isinstance(node, exp.Subquery):
             return self.query(node.this, ctes)
+        if isinstance(node, exp.Values):  # IN (VALUES ...), a set operation's VALUES branch
+            return self.source(node, ctes)[0]
         if not isinstance(node, exp.Select):
             raise _unsupported(node)
         return self.select(node, ctes)
@@ -219,7 +221,8 @@ class _Planner(Expressions, eventtime.EventTime):
             for p in parts_of[name]:
                 r = self.query(p, scope)
                 _check_union(r, _Empty(schema), p)
-                r = _retyped(r, schema)
+                r = _retyped_to(r, tuple(u if t == "null" else common_types([t, u], "a set operation")
+                                         for t, u in zip(_typed(r), schema.types)))
                 rels.append(Project(r, tuple(Col(i, t, n) for i, (n, t) in enumerate(zip(r.schema.names, schema.types))),
                                     schema.names))
             bodies.append(Union(tuple(rels), all=False))
@@ -862,8 +865,9 @@ def _aligned(rels: list[Rel], node: exp.Expression) -> tuple[Rel, ...]:
     for r in rels[1:]:
         _check_union(first, r, node)
     want = []
+    typed = [_typed(r) for r in rels]
     for j in range(len(first.schema)):
-        types = [t for r in rels if (t := _typed(r)[j]) != "null"] or ["null"]
+        types = [t for ts in typed if (t := ts[j]) != "null"] or ["null"]
         try:
             want.append(common_types(types, "a set operation"))
         except TypeMismatch:
@@ -1005,17 +1009,28 @@ def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
 
 def _typed(rel: Rel) -> tuple[str, ...]:
     """``rel``'s column types, ``null`` for a column that is a bare NULL literal (its schema says bigint), or
-    reads one (``SELECT t.b FROM VALUES (1, NULL) AS t(a, b)``).  O(plan depth)."""
-    if isinstance(rel, Project):
-        below = _typed(rel.input)
-        return tuple("null" if e.type == "null" or (isinstance(e, Col) and below[e.index] == "null") else t
-                     for e, t in zip(rel.exprs, rel.schema.types))
-    if isinstance(rel, (Filter, Distinct)):
-        return _typed(rel.input)
-    if isinstance(rel, Union):
-        parts = [_typed(p) for p in rel.parts]
-        return tuple("null" if all(p[j] == "null" for p in parts) else t for j, t in enumerate(rel.schema.types))
-    return rel.schema.types
+    reads one (``SELECT t.b FROM VALUES (1, NULL) AS t(a, b)``, a UNION of NULLs).  Iterative: O(projections
+    above the first other operator), each column followed down only while it is a plain column."""
+    types = list(rel.schema.types)
+    pending = {j: j for j in range(len(types))}  # output column -> its position in ``cur``
+    cur = rel
+    while pending and isinstance(cur, (Project, Filter, Distinct)):
+        if isinstance(cur, Project):
+            below = {}
+            for j, i in pending.items():
+                e = cur.exprs[i]
+                if e.type == "null":
+                    types[j] = "null"
+                elif isinstance(e, Col):
+                    below[j] = e.index
+            pending = below
+        cur = cur.input
+    if pending and isinstance(cur, Union):
+        parts = [_typed(p) for p in cur.parts]
+        for j, i in pending.items():
+            if all(p[i] == "null" for p in parts):
+                types[j] = "null"
+    return tuple(types)
 
 
 def _retyped_to(rel: Rel, want: tuple[str, ...]) -> Rel:
@@ -1041,16 +1056,6 @@ def _check_union(left: Rel, right: Rel, node: exp.Expression) -> None:
             common_types([a, b], "a set operation")
         except TypeMismatch:
             raise SchemaError(f"SQL: UNION of {a} and {b} columns in `{node.sql(dialect='spark')[:80]}`") from None
-
-
-def _retyped(rel: Rel, like: Schema) -> Rel:
-    """``rel`` with each column cast to its common type with ``like``'s (a set operation's column types)."""
-    s = rel.schema
-    want = [common_types([t, u], "a set operation") for t, u in zip(s.types, like.types)]
-    if all(w in (t, "null") for w, t in zip(want, s.types)):
-        return rel
-    exprs = tuple(retyped_expr(Col(i, t, n), w) for i, (n, t, w) in enumerate(zip(s.names, s.types, want)))
-    return Project(rel, exprs, s.names)
 
 
 def _check_join(j: exp.Join) -> None:

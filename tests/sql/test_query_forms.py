@@ -44,6 +44,9 @@ QUERIES: list[tuple[str, str | None]] = [
     ("SELECT a FROM t WHERE a IN (SELECT x FROM VALUES (1), (3), (NULL) AS v(x))", None),
     ("SELECT a FROM t WHERE a NOT IN (SELECT x FROM VALUES (1), (NULL) AS v(x))", None),
     ("WITH k AS (SELECT 2 AS x) SELECT t.a, t.b FROM t, k WHERE t.a = k.x", None),
+    ("SELECT a FROM t WHERE a > 2 OR a IN (VALUES (1), (NULL))",
+     "SELECT a FROM t WHERE a > 2 OR a IN (SELECT * FROM (VALUES (1), (NULL)))"),
+    ("SELECT a FROM t UNION ALL VALUES (5)", "SELECT a FROM t UNION ALL SELECT * FROM (VALUES (5))"),
     ("SELECT a, (SELECT 10) AS ten FROM t", None),
     ("SELECT 1 AS one WHERE EXISTS (SELECT * FROM t WHERE a > 2)", None),
     ("SELECT 1 AS x UNION SELECT a FROM t", None),
@@ -166,6 +169,8 @@ def test_constant_queries_hold_from_time_zero_and_never_change():
     r = flow.sql("SELECT * FROM range(2, 5)").capture()
     v = flow.sql("VALUES (1, 'a'), (NULL, 'b')").capture()
     w = flow.sql("CREATE TEMPORARY VIEW w (p, q) AS VALUES (1, 2); SELECT q FROM w").capture()
+    rec = flow.sql("WITH RECURSIVE r(n, s) AS (SELECT id, 'a' FROM range(2) UNION SELECT n + 2, NULL FROM r "
+                   "WHERE n < 3) SELECT * FROM r").capture()
     h["t"].update([(1, "a", 1)], times=0)
     flow.advance_to(3)
     flow.run()
@@ -174,6 +179,7 @@ def test_constant_queries_hold_from_time_zero_and_never_change():
         assert r.contents(t) == {(2,): 1, (3,): 1, (4,): 1}
         assert v.contents(t) == {(1, "a"): 1, (None, "b"): 1}
         assert w.contents(t) == {(2,): 1}
+        assert rec.contents(t) == {(0, "a"): 1, (1, "a"): 1, (2, None): 1, (3, None): 1, (4, None): 1}
 
 
 def test_spark_names_and_types_of_constant_relations():
