@@ -111,6 +111,12 @@ def named_ranges(tree: exp.Expression) -> dict[str, Rel]:
         if not rows:
             continue
         alias = v.args.get("alias")
+        last = rows[-1].expressions[-1] if isinstance(rows[-1], exp.Tuple) and rows[-1].expressions else None
+        if isinstance(last, exp.Alias) and (alias is None or not alias.name):
+            # ``VALUES 1, 2, 3 AS data(a)``: sqlglot reads ``3 AS data``; the name is the table's
+            last.replace(last.this)
+            alias = exp.TableAlias(this=last.args["alias"], columns=alias.columns if alias is not None else [])
+            v.set("alias", alias)
         if alias is None or not alias.columns:
             width = len(rows[0].expressions) if isinstance(rows[0], exp.Tuple) else 1
             names = [exp.to_identifier(f"col{i + 1}") for i in range(width)]
@@ -133,6 +139,7 @@ def values_rel(node: exp.Values, cell, aligned) -> Rel:
         if len(items) != len(names):
             raise SchemaError(f"SQL: a VALUES row of {len(items)} values where {len(names)} columns are named "
                               f"(in `{_quoted(node)}`)")
+        items = [x.this if isinstance(x, exp.Alias) else x for x in items]  # ("one", 1 AS one): the name goes
         for x in items:
             if x.find(exp.Column, exp.Select, exp.Subquery) is not None:
                 raise SchemaError(f"SQL: VALUES takes constants, not `{x.sql(dialect='spark')}` "
