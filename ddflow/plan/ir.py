@@ -331,11 +331,17 @@ class Union(Rel):
 
 @dataclass(frozen=True)
 class SetOp(Rel):
-    """``except``: distinct rows of ``left`` not in ``right``; ``intersect``: distinct rows in both (NULL equals NULL)."""
+    """``except``: distinct rows of ``left`` not in ``right``; ``intersect``: distinct rows in both (NULL equals NULL).
+
+    ``all`` (EXCEPT ALL, INTERSECT ALL): multisets, a row ``m`` times in
+    ``left`` and ``n`` in ``right`` is kept ``max(m - n, 0)`` times
+    (except) or ``min(m, n)`` times (intersect).
+    """
 
     kind: str
     left: Rel
     right: Rel
+    all: bool = False
 
     def __post_init__(self):
         if self.kind not in ("except", "intersect"):
@@ -349,6 +355,8 @@ class SetOp(Rel):
         return (self.left, self.right)
 
     def label(self) -> str:
+        if self.all:
+            return f"{self.kind.capitalize()} all  [count by row]"
         return f"{self.kind.capitalize()}  [arrange both sides by row]"
 
 

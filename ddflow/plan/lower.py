@@ -133,6 +133,8 @@ class Lowering:
             parts = [self.lower(p) for p in rel.parts]
             out = parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0]
             return out if rel.all else out.distinct()
+        if isinstance(rel, SetOp) and rel.all:
+            return _multiset_op(rel.kind, self.lower(rel.left), self.lower(rel.right))
         if isinstance(rel, SetOp):
             width = rel.schema.width
             rows = self.lower(rel.left).distinct().map_columns(_row_key)
@@ -395,6 +397,17 @@ def _refs(rel: Rel) -> list[RecRef]:
     if isinstance(rel, Recursive):
         return [r for b in rel.bodies for r in _refs(b)]
     return [r for i in rel.inputs() for r in _refs(i)]
+
+
+def _multiset_op(kind: str, left: Collection, right: Collection) -> Collection:
+    """EXCEPT ALL: each row ``max(m - n, 0)`` times, a threshold of the count of ``left - right`` (vectorized
+    per batch, one Python call per changed row); INTERSECT ALL: ``min(m, n) = m - max(m - n, 0)`` times."""
+    rest = left.concat(right.negate()).threshold(_positive)
+    return rest if kind == "except" else left.concat(rest.negate())
+
+
+def _positive(count: int) -> int:
+    return count if count > 0 else 0
 
 
 def _row_key(*cols):

@@ -108,14 +108,14 @@ class SqlFrontend(PlanOwner):
         tables = {n: c.schema for n, c in self.flow.tables.items()}
         if isinstance(stmt, exp.Create):
             return self._create(stmt, tables, views)
-        if not isinstance(stmt, exp.Query):
+        if not isinstance(stmt, (exp.Query, exp.Values)):  # a bare VALUES list is a query of its rows
             raise SchemaError(f"SQL: expected a query (SELECT, WITH, a set operation) or CREATE VIEW, got "
                               f"`{stmt.sql(dialect='spark')[:80]}`")
         return plan_query(stmt, tables, views)
 
     def _create(self, stmt: exp.Create, tables: dict, views: dict[str, Rel]) -> Rel:
         kind = (stmt.args.get("kind") or "").upper()
-        if kind != "VIEW" or not isinstance(stmt.expression, exp.Query):
+        if kind != "VIEW" or not isinstance(stmt.expression, (exp.Query, exp.Values)):
             raise SchemaError(f"SQL: CREATE {kind or '?'} is not supported (only CREATE VIEW name AS query), in "
                               f"`{stmt.sql(dialect='spark')[:80]}`")
         target = stmt.this

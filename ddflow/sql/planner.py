@@ -35,13 +35,13 @@ from ddflow.plan.functions import TypeMismatch, numeric
 from ddflow.plan.functions import common_type as common_types
 from ddflow.plan.expr import Call, Col, Expr, Lit, conjunction, conjuncts, remapped
 from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive, Rel,
-                            Scan, SemiJoin, SetOp, TopK, Union)
+                            Scan, SemiJoin, SetOp, TopK, Union, Values)
 from ddflow.plan.rewrite import factor_or, key_pair, keyable, ranks_kept
 from ddflow.plan.deep import on_deep_stack
-from ddflow.sql import eventtime
+from ddflow.sql import constants, eventtime
 from ddflow.sql.nesting import balanced, chain_parts, check_tree, parsed, set_aside, union_link
 from ddflow.sql.scalars import AGGREGATES as _AGGS
-from ddflow.sql.scalars import Expressions, retyped_expr
+from ddflow.sql.scalars import Expressions, construct, retyped_expr
 from ddflow.sql.scalars import common_type as _common_type
 from ddflow.sql.scalars import comparable as _comparable
 from ddflow.sql.scalars import need_numbers as _need_numbers
@@ -64,9 +64,11 @@ class _Scope:
         self.fields = fields
 
     @classmethod
-    def of(cls, rel: Rel, alias: str) -> "_Scope":
+    def of(cls, rel: Rel, alias: str, names: tuple[str, ...] | None = None) -> "_Scope":
+        """``rel``'s columns under ``alias``, by ``names`` if given (as the query wrote them: two may be alike)."""
         s = rel.schema
-        return cls([_Field(alias.lower(), n.lower(), i, t) for i, (n, t) in enumerate(zip(s.names, s.types))])
+        names = names or s.names
+        return cls([_Field(alias.lower(), n.lower(), i, t) for i, (n, t) in enumerate(zip(names, s.types))])
 
     def then(self, other: "_Scope") -> "_Scope":
         """This scope's columns, then ``other``'s (a join's output)."""
@@ -98,21 +100,24 @@ def _plan_sql(sql: str, tables: Mapping[str, Schema]) -> Rel:
 
 def plan_query(tree: exp.Expression, tables: Mapping[str, Schema], views: Mapping[str, Rel] | None = None) -> Rel:
     """The plan of one parsed query over ``tables`` (name -> schema) and ``views`` (name -> plan, read inline)."""
+    if isinstance(tree, exp.Values):  # a bare VALUES list is a query of its rows
+        tree = exp.select("*").from_(tree)
     if not isinstance(tree, exp.Query):
         raise SchemaError(f"SQL: expected a query (SELECT, WITH or a set operation), got `{tree.sql(dialect='spark')[:80]}`")
     views = {k.lower(): v for k, v in (views or {}).items()}
     lowered = {k.lower(): v for k, v in tables.items()}
-    every = {**lowered, **{k: v.schema for k, v in views.items()}}
+    ranges = constants.named_ranges(tree)  # range(...) in FROM: a constant table the qualifier can read
+    every = {**lowered, **{k: v.schema for k, v in views.items()}, **{k: v.schema for k, v in ranges.items()}}
     schema = {name: {c: _glot_type(t) for c, t in zip(s.names, s.types)} for name, s in every.items()}
     check_tree(tree)
-    _check_tables(tree, lowered, views)
+    _check_tables(tree, {**lowered, **ranges}, views)
     aside = set_aside(tree)
     tree = balanced(eventtime.prepare(tree))
     try:
         tree = qualify(tree, schema=schema, dialect="spark", quote_identifiers=False, validate_qualify_columns=True)
     except SqlglotError as err:
         raise SchemaError(f"SQL: {err}") from None
-    return _Planner(lowered, views, aside).query(tree, {})
+    return _Planner(lowered, {**views, **ranges}, aside).query(tree, {})
 
 
 def _glot_type(t: str) -> str:
@@ -127,6 +132,23 @@ class _Planner(Expressions, eventtime.EventTime):
         self.views = views or {}
         self.aside = aside  # long IN lists of constants, out of the tree while sqlglot qualified it
         self._uids = itertools.count()
+        #: The column names a query wrote, by id of its plan, where two are alike (its schema's are made unique).
+        self._written: dict[int, tuple[Rel, tuple[str, ...]]] = {}
+
+    def named(self, rel: Rel, names: tuple[str, ...]) -> Rel:
+        """``rel``, remembered as having columns written ``names``, when they are not its schema's."""
+        if tuple(n.lower() for n in names) != tuple(n.lower() for n in rel.schema.names):
+            self._written[id(rel)] = (rel, names)
+        return rel
+
+    def written(self, rel: Rel) -> tuple[str, ...]:
+        """The column names ``rel``'s query wrote (:meth:`named`), else its schema's."""
+        hit = self._written.get(id(rel))
+        return hit[1] if hit is not None and hit[0] is rel else rel.schema.names
+
+    def scope_of(self, rel: Rel, alias: str) -> _Scope:
+        """A FROM item's scope: a name its query wrote twice is ambiguous there, as in Spark."""
+        return _Scope.of(rel, alias, self.written(rel))
 
     # -- relations ------------------------------------------------------------------------------
     def query(self, node: exp.Expression, ctes: dict[str, Rel]) -> Rel:
@@ -145,18 +167,18 @@ class _Planner(Expressions, eventtime.EventTime):
                 rights.append(cur.right)
                 up, cur = cur, cur.left
             rels = [self.query(p, ctes) for p in [cur, *reversed(rights)]]
-            return self.limited(Union(_aligned(rels, node), all=not node.args.get("distinct")), node)
+            out = self.limited(Union(_aligned(rels, node), all=not node.args.get("distinct")), node)
+            return self.named(out, self.written(rels[0]))
         if isinstance(node, (exp.Except, exp.Intersect)):
-            name = type(node).__name__.upper()
-            if not node.args.get("distinct"):
-                raise _unsupported(node, f"{name} ALL")
-            left, right = self.query(node.left, ctes), self.query(node.right, ctes)
-            _check_union(left, right, node)
-            right = _retyped(right, left.schema)
-            left = _retyped(left, right.schema)
-            return self.limited(SetOp(name.lower(), left, right), node)
+            name = type(node).__name__.lower()
+            first = self.query(node.left, ctes)
+            left, right = _aligned([first, self.query(node.right, ctes)], node)
+            out = self.limited(SetOp(name, left, right, all=not node.args.get("distinct")), node)
+            return self.named(out, self.written(first))
         if isinstance(node, exp.Subquery):
             return self.query(node.this, ctes)
+        if isinstance(node, exp.Values):  # IN (VALUES ...), a set operation's VALUES branch
+            return self.source(node, ctes)[0]
         if not isinstance(node, exp.Select):
             raise _unsupported(node)
         return self.select(node, ctes)
@@ -199,7 +221,8 @@ class _Planner(Expressions, eventtime.EventTime):
             for p in parts_of[name]:
                 r = self.query(p, scope)
                 _check_union(r, _Empty(schema), p)
-                r = _retyped(r, schema)
+                r = _retyped_to(r, tuple(u if t == "null" else common_types([t, u], "a set operation")
+                                         for t, u in zip(_typed(r), schema.types)))
                 rels.append(Project(r, tuple(Col(i, t, n) for i, (n, t) in enumerate(zip(r.schema.names, schema.types))),
                                     schema.names))
             bodies.append(Union(tuple(rels), all=False))
@@ -218,14 +241,22 @@ class _Planner(Expressions, eventtime.EventTime):
                 rel = Scan(name, self.tables[name])
             else:
                 raise _unknown_table(node, self.tables, self.views)
-            return rel, _Scope.of(rel, node.alias_or_name)
+            return rel, self.scope_of(rel, node.alias_or_name)
         if isinstance(node, exp.Subquery):
             rel = self.query(node.this, ctes)
-            return rel, _Scope.of(rel, node.alias_or_name)
-        raise _unsupported(node, f"{type(node).__name__} in FROM")
+            return rel, self.scope_of(rel, node.alias_or_name)
+        if isinstance(node, exp.Values):
+            rel = constants.values_rel(node, lambda x: self.expr(x, _Scope([])), _aligned)
+            return rel, self.scope_of(rel, node.alias_or_name)
+        raise _unsupported(node, f"{construct(node)} in FROM")
 
     def select(self, node: exp.Select, ctes: dict[str, Rel]) -> Rel:
-        for key in ("offset", "qualify", "windows", "pivots", "laterals"):
+        for lateral in node.args.get("laterals") or ():
+            fn = lateral.this
+            name = (fn.name if isinstance(fn, exp.Anonymous) else fn.sql_name()).lower() if isinstance(fn, exp.Func) \
+                else "a function"
+            raise _unsupported(lateral, f"LATERAL VIEW {name} needs ARRAY columns")
+        for key in ("qualify", "windows", "pivots"):
             if node.args.get(key):
                 raise _unsupported(node.args[key] if isinstance(node.args[key], exp.Expression) else node,
                                    key.upper())
@@ -243,6 +274,9 @@ class _Planner(Expressions, eventtime.EventTime):
         aggs = [a for item in items for a in _aggregates(item)]
         if having is not None:
             aggs += _aggregates(having.this)
+        order = node.args.get("order") if node.args.get("limit") is not None or node.args.get("offset") else None
+        if order is not None:  # ORDER BY SUM(x) LIMIT k: an aggregate of the query, though not selected
+            aggs += [a for o in order.expressions for a in _aggregates(o.this)]
         if group is not None or aggs:
             rel, scope, replace = self.aggregate(rel, scope, group.expressions if group else [], aggs)
             if having is not None:
@@ -254,6 +288,9 @@ class _Planner(Expressions, eventtime.EventTime):
                 rel = self.temporal_filters(rel, scope, having_timed, replace)
         else:
             replace = {}
+        if not replace:  # EXISTS / IN (subquery) as a value of each row (not after GROUP BY)
+            rel, scope, replace = self.flags(rel, scope, [f for item in items for f in _flag_subqueries(item)],
+                                             ctes, replace)
         rel, scope, replace = self.scalars(rel, scope, [s for item in items for s in _scalar_subqueries(item)],
                                            ctes, replace)
         windows = [w for item in items for w in item.find_all(exp.Window)]
@@ -261,23 +298,77 @@ class _Planner(Expressions, eventtime.EventTime):
             if len(windows) > 1 or group is not None or aggs:
                 raise _unsupported(windows[-1], "more than one window function, or one beside GROUP BY")
             rel, scope, replace = self.window(rel, scope, windows[0], replace)
-        exprs = tuple(self.expr(item.this if isinstance(item, exp.Alias) else item, scope, replace) for item in items)
-        names = tuple(eventtime.output_name(item) for item in items)
-        rel = Project(rel, exprs, names)
+        exprs, names = self.items(items, scope, replace)
+        if order is not None:
+            return self.named(self.sorted_select(rel, scope, replace, exprs, names, node), names)
+        rel = Project(rel, exprs, _distinct_names(names))
         if node.args.get("distinct"):
             rel = Distinct(rel)
-        return self.limited(rel, node)
+        return self.named(self.limited(rel, node), names)
+
+    def items(self, items: list[exp.Expression], scope: _Scope, replace: dict) -> tuple[tuple, tuple]:
+        """The SELECT list's expressions and names; a ``*`` the qualifier left (a FROM item with two columns of
+        one name) is every column of the scope (``t.*``: of ``t``), in order."""
+        exprs, names = [], []
+        for item in items:
+            star = isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star))
+            if star and scope.fields:
+                table = item.table.lower() if isinstance(item, exp.Column) else ""
+                for f in scope.fields:
+                    if not f.name.startswith("#") and (not table or f.table == table):
+                        exprs.append(Col(f.index, f.type, f.name))
+                        names.append(f.name)
+                continue
+            exprs.append(self.expr(item.this if isinstance(item, exp.Alias) else item, scope, replace))
+            names.append(eventtime.output_name(item))
+        return tuple(exprs), tuple(names)
+
+    def sorted_select(self, rel: Rel, scope: _Scope, replace: dict, exprs: tuple, names: tuple,
+                      node: exp.Select) -> Rel:
+        """A SELECT's ORDER BY ... LIMIT / OFFSET: each key an output column's expression (an alias, ``a + b`` of
+        aliases) or, as Spark resolves it next, one over the FROM's columns and the aggregates (``t.a``,
+        ``a + b`` not selected, ``SUM(x)``), ranked on a hidden column projected away after the top-k."""
+        out = _Scope([_Field("", n.lower(), i, e.type if e.type != "null" else "bigint")
+                      for i, (n, e) in enumerate(zip(names, exprs))])
+        extra: list[Expr] = []
+        keys = []
+        for o in node.args["order"].expressions:
+            try:
+                e = self.expr(o.this, out)
+            except SchemaError:
+                e = None
+            if e is None:
+                below = self.expr(o.this, scope, replace)
+                hit = next((i for i, x in enumerate(exprs) if x == below), None)
+                if hit is not None:
+                    e = Col(hit, out.fields[hit].type, names[hit])
+                elif node.args.get("distinct"):
+                    raise _unsupported(o, "ORDER BY an expression not in the SELECT list of a SELECT DISTINCT")
+                else:
+                    e = Col(len(exprs) + len(extra), below.type if below.type != "null" else "bigint", f"_order{len(extra)}")
+                    extra.append(below)
+            keys.append(Order(e, bool(o.args.get("desc")), _nulls_first(o)))
+        hidden = tuple(f"_order{i}" for i in range(len(extra)))
+        rel = Project(rel, exprs + tuple(extra), _distinct_names(names + hidden))
+        if node.args.get("distinct"):
+            rel = Distinct(rel)
+        rel = _top(rel, tuple(keys), *self.bounds(node))
+        if extra:
+            s = rel.schema
+            rel = Project(rel, tuple(Col(i, s.types[i], s.names[i]) for i in range(len(exprs))), s.names[:len(exprs)])
+        return rel
+
+    def bounds(self, node: exp.Expression) -> tuple[int | None, int]:
+        """LIMIT k (None: none) and OFFSET m (0: none), whole-number constants."""
+        limit, offset = node.args.get("limit"), node.args.get("offset")
+        return (_count(limit, "LIMIT") if limit is not None else None,
+                _count(offset, "OFFSET") if offset is not None else 0)
 
     def limited(self, rel: Rel, node: exp.Expression) -> Rel:
-        """ORDER BY ... LIMIT k as a top-k over the query's output (ORDER BY alone orders nothing: a view is a bag)."""
-        limit = node.args.get("limit")
-        if limit is None:
+        """ORDER BY ... LIMIT k [OFFSET m] as a top-k over the query's output (ORDER BY alone orders nothing: a
+        view is a bag)."""
+        if node.args.get("limit") is None and node.args.get("offset") is None:
             return rel
-        if node.args.get("offset") is not None:
-            raise _unsupported(node.args["offset"], "OFFSET")
-        k = limit.expression
-        if not (isinstance(k, exp.Literal) and not k.is_string and k.this.isdigit()):
-            raise _unsupported(limit, "a LIMIT other than a whole number")
         out = _Scope.of(rel, "")
         order = node.args.get("order")
         keys = []
@@ -287,7 +378,7 @@ class _Planner(Expressions, eventtime.EventTime):
             except SchemaError:
                 raise _unsupported(o, "ORDER BY an expression not in the SELECT list, with LIMIT") from None
             keys.append(Order(e, bool(o.args.get("desc")), _nulls_first(o)))
-        return TopK(rel, (), tuple(keys), int(k.this))
+        return _top(rel, tuple(keys), *self.bounds(node))
 
     def window(self, rel: Rel, scope: _Scope, w: exp.Window, replace: dict):
         """ROW_NUMBER() / RANK() / DENSE_RANK() OVER (PARTITION BY ... ORDER BY ...) as a ranking TopK."""
@@ -320,12 +411,14 @@ class _Planner(Expressions, eventtime.EventTime):
         :func:`ddflow.plan.rewrite.push_filters` moves them down.
         """
         from_ = node.args.get("from_") or node.args.get("from")
-        if from_ is None:
-            raise _unsupported(node, "SELECT without FROM")
+        if from_ is None:  # one row of no columns
+            scope = _Scope([])
+            preds = [self.predicate(c, scope) for c in conds]
+            return (Filter(constants.ONE, conjunction(preds)) if preds else constants.ONE), scope
         joins = node.args.get("joins") or []
         for j in joins:
             _check_join(j)
-        if any((j.side or "") for j in joins):
+        if any((j.side or "") or (j.kind or "").upper() in ("SEMI", "ANTI") for j in joins):
             rel, scope = self.source(from_.this, ctes)
             for j in joins:
                 rel, scope = self.join(rel, scope, j, ctes)
@@ -453,9 +546,70 @@ class _Planner(Expressions, eventtime.EventTime):
                 plain.append(conj)
         if plain:
             subs = [s for c in plain for s in _scalar_subqueries(c)]
-            rel, scope, replace = self.scalars(rel, scope, subs, ctes, {})
+            rel, scope, replace = self.flags(rel, scope, [f for c in plain for f in _flag_subqueries(c)], ctes, {})
+            rel, scope, replace = self.scalars(rel, scope, subs, ctes, replace)
             rel = Filter(rel, conjunction([self.predicate(c, scope, replace) for c in plain]))
         return rel, scope
+
+    def flags(self, rel: Rel, scope: _Scope, nodes: list[exp.Expression], ctes: dict[str, Rel],
+              replace: dict) -> tuple[Rel, _Scope, dict]:
+        """``EXISTS (...)`` and ``x IN (subquery)`` that are not a conjunct of their own (under OR, NOT, CASE) as a
+        value per row, read through ``replace``: the rows left-joined to the subquery's distinct keys (at most one
+        match each, so no row is repeated) with a flag column; IN also to the subquery's row and non-NULL counts
+        (one row), for SQL's NULL rules: TRUE on a match, else FALSE over no rows, else NULL if ``x`` is NULL or
+        the subquery has a NULL, else FALSE.  Cost: a join and a distinct (and a global count) per subquery."""
+        true = Lit(True, "boolean")
+        for node in nodes:
+            key = node.sql(dialect="spark")
+            if key in replace:
+                continue
+            n = len(rel.schema)
+            if isinstance(node, exp.Exists):
+                sub, inner_keys, outer_keys, residual = self.correlated(node.this, scope, ctes)
+                if residual is not None:
+                    raise _unsupported(node, "EXISTS with a correlated condition other than inner = outer, "
+                                             "beside OR or NOT")
+                if not inner_keys:
+                    counted = Aggregate(sub, (), (Agg("count_star", None),), ("_n",))
+                    rel = Join(rel, counted, "left", (), ())
+                    value = Call(">", (Col(n, "bigint", "_n"), Lit(0, "bigint")), "boolean")
+                    added = counted.schema.types
+                else:
+                    k = len(inner_keys)
+                    hits = Distinct(Project(sub, inner_keys + (true,), tuple(f"_k{i}" for i in range(k)) + ("_hit",)))
+                    rel = Join(rel, hits, "left", outer_keys, tuple(Col(i, e.type, f"_k{i}") for i, e in
+                                                                    enumerate(inner_keys)))
+                    value = Call("is_not_null", (Col(n + k, "boolean", "_hit"),), "boolean")
+                    added = hits.schema.types
+            else:
+                q = node.args["query"]
+                q = q.this if isinstance(q, exp.Subquery) else q
+                if _outer_refs(q, q):
+                    raise _unsupported(node, "IN with a correlated subquery (write it as EXISTS)")
+                if _has_subquery(node.this):
+                    raise _unsupported(node, "a subquery left of IN")
+                sub = self.query(q, ctes)
+                if len(sub.schema) != 1:
+                    raise _unsupported(node, "IN with a subquery of several columns")
+                x, got = self.expr(node.this, scope, replace), Col(0, sub.schema.types[0], sub.schema.names[0])
+                _comparable(node, x, got)
+                if not keyable(x.type, got.type):
+                    typ = common_types([x.type, got.type], f"`{node.sql(dialect='spark')}`")
+                    x, got = retyped_expr(x, typ), retyped_expr(got, typ)
+                hits = Distinct(Project(sub, (got, true), ("_k", "_hit")))
+                counts = Aggregate(sub, (), (Agg("count_star", None), Agg("count", got)), ("_n", "_nonnull"))
+                rel = Join(Join(rel, hits, "left", (x,), (Col(0, got.type, "_k"),)), counts, "left", (), ())
+                cnt, nonnull = Col(n + 2, "bigint", "_n"), Col(n + 3, "bigint", "_nonnull")
+                unknown = Call("or", (Call("is_null", (x,), "boolean"), Call(">", (cnt, nonnull), "boolean")),
+                               "boolean")
+                value = Call("case", (Call("is_not_null", (Col(n + 1, "boolean", "_hit"),), "boolean"), true,
+                                      Call("=", (cnt, Lit(0, "bigint")), "boolean"), Lit(False, "boolean"),
+                                      unknown, Lit(None, "boolean"), Lit(False, "boolean")), "boolean")
+                added = hits.schema.types + counts.schema.types
+            if scope.fields:
+                scope = _Scope(scope.fields + [_Field("", f"#{n + i}", n + i, t) for i, t in enumerate(added)])
+            replace = {**replace, key: value}
+        return rel, scope, replace
 
     def correlated(self, node: exp.Expression, outer: _Scope, ctes: dict[str, Rel]):
         """An EXISTS subquery as a relation, and what ties it to the outer row (decorrelation).
@@ -624,6 +778,9 @@ class _Planner(Expressions, eventtime.EventTime):
                         continue
             rest.append(self.predicate(conj, scope))
         residual = conjunction(rest)
+        kind = (j.kind or "").upper()
+        if kind in ("SEMI", "ANTI"):  # LEFT SEMI / ANTI JOIN: the left rows with (without) a match; the left columns
+            return SemiJoin(left, right, tuple(lkeys), tuple(rkeys), anti=kind == "ANTI", residual=residual), lscope
         return Join(left, right, side.lower() or "inner", tuple(lkeys), tuple(rkeys), residual), scope
 
     def aggregate(self, rel: Rel, scope: _Scope, group: list[exp.Expression], aggs: list[exp.Expression]):
@@ -700,20 +857,23 @@ def _union_parts(node: exp.Expression) -> list[exp.Expression]:
 
 
 def _aligned(rels: list[Rel], node: exp.Expression) -> tuple[Rel, ...]:
-    """The parts of a set operation with each column cast to the type all parts' columns meet in."""
+    """The parts of a set operation with each column cast to the type all parts' columns meet in.
+
+    A column that is a bare NULL (``SELECT NULL``) takes the others' type, as in Spark.
+    """
     first = rels[0]
     for r in rels[1:]:
         _check_union(first, r, node)
     want = []
+    typed = [_typed(r) for r in rels]
     for j in range(len(first.schema)):
-        types = [r.schema.types[j] for r in rels]
+        types = [t for ts in typed if (t := ts[j]) != "null"] or ["null"]
         try:
             want.append(common_types(types, "a set operation"))
         except TypeMismatch:
             raise SchemaError(f"SQL: UNION of {' and '.join(sorted(set(types)))} columns in "
                               f"`{node.sql(dialect='spark')[:80]}`") from None
-    like = Schema(first.schema.names, tuple(want))
-    return tuple(_retyped(r, like) for r in rels)
+    return tuple(_retyped_to(r, tuple(want)) for r in rels)
 
 
 def _unknown_table(node: exp.Table, tables: Mapping[str, Schema], views: Mapping[str, Rel]) -> SchemaError:
@@ -733,6 +893,46 @@ def _check_tables(tree: exp.Expression, tables: Mapping[str, Schema], views: Map
         name = t.name.lower()
         if name and name not in tables and name not in views and name not in ctes:
             raise _unknown_table(t, tables, views)
+
+
+def _count(node: exp.Expression, what: str) -> int:
+    """A LIMIT's or OFFSET's whole-number constant."""
+    k = node.expression
+    if not (isinstance(k, exp.Literal) and not k.is_string and k.this.isdigit()):
+        raise _unsupported(node, f"{what} other than a whole number")
+    return int(k.this)
+
+
+def _top(rel: Rel, keys: tuple[Order, ...], limit: int | None, offset: int) -> Rel:
+    """The rows ranked ``offset + 1`` to ``offset + limit`` by ``keys`` (ties broken by the whole row).
+
+    With an offset, the rows are numbered (ROW_NUMBER over the top
+    ``offset + limit``) and those numbered ``<= offset`` dropped; OFFSET
+    without LIMIT numbers every row (one partition: a change costs the
+    reduce over the whole result's history).
+    """
+    if not offset:
+        return TopK(rel, (), keys, limit)
+    n = len(rel.schema)
+    ranked = TopK(rel, (), keys, None if limit is None else limit + offset, "row_number", "_row")
+    rank = Col(n, "bigint", "_row")
+    kept = Filter(ranked, Call(">", (rank, Lit(offset, "bigint")), "boolean"))
+    s = rel.schema
+    return Project(kept, tuple(Col(i, t, m) for i, (m, t) in enumerate(zip(s.names, s.types))), s.names)
+
+
+def _distinct_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """``names`` made unique (``a, a`` is ``a, a_2``): a result may name two columns alike, a schema may not."""
+    used: set[str] = set()
+    out = []
+    for n in names:
+        name, i = n, 1
+        while name.lower() in used:
+            i += 1
+            name = f"{n}_{i}"
+        used.add(name.lower())
+        out.append(name)
+    return tuple(out)
 
 
 def _nulls_first(o: exp.Ordered) -> bool:
@@ -807,32 +1007,66 @@ def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
 
 
 
+def _typed(rel: Rel) -> tuple[str, ...]:
+    """``rel``'s column types, ``null`` for a column that is a bare NULL literal (its schema says bigint), or
+    reads one (``SELECT t.b FROM VALUES (1, NULL) AS t(a, b)``, a UNION of NULLs).  Iterative: O(projections
+    above the first other operator), each column followed down only while it is a plain column."""
+    types = list(rel.schema.types)
+    pending = {j: j for j in range(len(types))}  # output column -> its position in ``cur``
+    cur = rel
+    while pending and isinstance(cur, (Project, Filter, Distinct)):
+        if isinstance(cur, Project):
+            below = {}
+            for j, i in pending.items():
+                e = cur.exprs[i]
+                if e.type == "null":
+                    types[j] = "null"
+                elif isinstance(e, Col):
+                    below[j] = e.index
+            pending = below
+        cur = cur.input
+    if pending and isinstance(cur, Union):
+        parts = [_typed(p) for p in cur.parts]
+        for j, i in pending.items():
+            if all(p[i] == "null" for p in parts):
+                types[j] = "null"
+    return tuple(types)
+
+
+def _retyped_to(rel: Rel, want: tuple[str, ...]) -> Rel:
+    """``rel`` with each column of type ``want`` (its bare NULLs typed, other columns cast)."""
+    s, typed = rel.schema, _typed(rel)
+    if all(w in (t, "null") for w, t in zip(want, s.types)):
+        return rel
+    if isinstance(rel, Project):
+        exprs = tuple(Lit(None, w) if t == "null" and w != "null" else retyped_expr(e, w)
+                      for e, t, w in zip(rel.exprs, typed, want))
+        return Project(rel.input, exprs, rel.names)
+    exprs = tuple(Lit(None, w) if t == "null" else retyped_expr(Col(i, u, n), w)
+                  for i, (n, u, t, w) in enumerate(zip(s.names, s.types, typed, want)))
+    return Project(rel, exprs, s.names)
+
+
 def _check_union(left: Rel, right: Rel, node: exp.Expression) -> None:
     if len(left.schema) != len(right.schema):
         raise SchemaError(f"SQL: UNION of {len(left.schema)} and {len(right.schema)} columns "
                           f"in `{node.sql(dialect='spark')[:80]}`")
-    for a, b in zip(left.schema.types, right.schema.types):
+    for a, b in zip(_typed(left), _typed(right)):
         try:
             common_types([a, b], "a set operation")
         except TypeMismatch:
             raise SchemaError(f"SQL: UNION of {a} and {b} columns in `{node.sql(dialect='spark')[:80]}`") from None
 
 
-def _retyped(rel: Rel, like: Schema) -> Rel:
-    """``rel`` with each column cast to its common type with ``like``'s (a set operation's column types)."""
-    s = rel.schema
-    want = [common_types([t, u], "a set operation") for t, u in zip(s.types, like.types)]
-    if all(w in (t, "null") for w, t in zip(want, s.types)):
-        return rel
-    exprs = tuple(retyped_expr(Col(i, t, n), w) for i, (n, t, w) in enumerate(zip(s.names, s.types, want)))
-    return Project(rel, exprs, s.names)
-
-
 def _check_join(j: exp.Join) -> None:
     side, kind = (j.side or "").upper(), (j.kind or "").upper()
+    if kind in ("SEMI", "ANTI") and side in ("", "LEFT"):
+        return
     if side not in ("", "LEFT", "RIGHT", "FULL") or kind not in ("", "INNER", "CROSS", "OUTER"):
         raise _unsupported(j, f"{' '.join(x for x in (side, kind) if x)} JOIN")
     if j.args.get("method"):
+        if str(j.args["method"]).upper() == "NATURAL" and j.args.get("on") is None:
+            return  # the qualifier wrote the shared columns' equalities; none shared: a cross product, as in Spark
         raise _unsupported(j, f"{j.args['method']} JOIN")
     if j.args.get("using"):
         raise _unsupported(j, "JOIN ... USING")
@@ -840,6 +1074,22 @@ def _check_join(j: exp.Join) -> None:
 
 def _has_subquery(node: exp.Expression) -> bool:
     return node.find(exp.Select, exp.Subquery, exp.Exists) is not None
+
+
+def _flag_subqueries(node: exp.Expression) -> list[exp.Expression]:
+    """The EXISTS and ``IN (subquery)`` nodes in ``node`` in written order, not those nested in a subquery.
+    O(nodes), iterative."""
+    out: list[exp.Expression] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, exp.Exists) or (isinstance(n, exp.In) and n.args.get("query") is not None):
+            out.append(n)
+            continue
+        if isinstance(n, (exp.Select, exp.Subquery)):
+            continue
+        stack.extend(reversed(list(n.iter_expressions())))
+    return out
 
 
 def _scalar_subqueries(node: exp.Expression) -> list[exp.Subquery]:

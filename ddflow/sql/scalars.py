@@ -17,6 +17,7 @@ literal minus an interval) are folded here, once, at plan time.
 from __future__ import annotations
 
 import decimal
+import re
 
 import numpy as np
 from sqlglot import exp
@@ -43,9 +44,52 @@ _EXTRACT = {"year": "year", "yyyy": "year", "quarter": "quarter", "month": "mont
             "doy": "dayofyear", "dayofyear": "dayofyear", "hour": "hour", "minute": "minute", "second": "second"}
 
 
+#: What a construct is called in a refusal, for sqlglot classes that are not a function the user named.
+_CONSTRUCTS = {exp.Dot: "a struct field access (`.`)", exp.Bracket: "a subscript (`[...]`)",
+               exp.Array: "an ARRAY value", exp.Struct: "a STRUCT value", exp.Map: "a MAP value",
+               exp.Lambda: "a lambda function (`->`)", exp.Window: "a window function here",
+               exp.Lateral: "LATERAL", exp.Unnest: "UNNEST", exp.Pivot: "PIVOT", exp.Tuple: "a tuple of values here",
+               exp.Values: "VALUES here", exp.Select: "a query here", exp.Star: "* here",
+               exp.Any: "ANY (subquery)", exp.All: "ALL (subquery)", exp.Rollup: "GROUP BY ROLLUP",
+               exp.Cube: "GROUP BY CUBE", exp.GroupingSets: "GROUPING SETS", exp.VarMap: "a MAP value",
+               exp.Subquery: "a subquery here", exp.Exists: "EXISTS here", exp.Interval: "this INTERVAL",
+               exp.Cast: "this CAST", exp.Case: "this CASE", exp.Placeholder: "a parameter placeholder",
+               exp.Parameter: "a parameter"}
+_ARRAY_FUNCTIONS = ("explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer")
+
+
+def construct(node: exp.Expression) -> str:
+    """The user's name for ``node``'s construct: a function by the name written, else a phrase, never a class name.
+
+    >>> from sqlglot import parse_one
+    >>> construct(parse_one("date_format(d, 'y')", read="spark")), construct(parse_one("a[0]", read="spark"))
+    ('the function date_format()', 'a subscript (`[...]`)')
+    """
+    for cls, phrase in _CONSTRUCTS.items():
+        if isinstance(node, cls):
+            return phrase
+    if isinstance(node, exp.Func):
+        text = node.sql(dialect="spark")
+        name = text.split("(", 1)[0].strip().lower() if "(" in text else (node.sql_name() or "").lower()
+        if name in _ARRAY_FUNCTIONS:
+            return f"{name} needs ARRAY columns"
+        return f"the function {name}()" if name.replace("_", "").isalnum() else "this function"
+    if isinstance(node, exp.Binary):
+        return f"the operator in `{_plain(node.sql(dialect='spark'))}`"
+    return "this construct"
+
+
+def _plain(text: str) -> str:
+    """SQL text without the names the qualifier made up (``_0.x`` is ``x``, ``AS _col_1`` and ``AS _0`` go)."""
+    text = re.sub(r"\b_\d+\.", "", text)
+    return re.sub(r" AS _(?:col_)?\d+\b", "", text)
+
+
 def unsupported(node: exp.Expression, what: str | None = None) -> SchemaError:
     """A refusal naming the construct, where it stands, and the text."""
-    text = node.sql(dialect="spark")
+    if what is None:
+        what = construct(node)
+    text = _plain(node.sql(dialect="spark"))
     if len(text) > 80:
         text = text[:77] + "..."
     where = ""
@@ -58,38 +102,8 @@ def unsupported(node: exp.Expression, what: str | None = None) -> SchemaError:
             if "line" in m:
                 where = f" near line {m['line']}, column {m['col']}"
                 break
-    return SchemaError(f"SQL: {what or construct(node)} is not supported{where} (in `{text}`)")
-
-
-#: Constructs that are not function calls, as a Spark user calls them.
-_CONSTRUCTS = {exp.Dot: "field access (`.`) on a STRUCT", exp.Bracket: "a subscript (`[...]`) of an ARRAY or MAP",
-               exp.Array: "an ARRAY", exp.Struct: "a STRUCT", exp.Map: "a MAP", exp.VarMap: "a MAP",
-               exp.Lambda: "a lambda function (`x -> ...`)", exp.Window: "a window function here",
-               exp.Subquery: "a subquery here", exp.Exists: "EXISTS here", exp.Star: "* here",
-               exp.Interval: "this INTERVAL", exp.Cast: "this CAST", exp.Case: "this CASE", exp.Tuple: "a tuple",
-               exp.Placeholder: "a parameter placeholder", exp.Parameter: "a parameter",
-               exp.Any: "a comparison with ANY (subquery)", exp.All: "a comparison with ALL (subquery)"}
-
-
-def construct(node: exp.Expression) -> str:
-    """What ``node`` is, in the user's words (never sqlglot's class name): a function by the name Spark writes.
-
-    >>> import sqlglot
-    >>> construct(sqlglot.parse_one("date_format(d, 'yyyy')", read="spark")), construct(sqlglot.parse_one("a[0]", read="spark"))
-    ('the function date_format()', 'a subscript (`[...]`) of an ARRAY or MAP')
-    """
-    for cls in type(node).__mro__:
-        if cls in _CONSTRUCTS:
-            return _CONSTRUCTS[cls]
-    if isinstance(node, exp.Func):
-        text = node.sql(dialect="spark")
-        name = text.split("(", 1)[0].strip() if "(" in text else ""
-        if name.replace("_", "").isalnum():
-            return f"the function {name.lower()}()"
-    if isinstance(node, exp.Binary) or isinstance(node, exp.Unary):
-        text = node.sql(dialect="spark")
-        return f"the operator in `{text if len(text) <= 60 else text[:57] + '...'}`"
-    return "this construct"
+    verdict = ", not supported" if what.endswith("needs ARRAY columns") else " is not supported"
+    return SchemaError(f"SQL: {what}{verdict}{where} (in `{text}`)")
 
 
 def literal(node: exp.Literal) -> Lit:
@@ -347,7 +361,7 @@ class Expressions:
             raise unsupported(node, "now() here (it may appear only in a WHERE or HAVING conjunct comparing a "
                                     "timestamp with now() plus or minus a constant: a temporal filter)")
         if isinstance(node, (exp.CurrentTimestamp, exp.CurrentDate)):
-            name = "current_timestamp()" if isinstance(node, exp.CurrentTimestamp) else "current_date()"
+            name = "current_date()" if isinstance(node, exp.CurrentDate) else "current_timestamp()"
             raise unsupported(node, f"{name} (a view's answer must not depend on the wall clock)")
         if isinstance(node, exp.Star):
             raise unsupported(node, "* here")

@@ -48,7 +48,8 @@ queries (each is noted where it is avoided) or the comparison normalises:
   30-minute run, seed 2159: a view column ``d - interval '3' day`` cast to
   string gave '1994-12-28' in Spark and ddflow, '1994-12-28 00:00:00' in DuckDB).
 * Scalar subqueries are aggregates (one row): Spark errors on several rows.
-* No ORDER BY / LIMIT (a view is a bag; LIMIT with ties is not determined),
+* ORDER BY / LIMIT only with every output column among the keys (opt-in
+  ``limits``): a view is a bag, and LIMIT with ties is otherwise not determined;
   no string/number comparisons (Spark casts, DuckDB may refuse), no mixed
   decimal/bigint in UNION branches or CASE arms beyond what both widen
   alike, no NaN (no 0/0: divisors are non-zero).
@@ -79,7 +80,9 @@ from ddflow.errors import SchemaError
 FEATURES = ("exprs", "like", "decimal", "date", "joins", "aggregates", "distinct", "setops", "subqueries",
             "scalar", "ctes", "views", "tlp")
 #: Feature groups off by default (``--features`` names them): their options would change every seed's queries.
-OPT_IN = ("library",)  # Spark library functions DuckDB agrees on: lpad, rpad, repeat, left, right, nvl, instr
+OPT_IN = ("library",  # Spark library functions DuckDB agrees on: lpad, rpad, repeat, left, right, nvl, instr
+          "limits",  # ORDER BY ... LIMIT [OFFSET] on expressions, unselected columns and aggregates
+          "setops_all")  # INTERSECT ALL and EXCEPT ALL
 
 DUCK_TYPE = {"bigint": "BIGINT", "double": "DOUBLE", "string": "VARCHAR", "boolean": "BOOLEAN", "date": "DATE"}
 BIGINTS = [-2, -1, 0, 1, 2, 3, 5]
@@ -555,7 +558,8 @@ class QueryGen:
             if sub:
                 where.append(sub)
         where_text = f" WHERE {' AND '.join(where)}" if where else ""
-        if allow_agg and want is None and self.on("aggregates", 0.4):
+        aggregated = allow_agg and want is None and self.on("aggregates", 0.4)
+        if aggregated:
             items, types, tail = self.aggregate(scope, allow_inexact, depth)
         else:
             types = list(want) if want is not None else \
@@ -580,7 +584,40 @@ class QueryGen:
             distinct = "DISTINCT "
             self.tags.add("distinct")
         sel = ", ".join(f"{e} AS o{i}" for i, e in enumerate(items))
+        if depth == 0 and not self.in_setop and self.on("limits", 0.5):
+            tail += self.order_limit(scope, types, aggregated, distinct=bool(distinct))
         return f"SELECT {distinct}{sel} FROM {from_text}{where_text}{tail}", types
+
+    def order_limit(self, scope, types: list[str], aggregated: bool, distinct: bool) -> str:
+        """ORDER BY ... LIMIT k [OFFSET m]: a first key that is an expression over the FROM's columns (not
+        selected), an aggregate (in a grouped query) or an output; then every output column, so rows tied on
+        all keys are equal rows and the answer is one bag.  NULLS FIRST / LAST always written (Spark and DuckDB
+        default differently).  No inexact (decimal division) key: Spark and DuckDB round it differently."""
+        r = self.rng
+        keys = []
+        nulls = lambda: r.choice([" NULLS FIRST", " NULLS LAST"])  # noqa: E731
+        way = lambda: r.choice(["", " DESC"])  # noqa: E731
+        exact = [t for t in ("bigint", "string", "date", "decimal") if self.cols_of(scope, t)]
+        if aggregated and not distinct:
+            text, t = self.agg_call(scope, allow_inexact=False)
+            if t != "inexact" and r.random() < 0.6:
+                keys.append(text)
+                self.tags.add("order_by_aggregate")
+        elif not aggregated and not distinct and exact and r.random() < 0.7:
+            key = self.expr(scope, r.choice(exact), 1)
+            if re.search(r"\bx\d+\.", key):  # a constant key would be an ordinal (ORDER BY 2) or refused
+                keys.append(key)
+                self.tags.add("order_by_expression")
+        keys += [f"o{i}" for i, t in enumerate(types) if t != "inexact"]
+        if len(keys) < len(types):  # an inexact output breaks no tie then: no LIMIT
+            return ""
+        order = ", ".join(f"{k}{way()}{nulls()}" for k in keys)
+        self.tags.add("order_limit")
+        tail = f" ORDER BY {order} LIMIT {r.choice([0, 1, 2, 3, 5])}"
+        if r.random() < 0.3:
+            tail += f" OFFSET {r.choice([1, 2])}"
+            self.tags.add("offset")
+        return tail
 
     def aggregate(self, scope, allow_inexact: bool, depth: int):
         r = self.rng
@@ -665,6 +702,8 @@ class QueryGen:
             left, types = self.select(0, allow_inexact=False, allow_agg=True)
             right, _ = self.select(0, want=types, allow_inexact=False)
             op = r.choice(["UNION", "UNION ALL", "EXCEPT", "INTERSECT"])
+            if op in ("EXCEPT", "INTERSECT") and self.on("setops_all", 0.5):
+                op += " ALL"
             self.tags.add(op.lower().replace(" ", "_"))
             sql = f"{left} {op} {right}"
         else:

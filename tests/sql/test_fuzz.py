@@ -47,3 +47,11 @@ def test_random_queries_with_spark_library_functions_equal_duckdb():
     summary = _run(range(3000, 3024), set(fuzz.FEATURES) | {"library"}, n_queries=8)
     assert summary.tried == 24 * 10
     assert summary.statuses["pass"] > summary.tried // 2, summary.text()
+
+
+def test_random_top_k_queries_and_multiset_operations_equal_duckdb():
+    """ORDER BY ... LIMIT [OFFSET] on unselected expressions and aggregates, INTERSECT ALL and EXCEPT ALL (the
+    opt-in features ``limits`` and ``setops_all``)."""
+    summary = _run(range(4000, 4016), set(fuzz.FEATURES) | {"limits", "setops_all"}, n_queries=8)
+    assert summary.tried == 16 * 10
+    assert summary.statuses["pass"] > summary.tried * 0.9, summary.text()
