@@ -235,8 +235,12 @@ class _Parser:
 
     def decl(self) -> None:
         while True:
-            name = self.ident("a relation name")
-            self.expect("(")
+            names = [self.ident("a relation name")]
+            while self.at(","):  # ``.decl A, B(x: number)``: several relations of one signature
+                self.take()
+                names.append(self.ident("a relation name"))
+            name = names[0]
+            self.expect("(", "'(' or ','")
             attrs: list[tuple[str, str]] = []
             if not self.at(")"):
                 while True:
@@ -250,13 +254,14 @@ class _Parser:
                         break
                     self.take()
             self.expect(")", "')' or ','")
-            self.src.decls.append(Decl(name.text, tuple(attrs), name.pos))
+            for n in names:
+                self.src.decls.append(Decl(n.text, tuple(attrs), n.pos))
             while self.tok.kind == "id" and self.tok.text in QUALIFIERS_IGNORED | set(QUALIFIERS_REFUSED):
                 q = self.take()
                 if q.text in QUALIFIERS_REFUSED:
                     raise DatalogError(f"{QUALIFIERS_REFUSED[q.text]} are not supported", q.pos)
                 if q.text in ("input", "output", "printsize"):  # the old syntax: `.decl r(x: number) input`
-                    self.src.io.append(IO(q.text, name.text, (), q.pos))
+                    self.src.io.extend(IO(q.text, n.text, (), q.pos) for n in names)
             if self.at("choice") or (self.tok.kind == "id" and self.tok.text.startswith("choice")):
                 raise DatalogError("choice-domain is not supported", self.tok.pos)
             if not self.at(","):

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from ddflow.base.schema import Schema
 from ddflow.datalog.hints import Hints
-from ddflow.datalog.program import BASE_TYPES, Program, constant_of
+from ddflow.datalog.program import BASE_TYPES, Program, constant_of, injected
 from ddflow.datalog.stratify import Stratum, strata
 from ddflow.datalog.syntax import (Aggregate, Atom, BinOp, Chain, Compare, Const, DatalogError, Functor, Literal,
                                    Pos, Rule, Term, Var, Wild)
@@ -282,7 +282,7 @@ class Planner:
         if isinstance(left, Aggregate) or isinstance(right, Aggregate):
             agg = left if isinstance(left, Aggregate) else right
             other = right if agg is left else left
-            if not (agg.inner_variables() & outside) <= bound:
+            if not injected(agg, outside) <= bound:
                 return None
             if isinstance(other, Var) and other.name not in bound and lit.op == "=":
                 return self.aggregate(cur, agg, other.name, outside)
@@ -378,7 +378,7 @@ class Planner:
 
     def aggregate(self, cur: Binding, agg: Aggregate, name: str, outside: set[str]) -> Binding:
         """``cur`` with variable ``name`` bound to ``agg`` per binding of its injected variables."""
-        inj = sorted(agg.inner_variables() & outside)
+        inj = sorted(injected(agg, outside))
         positive = set()
         for lit in agg.body:
             if isinstance(lit, Atom) and not lit.negated:

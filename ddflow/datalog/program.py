@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ddflow.datalog.parser import parse  # noqa: F401  (the doctest's)
+from ddflow.datalog.scope import lift, scope
 from ddflow.datalog.syntax import (IO, Aggregate, Atom, BinOp, Chain, Compare, Const, DatalogError, Functor, Literal,
                                    Pos, Pragma, Rule, Source, Term, Var, Wild)
 
@@ -93,11 +94,15 @@ def check(src: Source) -> Program:
     rules = []
     for r in src.rules:
         _check_atom(r.head, relations)
+        for t in r.head.args:
+            _check_term(t, relations)
+        r = lift(r)
         if not r.body:
             facts.setdefault(r.head.rel, []).append(_fact_row(r.head, relations[r.head.rel]))
             continue
         for lit in r.body:
             _check_literal(lit, relations)
+        r = scope(r)
         _check_safe(r)
         rules.append(r)
     return Program(relations, rules, facts, inputs, outputs, printsize, list(src.pragmas))
@@ -139,37 +144,36 @@ def _check_atom(a: Atom, relations: dict[str, Relation]) -> None:
                            f"{rel.pos.line}), this atom has {len(a.args)}", a.pos)
 
 
-def _check_literal(lit: Literal, relations: dict[str, Relation]) -> None:
+def _check_literal(lit: Literal, relations: dict[str, Relation], depth: int = 0) -> None:
     if isinstance(lit, Atom):
         _check_atom(lit, relations)
         for t in lit.args:
-            _check_term(t, relations, in_atom=True)
+            _check_term(t, relations, depth)
     else:
         assert isinstance(lit, Compare)
-        _check_term(lit.left, relations)
-        _check_term(lit.right, relations)
+        _check_term(lit.left, relations, depth)
+        _check_term(lit.right, relations, depth)
 
 
-def _check_term(t: Term, relations: dict[str, Relation], in_atom: bool = False) -> None:
+def _check_term(t: Term, relations: dict[str, Relation], depth: int = 0) -> None:
+    """Atoms inside ``t`` name declared relations with their arity; an aggregate inside an aggregate
+    (``depth`` > 0: inside one) is refused."""
     if isinstance(t, Aggregate):
-        if in_atom:
-            raise DatalogError("an aggregate inside an atom is not supported (bind it to a variable first: "
-                               "n = count : {...})", t.pos)
+        if depth:
+            raise DatalogError("an aggregate inside an aggregate is not supported", t.pos)
         for lit in t.body:
-            _check_literal(lit, relations)
-            if isinstance(lit, Compare) and lit.aggregates():
-                raise DatalogError("an aggregate inside an aggregate is not supported", lit.pos)
+            _check_literal(lit, relations, depth + 1)
         if t.expr is not None:
-            _check_term(t.expr, relations)
+            _check_term(t.expr, relations, depth + 1)
     elif isinstance(t, BinOp):
-        _check_term(t.left, relations)
-        _check_term(t.right, relations)
+        _check_term(t.left, relations, depth)
+        _check_term(t.right, relations, depth)
     elif isinstance(t, Chain):
         for x in t.operands():
-            _check_term(x, relations)
+            _check_term(x, relations, depth)
     elif isinstance(t, Functor):
         for a in t.args:
-            _check_term(a, relations)
+            _check_term(a, relations, depth)
 
 
 def _fact_row(head: Atom, rel: Relation) -> tuple:
@@ -254,7 +258,10 @@ def _ready(t: Term, bound: set[str], outside: set[str]) -> bool:
 
 
 def injected(agg: Aggregate, outside: set[str]) -> set[str]:
-    """The variables of an aggregate's body that also occur outside it: one aggregate value per binding of them."""
+    """The rule's variables the aggregate reads: one aggregate value per binding of them.  As Soufflé scopes them
+    (:mod:`ddflow.datalog.scope`) once the rule is scoped; before, those of its variables that occur ``outside``."""
+    if agg.injected is not None:
+        return set(agg.injected)
     return agg.inner_variables() & outside
 
 

@@ -140,6 +140,9 @@ class Aggregate(Term):
     expr: Term | None
     body: tuple["Literal", ...]
     pos: Pos = field(compare=False)
+    #: The variables injected from the rule (one value per binding of them), as Soufflé scopes them
+    #: (:mod:`ddflow.datalog.scope`); None until the rule is scoped.
+    injected: frozenset[str] | None = field(default=None, compare=False)
 
     def variables(self) -> set[str]:
         return set()  # its body's variables are its own or injected: see ``injected``

@@ -42,14 +42,36 @@ class Program:
                 out.append(f".input {r}")
         out.extend(hints)
         for head, terms, body in self.rules:
-            out.append(f"{head}({', '.join(map(_t, terms))}) :- {', '.join(map(_lit, body))}.")
+            terms, body = _inline(terms, body)
+            out.append(f"{head}({', '.join(map(_t, terms))}) :- {', '.join(map(_lit, body)) or 'true'}.")
         return "\n".join(out) + "\n"
 
     def derived(self) -> list[str]:
         return [r for s in self.strata for r in s]
 
 
+def _inline(terms, body):
+    """An aggregate marked ``inline`` written where its variable stands (head and atom arguments), its
+    ``var = aggregate`` literal dropped: the same rule in Soufflé's other spelling."""
+    for lit in body:
+        if lit[0] == "agg" and len(lit) > 5 and lit[5].get("inline"):
+            def sub(t, lit=lit):
+                return ("aggt", lit) if t == ("v", lit[1]) else t
+            terms = [sub(t) for t in terms]
+            body = [lt if lt is lit else (lt[0], lt[1], [sub(t) for t in lt[2]], lt[3]) if lt[0] == "atom" else lt
+                    for lt in body if lt is not lit]
+    return terms, body
+
+
+def _agg_text(lit) -> str:
+    _, var, func, expr, atoms = lit[:5]
+    e = f" {_t(expr)}" if expr is not None else ""
+    return f"{func}{e} : {{ {', '.join(map(_lit, atoms))} }}"
+
+
 def _t(t) -> str:
+    if t[0] == "aggt":
+        return _agg_text(t[1])
     if t[0] == "v":
         return t[1]
     if t[0] == "c":
@@ -64,19 +86,21 @@ def _lit(lit) -> str:
         return f"{'!' if lit[3] else ''}{lit[1]}({', '.join(map(_t, lit[2]))})"
     if lit[0] == "cmp":
         return f"{_t(lit[2])} {lit[1]} {_t(lit[3])}"
-    _, var, func, expr, atoms = lit
-    e = f" {_t(expr)}" if expr is not None else ""
-    return f"{var} = {func}{e} : {{ {', '.join(map(_lit, atoms))} }}"
+    return f"{lit[1]} = {_agg_text(lit)}"
 
 
 # -- the generator --------------------------------------------------------------------------------
 
-def generate(rng: random.Random, n_strata: int = 4) -> Program:
+#: Kinds of strata :func:`generate` draws from (a test may pass its own).
+KINDS = ("join", "rec", "rec", "mutual", "neg", "agg", "agg")
+
+
+def generate(rng: random.Random, n_strata: int = 4, kinds: tuple[str, ...] = KINDS) -> Program:
     """A random stratified program: each stratum one or two relations, maybe recursive."""
     p = Program()
     for s in range(n_strata):
         earlier = list(p.arity)  # inputs and every earlier stratum
-        kind = rng.choice(["join", "rec", "rec", "mutual", "neg", "agg", "agg"])
+        kind = rng.choice(kinds)
         if kind == "mutual":
             a, b = f"m{s}a", f"m{s}b"
             p.arity[a] = p.arity[b] = 2
@@ -92,6 +116,10 @@ def generate(rng: random.Random, n_strata: int = 4) -> Program:
             p.strata.append([a, b])
             continue
         name = f"r{s}"
+        if kind == "agg2":
+            _scoped_aggregate(rng, p, name, earlier)
+            p.strata.append([name])
+            continue
         if kind == "agg":
             func = rng.choice(["count", "sum", "min", "max", "mean"])
             grouped = rng.random() < 0.7
@@ -143,6 +171,47 @@ def generate(rng: random.Random, n_strata: int = 4) -> Program:
                              ("atom", c, [("v", "x"), ("v", "y")], True)]))
         p.strata.append([name])
     return p
+
+
+def _scoped_aggregate(rng: random.Random, p: Program, name: str, earlier: list[str]) -> None:
+    """An aggregate written where a term stands (a head, an atom's argument), or one whose names Soufflé
+    scopes: a name of the aggregated expression is the aggregate's own even where the rule binds it outside;
+    a name only in the body and bound outside is the rule's; a min/max witness binds the rule's name."""
+    src, outer, other = (_binary(rng, earlier, p) for _ in range(3))
+    x, y, z, n = (("v", v) for v in "xyzn")
+    variant = rng.choice(["head", "atom", "own", "own_result", "correlated", "witness"])
+    func = rng.choice(["count", "sum", "min", "max", "mean"] if variant in ("head", "correlated") else
+                      ["min", "max"] if variant == "witness" else ["count", "sum", "min", "max"])
+    expr = None if func == "count" else z
+    typ = "float" if func == "mean" else "number"
+    if variant == "head":  # r(x, f z : {src(x, z)}) :- outer(x, _).
+        p.arity[name], p.types[name] = 2, ["number", typ]
+        p.rules.append((name, [x, n], [("atom", outer, [x, ("_",)], False),
+                                       ("agg", "n", func, expr, [("atom", src, [x, z], False)], {"inline": True})]))
+    elif variant == "atom":  # r(x, y) :- outer(x, y), other(y, f z : {src(x, z)}).
+        p.arity[name], p.types[name] = 2, ["number", "number"]
+        p.rules.append((name, [x, y], [("atom", outer, [x, y], False), ("atom", other, [y, n], False),
+                                       ("agg", "n", func, expr, [("atom", src, [x, z], False)], {"inline": True})]))
+    elif variant == "own":  # r(x, y, n) :- outer(x, y), n = f y : {src(x, y)}: the inner y is its own
+        e = None if func == "count" else rng.choice([y, ("+", y, ("c", 1))])
+        p.arity[name], p.types[name] = 3, ["number"] * 3
+        p.rules.append((name, [x, y, n], [("atom", outer, [x, y], False),
+                                          ("agg", "n", func, e, [("atom", src, [x, y], False)],
+                                           {"local": ["y"] if e is not None else []})]))
+    elif variant == "own_result":  # r(n) :- n = f z + n : {src(a, z), other(b, n), a != b}
+        e = ("+", z, n) if func != "count" else None
+        p.arity[name], p.types[name] = 1, ["number"]
+        body = [("atom", src, [("v", "a"), z], False), ("atom", other, [("v", "b"), n], False),
+                ("cmp", "!=", ("v", "a"), ("v", "b"))]
+        p.rules.append((name, [n], [("agg", "n", func, e, body, {"local": ["n"]})]))
+    elif variant == "correlated":  # r(x, y, n) :- outer(x, y), n = f z : {src(x, z), z != y}: y is the rule's
+        p.arity[name], p.types[name] = 3, ["number", "number", typ]
+        p.rules.append((name, [x, y, n], [("atom", outer, [x, y], False),
+                                          ("agg", "n", func, expr, [("atom", src, [x, z], False),
+                                                                    ("cmp", rng.choice(["!=", "<"]), z, y)])]))
+    else:  # r(x, n) :- n = min z : src(x, z): x witnesses the value
+        p.arity[name], p.types[name] = 2, ["number", "number"]
+        p.rules.append((name, [x, n], [("agg", "n", func, z, [("atom", src, [x, z], False)], {"witness": ["x"]})]))
 
 
 def _binary(rng: random.Random, earlier: list[str], p: Program) -> str:
@@ -235,8 +304,11 @@ def _rest(lits, env, db):
         elif OPS[op](_val(a, env), _val(b, env)):
             yield from _rest(lits[1:], env, db)
         return
-    _, var, func, expr, atoms = lit
-    values = [(_val(expr, e) if expr is not None else 1) for e in _solve(atoms, env, db)]
+    _, var, func, expr, atoms = lit[:5]
+    opts = lit[5] if len(lit) > 5 else {}
+    inner = {k: v for k, v in env.items() if k not in opts.get("local", ())}  # the aggregate's own names
+    solutions = list(_solve(atoms, inner, db))
+    values = [(_val(expr, e) if expr is not None else 1) for e in solutions]
     if func == "count":
         result = len(values)
     elif func == "sum":
@@ -249,6 +321,16 @@ def _rest(lits, env, db):
         result = max(values)
     else:
         result = sum(values) / len(values)
+    if var in env and env[var] != result:
+        return
+    if opts.get("witness"):  # min/max: each solution attaining the value binds the witnesses
+        seen = set()
+        for e, v in zip(solutions, values):
+            w = tuple(e[x] for x in opts["witness"])
+            if v == result and w not in seen:
+                seen.add(w)
+                yield from _rest(lits[1:], {**env, **dict(zip(opts["witness"], w)), var: result}, db)
+        return
     yield from _rest(lits[1:], {**env, var: result}, db)
 
 
