@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 
 from ddflow.datalog.syntax import (IO, Aggregate, Atom, BinOp, Chain, Compare, Const, Decl, DatalogError, Functor,
-                                   Literal, Pos, Pragma, Rule, Source, Term, Var, Wild)
+                                   Literal, Pos, Pragma, Rule, Source, Term, Test, Var, Wild)
 from ddflow.plan.deep import NESTING_LIMIT
 
 #: Directives the parser knows (any other ``.word`` at the start of an item is refused by name).
@@ -42,14 +42,35 @@ DIRECTIVES = {"decl", "type", "input", "output", "printsize", "pragma", "plan", 
 AGGREGATES = {"count", "sum", "min", "max", "mean"}
 #: Functors with their arity (``min``/``max`` with two arguments; with ``:`` they are aggregates).
 FUNCTORS = {"cat": None, "strlen": 1, "substr": 3, "to_number": 1, "to_string": 1, "to_float": 1, "min": None,
-            "max": None, "abs": 1}
-#: Functors Soufflé has that ddflow does not: refused by name.
-UNSUPPORTED_FUNCTORS = {"band", "bor", "bxor", "bshl", "bshr", "bshru", "bnot", "land", "lor", "lxor", "lnot", "ord",
-                        "to_unsigned", "range", "autoinc", "as", "nil", "itou", "utoi", "ftoi", "itof", "ftou",
-                        "utof", "strsub"}
+            "max": None, "abs": 1, "itof": 1, "utof": 1, "ftoi": 1, "as": 2}
+#: Binary operators from the loosest to the tightest (Soufflé's parser.yy); ``^`` binds tighter than signs.
+BINARY_LEVELS = (("lor",), ("lxor",), ("land",), ("bor",), ("bxor",), ("band",), ("bshl", "bshr", "bshru"),
+                 ("+", "-"), ("*", "/", "%"))
+#: Functors Soufflé has that ddflow does not, each with why: refused by name.
+UNSUPPORTED_FUNCTORS = {
+    "ord": "it is a symbol's number in Soufflé's symbol table, which depends on the order symbols were first seen",
+    "to_unsigned": "unsigned values are 64-bit signed numbers here: a negative number's conversion would differ",
+    "itou": "unsigned values are 64-bit signed numbers here: a negative number's conversion would differ",
+    "utoi": "unsigned values are 64-bit signed numbers here: a large unsigned's conversion would differ",
+    "ftou": "unsigned values are 64-bit signed numbers here: the conversion would differ",
+    "range": "a functor of many results (one row per value) has no plan here; write the values as facts",
+    "autoinc": "its values depend on the order of evaluation, which an incremental engine does not fix",
+    "nil": "records are not supported",
+}
+#: Directives Soufflé has that ddflow refuses, each with why.
+REFUSED_DIRECTIVES = {
+    "comp": "components (.comp) are not supported: write the component's relations and rules out",
+    "init": "components (.init) are not supported: write the component's relations and rules out",
+    "override": "component overrides (.override) are not supported: write the component's relations and rules out",
+    "functor": ".functor (user-defined functors) is not supported: their code is C++ that ddflow cannot run",
+    "limitsize": ".limitsize is not supported: it stops a relation early, so its contents would depend on the "
+                 "order of evaluation",
+    "include": ".include is not supported: pass the included program's text as part of the program",
+    "once": ".once is not supported",
+}
+_ADT = "algebraic data types (.type T = A {x: number} | B {}) are not supported"
 QUALIFIERS_IGNORED = {"brie", "btree", "btree_delete", "inline", "no_inline", "magic", "no_magic", "overridable",
                       "input", "output", "printsize"}
-QUALIFIERS_REFUSED = {"eqrel": "eqrel relations (an equivalence closure)"}
 
 _TOKEN = re.compile(r"""
     (?P<ws>[ \t\r]+|\n)
@@ -139,7 +160,7 @@ def check_nesting(toks: list[Token]) -> None:
     depth = run = deepest = 0
     first = None
     for t in toks:
-        if t.text == "-" and t.kind == "op":
+        if (t.text == "-" and t.kind == "op") or (t.text in ("bnot", "lnot") and t.kind == "id"):
             run += 1
         else:
             run = 0
@@ -221,12 +242,7 @@ class _Parser:
         elif name == "plan":
             self.skip_plan()
         else:
-            what = {"comp": "components (.comp)", "init": "components (.init)", "functor": "user-defined functors",
-                    "override": "component overrides", "limitsize": ".limitsize (it stops evaluation early: "
-                    "results would depend on the order of evaluation)", "include": ".include",
-                    "once": ".once"}[name]
-            raise DatalogError(f"{what} are not supported" if not what.startswith(".") else
-                               f"{what} is not supported", d.pos)
+            raise DatalogError(REFUSED_DIRECTIVES[name], d.pos)
 
     def string(self, what: str) -> str:
         if self.tok.kind != "str":
@@ -254,16 +270,17 @@ class _Parser:
                         break
                     self.take()
             self.expect(")", "')' or ','")
-            for n in names:
-                self.src.decls.append(Decl(n.text, tuple(attrs), n.pos))
-            while self.tok.kind == "id" and self.tok.text in QUALIFIERS_IGNORED | set(QUALIFIERS_REFUSED):
+            eqrel = False
+            while self.tok.kind == "id" and self.tok.text in QUALIFIERS_IGNORED | {"eqrel"}:
                 q = self.take()
-                if q.text in QUALIFIERS_REFUSED:
-                    raise DatalogError(f"{QUALIFIERS_REFUSED[q.text]} are not supported", q.pos)
+                eqrel = eqrel or q.text == "eqrel"
                 if q.text in ("input", "output", "printsize"):  # the old syntax: `.decl r(x: number) input`
                     self.src.io.extend(IO(q.text, n.text, (), q.pos) for n in names)
+            for n in names:
+                self.src.decls.append(Decl(n.text, tuple(attrs), n.pos, eqrel))
             if self.at("choice") or (self.tok.kind == "id" and self.tok.text.startswith("choice")):
-                raise DatalogError("choice-domain is not supported", self.tok.pos)
+                raise DatalogError("choice-domain is not supported: which tuple it keeps depends on the order "
+                                   "tuples arrive, so results would depend on the history of updates", self.tok.pos)
             if not self.at(","):
                 return
             self.take()
@@ -277,16 +294,16 @@ class _Parser:
             return
         self.expect("=", "'=' or '<:'")
         if self.at("["):
-            raise DatalogError("record types are not supported", self.tok.pos)
+            raise DatalogError("record types (.type T = [a: number, ...]) are not supported", self.tok.pos)
         first = self.ident("a type")
         if self.at("{"):
-            raise DatalogError("algebraic data types are not supported", first.pos)
+            raise DatalogError(_ADT, first.pos)
         members = [first]
         while self.at("|"):
             self.take()
             m = self.ident("a type")
             if self.at("{"):
-                raise DatalogError("algebraic data types are not supported", m.pos)
+                raise DatalogError(_ADT, m.pos)
             members.append(m)
         if len(members) == 1:
             self.src.types[name.text] = (first.text, name.pos)
@@ -332,7 +349,8 @@ class _Parser:
             self.take()
             heads.append(self.atom())
         if self.at("<="):
-            raise DatalogError("subsumptive rules (<=) are not supported", self.tok.pos)
+            raise DatalogError("subsumptive rules (<=) are not supported: write the dominated tuples' removal as "
+                               "a negation into a second relation", self.tok.pos)
         bodies: list[list[Literal]] = [[]]
         if self.at(":-"):
             self.take()
@@ -370,6 +388,9 @@ class _Parser:
         t = self.tok
         if self.at("!"):
             self.take()
+            if self.tok.text in ("contains", "match") and self.peek().text == "(":
+                inner = self.literal()
+                return Test(inner.name, inner.args, t.pos, negated=True)
             if self.tok.kind != "id" or not self.peek().text == "(" or self.tok.text in FUNCTORS:
                 if self.at("("):
                     raise DatalogError("negation of a parenthesized body is not supported", self.tok.pos)
@@ -379,6 +400,17 @@ class _Parser:
         if t.kind == "id" and t.text in ("true", "false") and self.peek().text != "(":
             self.take()
             return Compare("=", Const(1, "number", t.pos), Const(1 if t.text == "true" else 0, "number", t.pos), t.pos)
+        if t.kind == "id" and t.text in ("contains", "match") and self.peek().text == "(":
+            self.take()
+            self.take()
+            args = [self.term()]
+            while self.at(","):
+                self.take()
+                args.append(self.term())
+            self.expect(")", "')' or ','")
+            if len(args) != 2:
+                raise DatalogError(f"{t.text} takes 2 arguments, got {len(args)}", t.pos)
+            return Test(t.text, tuple(args), t.pos)
         if t.kind == "id" and self.peek().text == "(" and t.text not in FUNCTORS and t.text not in AGGREGATES \
                 and t.text not in UNSUPPORTED_FUNCTORS:
             return self.atom()
@@ -428,44 +460,55 @@ class _Parser:
         return Atom(name.text, tuple(args), name.pos)
 
     # -- terms ---------------------------------------------------------------------
-    def term(self) -> Term:
-        left = self.product()
+    def term(self, level: int = 0) -> Term:
+        """Binary operators by Soufflé's precedence (:data:`BINARY_LEVELS`, loosest first), each level's run
+        one node (:func:`_chained`)."""
+        if level == len(BINARY_LEVELS):
+            return self.unary()
+        ops = BINARY_LEVELS[level]
+        left = self.term(level + 1)
         rest = []
-        while self.at("+") or self.at("-"):
+        while self.tok.kind in ("op", "id") and self.tok.text in ops:
             op = self.take()
-            rest.append((op, self.product()))
-        if self.tok.kind == "id" and self.tok.text in UNSUPPORTED_FUNCTORS:
-            raise DatalogError(f"the functor {self.tok.text} is not supported", self.tok.pos)
-        return _chained(left, rest)
-
-    def product(self) -> Term:
-        left = self.unary()
-        rest = []
-        while self.at("*") or self.at("/") or self.at("%"):
-            op = self.take()
-            rest.append((op, self.unary()))
-        if self.at("^"):
-            raise DatalogError("the power operator ^ is not supported", self.tok.pos)
+            rest.append((op, self.term(level + 1)))
+        if level == 0 and self.tok.kind == "id" and self.tok.text in UNSUPPORTED_FUNCTORS:
+            name = self.tok.text
+            raise DatalogError(f"the functor {name} is not supported ({UNSUPPORTED_FUNCTORS[name]})", self.tok.pos)
         return _chained(left, rest)
 
     def unary(self) -> Term:
-        if self.at("-"):
+        """``-``, ``bnot``, ``lnot`` (looser than ``^``: ``-2 ^ 2`` is -4), then a power."""
+        if self.at("-") or self.at("bnot") or self.at("lnot"):
             ops = []
-            while self.at("-"):  # a run of signs in a loop: ``- - - x`` nests no parser frames (its terms do)
+            while self.at("-") or self.at("bnot") or self.at("lnot"):  # a run of signs: no parser frames
                 ops.append(self.take())
                 self._nest(len(ops), ops[-1])
             self.depth += len(ops)
             try:
-                inner = self.primary()
+                inner = self.power()
             finally:
                 self.depth -= len(ops)
             for op in reversed(ops):
-                if isinstance(inner, Const) and inner.kind in ("number", "float"):
+                if op.text == "-" and isinstance(inner, Const) and inner.kind in ("number", "float"):
                     inner = Const(-inner.value, inner.kind, op.pos)
                 else:
-                    inner = Functor("neg", (inner,), op.pos)
+                    inner = Functor("neg" if op.text == "-" else op.text, (inner,), op.pos)
             return inner
-        return self.primary()
+        return self.power()
+
+    def power(self) -> Term:
+        """``a ^ b``, right-associative; its right side may be signed (``2 ^ -1``)."""
+        base = self.primary()
+        if not self.at("^"):
+            return base
+        op = self.take()
+        self.depth += 1
+        try:
+            self._nest(0, op)
+            exponent = self.unary()
+        finally:
+            self.depth -= 1
+        return BinOp("^", base, exponent, op.pos)
 
     def _nest(self, extra: int, tok: Token) -> None:
         """Refuse nesting past :data:`~ddflow.plan.deep.NESTING_LIMIT` levels (the parser recurses per level)."""
@@ -500,20 +543,33 @@ class _Parser:
             self.expect(")")
             return inner
         if self.at("$"):
-            raise DatalogError("the counter $ is not supported (its values depend on evaluation order)", t.pos)
+            if self.peek().kind == "id" and self.peek().pos.col == t.pos.col + 1:
+                raise DatalogError(f"algebraic data type constructors (${self.peek().text}(...)) are not supported",
+                                   t.pos)
+            raise DatalogError("the counter $ is not supported (its values depend on the order of evaluation, "
+                               "which an incremental engine does not fix)", t.pos)
         if self.at("["):
-            raise DatalogError("records are not supported", t.pos)
+            raise DatalogError("records ([a, b, ...]) are not supported", t.pos)
         if self.at("@"):
-            raise DatalogError("user-defined functors (@name) are not supported", t.pos)
+            raise DatalogError(f"user-defined functors (@{self.peek().text}) are not supported: their code is C++ "
+                               "that ddflow cannot run", t.pos)
         if t.kind != "id":
             self.fail("expected a term")
         if t.text == "_":
             self.take()
             return Wild(t.pos)
         if t.text in UNSUPPORTED_FUNCTORS:
-            raise DatalogError(f"the functor {t.text} is not supported", t.pos)
+            raise DatalogError(f"the functor {t.text} is not supported ({UNSUPPORTED_FUNCTORS[t.text]})", t.pos)
         if t.text in AGGREGATES and (self.peek().text != "(" or t.text not in FUNCTORS or self._colon_after_parens()):
             return self.aggregate()
+        if t.text == "as" and self.peek().text == "(":  # as(x, T): the second argument names a type
+            self.take()
+            self.take()
+            x = self.term()
+            self.expect(",", "',' and a type name")
+            typ = self.ident("a type name")
+            self.expect(")")
+            return Functor("as", (x, Const(typ.text, "type", typ.pos)), t.pos)
         if t.text in FUNCTORS and self.peek().text == "(":
             self.take()
             self.take()

@@ -38,12 +38,16 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ddflow.base.schema import Schema
+from ddflow.datalog.functors import IR_NAMES
 from ddflow.datalog.hints import Hints
 from ddflow.datalog.program import BASE_TYPES, Program, constant_of, injected
 from ddflow.datalog.stratify import Stratum, strata
 from ddflow.datalog.syntax import (Aggregate, Atom, BinOp, Chain, Compare, Const, DatalogError, Functor, Literal,
-                                   Pos, Rule, Term, Var, Wild)
+                                   Pos, Rule, Term, Test, Var, Wild)
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Call, Col, Expr, Held, Lit, conjunction
 from ddflow.plan.functions import TypeMismatch, cast, common_type, typed
@@ -271,6 +275,8 @@ class Planner:
     def _literal(self, cur: Binding, lit: Literal, outside: set[str], final: bool) -> Binding | None:
         """``cur`` with ``lit`` applied, or None while it needs variables not yet bound."""
         bound = set(cur.vars)
+        if isinstance(lit, Test):
+            return self.test(cur, lit) if lit.variables() <= bound else None
         if isinstance(lit, Atom):  # negated
             if not lit.variables() <= bound:
                 return None
@@ -363,6 +369,30 @@ class Planner:
         proj = Project(cur.rel, tuple(exprs), tuple(all_names))
         return Binding(proj, {v: i for i, v in enumerate(all_names)})
 
+    def test(self, cur: Binding, lit: Test) -> Binding:
+        """``contains(sub, s)`` / ``match(pattern, s)`` as a filter; the substring or pattern must be a constant
+        (the IR's kernels take one per call), the pattern one RE2 compiles (checked here, not at run time)."""
+        first, subject = lit.args
+        what = "pattern" if lit.name == "match" else "substring"
+        if not (isinstance(first, Const) and first.kind == "symbol"):
+            raise DatalogError(f"{lit.name} with a {what} that is not a constant symbol is not supported", first.pos)
+        s = self.expr(subject, cur)
+        if s.type != "string":
+            raise DatalogError(f"{lit.name} tests a symbol, got a {_souffle(s.type)}", subject.pos)
+        if lit.name == "contains":
+            pred = self._typed("contains", (s, Lit(first.value, "string")), lit.pos)
+        else:
+            pattern = f"^(?:{first.value})$"  # Soufflé's match is a whole-string match
+            try:
+                pc.match_substring_regex(pa.array([""]), pattern)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+                raise DatalogError(f"match: the pattern {first.value!r} is not supported ({err})", first.pos) \
+                    from None
+            pred = self._typed("rlike", (s, Lit(pattern, "string")), lit.pos)
+        if lit.negated:
+            pred = Call("not", (pred,), "boolean")
+        return Binding(Filter(cur.rel, pred), cur.vars)
+
     def negation(self, cur: Binding, a: Atom) -> Binding:
         b, extra = self.atom(Atom(a.rel, a.args, a.pos))
         if extra:
@@ -433,10 +463,7 @@ class Planner:
             l, r = self.expr(t.left, b, want), self.expr(t.right, b, want)
             if "string" in (l.type, r.type):
                 raise DatalogError(f"arithmetic {t.op} on a symbol", t.pos)
-            op = t.op
-            if op == "/" and l.type == "bigint" and r.type == "bigint":
-                op = "div"
-            return self._typed(op, (l, r), t.pos)
+            return self._typed(self._op(t.op, l.type, r.type, t.pos), (l, r), t.pos)
         if isinstance(t, Chain):  # one IR ``chain``: each step applied to the value so far (see ddflow.plan.expr)
             first = self.expr(t.first, b, want)
             steps: list[Call] = []
@@ -445,16 +472,25 @@ class Planner:
                 left = steps[-1].type if steps else first.type
                 if "string" in (left, r.type):
                     raise DatalogError(f"arithmetic {op} on a symbol", x.pos)
-                if op == "/" and left == "bigint" and r.type == "bigint":
-                    op = "div"
+                op = self._op(op, left, r.type, x.pos)
                 call = self._typed(op, (Held(left) if steps else first, r), x.pos)
                 steps.append(Call(call.op, (Held(left), call.args[1]), call.type))
             return Call("chain", (first, *steps), steps[-1].type)
         if isinstance(t, Functor):
+            if t.name == "as":
+                return self._as(t, self.expr(t.args[0], b, want))
             args = [self.expr(a, b) for a in t.args]
             name = t.name
             if name == "neg":
                 return self._typed("neg", args, t.pos)
+            if name in IR_NAMES:  # bnot, lnot
+                return self._typed(IR_NAMES[name], args, t.pos)
+            if name in ("itof", "utof", "ftoi"):
+                want_in = "double" if name == "ftoi" else "bigint"
+                if args[0].type != want_in:
+                    raise DatalogError(f"{name} converts a {_souffle(want_in)}, got a {_souffle(args[0].type)}",
+                                       t.pos)
+                return cast(args[0], "bigint" if name == "ftoi" else "double")
             if name == "abs":
                 return self._typed("abs", args, t.pos)
             if name == "cat":
@@ -478,6 +514,25 @@ class Planner:
                 args = [cast(a, typ) if a.type != typ else a for a in args]
                 return self._typed("least" if name == "min" else "greatest", args, t.pos)
         raise DatalogError(f"{t!r} is not supported here", t.pos)
+
+    def _op(self, op: str, left: str, right: str, pos: Pos) -> str:
+        """The IR function of Datalog's binary ``op`` on values of types ``left`` and ``right``."""
+        if op == "/" and left == "bigint" and right == "bigint":
+            return "div"
+        if op == "^":
+            return IR_NAMES["^"] if left == right == "bigint" else "pow"
+        return IR_NAMES.get(op, op)
+
+    def _as(self, t: Functor, value: Expr) -> Expr:
+        """``as(x, T)``: ``x`` read as type ``T``, which must have ``x``'s base type (a subtype or alias of it)."""
+        name = t.args[1].value
+        if name not in self.p.types:
+            raise DatalogError(f"as(x, T): unknown type {name!r}", t.args[1].pos)
+        base = self.p.types[name]
+        if BASE_TYPES[base] != value.type:
+            raise DatalogError(f"as({t.args[0]!r}, {name}) converts between base types ({_souffle(value.type)} to "
+                               f"{base}); use to_number, to_string, to_float, itof or ftoi", t.pos)
+        return value
 
     def _typed(self, op: str, args, pos: Pos) -> Expr:
         try:

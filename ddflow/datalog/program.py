@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from ddflow.datalog.parser import parse  # noqa: F401  (the doctest's)
 from ddflow.datalog.scope import lift, scope
 from ddflow.datalog.syntax import (IO, Aggregate, Atom, BinOp, Chain, Compare, Const, DatalogError, Functor, Literal,
-                                   Pos, Pragma, Rule, Source, Term, Var, Wild)
+                                   Pos, Pragma, Rule, Source, Term, Test, Var, Wild)
 
 #: Soufflé's primitive types and the plan IR's type of each.
 BASE_TYPES = {"number": "bigint", "unsigned": "bigint", "float": "double", "symbol": "string"}
@@ -62,6 +62,7 @@ class Program:
     outputs: dict[str, IO]
     printsize: dict[str, IO]
     pragmas: list[Pragma] = field(default_factory=list)
+    types: dict[str, str] = field(default_factory=dict)  # every type name (aliases too) -> its base type
 
     def derived(self) -> list[str]:
         """Relations the program computes (rules or facts), in declaration order."""
@@ -85,6 +86,8 @@ def check(src: Source) -> Program:
                                    "unsigned, float, symbol, or one declared with .type)", d.pos)
             base.append(types[t])
         relations[d.name] = Relation(d.name, tuple(a for a, _ in d.attrs), tuple(base), d.pos)
+        if d.eqrel and (len(base) != 2 or base[0] != base[1]):
+            raise DatalogError(f"eqrel relation {d.name} must have two attributes of one type", d.pos)
     inputs, outputs, printsize = {}, {}, {}
     for io in src.io:
         if io.rel not in relations:
@@ -92,20 +95,36 @@ def check(src: Source) -> Program:
         {"input": inputs, "output": outputs, "printsize": printsize}[io.kind][io.rel] = io
     facts: dict[str, list[tuple]] = {}
     rules = []
-    for r in src.rules:
+    for r in list(src.rules) + [r for d in src.decls if d.eqrel for r in equivalence_rules(d.name, d.pos)]:
         _check_atom(r.head, relations)
         for t in r.head.args:
             _check_term(t, relations)
         r = lift(r)
-        if not r.body:
+        if not r.body and all(isinstance(t, Const) for t in r.head.args):
             facts.setdefault(r.head.rel, []).append(_fact_row(r.head, relations[r.head.rel]))
-            continue
+            continue  # (a fact of constant expressions, ``r(1 + 2).``, is a rule of an empty body)
         for lit in r.body:
             _check_literal(lit, relations)
         r = scope(r)
         _check_safe(r)
         rules.append(r)
-    return Program(relations, rules, facts, inputs, outputs, printsize, list(src.pragmas))
+    return Program(relations, rules, facts, inputs, outputs, printsize, list(src.pragmas), types)
+
+
+def equivalence_rules(name: str, pos: Pos) -> list[Rule]:
+    """What ``eqrel`` means (Soufflé): the relation is closed under reflexivity (on the values it holds),
+    symmetry and transitivity.  Three rules, so the closure is kept incrementally like any recursion.
+
+    >>> equivalence_rules("q", Pos(1, 1))
+    [q(x, x) :- q(x, _)., q(y, x) :- q(x, y)., q(x, z) :- q(x, y), q(y, z).]
+    """
+    x, y, z = (Var(v, pos) for v in "xyz")
+
+    def q(a: Term, b: Term) -> Atom:
+        return Atom(name, (a, b), pos)
+
+    return [Rule(q(x, x), (q(x, Wild(pos)),), pos), Rule(q(y, x), (q(x, y),), pos),
+            Rule(q(x, z), (q(x, y), q(y, z)), pos)]
 
 
 def load(text: str) -> Program:
@@ -147,6 +166,9 @@ def _check_atom(a: Atom, relations: dict[str, Relation]) -> None:
 def _check_literal(lit: Literal, relations: dict[str, Relation], depth: int = 0) -> None:
     if isinstance(lit, Atom):
         _check_atom(lit, relations)
+        for t in lit.args:
+            _check_term(t, relations, depth)
+    elif isinstance(lit, Test):
         for t in lit.args:
             _check_term(t, relations, depth)
     else:
@@ -276,6 +298,14 @@ def _check_literals_bound(body, bound: set[str], outside: set[str]) -> None:
                         what = "a negated atom" if lit.negated else "an expression in an atom"
                         raise DatalogError(f"variable {v.name} of {what} is not bound by a positive atom "
                                            "(it is ungrounded)", v.pos)
+        elif isinstance(lit, Test):
+            for t in lit.args:
+                for v in _vars_in(t):
+                    if v.name not in bound:
+                        raise DatalogError(f"variable {v.name} of {lit.name} is not bound by a positive atom "
+                                           "(it is ungrounded)", v.pos)
+                if isinstance(t, (Wild, Aggregate)):
+                    raise DatalogError(f"{t!r} in {lit.name} is not supported here", t.pos)
         else:
             for side in (lit.left, lit.right):
                 if isinstance(side, Aggregate):

@@ -43,7 +43,7 @@ import itertools
 from dataclasses import replace
 
 from ddflow.datalog.syntax import (Aggregate, Atom, BinOp, Chain, Compare, DatalogError, Functor, Literal, Rule,
-                                   Term, Var, Wild)
+                                   Term, Test, Var, Wild)
 
 
 def lift(rule: Rule) -> Rule:
@@ -75,6 +75,8 @@ def lift(rule: Rule) -> Rule:
                 (isinstance(lit.left, Var) and isinstance(lit.right, Aggregate))
                 or (isinstance(lit.right, Var) and isinstance(lit.left, Aggregate))):
             body.append(lit if isinstance(lit.right, Aggregate) else Compare("=", lit.right, lit.left, lit.pos))
+        elif isinstance(lit, Test):
+            body.append(replace(lit, args=tuple(sub(a) for a in lit.args)))
         else:
             assert isinstance(lit, Compare)
             body.append(replace(lit, left=sub(lit.left), right=sub(lit.right)))
@@ -178,6 +180,8 @@ def _rename_term(t: Term, names: dict[str, str]) -> Term:
 
 def _rename(lit: Literal, names: dict[str, str]) -> Literal:
     if isinstance(lit, Atom):
+        return replace(lit, args=tuple(_rename_term(a, names) for a in lit.args))
+    if isinstance(lit, Test):
         return replace(lit, args=tuple(_rename_term(a, names) for a in lit.args))
     assert isinstance(lit, Compare)
     return replace(lit, left=_rename_term(lit.left, names), right=_rename_term(lit.right, names))

@@ -56,7 +56,8 @@ def _edges_of(head: str, lit: Literal, kind: str) -> list[Edge]:
     if isinstance(lit, Atom):
         return [Edge(head, lit.rel, "negation" if lit.negated else kind, lit.pos)]
     out = []
-    assert isinstance(lit, Compare)
+    if not isinstance(lit, Compare):  # contains / match read no relation
+        return out
     for agg in lit.aggregates():
         for inner in agg.body:
             for e in _edges_of(head, inner, "aggregation"):

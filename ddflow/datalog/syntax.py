@@ -204,6 +204,23 @@ class Compare(Literal):
 
 
 @dataclass(frozen=True)
+class Test(Literal):
+    """``contains(sub, s)`` (``sub`` occurs in ``s``) or ``match(pattern, s)`` (the regular expression matches
+    all of ``s``): Soufflé's string constraints."""
+
+    name: str
+    args: tuple[Term, ...]
+    pos: Pos = field(compare=False)
+    negated: bool = False
+
+    def variables(self) -> set[str]:
+        return set().union(*(a.variables() for a in self.args))
+
+    def __repr__(self) -> str:
+        return f"{'!' if self.negated else ''}{self.name}({', '.join(map(repr, self.args))})"
+
+
+@dataclass(frozen=True)
 class Rule:
     """``head :- body.``; a fact has an empty body."""
 
@@ -222,6 +239,7 @@ class Decl:
     name: str
     attrs: tuple[tuple[str, str], ...]
     pos: Pos = field(compare=False)
+    eqrel: bool = False  # ``eqrel``: an equivalence relation (closed by :func:`~ddflow.datalog.program.equivalence_rules`)
 
 
 @dataclass(frozen=True)

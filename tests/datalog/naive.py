@@ -32,12 +32,13 @@ class Program:
         self.types: dict[str, list[str]] = {r: ["number"] * a for r, a in INPUTS.items()}
         self.strata: list[list[str]] = []
         self.rules: list[tuple] = []  # (head rel, head terms, body literals)
+        self.eqrel: set[str] = set()  # equivalence relations: closed after every round
 
     def text(self, hints: list[str] = ()) -> str:
         out = []
         for r, a in self.arity.items():
             attrs = ", ".join(f"a{i}: {t}" for i, t in enumerate(self.types[r]))
-            out.append(f".decl {r}({attrs})")
+            out.append(f".decl {r}({attrs}){' eqrel' if r in self.eqrel else ''}")
             if r in INPUTS:
                 out.append(f".input {r}")
         out.extend(hints)
@@ -78,6 +79,10 @@ def _t(t) -> str:
         return str(t[1])
     if t[0] == "_":
         return "_"
+    if t[0] in ("bnot", "lnot"):
+        return f"({t[0]} {_t(t[1])})"
+    if t[0] == "neg":
+        return f"(-{_t(t[1])})"
     return f"({_t(t[1])} {t[0]} {_t(t[2])})"
 
 
@@ -116,6 +121,27 @@ def generate(rng: random.Random, n_strata: int = 4, kinds: tuple[str, ...] = KIN
             p.strata.append([a, b])
             continue
         name = f"r{s}"
+        if kind == "eqrel":  # q(x, y) :- a(x, y)[, x < c]; maybe q(x, z) :- q(x, y), b(y, z): closed as eqrel
+            p.arity[name], p.types[name] = 2, ["number", "number"]
+            p.eqrel.add(name)
+            a, b = _binary(rng, earlier, p), _binary(rng, earlier, p)
+            p.rules.append((name, [("v", "x"), ("v", "y")], [("atom", a, [("v", "x"), ("v", "y")], False)]
+                            + ([("cmp", "<", ("v", "x"), ("c", rng.randrange(1, DOMAIN)))] if rng.random() < 0.5
+                               else [])))
+            if rng.random() < 0.5:
+                p.rules.append((name, [("v", "x"), ("v", "z")], [("atom", name, [("v", "x"), ("v", "y")], False),
+                                                                 ("atom", b, [("v", "y"), ("v", "z")], False)]))
+            p.strata.append([name])
+            continue
+        if kind == "ops":  # r(x, e) :- a(x, y)[, e op c]: e of bitwise, logical, ^ and signs over x, y
+            p.arity[name], p.types[name] = 2, ["number", "number"]
+            e = _op_term(rng, 3)
+            body = [("atom", _binary(rng, earlier, p), [("v", "x"), ("v", "y")], False)]
+            if rng.random() < 0.5:
+                body.append(("cmp", rng.choice(["<", ">=", "!="]), e, ("c", rng.randrange(-2, DOMAIN))))
+            p.rules.append((name, [("v", "x"), e], body))
+            p.strata.append([name])
+            continue
         if kind == "agg2":
             _scoped_aggregate(rng, p, name, earlier)
             p.strata.append([name])
@@ -171,6 +197,22 @@ def generate(rng: random.Random, n_strata: int = 4, kinds: tuple[str, ...] = KIN
                              ("atom", c, [("v", "x"), ("v", "y")], True)]))
         p.strata.append([name])
     return p
+
+
+def _op_term(rng: random.Random, depth: int):
+    """A random term of Soufflé's bitwise and logical functors, ``^`` (small exponents), ``-`` and ``%``."""
+    if depth == 0 or rng.random() < 0.25:
+        return rng.choice([("v", "x"), ("v", "y"), ("c", rng.randrange(-3, 8))])
+    op = rng.choice(list(BINARY) + list(UNARY) + ["%", "+"])
+    if op in UNARY:
+        return (op, _op_term(rng, depth - 1))
+    if op == "^":
+        return (op, _op_term(rng, depth - 1), ("c", rng.randrange(0, 4)))
+    if op == "%":
+        return (op, _op_term(rng, depth - 1), ("c", rng.randrange(1, 5)))
+    if op in ("bshl", "bshr", "bshru"):
+        return (op, _op_term(rng, depth - 1), rng.choice([("c", rng.randrange(0, 5)), ("c", 64), ("v", "y")]))
+    return (op, _op_term(rng, depth - 1), _op_term(rng, depth - 1))
 
 
 def _scoped_aggregate(rng: random.Random, p: Program, name: str, earlier: list[str]) -> None:
@@ -234,10 +276,31 @@ def evaluate(p: Program, facts: dict[str, set[tuple]]) -> dict[str, set[tuple]]:
             for head, terms, body in rules:
                 for env in _solve(body, {}, db):
                     new[head].add(tuple(_val(t, env) for t in terms))
+            for r in stratum:
+                if r in p.eqrel:
+                    new[r] = _equivalence(new[r])
             if all(new[r] == db[r] for r in stratum):
                 break
             db.update(new)
     return db
+
+
+def _equivalence(pairs: set[tuple]) -> set[tuple]:
+    """The smallest equivalence relation on the values of ``pairs`` holding them: all pairs within each class
+    of a union-find over the pairs."""
+    parent: dict = {}
+
+    def find(v):
+        while parent.setdefault(v, v) != v:
+            v = parent[v]
+        return v
+
+    for a, b in pairs:
+        parent[find(a)] = find(b)
+    classes: dict = {}
+    for v in list(parent):
+        classes.setdefault(find(v), []).append(v)
+    return {(a, b) for members in classes.values() for a in members for b in members}
 
 
 def _val(t, env):
@@ -245,16 +308,38 @@ def _val(t, env):
         return env[t[1]]
     if t[0] == "c":
         return t[1]
+    if t[0] in UNARY:
+        return UNARY[t[0]](_val(t[1], env))
     a, b = _val(t[1], env), _val(t[2], env)
     if t[0] == "+":
         return a + b
     if t[0] == "*":
         return a * b
-    return a % b
+    if t[0] == "%":  # C's remainder: the dividend's sign
+        return (abs(a) % abs(b)) * (1 if a >= 0 else -1)
+    return BINARY[t[0]](a, b)
+
+
+def _wrap(v: int) -> int:
+    """``v`` as a 64-bit two's-complement number."""
+    return ((v + (1 << 63)) % (1 << 64)) - (1 << 63)
+
+
+#: Soufflé's bitwise and logical functors and ``^`` on numbers (64-bit; shift counts modulo 64).
+BINARY = {
+    "band": lambda a, b: a & b, "bor": lambda a, b: a | b, "bxor": lambda a, b: a ^ b,
+    "bshl": lambda a, b: _wrap(a << (b & 63)), "bshr": lambda a, b: a >> (b & 63),
+    "bshru": lambda a, b: _wrap((a % (1 << 64)) >> (b & 63)),
+    "land": lambda a, b: int(a != 0 and b != 0), "lor": lambda a, b: int(a != 0 or b != 0),
+    "lxor": lambda a, b: int((a != 0) != (b != 0)), "^": lambda a, b: a ** b,
+}
+UNARY = {"bnot": lambda a: ~a, "lnot": lambda a: int(a == 0), "neg": lambda a: -a}
 
 
 def _bound(t, env) -> bool:
-    return t[0] in ("c",) or (t[0] == "v" and t[1] in env) or (t[0] in "+*%" and _bound(t[1], env)
+    if t[0] in UNARY:
+        return _bound(t[1], env)
+    return t[0] in ("c",) or (t[0] == "v" and t[1] in env) or (t[0] not in ("v", "_") and _bound(t[1], env)
                                                                 and _bound(t[2], env))
 
 

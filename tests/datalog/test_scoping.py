@@ -124,3 +124,4 @@ def test_scoping_refusals(rule, fragment):
     with pytest.raises(DatalogError, match=fragment) as err:
         load(text)
     assert err.value.pos is not None and err.value.pos.line == 3
+

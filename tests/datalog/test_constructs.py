@@ -1,0 +1,131 @@
+"""Soufflé's constructs beyond rules and aggregates, each built (against the naive evaluator on random
+insert/delete streams, or a direct Python computation) or refused by name (its message checked).
+
+Built: eqrel relations, bitwise and logical functors and ``^``, ``contains`` and ``match``, ``as``, ``itof`` /
+``ftoi``, facts of constant expressions.  Refused: see ``REFUSED`` below (the Datalog section of README.md lists
+every construct and its status).
+"""
+from __future__ import annotations
+
+import collections
+import random
+import re
+
+import pytest
+
+import ddflow
+from ddflow.datalog.syntax import DatalogError
+from tests.datalog.naive import generate
+from tests.datalog.test_oracle import _check
+
+
+@pytest.mark.parametrize("seed", range(340, 352))
+def test_eqrel_relations_match_naive_evaluation(seed):
+    rng = random.Random(seed)
+    _check([generate(rng, n_strata=rng.randrange(2, 5), kinds=("eqrel", "eqrel", "neg", "agg", "join"))], seed,
+           workers=1)
+
+
+@pytest.mark.parametrize("seed", range(360, 376))
+def test_bitwise_logical_and_power_functors_match_naive_evaluation(seed):
+    rng = random.Random(seed)
+    _check([generate(rng, n_strata=rng.randrange(2, 4), kinds=("ops", "ops", "join"))], seed, workers=1)
+
+
+def _run_stream(program: str, table: str, schema: dict, steps: list[list[tuple]], rel: str):
+    """Contents of ``rel`` after each step of (row, diff) updates, one data time per step."""
+    with ddflow.Dataflow() as flow:
+        h, _ = flow.new_collection(table, schema=schema)
+        cap = flow.datalog(program)[rel].capture()
+        out = []
+        for t, ups in enumerate(steps):
+            for row, d in ups:
+                h.update([row], times=t, diffs=d)
+            flow.advance_to(t + 1)
+            flow.run()
+            out.append(cap.contents(t))
+        return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_contains_and_match_under_updates(seed):
+    rng = random.Random(seed)
+    words = ["".join(rng.choice("abz") for _ in range(rng.randrange(0, 5))) for _ in range(12)]
+    program = ('.decl w(x: symbol)\n.input w\n.decl r(x: symbol, k: number)\n'
+               'r(x, 1) :- w(x), contains("ab", x).\nr(x, 2) :- w(x), match("a.*b", x).\n'
+               'r(x, 3) :- w(x), !match("(a|b)+", x), !contains("z", x).\n')
+    live: collections.Counter = collections.Counter()
+    steps = []
+    for _ in range(5):
+        ups = []
+        for _ in range(4):
+            x = rng.choice(words)
+            d = -1 if live[x] and rng.random() < 0.4 else 1
+            live[x] += d
+            ups.append(((x,), d))
+        steps.append((ups, {x for x, m in live.items() if m > 0}))
+    got = _run_stream(program, "w", {"x": "string"}, [u for u, _ in steps], "r")
+    for g, (_, present) in zip(got, steps):
+        want = {(x, 1) for x in present if "ab" in x} | {(x, 2) for x in present if re.fullmatch("a.*b", x)} | \
+               {(x, 3) for x in present if not re.fullmatch("(a|b)+", x) and "z" not in x}
+        assert g == {row: 1 for row in want}
+
+
+def test_conversions_as_and_constant_facts():
+    program = (".type Id <: number\n.decl e(x: number)\n.input e\n.decl r(x: Id, f: float, n: number)\n"
+               "r(as(x, Id), itof(x) / 2.0, ftoi(itof(x) / 2.0 - 0.5)) :- e(x).\n"
+               ".decl c(x: number, s: symbol)\nc(2 ^ 10, cat(\"a\", to_string(3 band 6))).\nc(-2 ^ 2, \"neg\").\n")
+    with ddflow.Dataflow() as flow:
+        h, _ = flow.new_collection("e", schema={"x": "bigint"})
+        rels = flow.datalog(program)
+        r, c = rels["r"].capture(), rels["c"].capture()
+        h.update([(3,), (-5,)], times=0)
+        flow.advance_to(1)
+        flow.run()
+        assert sorted(r.contents(0)) == [(-5, -2.5, -3), (3, 1.5, 1)]  # ftoi truncates toward zero
+        assert sorted(c.contents(0)) == [(-4, "neg"), (1024, "a2")]
+
+
+DECLS = ".decl e(x: number, y: number)\n.decl r(x: number)\n.decl s(x: symbol)\n.decl f(x: float)\n"
+
+#: (construct, line after DECLS, what the message says)
+REFUSED = [
+    (".functor", ".functor g(x: number): number", ".functor (user-defined functors) is not supported"),
+    ("@functor", "r(@g(x)) :- e(x, _).", "user-defined functors (@g) are not supported"),
+    (".comp", ".comp C {\n}", "components (.comp) are not supported"),
+    (".init", ".init c = C", "components (.init) are not supported"),
+    (".override", ".override q", "component overrides (.override) are not supported"),
+    ("record type", ".type P = [a: number, b: number]", "record types (.type T = [a: number, ...])"),
+    ("record", "r(x) :- e(x, _), [x, x] = [1, 2].", "records ([a, b, ...]) are not supported"),
+    ("nil", "r(x) :- e(x, _), nil = nil.", "the functor nil is not supported (records are not supported)"),
+    ("ADT type", ".type T = A {x: number} | B {}", "algebraic data types (.type T = A {x: number} | B {})"),
+    ("ADT constructor", "r(x) :- e(x, _), $A(x) = $A(1).", "algebraic data type constructors ($A(...))"),
+    ("choice-domain", ".decl q(x: number, y: number) choice-domain x", "choice-domain is not supported: which"),
+    (".limitsize", ".limitsize r(n=5)", ".limitsize is not supported: it stops a relation early"),
+    (".include", '.include "x.dl"', ".include is not supported: pass the included program's text"),
+    ("#include", '#include "x.dl"', "the C preprocessor (#include, #define) is not supported"),
+    ("subsumption", "e(x, y) <= e(x, z) :- y < z.", "subsumptive rules (<=) are not supported"),
+    ("range", "r(x) :- x = range(0, 5).", "the functor range is not supported (a functor of many results"),
+    ("ord", "r(x) :- s(y), x = ord(y).", "the functor ord is not supported (it is a symbol's number"),
+    ("autoinc", "r(autoinc()) :- r(_).", "the functor autoinc is not supported (its values depend on the order"),
+    ("$ counter", "r($) :- r(_).", "the counter $ is not supported (its values depend on the order"),
+    ("to_unsigned", "r(to_unsigned(x)) :- r(x).", "the functor to_unsigned is not supported (unsigned values"),
+    ("itou", "r(itou(x)) :- r(x).", "the functor itou is not supported"),
+    ("as across base types", "s(as(x, symbol)) :- r(x).", "as(x, symbol) converts between base types"),
+    ("match of a variable", "r(1) :- s(x), match(x, x).", "match with a pattern that is not a constant symbol"),
+    ("match RE2 refuses", 'r(1) :- s(x), match("(?=a)a", x).', "match: the pattern '(?=a)a' is not supported"),
+    ("nested aggregate", "r(n) :- n = max y : { e(_, y), y < count : e(_, _) }.",
+     "an aggregate inside an aggregate is not supported"),
+    ("witness of sum", "r(x) :- n = sum y : { e(x, y) }, n > 0.", "variable x of the rule is bound only inside the "
+                                                                   "sum aggregate (a witness)"),
+    ("nested disjunction", "r(x) :- e(x, _), (x = 1 ; x = 2).", "parenthesized (nested) disjunctions"),
+]
+
+
+@pytest.mark.parametrize("construct, line, message", REFUSED, ids=[c[0] for c in REFUSED])
+def test_refused_by_name(construct, line, message):
+    flow = ddflow.Dataflow()
+    with pytest.raises(DatalogError) as err:
+        flow.datalog(DECLS + line)
+    assert message in str(err.value), str(err.value)
+    assert err.value.pos is not None and err.value.pos.line >= 5, str(err.value)
