@@ -10,6 +10,7 @@ Registered in the one function table (:mod:`ddflow.plan.functions`) under
   count past the width undefined);
 - ``land lor lxor lnot``: 1 where the logical operation on "not zero"
   holds, else 0;
+- ``to_string`` of a float: C++'s ``std::to_string``, six places (``3.140000``);
 - ``^`` of two numbers: exact, a result past 64 bits raises as ``*``
   does; a negative exponent gives what C's ``pow`` truncates to (0, or
   ±1 for a base of ±1; a base of 0 raises).  ``^`` of floats is ``pow``.
@@ -34,6 +35,7 @@ from ddflow.plan.functions import TypeMismatch, _names, function
 IR_NAMES = {op: f"datalog_{op}" for op in ("band", "bor", "bxor", "bshl", "bshr", "bshru", "bnot", "land", "lor",
                                            "lxor", "lnot")}
 IR_NAMES["^"] = "datalog_ipow"
+IR_NAMES["to_string"] = "datalog_ftos"
 
 
 def _numbers(arity: int, name: str):
@@ -98,3 +100,18 @@ def _ipow(args, e, n):
     for i in np.flatnonzero(~null):
         out[i] = _ipow_one(int(a[i]), int(b[i]))
     return out, null
+
+
+def _ftos_typer(args):
+    if len(args) != 1 or args[0].type not in ("double", "null"):
+        raise TypeMismatch(f"to_string of a float, got ({_names(args)})")
+    return "string"
+
+
+@function(IR_NAMES["to_string"], _ftos_typer)
+def _ftos(args, e, n):
+    (a, an), = args
+    out = np.empty(n, dtype=object)
+    for i in range(n):
+        out[i] = "" if an[i] else "%f" % float(a[i])
+    return out, an

@@ -1,24 +1,30 @@
 """Soufflé's Datalog syntax, read by a small recursive-descent parser that says line and column on every error.
 
-What it reads: ``.decl`` (attribute types by name; qualifiers such as
-``brie`` or ``btree`` are storage choices and are ignored, ``eqrel`` is
-refused), ``.type`` aliases (``=`` or ``<:`` a type, or a union of
-types of one base), ``.number_type`` / ``.symbol_type``, ``.input``,
-``.output`` and ``.printsize`` with ``(key=value, ...)`` parameters,
-``.pragma "key" "value"``, ``.plan`` (a join-order hint; results never
-depend on it, so it is read and ignored); rules with one or more head
-atoms and a body of atoms, ``!`` atoms, comparisons (``= != < <= > >=``),
+What it reads: ``.decl`` (one relation or several of one signature,
+``.decl A, B(x: number)``; attribute types by name; qualifiers such as
+``brie``, ``btree`` or ``inline`` are storage or evaluation choices and
+are ignored, ``eqrel`` is kept), ``.type`` aliases (``=`` or ``<:`` a
+type, or a union of types of one base), ``.number_type`` /
+``.symbol_type``, ``.input``, ``.output`` and ``.printsize`` with
+``(key=value, ...)`` parameters, ``.pragma "key" "value"``, ``.plan`` (a
+join-order hint; results never depend on it, so it is read and
+ignored); rules with one or more head atoms and a body of atoms, ``!``
+atoms, comparisons (``= != < <= > >=``), ``contains`` / ``match``,
 ``true``/``false`` and top-level ``;`` disjunction; facts; terms with
 variables, ``_``, numbers (decimal, ``0x``, ``0b``, floats), strings,
-``+ - * / %``, the functors ``cat strlen substr to_number to_string
-min max abs``, and aggregates ``count``, ``sum``, ``min``, ``max``,
-``mean`` over ``{ body }`` or one atom.  Comments ``//`` and ``/* */``.
+the binary operators at Soufflé's precedence (:data:`BINARY_LEVELS`:
+``lor lxor land bor bxor band``, shifts, ``+ -``, ``* / %``), the signs
+``- bnot lnot`` and ``^`` (tighter than a sign), the functors of
+:data:`FUNCTORS`, ``as(x, T)``, and aggregates ``count``, ``sum``,
+``min``, ``max``, ``mean`` over ``{ body }`` or one atom, wherever a
+term stands.  Comments ``//`` and ``/* */``.
 
-Everything else (components, records, ADTs, ``$``, ``^``, bitwise and
-logical functors, user functors, ``#include``, ``choice-domain``,
-``eqrel``, ``subsumptive`` rules, parenthesized disjunction) is refused
-with its line and column: a program either means what Soufflé means or
-does not run.
+Everything else is refused by name with its line and column
+(:data:`REFUSED_DIRECTIVES`, :data:`UNSUPPORTED_FUNCTORS`, records,
+ADTs, ``$``, ``@`` functors, ``#include``, ``choice-domain``,
+subsumptive rules, parenthesized disjunction): a program either means
+what Soufflé means or does not run.  README.md's Datalog section lists
+every construct and its status.
 
 >>> src = parse('.decl e(x: number, y: number)\\n.input e\\n.decl r(x: number)\\nr(x) :- e(x, _), x > 1.')
 >>> src.rules
@@ -33,12 +39,11 @@ from __future__ import annotations
 import re
 
 from ddflow.datalog.syntax import (IO, Aggregate, Atom, BinOp, Chain, Compare, Const, Decl, DatalogError, Functor,
-                                   Literal, Pos, Pragma, Rule, Source, Term, Test, Var, Wild)
+                                   Literal, Pragma, Rule, Source, Term, Test, Var, Wild)
+from ddflow.datalog.tokens import DIRECTIVES, Token, check_nesting, tokens  # noqa: F401  (DIRECTIVES: re-exported)
 from ddflow.plan.deep import NESTING_LIMIT
 
 #: Directives the parser knows (any other ``.word`` at the start of an item is refused by name).
-DIRECTIVES = {"decl", "type", "input", "output", "printsize", "pragma", "plan", "number_type", "symbol_type",
-              "comp", "init", "functor", "override", "limitsize", "include", "once"}
 AGGREGATES = {"count", "sum", "min", "max", "mean"}
 #: Functors with their arity (``min``/``max`` with two arguments; with ``:`` they are aggregates).
 FUNCTORS = {"cat": None, "strlen": 1, "substr": 3, "to_number": 1, "to_string": 1, "to_float": 1, "min": None,
@@ -72,72 +77,6 @@ _ADT = "algebraic data types (.type T = A {x: number} | B {}) are not supported"
 QUALIFIERS_IGNORED = {"brie", "btree", "btree_delete", "inline", "no_inline", "magic", "no_magic", "overridable",
                       "input", "output", "printsize"}
 
-_TOKEN = re.compile(r"""
-    (?P<ws>[ \t\r]+|\n)
-  | (?P<lcomment>//[^\n]*)
-  | (?P<bcomment>/\*.*?\*/)
-  | (?P<float>\d+\.\d+(?:[eE][-+]?\d+)?)
-  | (?P<num>0[xX][0-9a-fA-F]+|0[bB][01]+|\d+)(?P<unsigned>u?)
-  | (?P<str>"(?:[^"\\\n]|\\.)*")
-  | (?P<id>[A-Za-z_?][A-Za-z0-9_?]*)
-  | (?P<op>:-|<=|>=|!=|<:|::|[-+*/%^(),.:;=<>!{}\[\]|$#@&~])
-""", re.VERBOSE | re.DOTALL)
-
-
-class Token:
-    __slots__ = ("kind", "text", "pos")
-
-    def __init__(self, kind: str, text: str, pos: Pos):
-        self.kind, self.text, self.pos = kind, text, pos
-
-    def __repr__(self) -> str:
-        return f"{self.kind}:{self.text!r}@{self.pos}"
-
-
-def tokens(text: str) -> list[Token]:
-    """The program's tokens with their positions (comments and blanks dropped); an unknown character is refused."""
-    out: list[Token] = []
-    i, line, col = 0, 1, 1
-    n = len(text)
-    while i < n:
-        m = _TOKEN.match(text, i)
-        if m is None:
-            if text.startswith("/*", i):
-                raise DatalogError("a /* comment is never closed", Pos(line, col))
-            if text[i] == '"':
-                raise DatalogError("a string is never closed on its line", Pos(line, col))
-            raise DatalogError(f"unexpected character {text[i]!r}", Pos(line, col))
-        kind = m.lastgroup if m.lastgroup != "unsigned" else "num"
-        s = m.group(0)
-        pos = Pos(line, col)
-        if kind not in ("ws", "lcomment", "bcomment"):
-            if kind == "op" and s == "." and i + 1 < n and text[i + 1].isalpha():
-                w = re.match(r"[A-Za-z_]+", text[i + 1:]).group(0)
-                if w in DIRECTIVES and (not out or out[-1].text == "." or _item_start(out)):
-                    out.append(Token("dir", w, pos))
-                    col += 1 + len(w)
-                    i += 1 + len(w)
-                    continue
-            if kind == "op" and s == "#":
-                raise DatalogError("the C preprocessor (#include, #define) is not supported", pos)
-            out.append(Token(kind, s, pos))
-        nl = s.count("\n")
-        if nl:
-            line += nl
-            col = len(s) - s.rfind("\n")
-        else:
-            col += len(s)
-        i = m.end()
-    out.append(Token("end", "", Pos(line, col)))
-    return out
-
-
-def _item_start(out: list[Token]) -> bool:
-    """The previous token ends an item (a directive's last word or parenthesis), so ``.word`` starts the next."""
-    last = out[-1]
-    return last.kind in ("id", "str", "num") or last.text in (")", "]")
-
-
 def parse(text: str) -> Source:
     """The syntax tree of a Soufflé program; a :class:`DatalogError` with line and column if it does not parse.
 
@@ -147,33 +86,6 @@ def parse(text: str) -> Source:
     toks = tokens(text)
     check_nesting(toks)
     return _Parser(toks).program()
-
-
-def check_nesting(toks: list[Token]) -> None:
-    """A DatalogError naming the depth if parentheses, braces and runs of signs nest past the limit.  O(tokens).
-
-    >>> check_nesting(tokens("r(x) :- e(x, y), x = " + "(" * 1500 + "y" + ")" * 1500 + "."))
-    Traceback (most recent call last):
-      ...
-    ddflow.datalog.syntax.DatalogError: Datalog at line 1, column 1022: expression nested 1,500 deep; the limit is 1,000
-    """
-    depth = run = deepest = 0
-    first = None
-    for t in toks:
-        if (t.text == "-" and t.kind == "op") or (t.text in ("bnot", "lnot") and t.kind == "id"):
-            run += 1
-        else:
-            run = 0
-            if t.text in ("(", "{"):
-                depth += 1
-            elif t.text in (")", "}"):
-                depth -= 1
-        if depth + run > deepest:
-            deepest = depth + run
-            if deepest == NESTING_LIMIT + 1:
-                first = t
-    if deepest > NESTING_LIMIT:
-        raise DatalogError(f"expression nested {deepest:,} deep; the limit is {NESTING_LIMIT:,}", first.pos)
 
 
 class _Parser:

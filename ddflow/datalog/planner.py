@@ -461,8 +461,6 @@ class Planner:
             return Lit(int(t.value), "bigint")
         if isinstance(t, BinOp):
             l, r = self.expr(t.left, b, want), self.expr(t.right, b, want)
-            if "string" in (l.type, r.type):
-                raise DatalogError(f"arithmetic {t.op} on a symbol", t.pos)
             return self._typed(self._op(t.op, l.type, r.type, t.pos), (l, r), t.pos)
         if isinstance(t, Chain):  # one IR ``chain``: each step applied to the value so far (see ddflow.plan.expr)
             first = self.expr(t.first, b, want)
@@ -470,8 +468,6 @@ class Planner:
             for op, x in t.rest:
                 r = self.expr(x, b, want)
                 left = steps[-1].type if steps else first.type
-                if "string" in (left, r.type):
-                    raise DatalogError(f"arithmetic {op} on a symbol", x.pos)
                 op = self._op(op, left, r.type, x.pos)
                 call = self._typed(op, (Held(left) if steps else first, r), x.pos)
                 steps.append(Call(call.op, (Held(left), call.args[1]), call.type))
@@ -483,7 +479,7 @@ class Planner:
             name = t.name
             if name == "neg":
                 return self._typed("neg", args, t.pos)
-            if name in IR_NAMES:  # bnot, lnot
+            if name in ("bnot", "lnot"):
                 return self._typed(IR_NAMES[name], args, t.pos)
             if name in ("itof", "utof", "ftoi"):
                 want_in = "double" if name == "ftoi" else "bigint"
@@ -500,6 +496,8 @@ class Planner:
             if name == "substr":
                 start = self._typed("+", (args[1], Lit(1, "bigint")), t.pos)
                 return self._typed("substring", (args[0], start, args[2]), t.pos)
+            if name == "to_string" and args[0].type == "double":
+                return self._typed(IR_NAMES["to_string"], args, t.pos)
             if name in ("to_number", "to_string", "to_float"):
                 to = {"to_number": "bigint", "to_string": "string", "to_float": "double"}[name]
                 try:
@@ -516,7 +514,13 @@ class Planner:
         raise DatalogError(f"{t!r} is not supported here", t.pos)
 
     def _op(self, op: str, left: str, right: str, pos: Pos) -> str:
-        """The IR function of Datalog's binary ``op`` on values of types ``left`` and ``right``."""
+        """The IR function of Datalog's binary ``op`` on values of types ``left`` and ``right`` (``+`` of two
+        symbols is ``cat``); arithmetic on a symbol otherwise is refused."""
+        if op == "+" and left == right == "string":
+            return "concat"
+        if "string" in (left, right):
+            raise DatalogError(f"arithmetic {op} on a symbol" + (" and a number (+ joins two symbols)"
+                                                                   if op == "+" else ""), pos)
         if op == "/" and left == "bigint" and right == "bigint":
             return "div"
         if op == "^":

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ddflow.datalog.program import Program
-from ddflow.datalog.syntax import Aggregate, Atom, Compare, DatalogError, Literal, Pos
+from ddflow.datalog.syntax import Atom, Compare, DatalogError, Literal, Pos
 
 
 @dataclass(frozen=True)

@@ -239,7 +239,8 @@ class Decl:
     name: str
     attrs: tuple[tuple[str, str], ...]
     pos: Pos = field(compare=False)
-    eqrel: bool = False  # ``eqrel``: an equivalence relation (closed by :func:`~ddflow.datalog.program.equivalence_rules`)
+    #: ``eqrel``: an equivalence relation (closed by :func:`~ddflow.datalog.program.equivalence_rules`).
+    eqrel: bool = False
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ every construct and its status).
 from __future__ import annotations
 
 import collections
+import doctest
+import importlib
 import random
 import re
 
@@ -84,6 +86,30 @@ def test_conversions_as_and_constant_facts():
         flow.run()
         assert sorted(r.contents(0)) == [(-5, -2.5, -3), (3, 1.5, 1)]  # ftoi truncates toward zero
         assert sorted(c.contents(0)) == [(-4, "neg"), (1024, "a2")]
+
+
+def test_plus_joins_symbols_and_to_string_of_a_float_prints_six_places():
+    # Soufflé's evaluation test symbol_operations, with its expected Add.csv.
+    program = ('.decl Add(s:symbol)\nAdd("pre-" + "-post").\nAdd("pre-" + s) :- some_symbol(s).\n'
+               'Add(s + "-post") :- some_symbol(s).\n'
+               'Add(s1 + s2 + s3) :- some_symbol(s1), some_symbol(s2), some_symbol(s3), s1 != s2, s1 != s3.\n'
+               'Add("one:" + to_string(1) + ", pi:" + to_string(3.14) + "\\n").\n'
+               '.decl some_symbol(s:symbol)\nsome_symbol("(a)").\nsome_symbol("(b)").\n')
+    with ddflow.Dataflow() as flow:
+        cap = flow.datalog(program)["Add"].capture()
+        flow.advance_to(1)
+        flow.run()
+        assert sorted(cap.contents(0)) == sorted((s,) for s in ["pre--post", "pre-(a)", "pre-(b)", "(a)-post",
+                                                                "(b)-post", "(b)(a)(a)", "(a)(b)(b)",
+                                                                "one:1, pi:3.140000\n"])
+    with pytest.raises(DatalogError, match=r"arithmetic \+ on a symbol and a number \(\+ joins two symbols\)"):
+        ddflow.Dataflow().datalog('.decl s(x: symbol)\ns("a" + 1).')
+
+
+@pytest.mark.parametrize("module", ["ddflow.datalog.scope", "ddflow.datalog.functors", "ddflow.datalog.tokens"])
+def test_the_new_modules_examples_run(module):
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
 
 
 DECLS = ".decl e(x: number, y: number)\n.decl r(x: number)\n.decl s(x: symbol)\n.decl f(x: float)\n"
