@@ -47,7 +47,7 @@ from ddflow.plan.deep import NESTING_LIMIT
 AGGREGATES = {"count", "sum", "min", "max", "mean"}
 #: Functors with their arity (``min``/``max`` with two arguments; with ``:`` they are aggregates).
 FUNCTORS = {"cat": None, "strlen": 1, "substr": 3, "to_number": 1, "to_string": 1, "to_float": 1, "min": None,
-            "max": None, "abs": 1, "itof": 1, "utof": 1, "ftoi": 1, "as": 2}
+            "max": None, "abs": 1, "itof": 1, "utof": 1, "ftoi": 1, "as": 2, "range": None}
 #: Binary operators from the loosest to the tightest (Soufflé's parser.yy); ``^`` binds tighter than signs.
 BINARY_LEVELS = (("lor",), ("lxor",), ("land",), ("bor",), ("bxor",), ("band",), ("bshl", "bshr", "bshru"),
                  ("+", "-"), ("*", "/", "%"))
@@ -58,7 +58,6 @@ UNSUPPORTED_FUNCTORS = {
     "itou": "unsigned values are 64-bit signed numbers here: a negative number's conversion would differ",
     "utoi": "unsigned values are 64-bit signed numbers here: a large unsigned's conversion would differ",
     "ftou": "unsigned values are 64-bit signed numbers here: the conversion would differ",
-    "range": "a functor of many results (one row per value) has no plan here; write the values as facts",
     "autoinc": "its values depend on the order of evaluation, which an incremental engine does not fix",
     "nil": "records are not supported",
 }
@@ -496,6 +495,8 @@ class _Parser:
             arity = FUNCTORS[t.text]
             if arity is not None and len(args) != arity:
                 raise DatalogError(f"{t.text} takes {arity} argument{'s' * (arity != 1)}, got {len(args)}", t.pos)
+            if t.text == "range" and len(args) not in (2, 3):
+                raise DatalogError(f"range takes 2 or 3 arguments, got {len(args)}", t.pos)
             if t.text in ("min", "max", "cat") and len(args) < 2:
                 raise DatalogError(f"the functor {t.text} takes at least 2 arguments, got {len(args)}", t.pos)
             return Functor(t.text, tuple(args), t.pos)

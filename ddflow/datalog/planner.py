@@ -99,6 +99,7 @@ class Planner:
         self.loop: dict[str, RecRef] = {}  # the recursive stratum being planned: its relations' RecRefs
         self._fresh = itertools.count()
         self._in_aggregate = 0
+        self._constants: dict[str, Const] = {}  # variables the body being planned sets to a constant
 
     # -- relations -----------------------------------------------------------------
     def schema(self, name: str) -> Schema:
@@ -239,6 +240,14 @@ class Planner:
         """The bindings of a conjunction (``start``: bindings it extends, an aggregate's injected variables)."""
         atoms = [lit for lit in lits if isinstance(lit, Atom) and not lit.negated]
         rest = [lit for lit in lits if not (isinstance(lit, Atom) and not lit.negated)]
+        saved = self._constants
+        self._constants = {**saved, **_constants_of(lits)}
+        try:
+            return self._body(atoms, rest, start, outside)
+        finally:
+            self._constants = saved
+
+    def _body(self, atoms: list[Atom], rest: list[Literal], start: Binding | None, outside: set[str]) -> Binding:
         cur = start
         pending = list(rest)
         while atoms:
@@ -298,6 +307,9 @@ class Planner:
             cur = self.aggregate(cur, agg, tmp, outside)
             return self.filter(cur, Compare(lit.op, Var(tmp, agg.pos), other, lit.pos) if agg is left
                                else Compare(lit.op, other, Var(tmp, agg.pos), lit.pos))
+        for v, f in ((left, right), (right, left)):
+            if lit.op == "=" and isinstance(v, Var) and isinstance(f, Functor) and f.name == "range":
+                return self.range(cur, v, f)
         if lit.op == "=" and isinstance(right, Var) and right.name not in bound and left.variables() <= bound:
             return self.assign(cur, right.name, left)
         if lit.op == "=" and isinstance(left, Var) and left.name not in bound and right.variables() <= bound:
@@ -368,6 +380,28 @@ class Planner:
         all_names = names + list(new)
         proj = Project(cur.rel, tuple(exprs), tuple(all_names))
         return Binding(proj, {v: i for i, v in enumerate(all_names)})
+
+    def range(self, cur: Binding, v: Var, f: Functor) -> Binding:
+        """``v = range(from, to[, step])``: one binding of ``v`` per value, ``from`` up to ``to`` (excluded) by
+        ``step`` (1, or -1 when ``from`` > ``to``), as Soufflé's multi-result functor; joined on ``v`` if it is
+        bound.  The arguments must be constants (numbers, or variables the body sets to one), at most
+        :data:`RANGE_LIMIT` values."""
+        vals = []
+        for a in f.args:
+            c = self._constants.get(a.name) if isinstance(a, Var) else a
+            if not (isinstance(c, Const) and c.kind == "number"):
+                raise DatalogError("range with an argument that is not a constant number is not supported "
+                                   f"({a!r}); ddflow plans range as a relation of its values", a.pos)
+            vals.append(int(c.value))
+        lo, hi = vals[0], vals[1]
+        step = vals[2] if len(vals) == 3 else (1 if lo <= hi else -1)
+        if step == 0:
+            raise DatalogError("range with a step of 0 is not supported", f.pos)
+        values = range(lo, hi, step)
+        if len(values) > RANGE_LIMIT:
+            raise DatalogError(f"range of {len(values):,} values; the limit is {RANGE_LIMIT:,}", f.pos)
+        gen = Binding(Values(Schema((v.name,), ("bigint",)), tuple((x,) for x in values)), {v.name: 0})
+        return self.join(cur, gen, f.pos)
 
     def test(self, cur: Binding, lit: Test) -> Binding:
         """``contains(sub, s)`` / ``match(pattern, s)`` as a filter; the substring or pattern must be a constant
@@ -475,6 +509,9 @@ class Planner:
         if isinstance(t, Functor):
             if t.name == "as":
                 return self._as(t, self.expr(t.args[0], b, want))
+            if t.name == "range":
+                raise DatalogError("range gives many values: bind them to a variable in the body, "
+                                   "x = range(from, to[, step])", t.pos)
             args = [self.expr(a, b) for a in t.args]
             name = t.name
             if name == "neg":
@@ -543,6 +580,21 @@ class Planner:
             return typed(op, tuple(args))
         except SchemaError as err:
             raise DatalogError(_bare(err), pos) from None
+
+
+#: The most values one ``range`` may give (its values are a constant relation of the plan).
+RANGE_LIMIT = 1_000_000
+
+
+def _constants_of(lits) -> dict[str, Const]:
+    """Variables a conjunction sets to a number: ``x = 1`` (either side)."""
+    out = {}
+    for lit in lits:
+        if isinstance(lit, Compare) and lit.op == "=":
+            for a, b in ((lit.left, lit.right), (lit.right, lit.left)):
+                if isinstance(a, Var) and isinstance(b, Const):
+                    out[a.name] = b
+    return out
 
 
 def _bare(err: Exception) -> str:

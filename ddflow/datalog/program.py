@@ -334,5 +334,3 @@ def _check_aggregate(agg: Aggregate, bound: set[str], outside: set[str]) -> None
             if v.name not in inner_bound:
                 raise DatalogError(f"variable {v.name} of the aggregated expression is not bound by the aggregate's "
                                    "body (it is ungrounded)", v.pos)
-    if not any(isinstance(lit, Atom) and not lit.negated for lit in agg.body):
-        raise DatalogError("an aggregate's body needs a positive atom", agg.pos)
