@@ -2,8 +2,9 @@
 
 Modules: :mod:`~ddflow.datalog.syntax` (the tree), :mod:`~ddflow.datalog.parser`,
 :mod:`~ddflow.datalog.program` (checks), :mod:`~ddflow.datalog.scope` (where aggregates stand and what they
-read), :mod:`~ddflow.datalog.functors` (Soufflé's functors Spark lacks), :mod:`~ddflow.datalog.stratify`,
-:mod:`~ddflow.datalog.planner` (to plan IR), :mod:`~ddflow.datalog.hints`,
+read), :mod:`~ddflow.datalog.subsume` (``<=`` rules as rules), :mod:`~ddflow.datalog.functors` (Soufflé's
+functors Spark lacks), :mod:`~ddflow.datalog.tokens`, :mod:`~ddflow.datalog.stratify`,
+:mod:`~ddflow.datalog.planner` (to plan IR; terms: :mod:`~ddflow.datalog.expressions`), :mod:`~ddflow.datalog.hints`,
 :mod:`~ddflow.datalog.frontend`, :mod:`~ddflow.datalog.files` (Soufflé's fact files) and
 ``python -m ddflow.datalog`` (:mod:`~ddflow.datalog.__main__`).
 

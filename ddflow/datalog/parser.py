@@ -10,7 +10,8 @@ type, or a union of types of one base), ``.number_type`` /
 join-order hint; results never depend on it, so it is read and
 ignored); rules with one or more head atoms and a body of atoms, ``!``
 atoms, comparisons (``= != < <= > >=``), ``contains`` / ``match``,
-``true``/``false`` and top-level ``;`` disjunction; facts; terms with
+``true``/``false`` and top-level ``;`` disjunction; subsumptive rules
+``r(...) <= r(...) :- body.`` (:mod:`ddflow.datalog.subsume`); facts; terms with
 variables, ``_``, numbers (decimal, ``0x``, ``0b``, floats), strings,
 the binary operators at Soufflé's precedence (:data:`BINARY_LEVELS`:
 ``lor lxor land bor bxor band``, shifts, ``+ -``, ``* / %``), the signs
@@ -22,7 +23,7 @@ term stands.  Comments ``//`` and ``/* */``.
 Everything else is refused by name with its line and column
 (:data:`REFUSED_DIRECTIVES`, :data:`UNSUPPORTED_FUNCTORS`, records,
 ADTs, ``$``, ``@`` functors, ``#include``, ``choice-domain``,
-subsumptive rules, parenthesized disjunction): a program either means
+parenthesized disjunction): a program either means
 what Soufflé means or does not run.  README.md's Datalog section lists
 every construct and its status.
 
@@ -39,7 +40,7 @@ from __future__ import annotations
 import re
 
 from ddflow.datalog.syntax import (IO, Aggregate, Atom, BinOp, Chain, Compare, Const, Decl, DatalogError, Functor,
-                                   Literal, Pragma, Rule, Source, Term, Test, Var, Wild)
+                                   Literal, Pragma, Rule, Source, Subsumption, Term, Test, Var, Wild)
 from ddflow.datalog.tokens import DIRECTIVES, Token, check_nesting, tokens  # noqa: F401  (DIRECTIVES: re-exported)
 from ddflow.plan.deep import NESTING_LIMIT
 
@@ -260,8 +261,8 @@ class _Parser:
             self.take()
             heads.append(self.atom())
         if self.at("<="):
-            raise DatalogError("subsumptive rules (<=) are not supported: write the dominated tuples' removal as "
-                               "a negation into a second relation", self.tok.pos)
+            self.subsumption(heads, start)
+            return
         bodies: list[list[Literal]] = [[]]
         if self.at(":-"):
             self.take()
@@ -278,6 +279,24 @@ class _Parser:
                 self.src.rules.append(Rule(head, tuple(body), start))
         if self.at("."):  # ``.plan`` after a rule is a directive token; a stray '.' is not
             self.fail("expected a rule or a directive")
+
+    def subsumption(self, heads: list[Atom], start) -> None:
+        """``r(...) <= r(...) :- body.`` (at the ``<=``)."""
+        le = self.take()
+        if len(heads) > 1:
+            raise DatalogError("a subsumptive rule has one dominated head", heads[1].pos)
+        dominating = self.atom()
+        for h in (heads[0], dominating):
+            if h.rel != heads[0].rel or dominating.rel != heads[0].rel:
+                raise DatalogError("a subsumptive rule's two heads name one relation", dominating.pos)
+            for t in h.args:
+                if isinstance(t, Wild):
+                    raise DatalogError("a subsumptive rule's heads name their values (no _)", t.pos)
+        self.expect(":-", "':-' and the body of the subsumptive rule")
+        bodies = self.disjunction()
+        self.expect(".", "'.' at the end of the rule")
+        for body in bodies:
+            self.src.subsumptions.append(Subsumption(heads[0], dominating, tuple(body), le.pos))
 
     def disjunction(self) -> list[list[Literal]]:
         out = [self.conjunction()]

@@ -42,15 +42,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ddflow.base.schema import Schema
-from ddflow.datalog.functors import IR_NAMES
+from ddflow.datalog.expressions import Expressions, _souffle
 from ddflow.datalog.hints import Hints
-from ddflow.datalog.program import BASE_TYPES, Program, constant_of, injected
+from ddflow.datalog.program import Program, constant_of, injected
 from ddflow.datalog.stratify import Stratum, strata
-from ddflow.datalog.syntax import (Aggregate, Atom, BinOp, Chain, Compare, Const, DatalogError, Functor, Literal,
-                                   Pos, Rule, Term, Test, Var, Wild)
-from ddflow.errors import SchemaError
-from ddflow.plan.expr import Call, Col, Expr, Held, Lit, conjunction
-from ddflow.plan.functions import TypeMismatch, cast, common_type, typed
+from ddflow.datalog.syntax import (Aggregate, Atom, Compare, Const, DatalogError, Functor, Literal, Pos, Rule, Term,
+                                   Test, Var, Wild)
+from ddflow.plan.expr import Call, Col, Expr, Lit, conjunction
+from ddflow.plan.functions import cast, typed
 from ddflow.plan.ir import (Agg, Distinct, Filter, Join, Project, RecRef, Recursive, Rel, Scan, SemiJoin, Union,
                             Values)
 from ddflow.plan.ir import Aggregate as AggregateRel
@@ -100,6 +99,7 @@ class Planner:
         self._fresh = itertools.count()
         self._in_aggregate = 0
         self._constants: dict[str, Const] = {}  # variables the body being planned sets to a constant
+        self.exprs = Expressions(program.types)
 
     # -- relations -----------------------------------------------------------------
     def schema(self, name: str) -> Schema:
@@ -150,8 +150,9 @@ class Planner:
         """The distinct union of the relation's input table, facts and rules (physical layout)."""
         schema = self.schema(name)
         parts: list[Rel] = []
-        if name in self.p.inputs:
-            parts.append(self._input(name))
+        fed_by = self.p.input_of(name)
+        if fed_by is not None:
+            parts.append(self._input(fed_by, name))
         if name in self.p.facts:
             perm = self.perm[name] or (0,)
             rows = tuple(sorted({tuple(r[i] for i in perm) if r else (0,) for r in self.p.facts[name]}, key=repr))
@@ -161,15 +162,17 @@ class Planner:
                 parts.append(self._rule(r))
         if not parts:
             return Values(schema, ())
-        if len(parts) == 1 and name in self.p.inputs and self.perm[name] == tuple(range(len(schema))) \
+        if len(parts) == 1 and fed_by == name and self.perm[name] == tuple(range(len(schema))) \
                 and name not in self.hints.placement:
             return parts[0]  # an input alone: its rows as they come (read as a set where that matters)
         body = parts[0] if len(parts) == 1 else Union(tuple(parts))
         return Distinct(body)
 
-    def _input(self, name: str) -> Rel:
+    def _input(self, name: str, into: str | None = None) -> Rel:
+        """The table of ``.input name`` as rows of relation ``into`` (``name`` itself, or its ``@all``)."""
         rel = self.p.relations[name]
         io = self.p.inputs[name]
+        into = into or name
         table = self.tables.get(name.lower())
         if table is None:
             raise DatalogError(f".input {name}: the dataflow has no table {name!r} (make one with "
@@ -195,8 +198,8 @@ class Planner:
         scan = Filter(scan, conjunction(nonnull))
         if rel.arity == 0:
             return Project(scan, (Lit(0, "bigint"),), ("_",))
-        perm = self.perm[name]
-        s = self.schema(name)
+        perm = self.perm[into]
+        s = self.schema(into)
         if perm == tuple(range(rel.arity)) and all(isinstance(c, Col) for c in cols) \
                 and table.names == s.names:
             return scan
@@ -440,6 +443,13 @@ class Planner:
         anti = SemiJoin(cur.rel, b.rel, tuple(cur.col(v) for v in keys), tuple(b.col(v) for v in keys), anti=True)
         return Binding(anti, cur.vars)
 
+    def expr(self, t: Term, b: Binding, want: str | None = None) -> Expr:
+        """The IR expression of a term over a binding's columns (:mod:`ddflow.datalog.expressions`)."""
+        return self.exprs.expr(t, b, want)
+
+    def _typed(self, op: str, args, pos: Pos) -> Expr:
+        return self.exprs._typed(op, args, pos)
+
     def aggregate(self, cur: Binding, agg: Aggregate, name: str, outside: set[str]) -> Binding:
         """``cur`` with variable ``name`` bound to ``agg`` per binding of its injected variables."""
         inj = sorted(injected(agg, outside))
@@ -482,106 +492,6 @@ class Planner:
             value = Call("coalesce", (value, zero), ar.type)
         return self.extend(joined, {name: value})
 
-    # -- expressions ---------------------------------------------------------------
-    def expr(self, t: Term, b: Binding, want: str | None = None) -> Expr:
-        """The IR expression of a term over a binding's columns (``want``: the Soufflé type a constant takes)."""
-        if isinstance(t, Var):
-            return b.col(t.name)
-        if isinstance(t, Const):
-            if t.kind == "symbol":
-                return Lit(t.value, "string")
-            if t.kind == "float" or want == "float":
-                return Lit(float(t.value), "double")
-            return Lit(int(t.value), "bigint")
-        if isinstance(t, BinOp):
-            l, r = self.expr(t.left, b, want), self.expr(t.right, b, want)
-            return self._typed(self._op(t.op, l.type, r.type, t.pos), (l, r), t.pos)
-        if isinstance(t, Chain):  # one IR ``chain``: each step applied to the value so far (see ddflow.plan.expr)
-            first = self.expr(t.first, b, want)
-            steps: list[Call] = []
-            for op, x in t.rest:
-                r = self.expr(x, b, want)
-                left = steps[-1].type if steps else first.type
-                op = self._op(op, left, r.type, x.pos)
-                call = self._typed(op, (Held(left) if steps else first, r), x.pos)
-                steps.append(Call(call.op, (Held(left), call.args[1]), call.type))
-            return Call("chain", (first, *steps), steps[-1].type)
-        if isinstance(t, Functor):
-            if t.name == "as":
-                return self._as(t, self.expr(t.args[0], b, want))
-            if t.name == "range":
-                raise DatalogError("range gives many values: bind them to a variable in the body, "
-                                   "x = range(from, to[, step])", t.pos)
-            args = [self.expr(a, b) for a in t.args]
-            name = t.name
-            if name == "neg":
-                return self._typed("neg", args, t.pos)
-            if name in ("bnot", "lnot"):
-                return self._typed(IR_NAMES[name], args, t.pos)
-            if name in ("itof", "utof", "ftoi"):
-                want_in = "double" if name == "ftoi" else "bigint"
-                if args[0].type != want_in:
-                    raise DatalogError(f"{name} converts a {_souffle(want_in)}, got a {_souffle(args[0].type)}",
-                                       t.pos)
-                return cast(args[0], "bigint" if name == "ftoi" else "double")
-            if name == "abs":
-                return self._typed("abs", args, t.pos)
-            if name == "cat":
-                return self._typed("concat", args, t.pos)
-            if name == "strlen":
-                return self._typed("length", args, t.pos)
-            if name == "substr":
-                start = self._typed("+", (args[1], Lit(1, "bigint")), t.pos)
-                return self._typed("substring", (args[0], start, args[2]), t.pos)
-            if name == "to_string" and args[0].type == "double":
-                return self._typed(IR_NAMES["to_string"], args, t.pos)
-            if name in ("to_number", "to_string", "to_float"):
-                to = {"to_number": "bigint", "to_string": "string", "to_float": "double"}[name]
-                try:
-                    return cast(args[0], to)
-                except SchemaError as err:
-                    raise DatalogError(_bare(err), t.pos) from None
-            if name in ("min", "max"):  # one least / greatest call (a number meets a float as a float)
-                try:
-                    typ = common_type([a.type for a in args], f"{name}")
-                except TypeMismatch as err:
-                    raise DatalogError(str(err), t.pos) from None
-                args = [cast(a, typ) if a.type != typ else a for a in args]
-                return self._typed("least" if name == "min" else "greatest", args, t.pos)
-        raise DatalogError(f"{t!r} is not supported here", t.pos)
-
-    def _op(self, op: str, left: str, right: str, pos: Pos) -> str:
-        """The IR function of Datalog's binary ``op`` on values of types ``left`` and ``right`` (``+`` of two
-        symbols is ``cat``); arithmetic on a symbol otherwise is refused."""
-        if op == "+" and left == right == "string":
-            return "concat"
-        if "string" in (left, right):
-            raise DatalogError(f"arithmetic {op} on a symbol" + (" and a number (+ joins two symbols)"
-                                                                   if op == "+" else ""), pos)
-        if op == "/" and left == "bigint" and right == "bigint":
-            return "div"
-        if op == "^":
-            return IR_NAMES["^"] if left == right == "bigint" else "pow"
-        return IR_NAMES.get(op, op)
-
-    def _as(self, t: Functor, value: Expr) -> Expr:
-        """``as(x, T)``: ``x`` read as type ``T``, which must have ``x``'s base type (a subtype or alias of it)."""
-        name = t.args[1].value
-        if name not in self.p.types:
-            raise DatalogError(f"as(x, T): unknown type {name!r}", t.args[1].pos)
-        base = self.p.types[name]
-        if BASE_TYPES[base] != value.type:
-            raise DatalogError(f"as({t.args[0]!r}, {name}) converts between base types ({_souffle(value.type)} to "
-                               f"{base}); use to_number, to_string, to_float, itof or ftoi", t.pos)
-        return value
-
-    def _typed(self, op: str, args, pos: Pos) -> Expr:
-        try:
-            return typed(op, tuple(args))
-        except SchemaError as err:
-            raise DatalogError(_bare(err), pos) from None
-
-
 #: The most values one ``range`` may give (its values are a constant relation of the plan).
 RANGE_LIMIT = 1_000_000
 
@@ -595,12 +505,3 @@ def _constants_of(lits) -> dict[str, Const]:
                 if isinstance(a, Var) and isinstance(b, Const):
                     out[a.name] = b
     return out
-
-
-def _bare(err: Exception) -> str:
-    msg = str(err)
-    return msg[5:] if msg.startswith("SQL: ") else msg
-
-
-def _souffle(sql_type: str) -> str:
-    return {v: k for k, v in BASE_TYPES.items() if k != "unsigned"}.get(sql_type, sql_type)

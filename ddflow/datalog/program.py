@@ -22,10 +22,11 @@ The checks, each refused with the line and column of what breaks it:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ddflow.datalog.parser import parse  # noqa: F401  (the doctest's)
 from ddflow.datalog.scope import lift, scope
+from ddflow.datalog.subsume import rewrite as subsumption_rules
 from ddflow.datalog.syntax import (IO, Aggregate, Atom, BinOp, Chain, Compare, Const, DatalogError, Functor, Literal,
                                    Pos, Pragma, Rule, Source, Term, Test, Var, Wild)
 
@@ -63,11 +64,20 @@ class Program:
     printsize: dict[str, IO]
     pragmas: list[Pragma] = field(default_factory=list)
     types: dict[str, str] = field(default_factory=dict)  # every type name (aliases too) -> its base type
+    #: Relations the program makes for itself (subsumption's ``r@all``, ``r@dominated``) -> the user's relation.
+    hidden: dict[str, str] = field(default_factory=dict)
 
     def derived(self) -> list[str]:
         """Relations the program computes (rules or facts), in declaration order."""
         heads = {r.head.rel for r in self.rules} | set(self.facts)
-        return [n for n in self.relations if n in heads or n not in self.inputs]
+        return [n for n in self.relations if (n in heads or n not in self.inputs) and n not in self.hidden]
+
+    def input_of(self, name: str) -> str | None:
+        """The ``.input`` relation whose table feeds relation ``name`` (a subsumed relation's ``@all`` reads its
+        relation's table, the relation itself none), or None."""
+        if name in self.hidden:
+            return self.hidden[name] if name.endswith("@all") and self.hidden[name] in self.inputs else None
+        return name if name in self.inputs and not any(v == name for v in self.hidden.values()) else None
 
 
 def check(src: Source) -> Program:
@@ -93,9 +103,18 @@ def check(src: Source) -> Program:
         if io.rel not in relations:
             raise DatalogError(f".{io.kind} of an unknown relation {io.rel}", io.pos)
         {"input": inputs, "output": outputs, "printsize": printsize}[io.kind][io.rel] = io
+    for sub in src.subsumptions:
+        for a in (sub.dominated, sub.dominating):
+            _check_atom(a, relations)
+        for lit in sub.body:
+            _check_literal(lit, relations)
+    written = list(src.rules) + [r for d in src.decls if d.eqrel for r in equivalence_rules(d.name, d.pos)]
+    moved, made, hidden = subsumption_rules(written, src.subsumptions)
+    for h, name in hidden.items():
+        relations[h] = replace(relations[name], name=h)
     facts: dict[str, list[tuple]] = {}
     rules = []
-    for r in list(src.rules) + [r for d in src.decls if d.eqrel for r in equivalence_rules(d.name, d.pos)]:
+    for r in moved + made:
         _check_atom(r.head, relations)
         for t in r.head.args:
             _check_term(t, relations)
@@ -108,7 +127,7 @@ def check(src: Source) -> Program:
         r = scope(r)
         _check_safe(r)
         rules.append(r)
-    return Program(relations, rules, facts, inputs, outputs, printsize, list(src.pragmas), types)
+    return Program(relations, rules, facts, inputs, outputs, printsize, list(src.pragmas), types, hidden)
 
 
 def equivalence_rules(name: str, pos: Pos) -> list[Rule]:

@@ -233,6 +233,20 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Subsumption:
+    """``r(dominated...) <= r(dominating...) :- body.``: a tuple of ``r`` that another tuple of ``r`` dominates
+    (the body holding of the two) is deleted (see :func:`~ddflow.datalog.program.subsumption_rules`)."""
+
+    dominated: Atom
+    dominating: Atom
+    body: tuple[Literal, ...]
+    pos: Pos = field(compare=False)
+
+    def __repr__(self) -> str:
+        return f"{self.dominated!r} <= {self.dominating!r} :- {', '.join(map(repr, self.body))}."
+
+
+@dataclass(frozen=True)
 class Decl:
     """``.decl name(attr: type, ...)``: the attribute names and their type names as written."""
 
@@ -277,3 +291,4 @@ class Source:
     rules: list[Rule] = field(default_factory=list)
     io: list[IO] = field(default_factory=list)
     pragmas: list[Pragma] = field(default_factory=list)
+    subsumptions: list[Subsumption] = field(default_factory=list)

@@ -33,6 +33,7 @@ class Program:
         self.strata: list[list[str]] = []
         self.rules: list[tuple] = []  # (head rel, head terms, body literals)
         self.eqrel: set[str] = set()  # equivalence relations: closed after every round
+        self.subsumptions: list[tuple] = []  # (rel, dominated terms, dominating terms, body literals)
 
     def text(self, hints: list[str] = ()) -> str:
         out = []
@@ -42,6 +43,9 @@ class Program:
             if r in INPUTS:
                 out.append(f".input {r}")
         out.extend(hints)
+        for rel, t1, t2, body in self.subsumptions:
+            out.append(f"{rel}({', '.join(map(_t, t1))}) <= {rel}({', '.join(map(_t, t2))}) :- "
+                       f"{', '.join(map(_lit, body))}.")
         for head, terms, body in self.rules:
             terms, body = _inline(terms, body)
             out.append(f"{head}({', '.join(map(_t, terms))}) :- {', '.join(map(_lit, body)) or 'true'}.")
@@ -131,6 +135,23 @@ def generate(rng: random.Random, n_strata: int = 4, kinds: tuple[str, ...] = KIN
             if rng.random() < 0.5:
                 p.rules.append((name, [("v", "x"), ("v", "z")], [("atom", name, [("v", "x"), ("v", "y")], False),
                                                                  ("atom", b, [("v", "y"), ("v", "z")], False)]))
+            p.strata.append([name])
+            continue
+        if kind == "subsume":  # r(x, y) :- a(x, y). [r(x, z) :- a(x, y), b(y, z).] and a partial order's <=
+            p.arity[name], p.types[name] = 2, ["number", "number"]
+            a, b, c = (_binary(rng, earlier, p) for _ in range(3))
+            x, y, u, v = (("v", n) for n in ("x", "y", "u", "v"))
+            p.rules.append((name, [x, y], [("atom", a, [x, y], False)]))
+            if rng.random() < 0.5:
+                p.rules.append((name, [x, ("v", "z")], [("atom", a, [x, y], False),
+                                                        ("atom", b, [y, ("v", "z")], False)]))
+            variant = rng.choice(["max", "min_x", "unless"])
+            if variant == "max":  # the largest y of each x
+                p.subsumptions.append((name, [x, y], [x, v], [("cmp", "<", y, v)]))
+            elif variant == "min_x":  # the smallest x of each y
+                p.subsumptions.append((name, [x, y], [u, y], [("cmp", ">", x, u)]))
+            else:  # a tuple not in c is dominated by any tuple of a larger x
+                p.subsumptions.append((name, [x, y], [u, v], [("atom", c, [x, y], True), ("cmp", "<", x, u)]))
             p.strata.append([name])
             continue
         if kind == "ops":  # r(x, e) :- a(x, y)[, e op c]: e of bitwise, logical, ^ and signs over x, y
@@ -282,7 +303,36 @@ def evaluate(p: Program, facts: dict[str, set[tuple]]) -> dict[str, set[tuple]]:
             if all(new[r] == db[r] for r in stratum):
                 break
             db.update(new)
+        for rel, t1, t2, body in p.subsumptions:  # (a subsumed relation is never recursive)
+            if rel in stratum:
+                db[rel] = db[rel] - _dominated(db[rel], t1, t2, body, db)
     return db
+
+
+def _dominated(tuples: set[tuple], t1, t2, body, db) -> set[tuple]:
+    """The tuples ``u`` such that another tuple ``v`` dominates them: ``t1`` matches ``u``, ``t2`` matches ``v``
+    and ``body`` holds (``db`` holding every tuple, dominated or not)."""
+    out = set()
+    for u in tuples:
+        for v in tuples:
+            if u == v:
+                continue
+            env = _match(t1, u, {})
+            env = _match(t2, v, env) if env is not None else None
+            if env is not None and next(iter(_solve(body, env, db)), None) is not None:
+                out.add(u)
+                break
+    return out
+
+
+def _match(terms, tup, env):
+    env = dict(env)
+    for t, v in zip(terms, tup):
+        if t[0] == "v" and t[1] not in env:
+            env[t[1]] = v
+        elif _val(t, env) != v:
+            return None
+    return env
 
 
 def _equivalence(pairs: set[tuple]) -> set[tuple]:
