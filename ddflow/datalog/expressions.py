@@ -81,11 +81,8 @@ class Expressions:
                 return self._typed("abs", args, t.pos)
             if name == "cat":
                 return self._typed("concat", args, t.pos)
-            if name == "strlen":
-                return self._typed("length", args, t.pos)
-            if name == "substr":
-                start = self._typed("+", (args[1], Lit(1, "bigint")), t.pos)
-                return self._typed("substring", (args[0], start, args[2]), t.pos)
+            if name in ("strlen", "substr"):
+                return self._typed(IR_NAMES[name], args, t.pos)
             if name == "to_string" and args[0].type == "double":
                 return self._typed(IR_NAMES["to_string"], args, t.pos)
             if name in ("to_number", "to_string", "to_float"):

@@ -1,4 +1,4 @@
-"""Soufflé's functors that Spark SQL lacks: bitwise, logical and integer power, as kernels of the plan IR.
+"""Soufflé's functors as Soufflé computes them, where Spark SQL's differ or lack: kernels of the plan IR.
 
 Registered in the one function table (:mod:`ddflow.plan.functions`) under
 ``datalog_`` names, so no SQL query can call them by accident.  On
@@ -11,6 +11,13 @@ Registered in the one function table (:mod:`ddflow.plan.functions`) under
 - ``land lor lxor lnot``: 1 where the logical operation on "not zero"
   holds, else 0;
 - ``to_string`` of a float: C++'s ``std::to_string``, six places (``3.140000``);
+- ``strlen`` and ``substr`` count bytes of UTF-8, as C++'s ``std::string``
+  does; ``substr(s, i, n)`` is ``""`` for ``i`` outside ``0..strlen(s)``
+  (Soufflé warns and gives that), the rest of ``s`` for a negative ``n``
+  (a cut through a multi-byte character shows as U+FFFD);
+- ``contains(sub, s)`` and ``match(pattern, s)`` of any arguments (a
+  pattern must match all of ``s``; RE2 runs it, per distinct pattern, and
+  one RE2 cannot run is an error, not a silent false);
 - ``^`` of two numbers: exact, a result past 64 bits raises as ``*``
   does; a negative exponent gives what C's ``pow`` truncates to (0, or
   ±1 for a base of ±1; a base of 0 raises).  ``^`` of floats is ``pow``.
@@ -36,6 +43,8 @@ IR_NAMES = {op: f"datalog_{op}" for op in ("band", "bor", "bxor", "bshl", "bshr"
                                            "lxor", "lnot")}
 IR_NAMES["^"] = "datalog_ipow"
 IR_NAMES["to_string"] = "datalog_ftos"
+for _name in ("strlen", "substr", "contains", "match"):
+    IR_NAMES[_name] = f"datalog_{_name}"
 
 
 def _numbers(arity: int, name: str):
@@ -115,3 +124,62 @@ def _ftos(args, e, n):
     for i in range(n):
         out[i] = "" if an[i] else "%f" % float(a[i])
     return out, an
+
+
+def _strings_typer(kinds: str, out: str, name: str):
+    def typer(args):
+        want = {"s": ("string", "null"), "i": ("bigint", "null")}
+        if len(args) != len(kinds) or any(a.type not in want[k] for a, k in zip(args, kinds)):
+            names = {"s": "symbol", "i": "number"}
+            raise TypeMismatch(f"{name} takes ({', '.join(names[k] for k in kinds)}), got ({_names(args)})")
+        return out
+    return typer
+
+
+def _rows(fn, out_dtype):
+    """A kernel applying ``fn`` to each row's values (NULL where any argument is)."""
+    def kernel(args, e, n):
+        null = np.zeros(n, dtype=bool)
+        for _, vn in args:
+            null = null | vn
+        out = np.empty(n, dtype=out_dtype) if out_dtype is object else np.zeros(n, dtype=out_dtype)
+        for i in np.flatnonzero(~null):
+            out[i] = fn(*(v[i] for v, _ in args))
+        if out_dtype is object:
+            out[null] = ""
+        return out, null
+    return kernel
+
+
+def _substr(s: str, i, k) -> str:
+    b = s.encode()
+    i, k = int(i), int(k)
+    if not 0 <= i <= len(b):
+        return ""
+    return (b[i:] if k < 0 else b[i:i + k]).decode(errors="replace")
+
+
+function(IR_NAMES["strlen"], _strings_typer("s", "bigint", "strlen"))(_rows(lambda s: len(s.encode()), np.int64))
+function(IR_NAMES["substr"], _strings_typer("sii", "string", "substr"))(_rows(_substr, object))
+function(IR_NAMES["contains"], _strings_typer("ss", "boolean", "contains"))(_rows(lambda sub, s: sub in s, bool))
+
+
+@function(IR_NAMES["match"], _strings_typer("ss", "boolean", "match"))
+def _match(args, e, n):
+    """``match(pattern, s)``: each distinct pattern run once by RE2 over its rows, anchored at both ends."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    (p, pn), (s, sn) = args
+    null = pn | sn
+    out = np.zeros(n, dtype=bool)
+    rows = np.flatnonzero(~null)
+    by_pattern: dict[str, list[int]] = {}
+    for i in rows:
+        by_pattern.setdefault(p[i], []).append(i)
+    for pat, idx in by_pattern.items():
+        try:
+            hit = pc.match_substring_regex(pa.array([s[i] for i in idx], type=pa.string()), f"^(?:{pat})$")
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+            raise SchemaError(f"match: the pattern {pat!r} is not one RE2 runs ({err})") from None
+        out[idx] = hit.to_numpy(zero_copy_only=False)
+    return out, null

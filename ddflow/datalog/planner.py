@@ -43,6 +43,7 @@ import pyarrow.compute as pc
 
 from ddflow.base.schema import Schema
 from ddflow.datalog.expressions import Expressions, _souffle
+from ddflow.datalog.functors import IR_NAMES
 from ddflow.datalog.hints import Hints
 from ddflow.datalog.program import Program, constant_of, injected
 from ddflow.datalog.stratify import Stratum, strata
@@ -407,25 +408,17 @@ class Planner:
         return self.join(cur, gen, f.pos)
 
     def test(self, cur: Binding, lit: Test) -> Binding:
-        """``contains(sub, s)`` / ``match(pattern, s)`` as a filter; the substring or pattern must be a constant
-        (the IR's kernels take one per call), the pattern one RE2 compiles (checked here, not at run time)."""
-        first, subject = lit.args
-        what = "pattern" if lit.name == "match" else "substring"
-        if not (isinstance(first, Const) and first.kind == "symbol"):
-            raise DatalogError(f"{lit.name} with a {what} that is not a constant symbol is not supported", first.pos)
-        s = self.expr(subject, cur)
-        if s.type != "string":
-            raise DatalogError(f"{lit.name} tests a symbol, got a {_souffle(s.type)}", subject.pos)
-        if lit.name == "contains":
-            pred = self._typed("contains", (s, Lit(first.value, "string")), lit.pos)
-        else:
-            pattern = f"^(?:{first.value})$"  # Soufflé's match is a whole-string match
+        """``contains(sub, s)`` / ``match(pattern, s)`` as a filter (:mod:`ddflow.datalog.functors`); a constant
+        pattern RE2 cannot run is refused here, not at run time."""
+        first, subject = (self.expr(a, cur) for a in lit.args)
+        if lit.name == "match" and isinstance(lit.args[0], Const) and lit.args[0].kind == "symbol":
+            pattern = lit.args[0].value
             try:
-                pc.match_substring_regex(pa.array([""]), pattern)
+                pc.match_substring_regex(pa.array([""]), f"^(?:{pattern})$")
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
-                raise DatalogError(f"match: the pattern {first.value!r} is not supported ({err})", first.pos) \
+                raise DatalogError(f"match: the pattern {pattern!r} is not supported ({err})", lit.args[0].pos) \
                     from None
-            pred = self._typed("rlike", (s, Lit(pattern, "string")), lit.pos)
+        pred = self._typed(IR_NAMES[lit.name], (first, subject), lit.pos)
         if lit.negated:
             pred = Call("not", (pred,), "boolean")
         return Binding(Filter(cur.rel, pred), cur.vars)
