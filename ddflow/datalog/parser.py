@@ -10,7 +10,8 @@ type, or a union of types of one base), ``.number_type`` /
 join-order hint; results never depend on it, so it is read and
 ignored); rules with one or more head atoms and a body of atoms, ``!``
 atoms, comparisons (``= != < <= > >=``), ``contains`` / ``match``,
-``true``/``false`` and top-level ``;`` disjunction; subsumptive rules
+``true``/``false`` and ``;`` disjunction (parenthesized too: one rule per
+alternative); subsumptive rules
 ``r(...) <= r(...) :- body.`` (:mod:`ddflow.datalog.subsume`); facts; terms with
 variables, ``_``, numbers (decimal, ``0x``, ``0b``, floats), strings,
 the binary operators at Soufflé's precedence (:data:`BINARY_LEVELS`:
@@ -22,8 +23,8 @@ term stands.  Comments ``//`` and ``/* */``.
 
 Everything else is refused by name with its line and column
 (:data:`REFUSED_DIRECTIVES`, :data:`UNSUPPORTED_FUNCTORS`, records,
-ADTs, ``$``, ``@`` functors, ``#include``, ``choice-domain``,
-parenthesized disjunction): a program either means
+ADTs, ``$``, ``@`` functors, ``#include``, ``choice-domain``, a
+negated parenthesized body): a program either means
 what Soufflé means or does not run.  README.md's Datalog section lists
 every construct and its status.
 
@@ -49,6 +50,8 @@ AGGREGATES = {"count", "sum", "min", "max", "mean"}
 #: Functors with their arity (``min``/``max`` with two arguments; with ``:`` they are aggregates).
 FUNCTORS = {"cat": None, "strlen": 1, "substr": 3, "to_number": 1, "to_string": 1, "to_float": 1, "min": None,
             "max": None, "abs": 1, "itof": 1, "utof": 1, "ftoi": 1, "as": 2, "range": None}
+#: The most rules one body's parenthesized disjunctions may expand to.
+ALTERNATIVES_LIMIT = 1024
 #: Binary operators from the loosest to the tightest (Soufflé's parser.yy); ``^`` binds tighter than signs.
 BINARY_LEVELS = (("lor",), ("lxor",), ("land",), ("bor",), ("bxor",), ("band",), ("bshl", "bshr", "bshru"),
                  ("+", "-"), ("*", "/", "%"))
@@ -299,20 +302,37 @@ class _Parser:
             self.src.subsumptions.append(Subsumption(heads[0], dominating, tuple(body), le.pos))
 
     def disjunction(self) -> list[list[Literal]]:
-        out = [self.conjunction()]
+        """Bodies separated by ``;``, each a conjunction: the alternatives, one rule each (Soufflé's meaning)."""
+        out = self.conjunction()
         while self.at(";"):
             self.take()
-            out.append(self.conjunction())
+            out.extend(self.conjunction())
         return out
 
-    def conjunction(self) -> list[Literal]:
-        lits = [self.literal()]
+    def conjunction(self) -> list[list[Literal]]:
+        """Literals separated by ``,``; a parenthesized disjunction among them multiplies the alternatives
+        (``a, (b ; c)`` is ``a, b`` or ``a, c``), at most :data:`ALTERNATIVES_LIMIT` of them."""
+        start = self.tok
+        alts = self.group()
         while self.at(","):
             self.take()
-            lits.append(self.literal())
-        if not self.at(".") and not self.at(";") and not self.at("}"):
+            item = self.group()
+            alts = [a + b for a in alts for b in item]
+            if len(alts) > ALTERNATIVES_LIMIT:
+                raise DatalogError(f"the disjunctions of this body expand to more than {ALTERNATIVES_LIMIT:,} "
+                                   "rules", start.pos)
+        if not self.at(".") and not self.at(";") and not self.at("}") and not self.at(")"):
             self.fail("expected ',', ';' or '.'")
-        return lits
+        return alts
+
+    def group(self) -> list[list[Literal]]:
+        """One literal, or a parenthesized disjunction (its alternatives)."""
+        if self.at("(") and self._parenthesized_body():
+            self.take()
+            alts = self.disjunction()
+            self.expect(")", "')' at the end of the parenthesized body")
+            return alts
+        return [[self.literal()]]
 
     def literal(self) -> Literal:
         t = self.tok
@@ -344,9 +364,6 @@ class _Parser:
         if t.kind == "id" and self.peek().text == "(" and t.text not in FUNCTORS and t.text not in AGGREGATES \
                 and t.text not in UNSUPPORTED_FUNCTORS:
             return self.atom()
-        if t.text == "(" and self._parenthesized_body():
-            raise DatalogError("parenthesized (nested) disjunctions are not supported; write one rule per branch",
-                               t.pos)
         left = self.term()
         op = self.tok
         if op.text not in ("=", "!=", "<", "<=", ">", ">="):

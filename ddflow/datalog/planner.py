@@ -425,13 +425,13 @@ class Planner:
 
     def negation(self, cur: Binding, a: Atom) -> Binding:
         b, extra = self.atom(Atom(a.rel, a.args, a.pos))
-        if extra:
-            raise DatalogError("an expression inside a negated atom is not supported (bind it to a variable first)",
-                               a.pos)
+        for lit in extra:  # ``!r(x + 1)``: the expression's value, computed on the bindings, is a key
+            cur = self.assign(cur, lit.left.name, lit.right)
         keys = [v for v in b.vars]
         for v in keys:
             if cur.col(v).type != b.col(v).type:
-                raise DatalogError(f"variable {v} is a {_souffle(cur.col(v).type)} here and a "
+                what = "an expression" if v.startswith("_arg") else f"variable {v}"
+                raise DatalogError(f"{what} is a {_souffle(cur.col(v).type)} here and a "
                                    f"{_souffle(b.col(v).type)} in !{a.rel}", a.pos)
         anti = SemiJoin(cur.rel, b.rel, tuple(cur.col(v) for v in keys), tuple(b.col(v) for v in keys), anti=True)
         return Binding(anti, cur.vars)

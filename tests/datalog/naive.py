@@ -91,6 +91,8 @@ def _t(t) -> str:
 
 
 def _lit(lit) -> str:
+    if lit[0] == "or":
+        return "(" + " ; ".join(", ".join(map(_lit, alt)) for alt in lit[1]) + ")"
     if lit[0] == "atom":
         return f"{'!' if lit[3] else ''}{lit[1]}({', '.join(map(_t, lit[2]))})"
     if lit[0] == "cmp":
@@ -135,6 +137,20 @@ def generate(rng: random.Random, n_strata: int = 4, kinds: tuple[str, ...] = KIN
             if rng.random() < 0.5:
                 p.rules.append((name, [("v", "x"), ("v", "z")], [("atom", name, [("v", "x"), ("v", "y")], False),
                                                                  ("atom", b, [("v", "y"), ("v", "z")], False)]))
+            p.strata.append([name])
+            continue
+        if kind == "disj":  # r(x, y) :- a(x, y), (alternatives), !c(x + k, y): disjunction, negated expression
+            p.arity[name], p.types[name] = 2, ["number", "number"]
+            a, b, c = (_binary(rng, earlier, p) for _ in range(3))
+            x, y = ("v", "x"), ("v", "y")
+            alts = [[("cmp", "<", x, ("c", rng.randrange(1, DOMAIN)))],
+                    [("cmp", "=", y, ("c", rng.randrange(DOMAIN))), ("atom", b, [y, ("_",)], False)],
+                    [("atom", c, [y, x], True)]]
+            rng.shuffle(alts)
+            body = [("atom", a, [x, y], False), ("or", alts[:rng.randrange(2, 4)])]
+            if rng.random() < 0.6:
+                body.append(("atom", c, [("%", ("+", x, ("c", rng.randrange(1, 3))), ("c", DOMAIN)), y], True))
+            p.rules.append((name, [x, y], body))
             p.strata.append([name])
             continue
         if kind == "subsume":  # r(x, y) :- a(x, y). [r(x, z) :- a(x, y), b(y, z).] and a partial order's <=
@@ -427,6 +443,11 @@ def _rest(lits, env, db):
         yield env
         return
     lit = lits[0]
+    if lit[0] == "or":  # a parenthesized disjunction: the bindings of each alternative
+        for alt in lit[1]:
+            for e in _solve(alt, env, db):
+                yield from _rest(lits[1:], e, db)
+        return
     if lit[0] == "atom":  # negated: no tuple matches
         _, rel, terms, _ = lit
         if not any(all(t[0] == "_" or _val(t, env) == v for t, v in zip(terms, tup)) for tup in db[rel]):
