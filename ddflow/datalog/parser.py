@@ -207,7 +207,10 @@ class _Parser:
             base = self.ident("a type")
             self.src.types[name.text] = (base.text, name.pos)
             return
-        self.expect("=", "'=' or '<:'")
+        if not self.at("="):  # ``.type T`` alone: Soufflé's old spelling of ``.symbol_type T``
+            self.src.types[name.text] = ("symbol", name.pos)
+            return
+        self.take()
         if self.at("["):
             raise DatalogError("record types (.type T = [a: number, ...]) are not supported", self.tok.pos)
         first = self.ident("a type")
@@ -569,6 +572,9 @@ class _Parser:
         self.take()
         if self.at("{"):
             self.take()
+            if self.at("}"):
+                raise DatalogError(f"the {t.text} aggregate's body {{}} is empty: write what it ranges over, "
+                                   f"as in {t.text}{' x' if t.text != 'count' else ''} : {{ r(x) }}", self.tok.pos)
             bodies = self.disjunction()
             if len(bodies) > 1:
                 raise DatalogError("a disjunction inside an aggregate is not supported", t.pos)

@@ -17,6 +17,7 @@ import re
 import pytest
 
 import ddflow
+from ddflow.datalog.program import load
 from ddflow.datalog.syntax import DatalogError
 from tests.datalog.naive import generate
 from tests.datalog.test_oracle import _check
@@ -154,6 +155,12 @@ def test_contains_match_and_substr_of_variables_under_updates():
             assert caps["d"].contents(t) == want_d
 
 
+def test_a_type_of_no_definition_is_a_symbol_type():
+    # Soufflé's subtype2 test: `.type E` is the old `.symbol_type E` (Soufflé warns); unions of its subtypes.
+    p = load(".type A = B | C\n.type B\n.type C = D\n.type D\n.decl r(x: A)\n.decl s(x: D)\nr(x) :- s(x).")
+    assert p.relations["r"].types == ("symbol",) and p.relations["s"].types == ("symbol",)
+
+
 def test_conversions_as_and_constant_facts():
     program = (".type Id <: number\n.decl e(x: number)\n.input e\n.decl r(x: Id, f: float, n: number)\n"
                "r(as(x, Id), itof(x) / 2.0, ftoi(itof(x) / 2.0 - 0.5)) :- e(x).\n"
@@ -257,6 +264,7 @@ REFUSED = [
      "an aggregate inside an aggregate is not supported"),
     ("witness of sum", "r(x) :- n = sum y : { e(x, y) }, n > 0.", "variable x of the rule is bound only inside the "
                                                                    "sum aggregate (a witness)"),
+    ("empty aggregate body", "r(n) :- n = count : {}.", "the count aggregate's body {} is empty"),
     ("negated parenthesized body", "r(x) :- e(x, _), !(x = 1 ; x = 2).", "negation of a parenthesized body"),
     ("disjunction in an aggregate", "r(n) :- n = count : { e(x, _), (x = 1 ; x = 2) }.",
      "a disjunction inside an aggregate is not supported"),
