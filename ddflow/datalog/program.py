@@ -197,13 +197,14 @@ def _check_literal(lit: Literal, relations: dict[str, Relation], depth: int = 0)
 
 
 def _check_term(t: Term, relations: dict[str, Relation], depth: int = 0) -> None:
-    """Atoms inside ``t`` name declared relations with their arity; an aggregate inside an aggregate
-    (``depth`` > 0: inside one) is refused."""
+    """Atoms inside ``t`` name declared relations with their arity; an aggregate inside an aggregate's
+    expression (``depth`` > 0) is refused."""
     if isinstance(t, Aggregate):
         if depth:
-            raise DatalogError("an aggregate inside an aggregate is not supported", t.pos)
+            raise DatalogError("an aggregate inside an aggregate's expression is not supported (bind it in the "
+                               "body: v = ..., then aggregate v)", t.pos)
         for lit in t.body:
-            _check_literal(lit, relations, depth + 1)
+            _check_literal(lit, relations)
         if t.expr is not None:
             _check_term(t.expr, relations, depth + 1)
     elif isinstance(t, BinOp):

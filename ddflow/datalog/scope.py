@@ -25,6 +25,9 @@ comparison.  :func:`lift` gives each aggregate that is not already
   witness by adding the aggregate's body to the rule with its expression
   equal to the result; so does ddflow, for ``min`` and ``max``.  For
   ``count``, ``sum`` and ``mean`` no tuple witnesses the value: refused.
+- an aggregate inside an aggregate's body takes, the same way, what the
+  body around it grounds and what was injected into that body; the outer
+  aggregate takes from the rule what the inner one needs (:func:`free`).
 - **local**: every other variable of the aggregate, its own whatever
   the rule outside calls by that name.  So in
   ``Y = min Z+Y : { a(A,Z), a(B,Y), A!=B }`` the inner ``Y`` (in the
@@ -47,42 +50,56 @@ from ddflow.datalog.syntax import (Aggregate, Atom, BinOp, Chain, Compare, Datal
 
 
 def lift(rule: Rule) -> Rule:
-    """``rule`` with every aggregate not already ``v = aggregate`` bound to a variable of its own.  O(rule size).
+    """``rule`` with every aggregate not already ``v = aggregate`` bound to a variable of its own (inside
+    aggregates' bodies too).  O(rule size).
 
     The variable is named for the aggregate and where it is written (``max@3:9``): no program can write that name.
     """
     extra: list[Literal] = []
-
-    def sub(t: Term) -> Term:
-        if isinstance(t, Aggregate):
-            v = Var(f"{t.func}@{t.pos}", t.pos)
-            extra.append(Compare("=", v, t, t.pos))
-            return v
-        if isinstance(t, BinOp):
-            return replace(t, left=sub(t.left), right=sub(t.right))
-        if isinstance(t, Chain):
-            return replace(t, first=sub(t.first), rest=tuple((op, sub(x)) for op, x in t.rest))
-        if isinstance(t, Functor):
-            return replace(t, args=tuple(sub(a) for a in t.args))
-        return t
-
-    head = replace(rule.head, args=tuple(sub(a) for a in rule.head.args))
-    body: list[Literal] = []
-    for lit in rule.body:
-        if isinstance(lit, Atom):
-            body.append(replace(lit, args=tuple(sub(a) for a in lit.args)))
-        elif isinstance(lit, Compare) and lit.op == "=" and (
-                (isinstance(lit.left, Var) and isinstance(lit.right, Aggregate))
-                or (isinstance(lit.right, Var) and isinstance(lit.left, Aggregate))):
-            body.append(lit if isinstance(lit.right, Aggregate) else Compare("=", lit.right, lit.left, lit.pos))
-        elif isinstance(lit, Test):
-            body.append(replace(lit, args=tuple(sub(a) for a in lit.args)))
-        else:
-            assert isinstance(lit, Compare)
-            body.append(replace(lit, left=sub(lit.left), right=sub(lit.right)))
+    head = replace(rule.head, args=tuple(_sub(a, extra) for a in rule.head.args))
+    body = _lift_body(rule.body, extra)
     if not extra and head == rule.head and tuple(body) == rule.body:
         return rule
     return Rule(head, tuple(body) + tuple(extra), rule.pos)
+
+
+def _lift_body(lits, extra: list[Literal]) -> list[Literal]:
+    """``lits`` with their aggregates lifted: the new ``v = aggregate`` literals go to ``extra``."""
+    body: list[Literal] = []
+    for lit in lits:
+        if isinstance(lit, Atom):
+            body.append(replace(lit, args=tuple(_sub(a, extra) for a in lit.args)))
+        elif isinstance(lit, Compare) and lit.op == "=" and (
+                (isinstance(lit.left, Var) and isinstance(lit.right, Aggregate))
+                or (isinstance(lit.right, Var) and isinstance(lit.left, Aggregate))):
+            v, agg = (lit.left, lit.right) if isinstance(lit.right, Aggregate) else (lit.right, lit.left)
+            body.append(Compare("=", v, _lift_aggregate(agg), lit.pos))
+        elif isinstance(lit, Test):
+            body.append(replace(lit, args=tuple(_sub(a, extra) for a in lit.args)))
+        else:
+            assert isinstance(lit, Compare)
+            body.append(replace(lit, left=_sub(lit.left, extra), right=_sub(lit.right, extra)))
+    return body
+
+
+def _lift_aggregate(agg: Aggregate) -> Aggregate:
+    inner: list[Literal] = []
+    body = _lift_body(agg.body, inner)
+    return replace(agg, body=tuple(body) + tuple(inner)) if inner or tuple(body) != agg.body else agg
+
+
+def _sub(t: Term, extra: list[Literal]) -> Term:
+    if isinstance(t, Aggregate):
+        v = Var(f"{t.func}@{t.pos}", t.pos)
+        extra.append(Compare("=", v, _lift_aggregate(t), t.pos))
+        return v
+    if isinstance(t, BinOp):
+        return replace(t, left=_sub(t.left, extra), right=_sub(t.right, extra))
+    if isinstance(t, Chain):
+        return replace(t, first=_sub(t.first, extra), rest=tuple((op, _sub(x, extra)) for op, x in t.rest))
+    if isinstance(t, Functor):
+        return replace(t, args=tuple(_sub(a, extra) for a in t.args))
+    return t
 
 
 def aggregates_of(rule: Rule) -> list[tuple[int, Aggregate]]:
@@ -107,14 +124,18 @@ def scope(rule: Rule) -> Rule:
     for i, agg in aggs:
         inner = agg.inner_variables()
         target = agg.expr.variables() if agg.expr is not None else set()
-        inj = (inner & grounded(rule.body, agg)) - target
+        inj = free(agg) & grounded(rule.body, agg)
         body_vars = set().union(*(lit.variables() for lit in agg.body)) if agg.body else set()
         witnesses = {v for v in (body_vars & outer) - grounded_all - inj if v in grounded(agg.body, None)}
         lit = body[i]
-        body[i] = replace(lit, right=replace(agg, injected=frozenset(inj)))
+        body[i] = replace(lit, right=_scope_inner(replace(agg, injected=frozenset(inj))))
         if not witnesses:
             continue
         shown = ", ".join(sorted(witnesses))
+        if _nested(agg):
+            raise DatalogError(f"variable{'s' * (len(witnesses) > 1)} {shown} of the rule "
+                               f"{'are' if len(witnesses) > 1 else 'is'} bound only inside an aggregate that holds "
+                               "another (a witness): not supported", agg.pos)
         if agg.func not in ("min", "max"):
             raise DatalogError(f"variable{'s' * (len(witnesses) > 1)} {shown} of the rule "
                                f"{'are' if len(witnesses) > 1 else 'is'} bound only inside the {agg.func} aggregate "
@@ -135,6 +156,42 @@ def scope(rule: Rule) -> Rule:
         copy.append(Compare("=", result, _rename_term(agg.expr, names), agg.pos))
         extra.extend(copy)
     return Rule(rule.head, tuple(body) + tuple(extra), rule.pos)
+
+
+def _nested(agg: Aggregate) -> list[tuple[int, Aggregate]]:
+    """``(index, aggregate)`` of each ``v = aggregate`` literal of a lifted aggregate's body."""
+    return [(i, lit.right) for i, lit in enumerate(agg.body)
+            if isinstance(lit, Compare) and isinstance(lit.right, Aggregate)]
+
+
+def free(agg: Aggregate) -> set[str]:
+    """The variables an aggregate may take from where it stands: those of its body and of the aggregates
+    inside it (theirs, less their own expressions'), less those of its own expression (which are its own)."""
+    out = agg.inner_variables()
+    for _, n in _nested(agg):
+        out |= free(n)
+    return out - (agg.expr.variables() if agg.expr is not None else set())
+
+
+def _scope_inner(agg: Aggregate) -> Aggregate:
+    """An aggregate (its injected variables set) with those of the aggregates inside its body set: what they
+    take from the body around them (its grounded variables and those injected into it)."""
+    nested = _nested(agg)
+    if not nested:
+        return agg
+    body = list(agg.body)
+    visible = set(agg.injected or ())
+    around = set().union(*(lit.variables() for lit in agg.body)) | visible
+    all_grounded = grounded(agg.body, None) | visible
+    for i, n in nested:
+        inj = free(n) & (grounded(agg.body, n) | visible)
+        n_body = set().union(*(lit.variables() for lit in n.body)) if n.body else set()
+        witnesses = {v for v in (n_body & around) - all_grounded - inj if v in grounded(n.body, None)}
+        if witnesses:
+            raise DatalogError(f"variable{'s' * (len(witnesses) > 1)} {', '.join(sorted(witnesses))} bound only "
+                               "inside an aggregate within an aggregate (a witness) is not supported", n.pos)
+        body[i] = replace(body[i], right=_scope_inner(replace(n, injected=frozenset(inj))))
+    return replace(agg, body=tuple(body))
 
 
 def grounded(body, target: Aggregate | None) -> set[str]:

@@ -258,7 +258,7 @@ def _scoped_aggregate(rng: random.Random, p: Program, name: str, earlier: list[s
     a name only in the body and bound outside is the rule's; a min/max witness binds the rule's name."""
     src, outer, other = (_binary(rng, earlier, p) for _ in range(3))
     x, y, z, n = (("v", v) for v in "xyzn")
-    variant = rng.choice(["head", "atom", "own", "own_result", "correlated", "witness"])
+    variant = rng.choice(["head", "atom", "own", "own_result", "correlated", "witness", "nested"])
     func = rng.choice(["count", "sum", "min", "max", "mean"] if variant in ("head", "correlated") else
                       ["min", "max"] if variant == "witness" else ["count", "sum", "min", "max"])
     expr = None if func == "count" else z
@@ -288,6 +288,15 @@ def _scoped_aggregate(rng: random.Random, p: Program, name: str, earlier: list[s
         p.rules.append((name, [x, y, n], [("atom", outer, [x, y], False),
                                           ("agg", "n", func, expr, [("atom", src, [x, z], False),
                                                                     ("cmp", rng.choice(["!=", "<"]), z, y)])]))
+    elif variant == "nested":  # an aggregate in an aggregate's body, reading the rule's x or the body's y
+        k = rng.choice(["x", "y"])
+        inner = ("agg", "m", rng.choice(["max", "min", "count"]), None, [("atom", other, [("v", k), ("v", "w")],
+                                                                            False)])
+        if inner[2] != "count":
+            inner = inner[:3] + (("v", "w"),) + inner[4:]
+        p.arity[name], p.types[name] = 2, ["number", "number"]
+        body = [("atom", src, [y, z], False), inner, ("cmp", rng.choice(["<", "<=", "!="]), z, ("v", "m"))]
+        p.rules.append((name, [x, n], [("atom", outer, [x, ("_",)], False), ("agg", "n", func, expr, body)]))
     else:  # r(x, n) :- n = min z : src(x, z): x witnesses the value
         p.arity[name], p.types[name] = 2, ["number", "number"]
         p.rules.append((name, [x, n], [("agg", "n", func, z, [("atom", src, [x, z], False)], {"witness": ["x"]})]))

@@ -114,7 +114,13 @@ def test_several_relations_of_one_signature():
     ("r(x) :- n = sum y : { e(x, y) }, n > 0.", "variable x of the rule is bound only inside the sum aggregate"),
     ("r(y) :- n = min y : e(_, y), n > 0.", "of the aggregated expression also occurs outside the aggregate, "
                                             "unbound there: ambiguous"),
-    ("r(n) :- n = max y : { e(_, y), y < count : e(_, _) }.", "an aggregate inside an aggregate is not supported"),
+    ("r(n) :- n = max y : { e(_, y), y < count : e(_, _) }.", None),  # nested: built
+    ("r(n) :- n = max (y + count : e(_, _)) : { e(_, y) }.", "an aggregate inside an aggregate's expression"),
+    ("r(n) :- n = max y : { e(_, y), y < min z : e(x, z) }, e(x, _).", None),  # x: the rule's, through both
+    ("r(x) :- e(_, y), n = max y : { e(y, z), z < min w : e(x, w) }, n > 0.",
+     "variable x of the head is not bound"),
+    ("r(n) :- n = max y : { e(_, y), k < 5, m = min w : e(k, w), y > m }.",
+     "variable k bound only inside an aggregate within an aggregate \\(a witness\\) is not supported"),
 ])
 def test_scoping_refusals(rule, fragment):
     text = ".decl e(x: number, y: number)\n.decl r(x: number)\n" + rule
