@@ -1,6 +1,7 @@
 """Datalog in Soufflé's dialect over the plan IR: parse, check, stratify, plan, lower (see ``README.md``, Datalog).
 
-Modules: :mod:`~ddflow.datalog.syntax` (the tree), :mod:`~ddflow.datalog.parser`,
+Modules: :mod:`~ddflow.datalog.syntax` (the tree), :mod:`~ddflow.datalog.parser` (with
+:mod:`~ddflow.datalog.components`, which expands ``.comp``/``.init``),
 :mod:`~ddflow.datalog.program` (checks), :mod:`~ddflow.datalog.scope` (where aggregates stand and what they
 read), :mod:`~ddflow.datalog.subsume` (``<=`` rules as rules), :mod:`~ddflow.datalog.functors` (Soufflé's
 functors Spark lacks), :mod:`~ddflow.datalog.tokens`, :mod:`~ddflow.datalog.stratify`,

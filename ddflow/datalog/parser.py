@@ -12,7 +12,9 @@ ignored); rules with one or more head atoms and a body of atoms, ``!``
 atoms, comparisons (``= != < <= > >=``), ``contains`` / ``match``,
 ``true``/``false`` and ``;`` disjunction (parenthesized too: one rule per
 alternative); subsumptive rules
-``r(...) <= r(...) :- body.`` (:mod:`ddflow.datalog.subsume`); facts; terms with
+``r(...) <= r(...) :- body.`` (:mod:`ddflow.datalog.subsume`); components
+(``.comp``, ``.init``, ``.override``, names ``inst.rel``; expanded by
+:mod:`ddflow.datalog.components`); facts; terms with
 variables, ``_``, numbers (decimal, ``0x``, ``0b``, floats), strings,
 the binary operators at Soufflé's precedence (:data:`BINARY_LEVELS`:
 ``lor lxor land bor bxor band``, shifts, ``+ -``, ``* / %``), the signs
@@ -22,7 +24,7 @@ the binary operators at Soufflé's precedence (:data:`BINARY_LEVELS`:
 term stands.  Comments ``//`` and ``/* */``.
 
 Everything else is refused by name with its line and column
-(:data:`REFUSED_DIRECTIVES`, :data:`UNSUPPORTED_FUNCTORS`, records,
+(:data:`~ddflow.datalog.directives.REFUSED_DIRECTIVES`, :data:`UNSUPPORTED_FUNCTORS`, records,
 ADTs, ``$``, ``@`` functors, ``#include``, ``choice-domain``, a
 negated parenthesized body): a program either means
 what Soufflé means or does not run.  README.md's Datalog section lists
@@ -38,14 +40,14 @@ ddflow.datalog.syntax.DatalogError: Datalog at line 1, column 14: unexpected '^'
 """
 from __future__ import annotations
 
-import re
-
-from ddflow.datalog.syntax import (IO, Aggregate, Atom, BinOp, Chain, Compare, Const, Decl, DatalogError, Functor,
-                                   Literal, Pragma, Rule, Source, Subsumption, Term, Test, Var, Wild)
-from ddflow.datalog.tokens import DIRECTIVES, Token, check_nesting, tokens  # noqa: F401  (DIRECTIVES: re-exported)
+from ddflow.datalog.components import expand
+from ddflow.datalog.directives import Directives
+from ddflow.datalog.syntax import (Aggregate, Atom, BinOp, Chain, Compare, Const, DatalogError, Functor, Literal, Rule,
+                                   Source, Subsumption, Term, Test, Var, Wild)
+from ddflow.datalog.tokens import Token, check_nesting, tokens
+from ddflow.datalog.tokens import unquote as _unquote
 from ddflow.plan.deep import NESTING_LIMIT
 
-#: Directives the parser knows (any other ``.word`` at the start of an item is refused by name).
 AGGREGATES = {"count", "sum", "min", "max", "mean"}
 #: Functors with their arity (``min``/``max`` with two arguments; with ``:`` they are aggregates).
 FUNCTORS = {"cat": None, "strlen": 1, "substr": 3, "to_number": 1, "to_string": 1, "to_float": 1, "min": None,
@@ -65,20 +67,6 @@ UNSUPPORTED_FUNCTORS = {
     "autoinc": "its values depend on the order of evaluation, which an incremental engine does not fix",
     "nil": "records are not supported",
 }
-#: Directives Soufflé has that ddflow refuses, each with why.
-REFUSED_DIRECTIVES = {
-    "comp": "components (.comp) are not supported: write the component's relations and rules out",
-    "init": "components (.init) are not supported: write the component's relations and rules out",
-    "override": "component overrides (.override) are not supported: write the component's relations and rules out",
-    "functor": ".functor (user-defined functors) is not supported: their code is C++ that ddflow cannot run",
-    "limitsize": ".limitsize is not supported: it stops a relation early, so its contents would depend on the "
-                 "order of evaluation",
-    "include": ".include is not supported: pass the included program's text as part of the program",
-    "once": ".once is not supported",
-}
-_ADT = "algebraic data types (.type T = A {x: number} | B {}) are not supported"
-QUALIFIERS_IGNORED = {"brie", "btree", "btree_delete", "inline", "no_inline", "magic", "no_magic", "overridable",
-                      "input", "output", "printsize"}
 
 def parse(text: str) -> Source:
     """The syntax tree of a Soufflé program; a :class:`DatalogError` with line and column if it does not parse.
@@ -88,176 +76,11 @@ def parse(text: str) -> Source:
     """
     toks = tokens(text)
     check_nesting(toks)
-    return _Parser(toks).program()
+    return expand(_Parser(toks).program())
 
 
-class _Parser:
-    def __init__(self, toks: list[Token]):
-        self.toks = toks
-        self.i = 0
-        self.src = Source()
-        self.depth = 0  # terms nested around the current one (parentheses, calls, aggregates)
-
-    # -- token helpers -------------------------------------------------------------
-    @property
-    def tok(self) -> Token:
-        return self.toks[self.i]
-
-    def peek(self, k: int = 1) -> Token:
-        return self.toks[min(self.i + k, len(self.toks) - 1)]
-
-    def take(self) -> Token:
-        t = self.toks[self.i]
-        self.i += 1
-        return t
-
-    def at(self, text: str) -> bool:
-        return self.tok.kind in ("op", "id") and self.tok.text == text
-
-    def expect(self, text: str, what: str | None = None) -> Token:
-        if not self.at(text):
-            self.fail(f"expected {what or repr(text)}")
-        return self.take()
-
-    def fail(self, expected: str, tok: Token | None = None) -> None:
-        tok = tok or self.tok
-        shown = "the end of the program" if tok.kind == "end" else repr(tok.text)
-        raise DatalogError(f"unexpected {shown} ({expected})", tok.pos)
-
-    def ident(self, what: str) -> Token:
-        if self.tok.kind != "id":
-            self.fail(f"expected {what}")
-        return self.take()
-
-    # -- items ---------------------------------------------------------------------
-    def program(self) -> Source:
-        while self.tok.kind != "end":
-            if self.tok.kind == "dir":
-                self.directive()
-            else:
-                self.rule()
-        return self.src
-
-    def directive(self) -> None:
-        d = self.take()
-        name = d.text
-        if name == "decl":
-            self.decl()
-        elif name == "type":
-            self.type_decl()
-        elif name in ("number_type", "symbol_type"):
-            t = self.ident("a type name")
-            self.src.types[t.text] = ("number" if name == "number_type" else "symbol", t.pos)
-        elif name in ("input", "output", "printsize"):
-            self.io(name)
-        elif name == "pragma":
-            key = self.string("a pragma key")
-            value = self.string("a pragma value") if self.tok.kind == "str" else ""
-            self.src.pragmas.append(Pragma(key, value, d.pos))
-        elif name == "plan":
-            self.skip_plan()
-        else:
-            raise DatalogError(REFUSED_DIRECTIVES[name], d.pos)
-
-    def string(self, what: str) -> str:
-        if self.tok.kind != "str":
-            self.fail(f"expected {what} (a string)")
-        return _unquote(self.take().text)
-
-    def decl(self) -> None:
-        while True:
-            names = [self.ident("a relation name")]
-            while self.at(","):  # ``.decl A, B(x: number)``: several relations of one signature
-                self.take()
-                names.append(self.ident("a relation name"))
-            name = names[0]
-            self.expect("(", "'(' or ','")
-            attrs: list[tuple[str, str]] = []
-            if not self.at(")"):
-                while True:
-                    a = self.ident("an attribute name")
-                    self.expect(":")
-                    t = self.ident("a type")
-                    attrs.append((a.text, t.text))
-                    if attrs.count(attrs[-1]) > 1 or [x for x, _ in attrs].count(a.text) > 1:
-                        raise DatalogError(f"relation {name.text}: attribute {a.text!r} is declared twice", a.pos)
-                    if not self.at(","):
-                        break
-                    self.take()
-            self.expect(")", "')' or ','")
-            eqrel = False
-            while self.tok.kind == "id" and self.tok.text in QUALIFIERS_IGNORED | {"eqrel"}:
-                q = self.take()
-                eqrel = eqrel or q.text == "eqrel"
-                if q.text in ("input", "output", "printsize"):  # the old syntax: `.decl r(x: number) input`
-                    self.src.io.extend(IO(q.text, n.text, (), q.pos) for n in names)
-            for n in names:
-                self.src.decls.append(Decl(n.text, tuple(attrs), n.pos, eqrel))
-            if self.at("choice") or (self.tok.kind == "id" and self.tok.text.startswith("choice")):
-                raise DatalogError("choice-domain is not supported: which tuple it keeps depends on the order "
-                                   "tuples arrive, so results would depend on the history of updates", self.tok.pos)
-            if not self.at(","):
-                return
-            self.take()
-
-    def type_decl(self) -> None:
-        name = self.ident("a type name")
-        if self.at("<:"):
-            self.take()
-            base = self.ident("a type")
-            self.src.types[name.text] = (base.text, name.pos)
-            return
-        if not self.at("="):  # ``.type T`` alone: Soufflé's old spelling of ``.symbol_type T``
-            self.src.types[name.text] = ("symbol", name.pos)
-            return
-        self.take()
-        if self.at("["):
-            raise DatalogError("record types (.type T = [a: number, ...]) are not supported", self.tok.pos)
-        first = self.ident("a type")
-        if self.at("{"):
-            raise DatalogError(_ADT, first.pos)
-        members = [first]
-        while self.at("|"):
-            self.take()
-            m = self.ident("a type")
-            if self.at("{"):
-                raise DatalogError(_ADT, m.pos)
-            members.append(m)
-        if len(members) == 1:
-            self.src.types[name.text] = (first.text, name.pos)
-        else:
-            self.src.types[name.text] = ("|".join(m.text for m in members), name.pos)
-
-    def io(self, kind: str) -> None:
-        while True:
-            rel = self.ident("a relation name")
-            params: list[tuple[str, str]] = []
-            if self.at("("):
-                self.take()
-                while not self.at(")"):
-                    key = self.ident("a parameter name")
-                    self.expect("=")
-                    if self.tok.kind == "str":
-                        value = _unquote(self.take().text)
-                    elif self.tok.kind in ("id", "num"):
-                        value = self.take().text
-                    else:
-                        self.fail("expected a parameter value")
-                    params.append((key.text, value))
-                    if self.at(","):
-                        self.take()
-                    elif not self.at(")"):
-                        self.fail("expected ',' or ')'")
-                self.take()
-            self.src.io.append(IO(kind, rel.text, tuple(params), rel.pos))
-            if not self.at(","):
-                return
-            self.take()
-
-    def skip_plan(self) -> None:
-        """``.plan 0:(1,2), 1:(2,1)``: Soufflé's join orders; they never change results, so they are skipped."""
-        while self.tok.kind == "num" or self.tok.text in (":", "(", ")", ","):
-            self.take()
+class _Parser(Directives):
+    """Rules, literals and terms (the directives and token helpers: :class:`Directives`)."""
 
     # -- rules ---------------------------------------------------------------------
     def rule(self) -> None:
@@ -344,6 +167,9 @@ class _Parser:
             if self.tok.text in ("contains", "match") and self.peek().text == "(":
                 inner = self.literal()
                 return Test(inner.name, inner.args, t.pos, negated=True)
+            if self._atom_ahead():
+                a = self.atom()
+                return Atom(a.rel, a.args, t.pos, negated=True)
             if self.tok.kind != "id" or not self.peek().text == "(" or self.tok.text in FUNCTORS:
                 if self.at("("):
                     raise DatalogError("negation of a parenthesized body is not supported", self.tok.pos)
@@ -364,6 +190,8 @@ class _Parser:
             if len(args) != 2:
                 raise DatalogError(f"{t.text} takes 2 arguments, got {len(args)}", t.pos)
             return Test(t.text, tuple(args), t.pos)
+        if self._atom_ahead():
+            return self.atom()
         if t.kind == "id" and self.peek().text == "(" and t.text not in FUNCTORS and t.text not in AGGREGATES \
                 and t.text not in UNSUPPORTED_FUNCTORS:
             return self.atom()
@@ -394,10 +222,7 @@ class _Parser:
         return False
 
     def atom(self) -> Atom:
-        name = self.ident("a relation name")
-        if self.at("."):
-            if self.peek().kind == "id" and self.peek().pos.col == self.tok.pos.col + 1:
-                raise DatalogError("qualified (component) relation names are not supported", name.pos)
+        name = self.qualified("a relation name")
         self.expect("(", "'(' after the relation name")
         args: list[Term] = []
         if not self.at(")"):
@@ -595,8 +420,3 @@ def _chained(first: Term, rest: list[tuple[Token, Term]]) -> Term:
         (op, t), = rest
         return BinOp(op.text, first, t, op.pos)
     return Chain(first, tuple((op.text, t) for op, t in rest), rest[0][0].pos)
-
-
-def _unquote(s: str) -> str:
-    body = s[1:-1]
-    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r"}.get(m.group(1), m.group(1)), body)

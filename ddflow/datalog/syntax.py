@@ -292,3 +292,27 @@ class Source:
     io: list[IO] = field(default_factory=list)
     pragmas: list[Pragma] = field(default_factory=list)
     subsumptions: list[Subsumption] = field(default_factory=list)
+    components: dict[str, "Component"] = field(default_factory=dict)  # .comp definitions by name
+    inits: list["Init"] = field(default_factory=list)  # .init instances, in order
+    overrides: list[tuple[str, Pos]] = field(default_factory=list)  # .override (inside a component)
+
+
+@dataclass
+class Component:
+    """``.comp Name<T, ...> : Base<A, ...>, ... { items }``: its items as a Source of its own (names relative)."""
+
+    name: str
+    params: tuple[str, ...]
+    bases: tuple[tuple[str, tuple[str, ...], Pos], ...]
+    body: Source
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Init:
+    """``.init name = Comp<A, ...>``."""
+
+    name: str
+    comp: str
+    args: tuple[str, ...]
+    pos: Pos = field(compare=False)

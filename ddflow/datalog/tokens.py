@@ -80,7 +80,7 @@ def tokens(text: str) -> list[Token]:
 def _item_start(out: list[Token]) -> bool:
     """The previous token ends an item (a directive's last word or parenthesis), so ``.word`` starts the next."""
     last = out[-1]
-    return last.kind in ("id", "str", "num") or last.text in (")", "]")
+    return last.kind in ("id", "str", "num") or last.text in (")", "]", "{", "}")
 
 def check_nesting(toks: list[Token]) -> None:
     """A DatalogError naming the depth if parentheses, braces and runs of signs nest past the limit.  O(tokens).
@@ -107,3 +107,8 @@ def check_nesting(toks: list[Token]) -> None:
                 first = t
     if deepest > NESTING_LIMIT:
         raise DatalogError(f"expression nested {deepest:,} deep; the limit is {NESTING_LIMIT:,}", first.pos)
+
+
+def unquote(s: str) -> str:
+    body = s[1:-1]
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r"}.get(m.group(1), m.group(1)), body)

@@ -1,10 +1,11 @@
 """Soufflé's constructs beyond rules and aggregates, each built (against the naive evaluator on random
 insert/delete streams, or a direct Python computation) or refused by name (its message checked).
 
-Built: eqrel relations, subsumption (``<=``) of relations that are not recursive, bitwise and logical
-functors and ``^``, ``contains`` and ``match``, ``range`` of constant bounds, ``as``, ``itof`` / ``ftoi``, ``+``
-of symbols, facts of constant expressions, parenthesized disjunctions, expressions in negated atoms.  Refused:
-see ``REFUSED`` below (the Datalog section of README.md lists every construct and its status).
+Built: components (.comp/.init/.override), eqrel relations, subsumption (``<=``) of relations that are not
+recursive, bitwise and logical functors and ``^``, ``contains`` and ``match``, ``range`` of constant bounds, ``as``,
+``itof`` / ``ftoi``, ``+`` of symbols, facts of constant expressions, parenthesized disjunctions, expressions in
+negated atoms.  Refused: see ``REFUSED`` below (the Datalog section of README.md lists every construct and its
+status).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pytest
 import ddflow
 from ddflow.datalog.program import load
 from ddflow.datalog.syntax import DatalogError
-from tests.datalog.naive import generate
+from tests.datalog.naive import INPUTS, evaluate, generate, random_facts
 from tests.datalog.test_oracle import _check
 
 
@@ -83,6 +84,100 @@ def test_parenthesized_disjunctions_and_negated_expressions_match_naive_evaluati
     _check([generate(rng, n_strata=rng.randrange(2, 5), kinds=("disj", "disj", "join", "rec"))], seed, workers=1)
 
 
+def _as_component(p) -> tuple[str, dict[str, str]]:
+    """Program ``p`` with its derived relations inside ``.comp C``, instantiated plainly, through a derived
+    component and nested in another; the inputs stay the program's.  Also ``{instance relation: p's}``."""
+    glob, inner = [], []
+    for line in p.text().splitlines():
+        (glob if any(line.startswith(f"{k} {r}") for r in INPUTS for k in (".decl", ".input")) else inner).append(line)
+    text = "\n".join(glob) + "\n.comp C {\n" + "\n".join(inner) + "\n}\n.comp D : C { }\n" \
+        ".comp W {\n.init inner = C\n}\n.init c = C\n.init d = D\n.init w = W\n"
+    names = {f"{i}.{r}": r for i in ("c", "d", "w.inner") for r in p.derived()}
+    return text, names
+
+
+@pytest.mark.parametrize("seed", range(420, 426))
+def test_components_match_naive_evaluation(seed):
+    rng = random.Random(seed)
+    p = generate(rng, n_strata=rng.randrange(2, 5))
+    text, names = _as_component(p)
+    live: collections.Counter = collections.Counter()
+    with ddflow.Dataflow() as flow:
+        handles = {r: flow.new_collection(r, schema={f"c{i}": "bigint" for i in range(a)})[0]
+                   for r, a in INPUTS.items()}
+        rels = flow.datalog(text)
+        assert sorted(rels) == sorted(names)
+        caps = {n: c.capture() for n, c in rels.items()}
+        for t in range(4):
+            for rel, row in random_facts(rng, 6):
+                d = -1 if live[(rel, row)] and rng.random() < 0.4 else 1
+                live[(rel, row)] += d
+                handles[rel].update([row], times=t, diffs=d)
+            flow.advance_to(t + 1)
+            flow.run()
+            want = evaluate(p, {r: {row for (rr, row), k in live.items() if rr == r and k > 0} for r in INPUTS})
+            for n, r in names.items():
+                assert caps[n].contents(t) == {row: 1 for row in want[r]}, (seed, t, n, text)
+
+
+def test_soufflé_components_test():
+    # Soufflé's evaluation test `components`: inheritance, nested instances, qualified names.
+    text = """
+    .symbol_type node
+    .comp DiGraph {
+        .decl node (n:node)
+        .decl edge (a:node,b:node)
+        node(X) :- edge(X,_).
+        node(X) :- edge(_,X).
+        .decl reachable (a:node,b:node)
+        reachable(X,Y) :- edge(X,Y).
+        reachable(X,Z) :- reachable(X,Y),reachable(Y,Z).
+    }
+    .comp Graph : DiGraph {
+        edge(X,Y) :- edge(Y,X).
+    }
+    .comp Traffic {
+        .init train = DiGraph
+        .init ship = DiGraph
+        .decl reachable(a:node,b:node)
+        reachable(X,Y) :- train.reachable(X,Y).
+        reachable(X,Y) :- ship.reachable(X,Y).
+        reachable(X,Z) :- reachable(X,Y), reachable(Y,Z).
+    }
+    .comp Once : DiGraph {
+        .override reachable
+        reachable(X,Y) :- edge(X,Y).
+    }
+    .init SocialNet = DiGraph
+    SocialNet.edge("luke","leia").
+    SocialNet.edge("han","luke").
+    .init Equal = Graph
+    Equal.edge("5","five").
+    Equal.edge("5","V").
+    .init O = Once
+    O.edge("a", "b"). O.edge("b", "c").
+    .decl result (x:symbol)
+    result("Star Wars IV-VI happened!") :- SocialNet.reachable("han","leia").
+    result("Luke isn't a good buddy!") :- !SocialNet.reachable("leia","han").
+    result("V is five") :- Equal.reachable("V","five").
+    result("five is V") :- Equal.reachable("five","V").
+    result("no a to c") :- !O.reachable("a", "c").
+    .init London = Traffic
+    London.train.edge("Airport","Waterloo").
+    London.ship.edge("Waterloo","Big Ben").
+    result("Connected") :- London.reachable("Airport","Big Ben").
+    """
+    with ddflow.Dataflow() as flow:
+        rels = flow.datalog(text)
+        cap = rels["result"].capture()
+        assert "London.train.reachable" in rels and "O.reachable" in rels
+        flow.advance_to(1)
+        flow.run()
+        assert sorted(cap.contents(0)) == [("Connected",), ("Luke isn't a good buddy!",),
+                                           ("Star Wars IV-VI happened!",), ("V is five",), ("five is V",),
+                                           ("no a to c",)]
+
+
 def _run_stream(program: str, table: str, schema: dict, steps: list[list[tuple]], rel: str):
     """Contents of ``rel`` after each step of (row, diff) updates, one data time per step."""
     with ddflow.Dataflow() as flow:
@@ -130,7 +225,8 @@ def test_contains_match_and_substr_of_variables_under_updates():
     program = (".decl w(x: symbol)\n.input w\n.decl p(x: symbol)\n" + "".join(f'p("{q}").\n' for q in pats) +
                ".decl c(sub: symbol, s: symbol)\nc(x, y) :- w(x), w(y), contains(x, y).\n"
                ".decl m(p: symbol, s: symbol)\nm(q, y) :- p(q), w(y), match(q, y), !contains(\"1\", q).\n"
-               ".decl d(s: symbol, t: symbol, n: number)\nd(x, t, n) :- w(x), n = strlen(x), t = substr(x, 1, n - 2).\n")
+               ".decl d(s: symbol, t: symbol, n: number)\n"
+               "d(x, t, n) :- w(x), n = strlen(x), t = substr(x, 1, n - 2).\n")
     live: collections.Counter = collections.Counter()
     with ddflow.Dataflow() as flow:
         h, _ = flow.new_collection("w", schema={"x": "string"})
@@ -223,7 +319,8 @@ def test_plus_joins_symbols_and_to_string_of_a_float_prints_six_places():
 
 
 @pytest.mark.parametrize("module", ["ddflow.datalog.scope", "ddflow.datalog.functors", "ddflow.datalog.tokens",
-                                    "ddflow.datalog.subsume", "ddflow.datalog.expressions"])
+                                    "ddflow.datalog.subsume", "ddflow.datalog.expressions",
+                                    "ddflow.datalog.components", "ddflow.datalog.directives"])
 def test_the_new_modules_examples_run(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
@@ -235,9 +332,13 @@ DECLS = ".decl e(x: number, y: number)\n.decl r(x: number)\n.decl s(x: symbol)\n
 REFUSED = [
     (".functor", ".functor g(x: number): number", ".functor (user-defined functors) is not supported"),
     ("@functor", "r(@g(x)) :- e(x, _).", "user-defined functors (@g) are not supported"),
-    (".comp", ".comp C {\n}", "components (.comp) are not supported"),
-    (".init", ".init c = C", "components (.init) are not supported"),
-    (".override", ".override q", "component overrides (.override) are not supported"),
+    (".init of no component", ".init c = C", ".init c: unknown component 'C'"),
+    (".override outside a component", ".override q", ".override q outside a component"),
+    (".override of nothing inherited", ".comp C { .decl q(x: number) }\n.comp D : C { .override z }\n.init d = D",
+     ".override z: no base of D declares z"),
+    ("a component instantiating itself", ".comp C { .init c = C }\n.init c = C", "component C instantiates itself"),
+    ("type arguments", ".comp C<T> { .decl q(x: T) }\n.init c = C", "component C takes 1 type argument, got 0"),
+    ("nested component definition", ".comp C { .comp D { } }", "a component defined inside a component"),
     ("record type", ".type P = [a: number, b: number]", "record types (.type T = [a: number, ...])"),
     ("record", "r(x) :- e(x, _), [x, x] = [1, 2].", "records ([a, b, ...]) are not supported"),
     ("nil", "r(x) :- e(x, _), nil = nil.", "the functor nil is not supported (records are not supported)"),

@@ -29,7 +29,7 @@ CASES = [
     ("ord", "r(x, ord(y)) :- e(x, _), s(y).", "the functor ord is not supported (it is a symbol's number", 5, 6),
     ("power of a symbol", 'r(x, "a" ^ 2) :- e(x, _).', "arithmetic ^ on a symbol", 5, 10),
     ("bitwise on a float", "r(x, y) :- e(x, y), 1.5 band 1 = 0.", "band takes 2 numbers", 5, 25),
-    ("component", ".comp C {\n}", "components (.comp) are not supported", 5, 1),
+    ("unknown component", ".init c = C", ".init c: unknown component 'C'", 5, 7),
     ("eqrel of three", ".decl q(x: number, y: number, z: number) eqrel", "eqrel relation q must have two", 5, 7),
     ("record type", ".type P = [a: number]", "record types (.type T = [a: number, ...]) are not supported", 5, 11),
     ("subsumption of a recursive relation", "r(x, y) :- r(y, x).\nr(x, y) <= r(x, z) :- y < z.",
