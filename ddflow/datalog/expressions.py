@@ -14,6 +14,7 @@ What each Soufflé operation becomes: ``/`` of numbers truncates (``div``),
 """
 from __future__ import annotations
 
+import re
 from typing import Protocol
 
 from ddflow.datalog.functors import IR_NAMES
@@ -133,8 +134,11 @@ class Expressions:
 
 
 def _bare(err: Exception) -> str:
+    """An IR typing error in Soufflé's words: its types ``number``, ``float``, ``symbol``."""
     msg = str(err)
-    return msg[5:] if msg.startswith("SQL: ") else msg
+    msg = msg[5:] if msg.startswith("SQL: ") else msg
+    return re.sub(r"\b(bigint|double|string)\b", lambda m: {"bigint": "number", "double": "float",
+                                                            "string": "symbol"}[m.group(1)], msg)
 
 
 def _souffle(sql_type: str) -> str:
