@@ -86,6 +86,8 @@ class Expressions:
                 return self._typed(IR_NAMES[name], args, t.pos)
             if name == "to_string" and args[0].type == "double":
                 return self._typed(IR_NAMES["to_string"], args, t.pos)
+            if name == "to_number" and args[0].type == "string":
+                return self._typed(IR_NAMES["to_number"], args, t.pos)
             if name in ("to_number", "to_string", "to_float"):
                 to = {"to_number": "bigint", "to_string": "string", "to_float": "double"}[name]
                 try:

@@ -15,6 +15,9 @@ Registered in the one function table (:mod:`ddflow.plan.functions`) under
   does; ``substr(s, i, n)`` is ``""`` for ``i`` outside ``0..strlen(s)``
   (Soufflé warns and gives that), the rest of ``s`` for a negative ``n``
   (a cut through a multi-byte character shows as U+FFFD);
+- ``to_number`` of a symbol reads decimal, ``0x`` hexadecimal and ``0b``
+  binary numbers, signed (Soufflé's documented forms); anything else, or
+  a number past 64 bits, is an error at run time, never a silent 0;
 - ``contains(sub, s)`` and ``match(pattern, s)`` of any arguments (a
   pattern must match all of ``s``; RE2 runs it, per distinct pattern, and
   one RE2 cannot run is an error, not a silent false);
@@ -32,6 +35,8 @@ Cost: O(n) numpy per call; ``^`` of numbers O(n) in Python.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ddflow.errors import SchemaError
@@ -43,7 +48,7 @@ IR_NAMES = {op: f"datalog_{op}" for op in ("band", "bor", "bxor", "bshl", "bshr"
                                            "lxor", "lnot")}
 IR_NAMES["^"] = "datalog_ipow"
 IR_NAMES["to_string"] = "datalog_ftos"
-for _name in ("strlen", "substr", "contains", "match"):
+for _name in ("strlen", "substr", "contains", "match", "to_number"):
     IR_NAMES[_name] = f"datalog_{_name}"
 
 
@@ -183,3 +188,21 @@ def _match(args, e, n):
             raise SchemaError(f"match: the pattern {pat!r} is not one RE2 runs ({err})") from None
         out[idx] = hit.to_numpy(zero_copy_only=False)
     return out, null
+
+
+_NUMBER_TEXT = re.compile(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[bB][01]+|[0-9]+)\s*")
+
+
+def _to_number(s: str) -> int:
+    m = _NUMBER_TEXT.fullmatch(s)
+    if m is None:
+        raise SchemaError(f"to_number: {s!r} is not a number")
+    digits = m.group(2)
+    base = 16 if digits[1:2] in ("x", "X") else 2 if digits[1:2] in ("b", "B") else 10
+    v = int(digits[2:] if base != 10 else digits, base) * (-1 if m.group(1) == "-" else 1)
+    if not -(1 << 63) <= v < (1 << 63):
+        raise SchemaError(f"to_number: {s!r} does not fit in 64 bits")
+    return v
+
+
+function(IR_NAMES["to_number"], _strings_typer("s", "bigint", "to_number"))(_rows(_to_number, np.int64))

@@ -257,6 +257,21 @@ def test_a_type_of_no_definition_is_a_symbol_type():
     assert p.relations["r"].types == ("symbol",) and p.relations["s"].types == ("symbol",)
 
 
+def test_to_number_reads_soufflés_forms_and_refuses_the_rest():
+    with ddflow.Dataflow() as flow:
+        h, _ = flow.new_collection("w", schema={"x": "string"})
+        cap = flow.datalog(".decl w(x: symbol)\n.input w\n.decl r(x: symbol, n: number)\n"
+                           "r(x, to_number(x)) :- w(x).")["r"].capture()
+        h.update([("42",), ("-0x1F",), ("0b101",), (" 7 ",)], times=0)
+        flow.advance_to(1)
+        flow.run()
+        assert sorted(cap.contents(0)) == [(" 7 ", 7), ("-0x1F", -31), ("0b101", 5), ("42", 42)]
+        h.update([("12abc",)], times=1)
+        flow.advance_to(2)
+        with pytest.raises(Exception, match="to_number: '12abc' is not a number"):
+            flow.run()
+
+
 def test_conversions_as_and_constant_facts():
     program = (".type Id <: number\n.decl e(x: number)\n.input e\n.decl r(x: Id, f: float, n: number)\n"
                "r(as(x, Id), itof(x) / 2.0, ftoi(itof(x) / 2.0 - 0.5)) :- e(x).\n"
