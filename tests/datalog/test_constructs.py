@@ -84,6 +84,13 @@ def test_parenthesized_disjunctions_and_negated_expressions_match_naive_evaluati
     _check([generate(rng, n_strata=rng.randrange(2, 5), kinds=("disj", "disj", "join", "rec"))], seed, workers=1)
 
 
+@pytest.mark.parametrize("seed", [430, 431])
+def test_the_built_constructs_on_two_workers(seed):
+    rng = random.Random(seed)
+    kinds = ("eqrel", "subsume", "ops", "disj", "agg2", "rec")
+    _check([generate(rng, n_strata=rng.randrange(3, 6), kinds=kinds) for _ in range(3)], seed, workers=2, steps=3)
+
+
 def _as_component(p) -> tuple[str, dict[str, str]]:
     """Program ``p`` with its derived relations inside ``.comp C``, instantiated plainly, through a derived
     component and nested in another; the inputs stay the program's.  Also ``{instance relation: p's}``."""
