@@ -1,24 +1,34 @@
 """Soufflé's Datalog syntax, read by a small recursive-descent parser that says line and column on every error.
 
-What it reads: ``.decl`` (attribute types by name; qualifiers such as
-``brie`` or ``btree`` are storage choices and are ignored, ``eqrel`` is
-refused), ``.type`` aliases (``=`` or ``<:`` a type, or a union of
-types of one base), ``.number_type`` / ``.symbol_type``, ``.input``,
-``.output`` and ``.printsize`` with ``(key=value, ...)`` parameters,
-``.pragma "key" "value"``, ``.plan`` (a join-order hint; results never
-depend on it, so it is read and ignored); rules with one or more head
-atoms and a body of atoms, ``!`` atoms, comparisons (``= != < <= > >=``),
-``true``/``false`` and top-level ``;`` disjunction; facts; terms with
+What it reads: ``.decl`` (one relation or several of one signature,
+``.decl A, B(x: number)``; attribute types by name; qualifiers such as
+``brie``, ``btree`` or ``inline`` are storage or evaluation choices and
+are ignored, ``eqrel`` is kept), ``.type`` aliases (``=`` or ``<:`` a
+type, or a union of types of one base), ``.number_type`` /
+``.symbol_type``, ``.input``, ``.output`` and ``.printsize`` with
+``(key=value, ...)`` parameters, ``.pragma "key" "value"``, ``.plan`` (a
+join-order hint; results never depend on it, so it is read and
+ignored); rules with one or more head atoms and a body of atoms, ``!``
+atoms, comparisons (``= != < <= > >=``), ``contains`` / ``match``,
+``true``/``false`` and ``;`` disjunction (parenthesized too: one rule per
+alternative); subsumptive rules
+``r(...) <= r(...) :- body.`` (:mod:`ddflow.datalog.subsume`); components
+(``.comp``, ``.init``, ``.override``, names ``inst.rel``; expanded by
+:mod:`ddflow.datalog.components`); facts; terms with
 variables, ``_``, numbers (decimal, ``0x``, ``0b``, floats), strings,
-``+ - * / %``, the functors ``cat strlen substr to_number to_string
-min max abs``, and aggregates ``count``, ``sum``, ``min``, ``max``,
-``mean`` over ``{ body }`` or one atom.  Comments ``//`` and ``/* */``.
+the binary operators at Soufflé's precedence (:data:`BINARY_LEVELS`:
+``lor lxor land bor bxor band``, shifts, ``+ -``, ``* / %``), the signs
+``- bnot lnot`` and ``^`` (tighter than a sign), the functors of
+:data:`FUNCTORS`, ``as(x, T)``, and aggregates ``count``, ``sum``,
+``min``, ``max``, ``mean`` over ``{ body }`` or one atom, wherever a
+term stands.  Comments ``//`` and ``/* */``.
 
-Everything else (components, records, ADTs, ``$``, ``^``, bitwise and
-logical functors, user functors, ``#include``, ``choice-domain``,
-``eqrel``, ``subsumptive`` rules, parenthesized disjunction) is refused
-with its line and column: a program either means what Soufflé means or
-does not run.
+Everything else is refused by name with its line and column
+(:data:`~ddflow.datalog.directives.REFUSED_DIRECTIVES`, :data:`UNSUPPORTED_FUNCTORS`, records,
+ADTs, ``$``, ``@`` functors, ``#include``, ``choice-domain``, a
+negated parenthesized body): a program either means
+what Soufflé means or does not run.  README.md's Datalog section lists
+every construct and its status.
 
 >>> src = parse('.decl e(x: number, y: number)\\n.input e\\n.decl r(x: number)\\nr(x) :- e(x, _), x > 1.')
 >>> src.rules
@@ -30,92 +40,33 @@ ddflow.datalog.syntax.DatalogError: Datalog at line 1, column 14: unexpected '^'
 """
 from __future__ import annotations
 
-import re
-
-from ddflow.datalog.syntax import (IO, Aggregate, Atom, BinOp, Chain, Compare, Const, Decl, DatalogError, Functor,
-                                   Literal, Pos, Pragma, Rule, Source, Term, Var, Wild)
+from ddflow.datalog.components import expand
+from ddflow.datalog.directives import Directives
+from ddflow.datalog.syntax import (Aggregate, Atom, BinOp, Chain, Compare, Const, DatalogError, Functor, Literal, Rule,
+                                   Source, Subsumption, Term, Test, Var, Wild)
+from ddflow.datalog.tokens import Token, check_nesting, tokens
+from ddflow.datalog.tokens import unquote as _unquote
 from ddflow.plan.deep import NESTING_LIMIT
 
-#: Directives the parser knows (any other ``.word`` at the start of an item is refused by name).
-DIRECTIVES = {"decl", "type", "input", "output", "printsize", "pragma", "plan", "number_type", "symbol_type",
-              "comp", "init", "functor", "override", "limitsize", "include", "once"}
 AGGREGATES = {"count", "sum", "min", "max", "mean"}
 #: Functors with their arity (``min``/``max`` with two arguments; with ``:`` they are aggregates).
 FUNCTORS = {"cat": None, "strlen": 1, "substr": 3, "to_number": 1, "to_string": 1, "to_float": 1, "min": None,
-            "max": None, "abs": 1}
-#: Functors Soufflé has that ddflow does not: refused by name.
-UNSUPPORTED_FUNCTORS = {"band", "bor", "bxor", "bshl", "bshr", "bshru", "bnot", "land", "lor", "lxor", "lnot", "ord",
-                        "to_unsigned", "range", "autoinc", "as", "nil", "itou", "utoi", "ftoi", "itof", "ftou",
-                        "utof", "strsub"}
-QUALIFIERS_IGNORED = {"brie", "btree", "btree_delete", "inline", "no_inline", "magic", "no_magic", "overridable",
-                      "input", "output", "printsize"}
-QUALIFIERS_REFUSED = {"eqrel": "eqrel relations (an equivalence closure)"}
-
-_TOKEN = re.compile(r"""
-    (?P<ws>[ \t\r]+|\n)
-  | (?P<lcomment>//[^\n]*)
-  | (?P<bcomment>/\*.*?\*/)
-  | (?P<float>\d+\.\d+(?:[eE][-+]?\d+)?)
-  | (?P<num>0[xX][0-9a-fA-F]+|0[bB][01]+|\d+)(?P<unsigned>u?)
-  | (?P<str>"(?:[^"\\\n]|\\.)*")
-  | (?P<id>[A-Za-z_?][A-Za-z0-9_?]*)
-  | (?P<op>:-|<=|>=|!=|<:|::|[-+*/%^(),.:;=<>!{}\[\]|$#@&~])
-""", re.VERBOSE | re.DOTALL)
-
-
-class Token:
-    __slots__ = ("kind", "text", "pos")
-
-    def __init__(self, kind: str, text: str, pos: Pos):
-        self.kind, self.text, self.pos = kind, text, pos
-
-    def __repr__(self) -> str:
-        return f"{self.kind}:{self.text!r}@{self.pos}"
-
-
-def tokens(text: str) -> list[Token]:
-    """The program's tokens with their positions (comments and blanks dropped); an unknown character is refused."""
-    out: list[Token] = []
-    i, line, col = 0, 1, 1
-    n = len(text)
-    while i < n:
-        m = _TOKEN.match(text, i)
-        if m is None:
-            if text.startswith("/*", i):
-                raise DatalogError("a /* comment is never closed", Pos(line, col))
-            if text[i] == '"':
-                raise DatalogError("a string is never closed on its line", Pos(line, col))
-            raise DatalogError(f"unexpected character {text[i]!r}", Pos(line, col))
-        kind = m.lastgroup if m.lastgroup != "unsigned" else "num"
-        s = m.group(0)
-        pos = Pos(line, col)
-        if kind not in ("ws", "lcomment", "bcomment"):
-            if kind == "op" and s == "." and i + 1 < n and text[i + 1].isalpha():
-                w = re.match(r"[A-Za-z_]+", text[i + 1:]).group(0)
-                if w in DIRECTIVES and (not out or out[-1].text == "." or _item_start(out)):
-                    out.append(Token("dir", w, pos))
-                    col += 1 + len(w)
-                    i += 1 + len(w)
-                    continue
-            if kind == "op" and s == "#":
-                raise DatalogError("the C preprocessor (#include, #define) is not supported", pos)
-            out.append(Token(kind, s, pos))
-        nl = s.count("\n")
-        if nl:
-            line += nl
-            col = len(s) - s.rfind("\n")
-        else:
-            col += len(s)
-        i = m.end()
-    out.append(Token("end", "", Pos(line, col)))
-    return out
-
-
-def _item_start(out: list[Token]) -> bool:
-    """The previous token ends an item (a directive's last word or parenthesis), so ``.word`` starts the next."""
-    last = out[-1]
-    return last.kind in ("id", "str", "num") or last.text in (")", "]")
-
+            "max": None, "abs": 1, "itof": 1, "utof": 1, "ftoi": 1, "as": 2, "range": None}
+#: The most rules one body's parenthesized disjunctions may expand to.
+ALTERNATIVES_LIMIT = 1024
+#: Binary operators from the loosest to the tightest (Soufflé's parser.yy); ``^`` binds tighter than signs.
+BINARY_LEVELS = (("lor",), ("lxor",), ("land",), ("bor",), ("bxor",), ("band",), ("bshl", "bshr", "bshru"),
+                 ("+", "-"), ("*", "/", "%"))
+#: Functors Soufflé has that ddflow does not, each with why: refused by name.
+UNSUPPORTED_FUNCTORS = {
+    "ord": "it is a symbol's number in Soufflé's symbol table, which depends on the order symbols were first seen",
+    "to_unsigned": "unsigned values are 64-bit signed numbers here: a negative number's conversion would differ",
+    "itou": "unsigned values are 64-bit signed numbers here: a negative number's conversion would differ",
+    "utoi": "unsigned values are 64-bit signed numbers here: a large unsigned's conversion would differ",
+    "ftou": "unsigned values are 64-bit signed numbers here: the conversion would differ",
+    "autoinc": "its values depend on the order of evaluation, which an incremental engine does not fix",
+    "nil": "records are not supported",
+}
 
 def parse(text: str) -> Source:
     """The syntax tree of a Soufflé program; a :class:`DatalogError` with line and column if it does not parse.
@@ -125,199 +76,11 @@ def parse(text: str) -> Source:
     """
     toks = tokens(text)
     check_nesting(toks)
-    return _Parser(toks).program()
+    return expand(_Parser(toks).program())
 
 
-def check_nesting(toks: list[Token]) -> None:
-    """A DatalogError naming the depth if parentheses, braces and runs of signs nest past the limit.  O(tokens).
-
-    >>> check_nesting(tokens("r(x) :- e(x, y), x = " + "(" * 1500 + "y" + ")" * 1500 + "."))
-    Traceback (most recent call last):
-      ...
-    ddflow.datalog.syntax.DatalogError: Datalog at line 1, column 1022: expression nested 1,500 deep; the limit is 1,000
-    """
-    depth = run = deepest = 0
-    first = None
-    for t in toks:
-        if t.text == "-" and t.kind == "op":
-            run += 1
-        else:
-            run = 0
-            if t.text in ("(", "{"):
-                depth += 1
-            elif t.text in (")", "}"):
-                depth -= 1
-        if depth + run > deepest:
-            deepest = depth + run
-            if deepest == NESTING_LIMIT + 1:
-                first = t
-    if deepest > NESTING_LIMIT:
-        raise DatalogError(f"expression nested {deepest:,} deep; the limit is {NESTING_LIMIT:,}", first.pos)
-
-
-class _Parser:
-    def __init__(self, toks: list[Token]):
-        self.toks = toks
-        self.i = 0
-        self.src = Source()
-        self.depth = 0  # terms nested around the current one (parentheses, calls, aggregates)
-
-    # -- token helpers -------------------------------------------------------------
-    @property
-    def tok(self) -> Token:
-        return self.toks[self.i]
-
-    def peek(self, k: int = 1) -> Token:
-        return self.toks[min(self.i + k, len(self.toks) - 1)]
-
-    def take(self) -> Token:
-        t = self.toks[self.i]
-        self.i += 1
-        return t
-
-    def at(self, text: str) -> bool:
-        return self.tok.kind in ("op", "id") and self.tok.text == text
-
-    def expect(self, text: str, what: str | None = None) -> Token:
-        if not self.at(text):
-            self.fail(f"expected {what or repr(text)}")
-        return self.take()
-
-    def fail(self, expected: str, tok: Token | None = None) -> None:
-        tok = tok or self.tok
-        shown = "the end of the program" if tok.kind == "end" else repr(tok.text)
-        raise DatalogError(f"unexpected {shown} ({expected})", tok.pos)
-
-    def ident(self, what: str) -> Token:
-        if self.tok.kind != "id":
-            self.fail(f"expected {what}")
-        return self.take()
-
-    # -- items ---------------------------------------------------------------------
-    def program(self) -> Source:
-        while self.tok.kind != "end":
-            if self.tok.kind == "dir":
-                self.directive()
-            else:
-                self.rule()
-        return self.src
-
-    def directive(self) -> None:
-        d = self.take()
-        name = d.text
-        if name == "decl":
-            self.decl()
-        elif name == "type":
-            self.type_decl()
-        elif name in ("number_type", "symbol_type"):
-            t = self.ident("a type name")
-            self.src.types[t.text] = ("number" if name == "number_type" else "symbol", t.pos)
-        elif name in ("input", "output", "printsize"):
-            self.io(name)
-        elif name == "pragma":
-            key = self.string("a pragma key")
-            value = self.string("a pragma value") if self.tok.kind == "str" else ""
-            self.src.pragmas.append(Pragma(key, value, d.pos))
-        elif name == "plan":
-            self.skip_plan()
-        else:
-            what = {"comp": "components (.comp)", "init": "components (.init)", "functor": "user-defined functors",
-                    "override": "component overrides", "limitsize": ".limitsize (it stops evaluation early: "
-                    "results would depend on the order of evaluation)", "include": ".include",
-                    "once": ".once"}[name]
-            raise DatalogError(f"{what} are not supported" if not what.startswith(".") else
-                               f"{what} is not supported", d.pos)
-
-    def string(self, what: str) -> str:
-        if self.tok.kind != "str":
-            self.fail(f"expected {what} (a string)")
-        return _unquote(self.take().text)
-
-    def decl(self) -> None:
-        while True:
-            name = self.ident("a relation name")
-            self.expect("(")
-            attrs: list[tuple[str, str]] = []
-            if not self.at(")"):
-                while True:
-                    a = self.ident("an attribute name")
-                    self.expect(":")
-                    t = self.ident("a type")
-                    attrs.append((a.text, t.text))
-                    if attrs.count(attrs[-1]) > 1 or [x for x, _ in attrs].count(a.text) > 1:
-                        raise DatalogError(f"relation {name.text}: attribute {a.text!r} is declared twice", a.pos)
-                    if not self.at(","):
-                        break
-                    self.take()
-            self.expect(")", "')' or ','")
-            self.src.decls.append(Decl(name.text, tuple(attrs), name.pos))
-            while self.tok.kind == "id" and self.tok.text in QUALIFIERS_IGNORED | set(QUALIFIERS_REFUSED):
-                q = self.take()
-                if q.text in QUALIFIERS_REFUSED:
-                    raise DatalogError(f"{QUALIFIERS_REFUSED[q.text]} are not supported", q.pos)
-                if q.text in ("input", "output", "printsize"):  # the old syntax: `.decl r(x: number) input`
-                    self.src.io.append(IO(q.text, name.text, (), q.pos))
-            if self.at("choice") or (self.tok.kind == "id" and self.tok.text.startswith("choice")):
-                raise DatalogError("choice-domain is not supported", self.tok.pos)
-            if not self.at(","):
-                return
-            self.take()
-
-    def type_decl(self) -> None:
-        name = self.ident("a type name")
-        if self.at("<:"):
-            self.take()
-            base = self.ident("a type")
-            self.src.types[name.text] = (base.text, name.pos)
-            return
-        self.expect("=", "'=' or '<:'")
-        if self.at("["):
-            raise DatalogError("record types are not supported", self.tok.pos)
-        first = self.ident("a type")
-        if self.at("{"):
-            raise DatalogError("algebraic data types are not supported", first.pos)
-        members = [first]
-        while self.at("|"):
-            self.take()
-            m = self.ident("a type")
-            if self.at("{"):
-                raise DatalogError("algebraic data types are not supported", m.pos)
-            members.append(m)
-        if len(members) == 1:
-            self.src.types[name.text] = (first.text, name.pos)
-        else:
-            self.src.types[name.text] = ("|".join(m.text for m in members), name.pos)
-
-    def io(self, kind: str) -> None:
-        while True:
-            rel = self.ident("a relation name")
-            params: list[tuple[str, str]] = []
-            if self.at("("):
-                self.take()
-                while not self.at(")"):
-                    key = self.ident("a parameter name")
-                    self.expect("=")
-                    if self.tok.kind == "str":
-                        value = _unquote(self.take().text)
-                    elif self.tok.kind in ("id", "num"):
-                        value = self.take().text
-                    else:
-                        self.fail("expected a parameter value")
-                    params.append((key.text, value))
-                    if self.at(","):
-                        self.take()
-                    elif not self.at(")"):
-                        self.fail("expected ',' or ')'")
-                self.take()
-            self.src.io.append(IO(kind, rel.text, tuple(params), rel.pos))
-            if not self.at(","):
-                return
-            self.take()
-
-    def skip_plan(self) -> None:
-        """``.plan 0:(1,2), 1:(2,1)``: Soufflé's join orders; they never change results, so they are skipped."""
-        while self.tok.kind == "num" or self.tok.text in (":", "(", ")", ","):
-            self.take()
+class _Parser(Directives):
+    """Rules, literals and terms (the directives and token helpers: :class:`Directives`)."""
 
     # -- rules ---------------------------------------------------------------------
     def rule(self) -> None:
@@ -327,7 +90,8 @@ class _Parser:
             self.take()
             heads.append(self.atom())
         if self.at("<="):
-            raise DatalogError("subsumptive rules (<=) are not supported", self.tok.pos)
+            self.subsumption(heads, start)
+            return
         bodies: list[list[Literal]] = [[]]
         if self.at(":-"):
             self.take()
@@ -345,26 +109,67 @@ class _Parser:
         if self.at("."):  # ``.plan`` after a rule is a directive token; a stray '.' is not
             self.fail("expected a rule or a directive")
 
+    def subsumption(self, heads: list[Atom], start) -> None:
+        """``r(...) <= r(...) :- body.`` (at the ``<=``)."""
+        le = self.take()
+        if len(heads) > 1:
+            raise DatalogError("a subsumptive rule has one dominated head", heads[1].pos)
+        dominating = self.atom()
+        for h in (heads[0], dominating):
+            if h.rel != heads[0].rel or dominating.rel != heads[0].rel:
+                raise DatalogError("a subsumptive rule's two heads name one relation", dominating.pos)
+            for t in h.args:
+                if isinstance(t, Wild):
+                    raise DatalogError("a subsumptive rule's heads name their values (no _)", t.pos)
+        self.expect(":-", "':-' and the body of the subsumptive rule")
+        bodies = self.disjunction()
+        self.expect(".", "'.' at the end of the rule")
+        for body in bodies:
+            self.src.subsumptions.append(Subsumption(heads[0], dominating, tuple(body), le.pos))
+
     def disjunction(self) -> list[list[Literal]]:
-        out = [self.conjunction()]
+        """Bodies separated by ``;``, each a conjunction: the alternatives, one rule each (Soufflé's meaning)."""
+        out = self.conjunction()
         while self.at(";"):
             self.take()
-            out.append(self.conjunction())
+            out.extend(self.conjunction())
         return out
 
-    def conjunction(self) -> list[Literal]:
-        lits = [self.literal()]
+    def conjunction(self) -> list[list[Literal]]:
+        """Literals separated by ``,``; a parenthesized disjunction among them multiplies the alternatives
+        (``a, (b ; c)`` is ``a, b`` or ``a, c``), at most :data:`ALTERNATIVES_LIMIT` of them."""
+        start = self.tok
+        alts = self.group()
         while self.at(","):
             self.take()
-            lits.append(self.literal())
-        if not self.at(".") and not self.at(";") and not self.at("}"):
+            item = self.group()
+            alts = [a + b for a in alts for b in item]
+            if len(alts) > ALTERNATIVES_LIMIT:
+                raise DatalogError(f"the disjunctions of this body expand to more than {ALTERNATIVES_LIMIT:,} "
+                                   "rules", start.pos)
+        if not self.at(".") and not self.at(";") and not self.at("}") and not self.at(")"):
             self.fail("expected ',', ';' or '.'")
-        return lits
+        return alts
+
+    def group(self) -> list[list[Literal]]:
+        """One literal, or a parenthesized disjunction (its alternatives)."""
+        if self.at("(") and self._parenthesized_body():
+            self.take()
+            alts = self.disjunction()
+            self.expect(")", "')' at the end of the parenthesized body")
+            return alts
+        return [[self.literal()]]
 
     def literal(self) -> Literal:
         t = self.tok
         if self.at("!"):
             self.take()
+            if self.tok.text in ("contains", "match") and self.peek().text == "(":
+                inner = self.literal()
+                return Test(inner.name, inner.args, t.pos, negated=True)
+            if self._atom_ahead():
+                a = self.atom()
+                return Atom(a.rel, a.args, t.pos, negated=True)
             if self.tok.kind != "id" or not self.peek().text == "(" or self.tok.text in FUNCTORS:
                 if self.at("("):
                     raise DatalogError("negation of a parenthesized body is not supported", self.tok.pos)
@@ -374,12 +179,22 @@ class _Parser:
         if t.kind == "id" and t.text in ("true", "false") and self.peek().text != "(":
             self.take()
             return Compare("=", Const(1, "number", t.pos), Const(1 if t.text == "true" else 0, "number", t.pos), t.pos)
+        if t.kind == "id" and t.text in ("contains", "match") and self.peek().text == "(":
+            self.take()
+            self.take()
+            args = [self.term()]
+            while self.at(","):
+                self.take()
+                args.append(self.term())
+            self.expect(")", "')' or ','")
+            if len(args) != 2:
+                raise DatalogError(f"{t.text} takes 2 arguments, got {len(args)}", t.pos)
+            return Test(t.text, tuple(args), t.pos)
+        if self._atom_ahead():
+            return self.atom()
         if t.kind == "id" and self.peek().text == "(" and t.text not in FUNCTORS and t.text not in AGGREGATES \
                 and t.text not in UNSUPPORTED_FUNCTORS:
             return self.atom()
-        if t.text == "(" and self._parenthesized_body():
-            raise DatalogError("parenthesized (nested) disjunctions are not supported; write one rule per branch",
-                               t.pos)
         left = self.term()
         op = self.tok
         if op.text not in ("=", "!=", "<", "<=", ">", ">="):
@@ -407,10 +222,7 @@ class _Parser:
         return False
 
     def atom(self) -> Atom:
-        name = self.ident("a relation name")
-        if self.at("."):
-            if self.peek().kind == "id" and self.peek().pos.col == self.tok.pos.col + 1:
-                raise DatalogError("qualified (component) relation names are not supported", name.pos)
+        name = self.qualified("a relation name")
         self.expect("(", "'(' after the relation name")
         args: list[Term] = []
         if not self.at(")"):
@@ -423,44 +235,55 @@ class _Parser:
         return Atom(name.text, tuple(args), name.pos)
 
     # -- terms ---------------------------------------------------------------------
-    def term(self) -> Term:
-        left = self.product()
+    def term(self, level: int = 0) -> Term:
+        """Binary operators by Soufflé's precedence (:data:`BINARY_LEVELS`, loosest first), each level's run
+        one node (:func:`_chained`)."""
+        if level == len(BINARY_LEVELS):
+            return self.unary()
+        ops = BINARY_LEVELS[level]
+        left = self.term(level + 1)
         rest = []
-        while self.at("+") or self.at("-"):
+        while self.tok.kind in ("op", "id") and self.tok.text in ops:
             op = self.take()
-            rest.append((op, self.product()))
-        if self.tok.kind == "id" and self.tok.text in UNSUPPORTED_FUNCTORS:
-            raise DatalogError(f"the functor {self.tok.text} is not supported", self.tok.pos)
-        return _chained(left, rest)
-
-    def product(self) -> Term:
-        left = self.unary()
-        rest = []
-        while self.at("*") or self.at("/") or self.at("%"):
-            op = self.take()
-            rest.append((op, self.unary()))
-        if self.at("^"):
-            raise DatalogError("the power operator ^ is not supported", self.tok.pos)
+            rest.append((op, self.term(level + 1)))
+        if level == 0 and self.tok.kind == "id" and self.tok.text in UNSUPPORTED_FUNCTORS:
+            name = self.tok.text
+            raise DatalogError(f"the functor {name} is not supported ({UNSUPPORTED_FUNCTORS[name]})", self.tok.pos)
         return _chained(left, rest)
 
     def unary(self) -> Term:
-        if self.at("-"):
+        """``-``, ``bnot``, ``lnot`` (looser than ``^``: ``-2 ^ 2`` is -4), then a power."""
+        if self.at("-") or self.at("bnot") or self.at("lnot"):
             ops = []
-            while self.at("-"):  # a run of signs in a loop: ``- - - x`` nests no parser frames (its terms do)
+            while self.at("-") or self.at("bnot") or self.at("lnot"):  # a run of signs: no parser frames
                 ops.append(self.take())
                 self._nest(len(ops), ops[-1])
             self.depth += len(ops)
             try:
-                inner = self.primary()
+                inner = self.power()
             finally:
                 self.depth -= len(ops)
             for op in reversed(ops):
-                if isinstance(inner, Const) and inner.kind in ("number", "float"):
+                if op.text == "-" and isinstance(inner, Const) and inner.kind in ("number", "float"):
                     inner = Const(-inner.value, inner.kind, op.pos)
                 else:
-                    inner = Functor("neg", (inner,), op.pos)
+                    inner = Functor("neg" if op.text == "-" else op.text, (inner,), op.pos)
             return inner
-        return self.primary()
+        return self.power()
+
+    def power(self) -> Term:
+        """``a ^ b``, right-associative; its right side may be signed (``2 ^ -1``)."""
+        base = self.primary()
+        if not self.at("^"):
+            return base
+        op = self.take()
+        self.depth += 1
+        try:
+            self._nest(0, op)
+            exponent = self.unary()
+        finally:
+            self.depth -= 1
+        return BinOp("^", base, exponent, op.pos)
 
     def _nest(self, extra: int, tok: Token) -> None:
         """Refuse nesting past :data:`~ddflow.plan.deep.NESTING_LIMIT` levels (the parser recurses per level)."""
@@ -495,20 +318,33 @@ class _Parser:
             self.expect(")")
             return inner
         if self.at("$"):
-            raise DatalogError("the counter $ is not supported (its values depend on evaluation order)", t.pos)
+            if self.peek().kind == "id" and self.peek().pos.col == t.pos.col + 1:
+                raise DatalogError(f"algebraic data type constructors (${self.peek().text}(...)) are not supported",
+                                   t.pos)
+            raise DatalogError("the counter $ is not supported (its values depend on the order of evaluation, "
+                               "which an incremental engine does not fix)", t.pos)
         if self.at("["):
-            raise DatalogError("records are not supported", t.pos)
+            raise DatalogError("records ([a, b, ...]) are not supported", t.pos)
         if self.at("@"):
-            raise DatalogError("user-defined functors (@name) are not supported", t.pos)
+            raise DatalogError(f"user-defined functors (@{self.peek().text}) are not supported: their code is C++ "
+                               "that ddflow cannot run", t.pos)
         if t.kind != "id":
             self.fail("expected a term")
         if t.text == "_":
             self.take()
             return Wild(t.pos)
         if t.text in UNSUPPORTED_FUNCTORS:
-            raise DatalogError(f"the functor {t.text} is not supported", t.pos)
+            raise DatalogError(f"the functor {t.text} is not supported ({UNSUPPORTED_FUNCTORS[t.text]})", t.pos)
         if t.text in AGGREGATES and (self.peek().text != "(" or t.text not in FUNCTORS or self._colon_after_parens()):
             return self.aggregate()
+        if t.text == "as" and self.peek().text == "(":  # as(x, T): the second argument names a type
+            self.take()
+            self.take()
+            x = self.term()
+            self.expect(",", "',' and a type name")
+            typ = self.ident("a type name")
+            self.expect(")")
+            return Functor("as", (x, Const(typ.text, "type", typ.pos)), t.pos)
         if t.text in FUNCTORS and self.peek().text == "(":
             self.take()
             self.take()
@@ -523,6 +359,8 @@ class _Parser:
             arity = FUNCTORS[t.text]
             if arity is not None and len(args) != arity:
                 raise DatalogError(f"{t.text} takes {arity} argument{'s' * (arity != 1)}, got {len(args)}", t.pos)
+            if t.text == "range" and len(args) not in (2, 3):
+                raise DatalogError(f"range takes 2 or 3 arguments, got {len(args)}", t.pos)
             if t.text in ("min", "max", "cat") and len(args) < 2:
                 raise DatalogError(f"the functor {t.text} takes at least 2 arguments, got {len(args)}", t.pos)
             return Functor(t.text, tuple(args), t.pos)
@@ -559,6 +397,9 @@ class _Parser:
         self.take()
         if self.at("{"):
             self.take()
+            if self.at("}"):
+                raise DatalogError(f"the {t.text} aggregate's body {{}} is empty: write what it ranges over, "
+                                   f"as in {t.text}{' x' if t.text != 'count' else ''} : {{ r(x) }}", self.tok.pos)
             bodies = self.disjunction()
             if len(bodies) > 1:
                 raise DatalogError("a disjunction inside an aggregate is not supported", t.pos)
@@ -579,8 +420,3 @@ def _chained(first: Term, rest: list[tuple[Token, Term]]) -> Term:
         (op, t), = rest
         return BinOp(op.text, first, t, op.pos)
     return Chain(first, tuple((op.text, t) for op, t in rest), rest[0][0].pos)
-
-
-def _unquote(s: str) -> str:
-    body = s[1:-1]
-    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r"}.get(m.group(1), m.group(1)), body)

@@ -38,15 +38,19 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ddflow.base.schema import Schema
+from ddflow.datalog.expressions import Expressions, _souffle
+from ddflow.datalog.functors import IR_NAMES
 from ddflow.datalog.hints import Hints
-from ddflow.datalog.program import BASE_TYPES, Program, constant_of
+from ddflow.datalog.program import Program, constant_of, injected
 from ddflow.datalog.stratify import Stratum, strata
-from ddflow.datalog.syntax import (Aggregate, Atom, BinOp, Chain, Compare, Const, DatalogError, Functor, Literal,
-                                   Pos, Rule, Term, Var, Wild)
-from ddflow.errors import SchemaError
-from ddflow.plan.expr import Call, Col, Expr, Held, Lit, conjunction
-from ddflow.plan.functions import TypeMismatch, cast, common_type, typed
+from ddflow.datalog.syntax import (Aggregate, Atom, Compare, Const, DatalogError, Functor, Literal, Pos, Rule, Term,
+                                   Test, Var, Wild)
+from ddflow.plan.expr import Call, Col, Expr, Lit, conjunction
+from ddflow.plan.functions import cast, typed
 from ddflow.plan.ir import (Agg, Distinct, Filter, Join, Project, RecRef, Recursive, Rel, Scan, SemiJoin, Union,
                             Values)
 from ddflow.plan.ir import Aggregate as AggregateRel
@@ -95,6 +99,8 @@ class Planner:
         self.loop: dict[str, RecRef] = {}  # the recursive stratum being planned: its relations' RecRefs
         self._fresh = itertools.count()
         self._in_aggregate = 0
+        self._constants: dict[str, Const] = {}  # variables the body being planned sets to a constant
+        self.exprs = Expressions(program.types)
 
     # -- relations -----------------------------------------------------------------
     def schema(self, name: str) -> Schema:
@@ -145,8 +151,9 @@ class Planner:
         """The distinct union of the relation's input table, facts and rules (physical layout)."""
         schema = self.schema(name)
         parts: list[Rel] = []
-        if name in self.p.inputs:
-            parts.append(self._input(name))
+        fed_by = self.p.input_of(name)
+        if fed_by is not None:
+            parts.append(self._input(fed_by, name))
         if name in self.p.facts:
             perm = self.perm[name] or (0,)
             rows = tuple(sorted({tuple(r[i] for i in perm) if r else (0,) for r in self.p.facts[name]}, key=repr))
@@ -156,15 +163,17 @@ class Planner:
                 parts.append(self._rule(r))
         if not parts:
             return Values(schema, ())
-        if len(parts) == 1 and name in self.p.inputs and self.perm[name] == tuple(range(len(schema))) \
+        if len(parts) == 1 and fed_by == name and self.perm[name] == tuple(range(len(schema))) \
                 and name not in self.hints.placement:
             return parts[0]  # an input alone: its rows as they come (read as a set where that matters)
         body = parts[0] if len(parts) == 1 else Union(tuple(parts))
         return Distinct(body)
 
-    def _input(self, name: str) -> Rel:
+    def _input(self, name: str, into: str | None = None) -> Rel:
+        """The table of ``.input name`` as rows of relation ``into`` (``name`` itself, or its ``@all``)."""
         rel = self.p.relations[name]
         io = self.p.inputs[name]
+        into = into or name
         table = self.tables.get(name.lower())
         if table is None:
             raise DatalogError(f".input {name}: the dataflow has no table {name!r} (make one with "
@@ -190,8 +199,8 @@ class Planner:
         scan = Filter(scan, conjunction(nonnull))
         if rel.arity == 0:
             return Project(scan, (Lit(0, "bigint"),), ("_",))
-        perm = self.perm[name]
-        s = self.schema(name)
+        perm = self.perm[into]
+        s = self.schema(into)
         if perm == tuple(range(rel.arity)) and all(isinstance(c, Col) for c in cols) \
                 and table.names == s.names:
             return scan
@@ -235,6 +244,14 @@ class Planner:
         """The bindings of a conjunction (``start``: bindings it extends, an aggregate's injected variables)."""
         atoms = [lit for lit in lits if isinstance(lit, Atom) and not lit.negated]
         rest = [lit for lit in lits if not (isinstance(lit, Atom) and not lit.negated)]
+        saved = self._constants
+        self._constants = {**saved, **_constants_of(lits)}
+        try:
+            return self._body(atoms, rest, start, outside)
+        finally:
+            self._constants = saved
+
+    def _body(self, atoms: list[Atom], rest: list[Literal], start: Binding | None, outside: set[str]) -> Binding:
         cur = start
         pending = list(rest)
         while atoms:
@@ -271,6 +288,8 @@ class Planner:
     def _literal(self, cur: Binding, lit: Literal, outside: set[str], final: bool) -> Binding | None:
         """``cur`` with ``lit`` applied, or None while it needs variables not yet bound."""
         bound = set(cur.vars)
+        if isinstance(lit, Test):
+            return self.test(cur, lit) if lit.variables() <= bound else None
         if isinstance(lit, Atom):  # negated
             if not lit.variables() <= bound:
                 return None
@@ -282,7 +301,7 @@ class Planner:
         if isinstance(left, Aggregate) or isinstance(right, Aggregate):
             agg = left if isinstance(left, Aggregate) else right
             other = right if agg is left else left
-            if not (agg.inner_variables() & outside) <= bound:
+            if not injected(agg, outside) <= bound:
                 return None
             if isinstance(other, Var) and other.name not in bound and lit.op == "=":
                 return self.aggregate(cur, agg, other.name, outside)
@@ -292,6 +311,9 @@ class Planner:
             cur = self.aggregate(cur, agg, tmp, outside)
             return self.filter(cur, Compare(lit.op, Var(tmp, agg.pos), other, lit.pos) if agg is left
                                else Compare(lit.op, other, Var(tmp, agg.pos), lit.pos))
+        for v, f in ((left, right), (right, left)):
+            if lit.op == "=" and isinstance(v, Var) and isinstance(f, Functor) and f.name == "range":
+                return self.range(cur, v, f)
         if lit.op == "=" and isinstance(right, Var) and right.name not in bound and left.variables() <= bound:
             return self.assign(cur, right.name, left)
         if lit.op == "=" and isinstance(left, Var) and left.name not in bound and right.variables() <= bound:
@@ -363,22 +385,67 @@ class Planner:
         proj = Project(cur.rel, tuple(exprs), tuple(all_names))
         return Binding(proj, {v: i for i, v in enumerate(all_names)})
 
+    def range(self, cur: Binding, v: Var, f: Functor) -> Binding:
+        """``v = range(from, to[, step])``: one binding of ``v`` per value, ``from`` up to ``to`` (excluded) by
+        ``step`` (1, or -1 when ``from`` > ``to``), as Soufflé's multi-result functor; joined on ``v`` if it is
+        bound.  The arguments must be constants (numbers, or variables the body sets to one), at most
+        :data:`RANGE_LIMIT` values."""
+        vals = []
+        for a in f.args:
+            c = self._constants.get(a.name) if isinstance(a, Var) else a
+            if not (isinstance(c, Const) and c.kind == "number"):
+                raise DatalogError("range with an argument that is not a constant number is not supported "
+                                   f"({a!r}); ddflow plans range as a relation of its values", a.pos)
+            vals.append(int(c.value))
+        lo, hi = vals[0], vals[1]
+        step = vals[2] if len(vals) == 3 else (1 if lo <= hi else -1)
+        if step == 0:
+            raise DatalogError("range with a step of 0 is not supported", f.pos)
+        values = range(lo, hi, step)
+        if len(values) > RANGE_LIMIT:
+            raise DatalogError(f"range of {len(values):,} values; the limit is {RANGE_LIMIT:,}", f.pos)
+        gen = Binding(Values(Schema((v.name,), ("bigint",)), tuple((x,) for x in values)), {v.name: 0})
+        return self.join(cur, gen, f.pos)
+
+    def test(self, cur: Binding, lit: Test) -> Binding:
+        """``contains(sub, s)`` / ``match(pattern, s)`` as a filter (:mod:`ddflow.datalog.functors`); a constant
+        pattern RE2 cannot run is refused here, not at run time."""
+        first, subject = (self.expr(a, cur) for a in lit.args)
+        if lit.name == "match" and isinstance(lit.args[0], Const) and lit.args[0].kind == "symbol":
+            pattern = lit.args[0].value
+            try:
+                pc.match_substring_regex(pa.array([""]), f"^(?:{pattern})$")
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+                raise DatalogError(f"match: the pattern {pattern!r} is not supported ({err})", lit.args[0].pos) \
+                    from None
+        pred = self._typed(IR_NAMES[lit.name], (first, subject), lit.pos)
+        if lit.negated:
+            pred = Call("not", (pred,), "boolean")
+        return Binding(Filter(cur.rel, pred), cur.vars)
+
     def negation(self, cur: Binding, a: Atom) -> Binding:
         b, extra = self.atom(Atom(a.rel, a.args, a.pos))
-        if extra:
-            raise DatalogError("an expression inside a negated atom is not supported (bind it to a variable first)",
-                               a.pos)
+        for lit in extra:  # ``!r(x + 1)``: the expression's value, computed on the bindings, is a key
+            cur = self.assign(cur, lit.left.name, lit.right)
         keys = [v for v in b.vars]
         for v in keys:
             if cur.col(v).type != b.col(v).type:
-                raise DatalogError(f"variable {v} is a {_souffle(cur.col(v).type)} here and a "
+                what = "an expression" if v.startswith("_arg") else f"variable {v}"
+                raise DatalogError(f"{what} is a {_souffle(cur.col(v).type)} here and a "
                                    f"{_souffle(b.col(v).type)} in !{a.rel}", a.pos)
         anti = SemiJoin(cur.rel, b.rel, tuple(cur.col(v) for v in keys), tuple(b.col(v) for v in keys), anti=True)
         return Binding(anti, cur.vars)
 
+    def expr(self, t: Term, b: Binding, want: str | None = None) -> Expr:
+        """The IR expression of a term over a binding's columns (:mod:`ddflow.datalog.expressions`)."""
+        return self.exprs.expr(t, b, want)
+
+    def _typed(self, op: str, args, pos: Pos) -> Expr:
+        return self.exprs._typed(op, args, pos)
+
     def aggregate(self, cur: Binding, agg: Aggregate, name: str, outside: set[str]) -> Binding:
         """``cur`` with variable ``name`` bound to ``agg`` per binding of its injected variables."""
-        inj = sorted(agg.inner_variables() & outside)
+        inj = sorted(injected(agg, outside))
         positive = set()
         for lit in agg.body:
             if isinstance(lit, Atom) and not lit.negated:
@@ -418,78 +485,16 @@ class Planner:
             value = Call("coalesce", (value, zero), ar.type)
         return self.extend(joined, {name: value})
 
-    # -- expressions ---------------------------------------------------------------
-    def expr(self, t: Term, b: Binding, want: str | None = None) -> Expr:
-        """The IR expression of a term over a binding's columns (``want``: the Soufflé type a constant takes)."""
-        if isinstance(t, Var):
-            return b.col(t.name)
-        if isinstance(t, Const):
-            if t.kind == "symbol":
-                return Lit(t.value, "string")
-            if t.kind == "float" or want == "float":
-                return Lit(float(t.value), "double")
-            return Lit(int(t.value), "bigint")
-        if isinstance(t, BinOp):
-            l, r = self.expr(t.left, b, want), self.expr(t.right, b, want)
-            if "string" in (l.type, r.type):
-                raise DatalogError(f"arithmetic {t.op} on a symbol", t.pos)
-            op = t.op
-            if op == "/" and l.type == "bigint" and r.type == "bigint":
-                op = "div"
-            return self._typed(op, (l, r), t.pos)
-        if isinstance(t, Chain):  # one IR ``chain``: each step applied to the value so far (see ddflow.plan.expr)
-            first = self.expr(t.first, b, want)
-            steps: list[Call] = []
-            for op, x in t.rest:
-                r = self.expr(x, b, want)
-                left = steps[-1].type if steps else first.type
-                if "string" in (left, r.type):
-                    raise DatalogError(f"arithmetic {op} on a symbol", x.pos)
-                if op == "/" and left == "bigint" and r.type == "bigint":
-                    op = "div"
-                call = self._typed(op, (Held(left) if steps else first, r), x.pos)
-                steps.append(Call(call.op, (Held(left), call.args[1]), call.type))
-            return Call("chain", (first, *steps), steps[-1].type)
-        if isinstance(t, Functor):
-            args = [self.expr(a, b) for a in t.args]
-            name = t.name
-            if name == "neg":
-                return self._typed("neg", args, t.pos)
-            if name == "abs":
-                return self._typed("abs", args, t.pos)
-            if name == "cat":
-                return self._typed("concat", args, t.pos)
-            if name == "strlen":
-                return self._typed("length", args, t.pos)
-            if name == "substr":
-                start = self._typed("+", (args[1], Lit(1, "bigint")), t.pos)
-                return self._typed("substring", (args[0], start, args[2]), t.pos)
-            if name in ("to_number", "to_string", "to_float"):
-                to = {"to_number": "bigint", "to_string": "string", "to_float": "double"}[name]
-                try:
-                    return cast(args[0], to)
-                except SchemaError as err:
-                    raise DatalogError(_bare(err), t.pos) from None
-            if name in ("min", "max"):  # one least / greatest call (a number meets a float as a float)
-                try:
-                    typ = common_type([a.type for a in args], f"{name}")
-                except TypeMismatch as err:
-                    raise DatalogError(str(err), t.pos) from None
-                args = [cast(a, typ) if a.type != typ else a for a in args]
-                return self._typed("least" if name == "min" else "greatest", args, t.pos)
-        raise DatalogError(f"{t!r} is not supported here", t.pos)
-
-    def _typed(self, op: str, args, pos: Pos) -> Expr:
-        try:
-            return typed(op, tuple(args))
-        except SchemaError as err:
-            raise DatalogError(_bare(err), pos) from None
+#: The most values one ``range`` may give (its values are a constant relation of the plan).
+RANGE_LIMIT = 1_000_000
 
 
-def _bare(err: Exception) -> str:
-    msg = str(err)
-    return msg[5:] if msg.startswith("SQL: ") else msg
-
-
-def _souffle(sql_type: str) -> str:
-    return {v: k for k, v in BASE_TYPES.items() if k != "unsigned"}.get(sql_type, sql_type)
+def _constants_of(lits) -> dict[str, Const]:
+    """Variables a conjunction sets to a number: ``x = 1`` (either side)."""
+    out = {}
+    for lit in lits:
+        if isinstance(lit, Compare) and lit.op == "=":
+            for a, b in ((lit.left, lit.right), (lit.right, lit.left)):
+                if isinstance(a, Var) and isinstance(b, Const):
+                    out[a.name] = b
+    return out

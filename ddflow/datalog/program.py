@@ -22,11 +22,13 @@ The checks, each refused with the line and column of what breaks it:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ddflow.datalog.parser import parse  # noqa: F401  (the doctest's)
+from ddflow.datalog.scope import lift, scope
+from ddflow.datalog.subsume import rewrite as subsumption_rules
 from ddflow.datalog.syntax import (IO, Aggregate, Atom, BinOp, Chain, Compare, Const, DatalogError, Functor, Literal,
-                                   Pos, Pragma, Rule, Source, Term, Var, Wild)
+                                   Pos, Pragma, Rule, Source, Term, Test, Var, Wild)
 
 #: Soufflé's primitive types and the plan IR's type of each.
 BASE_TYPES = {"number": "bigint", "unsigned": "bigint", "float": "double", "symbol": "string"}
@@ -61,11 +63,21 @@ class Program:
     outputs: dict[str, IO]
     printsize: dict[str, IO]
     pragmas: list[Pragma] = field(default_factory=list)
+    types: dict[str, str] = field(default_factory=dict)  # every type name (aliases too) -> its base type
+    #: Relations the program makes for itself (subsumption's ``r@all``, ``r@dominated``) -> the user's relation.
+    hidden: dict[str, str] = field(default_factory=dict)
 
     def derived(self) -> list[str]:
         """Relations the program computes (rules or facts), in declaration order."""
         heads = {r.head.rel for r in self.rules} | set(self.facts)
-        return [n for n in self.relations if n in heads or n not in self.inputs]
+        return [n for n in self.relations if (n in heads or n not in self.inputs) and n not in self.hidden]
+
+    def input_of(self, name: str) -> str | None:
+        """The ``.input`` relation whose table feeds relation ``name`` (a subsumed relation's ``@all`` reads its
+        relation's table, the relation itself none), or None."""
+        if name in self.hidden:
+            return self.hidden[name] if name.endswith("@all") and self.hidden[name] in self.inputs else None
+        return name if name in self.inputs and not any(v == name for v in self.hidden.values()) else None
 
 
 def check(src: Source) -> Program:
@@ -84,23 +96,54 @@ def check(src: Source) -> Program:
                                    "unsigned, float, symbol, or one declared with .type)", d.pos)
             base.append(types[t])
         relations[d.name] = Relation(d.name, tuple(a for a, _ in d.attrs), tuple(base), d.pos)
+        if d.eqrel and (len(base) != 2 or base[0] != base[1]):
+            raise DatalogError(f"eqrel relation {d.name} must have two attributes of one type", d.pos)
     inputs, outputs, printsize = {}, {}, {}
     for io in src.io:
         if io.rel not in relations:
             raise DatalogError(f".{io.kind} of an unknown relation {io.rel}", io.pos)
         {"input": inputs, "output": outputs, "printsize": printsize}[io.kind][io.rel] = io
+    for sub in src.subsumptions:
+        for a in (sub.dominated, sub.dominating):
+            _check_atom(a, relations)
+        for lit in sub.body:
+            _check_literal(lit, relations)
+    written = list(src.rules) + [r for d in src.decls if d.eqrel for r in equivalence_rules(d.name, d.pos)]
+    moved, made, hidden = subsumption_rules(written, src.subsumptions)
+    for h, name in hidden.items():
+        relations[h] = replace(relations[name], name=h)
     facts: dict[str, list[tuple]] = {}
     rules = []
-    for r in src.rules:
+    for r in moved + made:
         _check_atom(r.head, relations)
-        if not r.body:
+        for t in r.head.args:
+            _check_term(t, relations)
+        r = lift(r)
+        if not r.body and all(isinstance(t, Const) for t in r.head.args):
             facts.setdefault(r.head.rel, []).append(_fact_row(r.head, relations[r.head.rel]))
-            continue
+            continue  # (a fact of constant expressions, ``r(1 + 2).``, is a rule of an empty body)
         for lit in r.body:
             _check_literal(lit, relations)
+        r = scope(r)
         _check_safe(r)
         rules.append(r)
-    return Program(relations, rules, facts, inputs, outputs, printsize, list(src.pragmas))
+    return Program(relations, rules, facts, inputs, outputs, printsize, list(src.pragmas), types, hidden)
+
+
+def equivalence_rules(name: str, pos: Pos) -> list[Rule]:
+    """What ``eqrel`` means (Soufflé): the relation is closed under reflexivity (on the values it holds),
+    symmetry and transitivity.  Three rules, so the closure is kept incrementally like any recursion.
+
+    >>> equivalence_rules("q", Pos(1, 1))
+    [q(x, x) :- q(x, _)., q(y, x) :- q(x, y)., q(x, z) :- q(x, y), q(y, z).]
+    """
+    x, y, z = (Var(v, pos) for v in "xyz")
+
+    def q(a: Term, b: Term) -> Atom:
+        return Atom(name, (a, b), pos)
+
+    return [Rule(q(x, x), (q(x, Wild(pos)),), pos), Rule(q(y, x), (q(x, y),), pos),
+            Rule(q(x, z), (q(x, y), q(y, z)), pos)]
 
 
 def load(text: str) -> Program:
@@ -139,37 +182,40 @@ def _check_atom(a: Atom, relations: dict[str, Relation]) -> None:
                            f"{rel.pos.line}), this atom has {len(a.args)}", a.pos)
 
 
-def _check_literal(lit: Literal, relations: dict[str, Relation]) -> None:
+def _check_literal(lit: Literal, relations: dict[str, Relation], depth: int = 0) -> None:
     if isinstance(lit, Atom):
         _check_atom(lit, relations)
         for t in lit.args:
-            _check_term(t, relations, in_atom=True)
+            _check_term(t, relations, depth)
+    elif isinstance(lit, Test):
+        for t in lit.args:
+            _check_term(t, relations, depth)
     else:
         assert isinstance(lit, Compare)
-        _check_term(lit.left, relations)
-        _check_term(lit.right, relations)
+        _check_term(lit.left, relations, depth)
+        _check_term(lit.right, relations, depth)
 
 
-def _check_term(t: Term, relations: dict[str, Relation], in_atom: bool = False) -> None:
+def _check_term(t: Term, relations: dict[str, Relation], depth: int = 0) -> None:
+    """Atoms inside ``t`` name declared relations with their arity; an aggregate inside an aggregate's
+    expression (``depth`` > 0) is refused."""
     if isinstance(t, Aggregate):
-        if in_atom:
-            raise DatalogError("an aggregate inside an atom is not supported (bind it to a variable first: "
-                               "n = count : {...})", t.pos)
+        if depth:
+            raise DatalogError("an aggregate inside an aggregate's expression is not supported (bind it in the "
+                               "body: v = ..., then aggregate v)", t.pos)
         for lit in t.body:
             _check_literal(lit, relations)
-            if isinstance(lit, Compare) and lit.aggregates():
-                raise DatalogError("an aggregate inside an aggregate is not supported", lit.pos)
         if t.expr is not None:
-            _check_term(t.expr, relations)
+            _check_term(t.expr, relations, depth + 1)
     elif isinstance(t, BinOp):
-        _check_term(t.left, relations)
-        _check_term(t.right, relations)
+        _check_term(t.left, relations, depth)
+        _check_term(t.right, relations, depth)
     elif isinstance(t, Chain):
         for x in t.operands():
-            _check_term(x, relations)
+            _check_term(x, relations, depth)
     elif isinstance(t, Functor):
         for a in t.args:
-            _check_term(a, relations)
+            _check_term(a, relations, depth)
 
 
 def _fact_row(head: Atom, rel: Relation) -> tuple:
@@ -254,7 +300,10 @@ def _ready(t: Term, bound: set[str], outside: set[str]) -> bool:
 
 
 def injected(agg: Aggregate, outside: set[str]) -> set[str]:
-    """The variables of an aggregate's body that also occur outside it: one aggregate value per binding of them."""
+    """The rule's variables the aggregate reads: one aggregate value per binding of them.  As Soufflé scopes them
+    (:mod:`ddflow.datalog.scope`) once the rule is scoped; before, those of its variables that occur ``outside``."""
+    if agg.injected is not None:
+        return set(agg.injected)
     return agg.inner_variables() & outside
 
 
@@ -269,6 +318,14 @@ def _check_literals_bound(body, bound: set[str], outside: set[str]) -> None:
                         what = "a negated atom" if lit.negated else "an expression in an atom"
                         raise DatalogError(f"variable {v.name} of {what} is not bound by a positive atom "
                                            "(it is ungrounded)", v.pos)
+        elif isinstance(lit, Test):
+            for t in lit.args:
+                for v in _vars_in(t):
+                    if v.name not in bound:
+                        raise DatalogError(f"variable {v.name} of {lit.name} is not bound by a positive atom "
+                                           "(it is ungrounded)", v.pos)
+                if isinstance(t, (Wild, Aggregate)):
+                    raise DatalogError(f"{t!r} in {lit.name} is not supported here", t.pos)
         else:
             for side in (lit.left, lit.right):
                 if isinstance(side, Aggregate):
@@ -297,5 +354,3 @@ def _check_aggregate(agg: Aggregate, bound: set[str], outside: set[str]) -> None
             if v.name not in inner_bound:
                 raise DatalogError(f"variable {v.name} of the aggregated expression is not bound by the aggregate's "
                                    "body (it is ungrounded)", v.pos)
-    if not any(isinstance(lit, Atom) and not lit.negated for lit in agg.body):
-        raise DatalogError("an aggregate's body needs a positive atom", agg.pos)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ddflow.datalog.program import Program
-from ddflow.datalog.syntax import Aggregate, Atom, Compare, DatalogError, Literal, Pos
+from ddflow.datalog.syntax import Atom, Compare, DatalogError, Literal, Pos
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,8 @@ def _edges_of(head: str, lit: Literal, kind: str) -> list[Edge]:
     if isinstance(lit, Atom):
         return [Edge(head, lit.rel, "negation" if lit.negated else kind, lit.pos)]
     out = []
-    assert isinstance(lit, Compare)
+    if not isinstance(lit, Compare):  # contains / match read no relation
+        return out
     for agg in lit.aggregates():
         for inner in agg.body:
             for e in _edges_of(head, inner, "aggregation"):

@@ -140,6 +140,9 @@ class Aggregate(Term):
     expr: Term | None
     body: tuple["Literal", ...]
     pos: Pos = field(compare=False)
+    #: The variables injected from the rule (one value per binding of them), as Soufflé scopes them
+    #: (:mod:`ddflow.datalog.scope`); None until the rule is scoped.
+    injected: frozenset[str] | None = field(default=None, compare=False)
 
     def variables(self) -> set[str]:
         return set()  # its body's variables are its own or injected: see ``injected``
@@ -201,6 +204,23 @@ class Compare(Literal):
 
 
 @dataclass(frozen=True)
+class Test(Literal):
+    """``contains(sub, s)`` (``sub`` occurs in ``s``) or ``match(pattern, s)`` (the regular expression matches
+    all of ``s``): Soufflé's string constraints."""
+
+    name: str
+    args: tuple[Term, ...]
+    pos: Pos = field(compare=False)
+    negated: bool = False
+
+    def variables(self) -> set[str]:
+        return set().union(*(a.variables() for a in self.args))
+
+    def __repr__(self) -> str:
+        return f"{'!' if self.negated else ''}{self.name}({', '.join(map(repr, self.args))})"
+
+
+@dataclass(frozen=True)
 class Rule:
     """``head :- body.``; a fact has an empty body."""
 
@@ -213,12 +233,28 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Subsumption:
+    """``r(dominated...) <= r(dominating...) :- body.``: a tuple of ``r`` that another tuple of ``r`` dominates
+    (the body holding of the two) is deleted (see :func:`~ddflow.datalog.program.subsumption_rules`)."""
+
+    dominated: Atom
+    dominating: Atom
+    body: tuple[Literal, ...]
+    pos: Pos = field(compare=False)
+
+    def __repr__(self) -> str:
+        return f"{self.dominated!r} <= {self.dominating!r} :- {', '.join(map(repr, self.body))}."
+
+
+@dataclass(frozen=True)
 class Decl:
     """``.decl name(attr: type, ...)``: the attribute names and their type names as written."""
 
     name: str
     attrs: tuple[tuple[str, str], ...]
     pos: Pos = field(compare=False)
+    #: ``eqrel``: an equivalence relation (closed by :func:`~ddflow.datalog.program.equivalence_rules`).
+    eqrel: bool = False
 
 
 @dataclass(frozen=True)
@@ -255,3 +291,28 @@ class Source:
     rules: list[Rule] = field(default_factory=list)
     io: list[IO] = field(default_factory=list)
     pragmas: list[Pragma] = field(default_factory=list)
+    subsumptions: list[Subsumption] = field(default_factory=list)
+    components: dict[str, "Component"] = field(default_factory=dict)  # .comp definitions by name
+    inits: list["Init"] = field(default_factory=list)  # .init instances, in order
+    overrides: list[tuple[str, Pos]] = field(default_factory=list)  # .override (inside a component)
+
+
+@dataclass
+class Component:
+    """``.comp Name<T, ...> : Base<A, ...>, ... { items }``: its items as a Source of its own (names relative)."""
+
+    name: str
+    params: tuple[str, ...]
+    bases: tuple[tuple[str, tuple[str, ...], Pos], ...]
+    body: Source
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Init:
+    """``.init name = Comp<A, ...>``."""
+
+    name: str
+    comp: str
+    args: tuple[str, ...]
+    pos: Pos = field(compare=False)
