@@ -747,6 +747,50 @@ def _const(e: Call, i: int, what: str):
     return arg.value
 
 
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def _constant_or_rows(fast: Kernel, row: Callable, typ: str, places: tuple[int, ...]) -> Kernel:
+    """``fast`` (vectorized) when the arguments at ``places`` are constants, else ``row`` of each row's values
+    (NULL where one is NULL; O(n) Python): a column there is read row by row, never refused at run."""
+    def kernel(args, e, n):
+        if all(isinstance(e.args[i], Lit) for i in places if i < len(e.args)):
+            return fast(args, e, n)
+        null = np.zeros(n, dtype=bool)
+        for _, vn in args:
+            null |= np.asarray(vn, dtype=bool)
+        cols = [np.asarray(v).tolist() for v, _ in args]
+        out = np.empty(n, dtype=object) if typ == "string" else null_values(typ, n)
+        for i in np.flatnonzero(~null).tolist():
+            out[i] = row(*(c[i] for c in cols))
+        return filled(out, null, typ), null
+    return kernel
+
+
+def _as_int(v: int, what: str) -> int:
+    """A bigint Spark casts to int: past int raises (CAST_OVERFLOW in ANSI mode)."""
+    if not _INT32[0] <= v <= _INT32[1]:
+        raise SchemaError(f"{what}: {v} is past int (Spark casts it to int and raises CAST_OVERFLOW)")
+    return v
+
+
+def _substring_row(s: str, pos: int, length: int = _INT32[1]) -> str:
+    """Spark's UTF8String.substringSQL: 1-based; 0 is the start; negative counts from the end."""
+    pos, length = _as_int(pos, "substring"), _as_int(length, "substring")
+    start = pos - 1 if pos > 0 else len(s) + pos if pos < 0 else 0
+    end = min(start + length, _INT32[1])
+    start = max(start, 0)
+    return "" if start >= end else s[start:end]
+
+
+def _split_part_row(s: str, delim: str, k: int) -> str:
+    if k == 0:
+        raise SchemaError("split_part: the part index must not be 0 (Spark's INVALID_INDEX_OF_ZERO)")
+    parts = s.split(delim) if delim else [s]
+    i = k - 1 if k > 0 else len(parts) + k
+    return parts[i] if 0 <= i < len(parts) else ""
+
+
 def _concat_typer(args):
     for a in args:
         if a.type not in ("string", "null"):
@@ -782,7 +826,6 @@ def _concat_ws(args, e, n):
     return filled(as_type(vals, "string"), null, "string"), null
 
 
-@function("replace", _strings("sss", "string"))
 def _replace(args, e, n):
     (s, sn), _, _ = args
     old, new = _const(e, 1, "replace"), _const(e, 2, "replace")
@@ -815,7 +858,6 @@ def _split_part_typer(args):
     return out
 
 
-@function("split_part", _split_part_typer)
 def _split_part(args, e, n):
     """Spark's ``split_part(str, delimiter, k)``: the k-th part (1-based; negative from the end), '' past the end."""
     (s, sn), _, _ = args
@@ -875,12 +917,14 @@ def _pattern_test(name: str, test: Callable[[pa.Array, str], pa.Array]) -> Kerne
     return kernel
 
 
-function("starts_with", _strings("ss", "boolean"))(_pattern_test("starts_with", lambda a, p: pc.starts_with(a, p)))
-function("ends_with", _strings("ss", "boolean"))(_pattern_test("ends_with", lambda a, p: pc.ends_with(a, p)))
-function("contains", _strings("ss", "boolean"))(_pattern_test("contains", lambda a, p: pc.match_substring(a, p)))
+function("starts_with", _strings("ss", "boolean"))(_constant_or_rows(
+    _pattern_test("starts_with", lambda a, p: pc.starts_with(a, p)), str.startswith, "boolean", (1,)))
+function("ends_with", _strings("ss", "boolean"))(_constant_or_rows(
+    _pattern_test("ends_with", lambda a, p: pc.ends_with(a, p)), str.endswith, "boolean", (1,)))
+function("contains", _strings("ss", "boolean"))(_constant_or_rows(
+    _pattern_test("contains", lambda a, p: pc.match_substring(a, p)), lambda v, p: p in v, "boolean", (1,)))
 
 
-@function("position", _strings("ss", "bigint"))
 def _position(args, e, n):
     """position(substr, str): 1-based index of the first occurrence, 0 if none (Spark's locate)."""
     _, (s, sn) = args
@@ -903,7 +947,6 @@ def _substring_typer(args):
     return "string"
 
 
-@function("substring", _substring_typer)
 def _substring(args, e, n):
     """SUBSTRING(s, pos[, len]) with SQL's 1-based positions (pos <= 0 counts as Spark does from the end)."""
     pos = _const(e, 1, "substring")
@@ -921,6 +964,14 @@ def _substring(args, e, n):
     else:
         out = pc.utf8_slice_codeunits(s, start, start + length)
     return _from_arrow(out, "string")
+
+
+function("replace", _strings("sss", "string"))(_constant_or_rows(
+    _replace, lambda v, old, new: v.replace(old, new) if old else v, "string", (1, 2)))
+function("split_part", _split_part_typer)(_constant_or_rows(_split_part, _split_part_row, "string", (1, 2)))
+function("position", _strings("ss", "bigint"))(_constant_or_rows(
+    _position, lambda sub, v: v.find(sub) + 1, "bigint", (0,)))
+function("substring", _substring_typer)(_constant_or_rows(_substring, _substring_row, "string", (1, 2)))
 
 
 def like_regex(pattern: str, escape: str | None = "\\") -> str:
@@ -965,18 +1016,45 @@ function("like", _like_typer)(_like_kernel(False))
 function("ilike", _like_typer)(_like_kernel(True))
 
 
-@function("rlike", _like_typer)
-def _rlike(args, e, n):
+def _rlike_typer(args):
+    out = _like_typer(args)
+    if isinstance(args[1], Lit) and args[1].value is not None:
+        from ddflow.plan.java_regex import compiled
+        compiled(args[1].value)  # Java's syntax: what Python reads differently is translated or refused here
+    return out
+
+
+def _java_search(pattern: str, text: str) -> bool:
+    """``text`` RLIKE ``pattern`` for a pattern read per row: one Spark refuses to compile raises, naming it."""
+    from ddflow.plan.java_regex import compiled
+    try:
+        rx = compiled(pattern)
+    except TypeMismatch as err:
+        raise SchemaError(f"RLIKE: {err}") from None
+    return rx.search(text) is not None
+
+
+def _rlike_constant(args, e, n):
+    from ddflow.plan.java_regex import compiled
     (s, sn), _ = args
-    pat = _const(e, 1, "RLIKE")
+    pat = e.args[1].value
     if pat is None:
         return np.zeros(n, dtype=bool), np.ones(n, dtype=bool)
-    try:
-        re.compile(pat)
-    except re.error as err:
-        raise SchemaError(f"RLIKE: bad regular expression {pat!r}: {err}") from None
-    out = pc.match_substring_regex(_arrow(s, sn), pat)
-    return out.fill_null(False).to_numpy(zero_copy_only=False).astype(bool), sn.copy()
+    rx = compiled(pat)
+    memo: dict[str, bool] = {}
+    out = np.zeros(n, dtype=bool)
+    for i, v in enumerate(s.tolist()):
+        if not sn[i]:
+            hit = memo.get(v)
+            if hit is None:
+                hit = memo[v] = rx.search(v) is not None
+            out[i] = hit
+    return out, sn.copy()
+
+
+#: RLIKE reads Java's syntax through ddflow.plan.java_regex (Python's re), never RE2: their ``.`` and ``$`` differ.
+#: Cost: one search per distinct string (a pattern read per row: one per row, compiled once per distinct pattern).
+function("rlike", _rlike_typer)(_constant_or_rows(_rlike_constant, lambda v, p: _java_search(p, v), "boolean", (1,)))
 
 
 # -- dates and timestamps ---------------------------------------------------------------------------------

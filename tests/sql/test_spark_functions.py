@@ -130,10 +130,18 @@ HASHES = ("SELECT s, t, n, octet_length(s) AS h1, bit_length(s) AS h2, space(pmo
 BOOLS = ("SELECT n, count_if(d > 0) AS a1, bool_and(d > 0) AS a2, every(s = t) AS a3, bool_or(d > e) AS a4, "
          "some(n > k) AS a5, any(s IS NULL) AS a6, count_if(sqrt(d) > 1) AS a7 FROM t GROUP BY n")
 
+#: Arguments that are columns where a constant is usual: read row by row, never refused at run.
+COLUMNS = ("SELECT s, t, n, k, substring(s, n, k) AS v1, substring(s, k) AS v2, substr(s, 2, n) AS v3, "
+           "endswith(s, t) AS v4, startswith(s, t) AS v5, contains(s, t) AS v6, replace(s, t, 'X') AS v7, "
+           "replace(s, 'a', t) AS v8, split_part(s, t, pmod(n, 3) + 1) AS v9, split_part(s, t, -1 - pmod(k, 2)) AS v10, "
+           "position(t, s) AS v11, s RLIKE t AS v12, s RLIKE 'a.b' AS v13, s RLIKE 'b$' AS v14, "
+           "s RLIKE '^[a-z]+$' AS v15 FROM t")
+
 
 @pytest.mark.parametrize("query, rows", [(STRINGS, _rows(1, 80)), (NULLS, _edge_rows(2, 80)), (MATH, _edge_rows(3, 80)),
-                                         (TRIG, _rows(4, 80)), (HASHES, _edge_rows(6, 80)), (BOOLS, _rows(7, 120))],
-                         ids=["strings", "nulls", "math", "trigonometry", "hashes", "boolean aggregates"])
+                                         (TRIG, _rows(4, 80)), (HASHES, _edge_rows(6, 80)), (BOOLS, _rows(7, 120)),
+                                         (COLUMNS, _rows(8, 120))],
+                         ids=["strings", "nulls", "math", "trigonometry", "hashes", "boolean aggregates", "columns"])
 def test_functions_equal_spark(spark, query, rows):
     assert _ddflow(rows, query) == _spark(spark, rows, query)
 
