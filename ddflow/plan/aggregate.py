@@ -33,18 +33,28 @@ and then equal group fields and null bits.  NULL group values group
 together; a global aggregate has exactly one row, also over no input
 (counts 0, the other aggregates NULL).
 
-``GENERIC`` (or ``lower_aggregate(..., generic=True)``) selects the former
-all-in-one reduce, which ``bench.aggregates`` compares against.
+The spread aggregates (``var_samp``, ``var_pop``, ``stddev_samp``,
+``stddev_pop``; :data:`STATISTICS`) take the all-in-one
+reduce, which re-reads each changed group's rows and computes them
+exactly (rationals, rounded once): O(group size) per changed group.
+Running sums of x and x squared would be O(1) but lose every digit to
+cancellation when the mean is large against the spread.
+
+``GENERIC`` (or ``lower_aggregate(..., generic=True)``) selects that
+all-in-one reduce for every aggregate, which ``bench.aggregates``
+compares against.
 """
 from __future__ import annotations
 
+import math
 import re
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ddflow.base import nullmask
-from ddflow.base.schema import KIND, NULL_VALUE
+from ddflow.base.schema import KIND, NULL_VALUE, decimal_ps
 from ddflow.collection import Collection
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Expr, evaluate
@@ -53,6 +63,8 @@ from ddflow.plan.ir import Agg, Aggregate
 if TYPE_CHECKING:
     from ddflow.plan.lower import Lowering
 
+#: The aggregates of a group's spread: sample and population variance and standard deviation (doubles).
+STATISTICS = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
 #: Lower every aggregate through the former per-key reduce (the bench's "before"); tests and bench only.
 GENERIC = False
 
@@ -85,7 +97,7 @@ def _float_arg(a: Agg) -> bool:
 
 def lower_aggregate(low: "Lowering", rel: Aggregate, generic: bool | None = None) -> "Collection":
     """The stored rows of ``rel`` (group values, aggregates, mask): see the module docstring."""
-    if GENERIC if generic is None else generic:
+    if (GENERIC if generic is None else generic) or any(a.func in STATISTICS for a in rel.aggs):
         return _generic(low, rel)
     return _Plan(low, rel).build()
 
@@ -422,6 +434,32 @@ def half_up_quotient(num: np.ndarray, den: np.ndarray, d: int, a: Agg | str = "a
         out = big.astype(np.int64)
     _check_precision(out, precision, a)
     return out
+
+
+def spread(a: Agg, live: list) -> tuple:
+    """A variance or standard deviation of a group's non-NULL ``(value, multiplicity)`` pairs, exactly (rationals,
+    rounded once; the root of the rounded variance): NULL for a sample of one, NaN where a value is not finite, as
+    Spark.  O(len(live)).
+
+    >>> from ddflow.plan.expr import Col
+    >>> spread(Agg("var_samp", Col(0, "double")), [(1e9 + 1, 1), (1e9 + 2, 1), (1e9 + 3, 1)])
+    (1.0, False)
+    """
+    n = sum(m for _, m in live)
+    if n <= 1 and a.func.endswith("_samp"):
+        return None, True
+    ps = decimal_ps(a.arg.type)
+    if ps is None and any(not math.isfinite(v) for v, _ in live):
+        return math.nan, False
+    scale = 10 ** ps[1] if ps else 1
+    vals = [(Fraction(v) / scale, m) for v, m in live]
+    s1 = sum(v * m for v, m in vals)
+    m2 = sum(v * v * m for v, m in vals) - s1 * s1 / n
+    try:
+        var = float(m2 / (n - 1 if a.func.endswith("_samp") else n))
+    except OverflowError:  # past the largest double
+        var = math.inf
+    return (math.sqrt(var) if a.func.startswith("stddev") else var), False
 
 
 def _generic(low: "Lowering", rel: Aggregate) -> "Collection":

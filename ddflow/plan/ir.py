@@ -163,6 +163,8 @@ class Agg:
         """Spark's result type: SUM widens a decimal by 10 digits, AVG of a decimal adds 4 places."""
         if self.func in ("count", "count_star"):
             return "bigint"
+        if self.func.startswith(("var_", "stddev_")):  # the spread (ddflow.plan.aggregate.STATISTICS)
+            return "double"
         t = self.arg.type if self.arg is not None and self.arg.type != "null" else "bigint"
         ps = decimal_ps(t)
         if self.func == "avg":

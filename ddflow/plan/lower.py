@@ -41,6 +41,7 @@ from ddflow.base.schema import KIND, NULL_VALUE, Schema
 from ddflow.collection import Collection, Variable
 from ddflow.errors import DataflowError, SchemaError
 from ddflow.graph.scope import IterativeScope, Scope
+from ddflow.plan.aggregate import spread
 from ddflow.plan.expr import Call, Col, Column, Expr, as_type, evaluate, filled, null_values
 from ddflow.plan.ir import (Agg, Aggregate, CloseAt, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive,
                             Rel, Scan, Sessionized, SemiJoin, SetOp, TemporalFilter, TopK, Union, Values, Windowed)
@@ -584,13 +585,13 @@ def _one_aggregate(a: Agg, p: int | None, rows: list) -> tuple:
         return (total if a.func == "sum" else total / sum(m for _, m in live)), False
     if a.func == "sum":
         total = sum(v * m for v, m in live)
-        if a.type == "bigint":
-            if not _I64_MIN <= total <= _I64_MAX:
-                raise SchemaError(f"{a}: the sum does not fit in bigint")
-            return int(total), False
-        return float(total), False
+        if a.type == "bigint" and not _I64_MIN <= total <= _I64_MAX:
+            raise SchemaError(f"{a}: the sum does not fit in bigint")
+        return (int(total) if a.type == "bigint" else float(total)), False
     if a.func == "avg":
         return float(sum(v * m for v, m in live)) / sum(m for _, m in live), False
+    if a.func.startswith(("var_", "stddev_")):
+        return spread(a, live)
     pick = min if a.func == "min" else max
     return pick(v for v, _ in live), False
 

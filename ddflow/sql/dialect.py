@@ -71,6 +71,7 @@ class DdflowSpark(Spark):
     class Parser(Spark.Parser):
         FUNCTIONS = {**Spark.Parser.FUNCTIONS, "TRUNC": _trunc, "DATE_TRUNC": _date_trunc,
                      **{n: _as_written(n) for n in AS_WRITTEN},
+                     "STD": lambda args: exp.Stddev(this=seq_get(args, 0)),
                      "TO_DATE": _with_pattern("TO_DATE", Spark.Parser.FUNCTIONS["TO_DATE"]),
                      "TO_TIMESTAMP": _with_pattern("TO_TIMESTAMP", Spark.Parser.FUNCTIONS["TO_TIMESTAMP"])}
 

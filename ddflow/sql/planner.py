@@ -819,7 +819,7 @@ class _Planner(Expressions, eventtime.EventTime):
         if distinct and func not in ("count", "sum", "avg", "min", "max"):
             raise _unsupported(node)
         e = self.expr(arg, scope)
-        if func in ("sum", "avg") and not numeric(e.type):
+        if func not in ("count", "min", "max") and not numeric(e.type):
             raise SchemaError(f"SQL: {func.upper()} needs a number, got {e.type} in `{node.sql(dialect='spark')}`")
         return Agg(func, e, distinct)
 

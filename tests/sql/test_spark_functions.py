@@ -137,11 +137,15 @@ COLUMNS = ("SELECT s, t, n, k, substring(s, n, k) AS v1, substring(s, k) AS v2, 
            "position(t, s) AS v11, s RLIKE t AS v12, s RLIKE 'a.b' AS v13, s RLIKE 'b$' AS v14, "
            "s RLIKE '^[a-z]+$' AS v15 FROM t")
 
+STATS = ("SELECT n, COUNT(*) AS c, stddev(f) AS s1, stddev_samp(k) AS s2, stddev_pop(f) AS s3, variance(m) AS s4, "
+         "var_samp(f) AS s5, var_pop(k) AS s6, std(m) AS s7, SUM(f) AS s8 FROM t GROUP BY n")
+
 
 @pytest.mark.parametrize("query, rows", [(STRINGS, _rows(1, 80)), (NULLS, _edge_rows(2, 80)), (MATH, _edge_rows(3, 80)),
                                          (TRIG, _rows(4, 80)), (HASHES, _edge_rows(6, 80)), (BOOLS, _rows(7, 120)),
-                                         (COLUMNS, _rows(8, 120))],
-                         ids=["strings", "nulls", "math", "trigonometry", "hashes", "boolean aggregates", "columns"])
+                                         (COLUMNS, _rows(8, 120)), (STATS, _rows(9, 200))],
+                         ids=["strings", "nulls", "math", "trigonometry", "hashes", "boolean aggregates", "columns",
+                              "statistics"])
 def test_functions_equal_spark(spark, query, rows):
     assert _ddflow(rows, query) == _spark(spark, rows, query)
 
