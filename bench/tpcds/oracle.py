@@ -31,25 +31,32 @@ def tables_of(sql: str) -> set[str]:
 
 
 class Duck:
-    """DuckDB holding the accumulated tables; ``shapes[n]`` is query ``n``'s DuckDB form."""
+    """DuckDB holding the accumulated tables the queries read; ``shapes[n]`` is query ``n``'s DuckDB form."""
 
     def __init__(self, tables: dict[str, pa.Table], queries: dict[int, str], threads: int = 1):
         self.con = duckdb.connect()
         self.con.execute(f"SET threads TO {threads}")
+        self.names = set().union(*(tables_of(q) for q in queries.values())) if queries else set()
         for name, t in tables.items():
+            if name not in self.names:
+                continue
             self.con.register("_src", t)
             self.con.execute(f"CREATE TABLE {name} AS SELECT * FROM _src")
             self.con.unregister("_src")
         self.shapes = {n: shape(q) for n, q in queries.items()}
 
     def apply(self, r: Refresh) -> None:
-        """Delete the refresh's rows by key, then insert its new rows."""
+        """Delete the refresh's rows by key, then insert its new rows (in the tables the queries read)."""
         for name, t in r.deletes.items():
+            if name not in self.names:
+                continue
             a, b = KEYS[name]
             self.con.register("_src", t.select([a, b]))
             self.con.execute(f"DELETE FROM {name} USING _src WHERE {name}.{a} = _src.{a} AND {name}.{b} = _src.{b}")
             self.con.unregister("_src")
         for name, t in r.inserts.items():
+            if name not in self.names:
+                continue
             self.con.register("_src", t)
             self.con.execute(f"INSERT INTO {name} SELECT * FROM _src")
             self.con.unregister("_src")
