@@ -45,8 +45,31 @@ KNOWN_FAILING: dict[int, str] = {
                               "decimals in int64: at most 18 digits), raised at run"),
 }
 
+#: The spec's parameters leave these answers empty on SF 0.01's tables (one store, 180 items, one reason);
+#: values from the data's own domains instead, so the check compares rows.  The constructs are unchanged.
+TINY_PARAMETERS: dict[int, list[tuple[str, str]]] = {
+    3: [("i_manufact_id = 128", "i_manufact_id = 167")],
+    30: [("ca_state = 'GA'", "ca_state = 'TX'")],
+    37: [("BETWEEN 68 AND 68 + 30", "BETWEEN 0 AND 0 + 30"), ("(677, 940, 694, 808)", "(12, 26, 46, 47)")],
+    65: [("0.1 * sb.ave", "0.9 * sb.ave")],
+    82: [("BETWEEN 62 AND 62 + 30", "BETWEEN 0 AND 0 + 30"), ("(129, 270, 821, 423)", "(12, 26, 46, 47)")],
+    93: [("'reason 28'", "'Package was damaged'")],
+}
+#: Passing queries whose answer is empty on SF 0.01 all the same (q31: no county has store and web sales in
+#: all three quarters of 2000).
+EMPTY: dict[int, str] = {31: "no county with store and web sales in each quarter of 2000"}
+
 #: Run again at W=2 (two worker processes).
 SAMPLE_W2 = (1, 9, 38, 42, 69, 81)
+
+
+def tiny(n: int) -> str:
+    """Query ``n`` with :data:`TINY_PARAMETERS`."""
+    text = spark(n)
+    for old, new in TINY_PARAMETERS.get(n, []):
+        assert old in text, (n, old)
+        text = text.replace(old, new)
+    return text
 
 
 @functools.lru_cache(maxsize=None)
@@ -55,9 +78,9 @@ def results(workers: int) -> dict[int, dict]:
     tables = data.load(SF)
     qs = sorted(all_queries()) if workers == 1 else list(SAMPLE_W2)
     alone = [n for n in qs if KNOWN_FAILING.get(n, "").startswith("error:")]  # would fail the shared run
-    out = check.run_each({n: spark(n) for n in qs if n not in alone}, tables, workers=workers)
+    out = check.run_each({n: tiny(n) for n in qs if n not in alone}, tables, workers=workers)
     for n in alone:
-        out.update(check.run_each({n: spark(n)}, tables, workers=workers))
+        out.update(check.run_each({n: tiny(n)}, tables, workers=workers))
     return out
 
 
@@ -84,6 +107,12 @@ def test_query_equals_duckdb_at_every_complete_time(n):
 @pytest.mark.parametrize("n", _params(SAMPLE_W2))
 def test_query_equals_duckdb_with_two_workers(n):
     _assert_equal(results(2)[n], n)
+
+
+def test_every_passing_query_has_rows_to_compare():
+    """An empty answer checks little: every query that passes has rows at the end (but those in ``EMPTY``)."""
+    empty = sorted(n for n, r in results(1).items() if r["status"] == "equal" and not r["rows"] and n not in EMPTY)
+    assert not empty, f"empty answers on SF 0.01: {empty}: add parameters to TINY_PARAMETERS"
 
 
 def test_a_view_that_misses_the_deletes_is_caught(monkeypatch):
