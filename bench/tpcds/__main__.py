@@ -30,7 +30,7 @@ from collections import Counter, deque
 
 from bench.tpch.oracle import compare
 from bench.tpcds import data
-from bench.tpcds.oracle import Duck, Views
+from bench.tpcds.oracle import Duck, Views, tables_of
 from bench.tpcds.queries import all_queries, duckdb_texts, name, number
 from bench.tpcds.stream import Churn
 
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             print(table([json.loads(x) for x in f if x.strip()]))
         return 0
     qs = [number(q) for q in args.queries.split(",")] if args.queries else default_queries()
-    tables = data.load(args.sf)
+    tables = data.load(args.sf, set().union(*(tables_of(all_queries()[n]) for n in qs)))
     lines = []
     for n in qs:
         try:

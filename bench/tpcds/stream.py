@@ -59,6 +59,9 @@ class Churn:
         self.present: dict[str, np.ndarray] = {}
         self.pool: dict[str, np.ndarray] = {}
         for n, t in self.tables.items():
+            a, b = (t.column(c).to_numpy(zero_copy_only=False) for c in KEYS[n])
+            if len(np.unique(np.stack([a, b], axis=1), axis=0)) != t.num_rows:
+                raise ValueError(f"{n}'s rows are not unique by {KEYS[n]}: DuckDB's deletes by key would be wrong")
             order = self.rng.permutation(t.num_rows)
             k = int(round(hold * t.num_rows))
             self.pool[n] = order[:k]
