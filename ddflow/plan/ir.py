@@ -456,6 +456,114 @@ class TopK(_Unary):
         return f"TopK {self.rank or 'row_number'}{part} order=[{', '.join(order)}]{lim}  [arrange by partition]"
 
 
+#: Window functions: rankings and distributions, offsets (LAG/LEAD), frame values, and frame aggregates.
+WINDOW_FUNCS = RANKS + ("percent_rank", "cume_dist", "ntile", "lag", "lead", "first_value", "last_value",
+                        "nth_value", "sum", "count", "count_star", "avg", "min", "max")
+#: Those that read a frame (the others ignore it: a ranking or an offset reads the partition's order).
+FRAMED = ("first_value", "last_value", "nth_value", "sum", "count", "count_star", "avg", "min", "max")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A window frame: ``rows`` (positions) or RANGE (order-key values, peers included) from ``start`` to ``end``.
+
+    A bound is None (UNBOUNDED PRECEDING as ``start``, UNBOUNDED
+    FOLLOWING as ``end``) or an offset from the current row: negative
+    PRECEDING, 0 CURRENT ROW, positive FOLLOWING (for RANGE, in the order
+    key's own units: a number of the key's type).
+    """
+
+    rows: bool
+    start: int | float | object | None
+    end: int | float | object | None
+
+    def __str__(self) -> str:
+        def bound(b, unbounded: str) -> str:
+            if b is None:
+                return f"UNBOUNDED {unbounded}"
+            return "CURRENT ROW" if b == 0 else f"{abs(b)} {'PRECEDING' if b < 0 else 'FOLLOWING'}"
+
+        return f"{'ROWS' if self.rows else 'RANGE'} {bound(self.start, 'PRECEDING')}..{bound(self.end, 'FOLLOWING')}"
+
+
+@dataclass(frozen=True)
+class WinFunc:
+    """One window function: ``func`` of ``arg`` (LAG/LEAD: ``n`` rows away, ``default`` past the partition's edge;
+    NTILE: ``n`` buckets; NTH_VALUE: the ``n``-th row of the frame); ``frame`` for those in :data:`FRAMED`."""
+
+    func: str
+    arg: Expr | None = None
+    n: int = 1
+    default: Expr | None = None
+    ignore_nulls: bool = False
+    frame: Frame | None = None
+
+    def __post_init__(self):
+        if self.func not in WINDOW_FUNCS:
+            raise SchemaError(f"unknown window function {self.func!r}")
+        if (self.frame is None) != (self.func not in FRAMED):
+            raise SchemaError(f"{self.func} takes {'a' if self.func in FRAMED else 'no'} frame")
+
+    @property
+    def type(self) -> str:
+        """Spark's result types, with bigint for Spark's int (ROW_NUMBER, RANK, DENSE_RANK, NTILE)."""
+        if self.func in RANKS or self.func == "ntile":
+            return "bigint"
+        if self.func in ("percent_rank", "cume_dist"):
+            return "double"
+        if self.func in ("sum", "count", "count_star", "avg", "min", "max"):
+            return Agg(self.func, self.arg).type
+        t = self.arg.type
+        return "bigint" if t == "null" else t
+
+    def __str__(self) -> str:
+        args = [str(x) for x in (self.arg,) if x is not None]
+        if self.func in ("ntile", "nth_value") or (self.func in ("lag", "lead")
+                                                   and (self.n != 1 or self.default is not None)):
+            args.append(str(self.n))
+        if self.default is not None:
+            args.append(str(self.default))
+        name = "count" if self.func == "count_star" else self.func
+        text = f"{name}({'*' if self.func == 'count_star' else ', '.join(args)})"
+        text += " IGNORE NULLS" if self.ignore_nulls else ""
+        return text + (f" {self.frame}" if self.frame is not None else "")
+
+
+@dataclass(frozen=True)
+class Window(_Unary):
+    """The input's rows, each with ``funcs`` over its partition (``partition`` values equal, NULLs together) in ``order``.
+
+    Output: the input's columns, then one per function, named ``names``.
+    Rows that tie on ``order`` are peers (one RANK, one RANGE step); ROWS
+    frames, ROW_NUMBER, LAG and LEAD take peers in the order of their whole
+    rows, so the result is determined by the rows alone.
+    """
+
+    partition: tuple[Expr, ...]
+    order: tuple[Order, ...]
+    funcs: tuple[WinFunc, ...]
+    names: tuple[str, ...]
+
+    @property
+    def schema(self) -> Schema:
+        s = self.input.schema
+        return Schema(_unique(s.names + self.names), s.types + tuple(f.type for f in self.funcs))
+
+    def label(self) -> str:
+        exprs = list(self.partition) + [o.expr for o in self.order]
+        for f in self.funcs:
+            exprs += [x for x in (f.arg, f.default) if x is not None]
+        texts = iter(_shown(exprs, self.input.schema.names))
+        part = [next(texts) for _ in self.partition]
+        order = [str(dataclasses.replace(o, expr=_Text(next(texts)))) for o in self.order]
+        funcs = []
+        for f in self.funcs:
+            shown = {k: _Text(next(texts)) for k in ("arg", "default") if getattr(f, k) is not None}
+            funcs.append(str(dataclasses.replace(f, **shown)))
+        part = f" partition=[{', '.join(part)}]" if self.partition else ""
+        return f"Window{part} order=[{', '.join(order)}] funcs=[{', '.join(funcs)}]  [arrange by partition]"
+
+
 @dataclass(frozen=True)
 class RecRef(Rel):
     """Inside a recursive definition: the relation being defined (``uid`` tells apart two fixpoints' names)."""
