@@ -146,11 +146,13 @@ class WindowPlanning:
                 return WinFunc(kind, a, n)
             dv = e(d)
             try:
-                t = common_types([a.type, dv.type], "LAG/LEAD's value and default")
+                common_types([a.type, dv.type], "LAG/LEAD's value and default")
             except TypeMismatch:
                 raise SchemaError(f"SQL: {name}'s default ({dv.type}) does not meet its value ({a.type}) in "
                                   f"`{w.sql(dialect='spark')}`") from None
-            return WinFunc(kind, retyped_expr(a, t), n, retyped_expr(dv, t))
+            if a.type == "null":
+                return WinFunc(kind, retyped_expr(a, dv.type), n, dv)
+            return WinFunc(kind, a, n, retyped_expr(dv, a.type))  # Spark casts the default to the value's type
         if kind in ("first_value", "last_value", "nth_value"):
             extra = [k for k, v in fn.args.items() if v is not None and k not in ("this", "offset")]
             if extra:
