@@ -1,4 +1,7 @@
-"""Lowering window functions (:class:`~ddflow.plan.ir.Window`): one ``reduce`` per partition.
+"""Window functions: the plan node (:class:`Window`, its :class:`WinFunc` and :class:`Frame`) and its lowering.
+
+The node sits beside :mod:`ddflow.plan.ir`'s (it is one of them, kept here
+with the one lowering that reads it).  Lowering: one ``reduce`` per partition.
 
 Every row is keyed by its partition (:func:`~ddflow.plan.aggregate.group_key`
 of the partition values and their null bits; a constant without PARTITION
@@ -23,6 +26,8 @@ would allow fewer; partitions the change does not touch cost nothing.
 from __future__ import annotations
 
 import bisect
+import dataclasses
+from dataclasses import dataclass
 import math
 from collections import Counter
 from decimal import Decimal
@@ -31,11 +36,11 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from ddflow.base.schema import KIND, NULL_VALUE, decimal_ps
+from ddflow.base.schema import KIND, NULL_VALUE, Schema, decimal_ps
 from ddflow.collection import Collection
-from ddflow.errors import DataflowError
+from ddflow.errors import DataflowError, SchemaError
 from ddflow.plan.expr import Expr, as_type, evaluate, filled
-from ddflow.plan.ir import Frame, Order, WinFunc, Window  # Window: for the lowering's dispatch too
+from ddflow.plan.ir import RANKS, Agg, Order, _Text, _Unary, _shown, _unique
 
 if TYPE_CHECKING:
     from ddflow.plan.lower import Lowering
@@ -43,8 +48,131 @@ if TYPE_CHECKING:
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
+#: Window functions: rankings and distributions, offsets (LAG/LEAD), frame values, and frame aggregates.
+WINDOW_FUNCS = RANKS + ("percent_rank", "cume_dist", "ntile", "lag", "lead", "first_value", "last_value",
+                        "nth_value", "sum", "count", "count_star", "avg", "min", "max")
+#: Those that read a frame (the others ignore it: a ranking or an offset reads the partition's order).
+FRAMED = ("first_value", "last_value", "nth_value", "sum", "count", "count_star", "avg", "min", "max")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A window frame: ``rows`` (positions) or RANGE (order-key values, peers included) from ``start`` to ``end``.
+
+    A bound is None (UNBOUNDED PRECEDING as ``start``, UNBOUNDED
+    FOLLOWING as ``end``) or an offset from the current row: negative
+    PRECEDING, 0 CURRENT ROW, positive FOLLOWING (for RANGE, in the order
+    key's own units: a number of the key's type).
+    """
+
+    rows: bool
+    start: int | float | object | None
+    end: int | float | object | None
+
+    def __str__(self) -> str:
+        def bound(b, unbounded: str) -> str:
+            if b is None:
+                return f"UNBOUNDED {unbounded}"
+            return "CURRENT ROW" if b == 0 else f"{abs(b)} {'PRECEDING' if b < 0 else 'FOLLOWING'}"
+
+        return f"{'ROWS' if self.rows else 'RANGE'} {bound(self.start, 'PRECEDING')}..{bound(self.end, 'FOLLOWING')}"
+
+
+@dataclass(frozen=True)
+class WinFunc:
+    """One window function: ``func`` of ``arg`` (LAG/LEAD: ``n`` rows away, ``default`` past the partition's edge;
+    NTILE: ``n`` buckets; NTH_VALUE: the ``n``-th row of the frame); ``frame`` for those in :data:`FRAMED`."""
+
+    func: str
+    arg: Expr | None = None
+    n: int = 1
+    default: Expr | None = None
+    ignore_nulls: bool = False
+    frame: Frame | None = None
+
+    def __post_init__(self):
+        if self.func not in WINDOW_FUNCS:
+            raise SchemaError(f"unknown window function {self.func!r}")
+        if (self.frame is None) != (self.func not in FRAMED):
+            raise SchemaError(f"{self.func} takes {'a' if self.func in FRAMED else 'no'} frame")
+
+    @property
+    def type(self) -> str:
+        """Spark's result types, with bigint for Spark's int (ROW_NUMBER, RANK, DENSE_RANK, NTILE)."""
+        if self.func in RANKS or self.func == "ntile":
+            return "bigint"
+        if self.func in ("percent_rank", "cume_dist"):
+            return "double"
+        if self.func in ("sum", "count", "count_star", "avg", "min", "max"):
+            return Agg(self.func, self.arg).type
+        t = self.arg.type
+        return "bigint" if t == "null" else t
+
+    def __str__(self) -> str:
+        args = [str(x) for x in (self.arg,) if x is not None]
+        if self.func in ("ntile", "nth_value") or (self.func in ("lag", "lead")
+                                                   and (self.n != 1 or self.default is not None)):
+            args.append(str(self.n))
+        if self.default is not None:
+            args.append(str(self.default))
+        name = "count" if self.func == "count_star" else self.func
+        text = f"{name}({'*' if self.func == 'count_star' else ', '.join(args)})"
+        text += " IGNORE NULLS" if self.ignore_nulls else ""
+        return text + (f" {self.frame}" if self.frame is not None else "")
+
+
+@dataclass(frozen=True)
+class Window(_Unary):
+    """The input's rows, each with ``funcs`` over its partition (``partition`` values equal, NULLs together) in ``order``.
+
+    Output: the input's columns, then one per function, named ``names``.
+    Rows that tie on ``order`` are peers (one RANK, one RANGE step); ROWS
+    frames, ROW_NUMBER, LAG and LEAD take peers in the order of their whole
+    rows, so the result is determined by the rows alone.
+
+    >>> from ddflow.plan.expr import Col
+    >>> from ddflow.plan.ir import Scan
+    >>> t = Scan("t", Schema(("k", "v"), ("string", "bigint")))
+    >>> v = Col(1, "bigint", "v")
+    >>> w = Window(t, (Col(0, "string", "k"),), (Order(v),), (WinFunc("sum", v, frame=Frame(False, None, 0)),), ("s",))
+    >>> w.schema.types
+    ('string', 'bigint', 'bigint')
+    >>> print(w.label())
+    Window partition=[k] order=[v NULLS FIRST] funcs=[sum(v) RANGE UNBOUNDED PRECEDING..CURRENT ROW]  [arrange by partition]
+    """
+
+    partition: tuple[Expr, ...]
+    order: tuple[Order, ...]
+    funcs: tuple[WinFunc, ...]
+    names: tuple[str, ...]
+
+    @property
+    def schema(self) -> Schema:
+        s = self.input.schema
+        return Schema(_unique(s.names + self.names), s.types + tuple(f.type for f in self.funcs))
+
+    def label(self) -> str:
+        exprs = list(self.partition) + [o.expr for o in self.order]
+        for f in self.funcs:
+            exprs += [x for x in (f.arg, f.default) if x is not None]
+        texts = iter(_shown(exprs, self.input.schema.names))
+        part = [next(texts) for _ in self.partition]
+        order = [str(dataclasses.replace(o, expr=_Text(next(texts)))) for o in self.order]
+        funcs = []
+        for f in self.funcs:
+            shown = {k: _Text(next(texts)) for k in ("arg", "default") if getattr(f, k) is not None}
+            funcs.append(str(dataclasses.replace(f, **shown)))
+        part = f" partition=[{', '.join(part)}]" if self.partition else ""
+        return f"Window{part} order=[{', '.join(order)}] funcs=[{', '.join(funcs)}]  [arrange by partition]"
+
+
 def lower_window(low: "Lowering", rel: Window) -> Collection:
-    """The stored rows of ``rel``: each input row, then its functions' values, then the null mask."""
+    """The stored rows of ``rel``: each input row, then its functions' values, then the null mask.
+
+    Cost: a map per changed row (its partition key, O(1) Python per row
+    for a key of several columns or strings), then the reduce: per changed
+    partition, O(p log p) Python over its p rows (see the module's cost).
+    """
     from ddflow.plan.aggregate import group_key
     from ddflow.plan.lower import columns_of, stored
 

@@ -21,7 +21,8 @@ from ddflow.errors import SchemaError
 from ddflow.plan.expr import Col, Expr, Lit
 from ddflow.plan.functions import TypeMismatch
 from ddflow.plan.functions import common_type as common_types
-from ddflow.plan.ir import FRAMED, RANKS, Frame, Order, Project, Rel, TopK, Union, WinFunc, Window
+from ddflow.plan.ir import RANKS, Order, Project, Rel, TopK, Union
+from ddflow.plan.window import FRAMED, Frame, WinFunc, Window
 from ddflow.sql.scalars import AGGREGATES, retyped_expr, unsupported
 
 _FUNCS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank",
