@@ -230,6 +230,7 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
             if node.args.get(key):
                 raise _unsupported(node.args[key] if isinstance(node.args[key], exp.Expression) else node,
                                    key.upper())
+        self.refuse_misplaced_windows(node, [a for item in node.expressions for a in _aggregates(item)])
         where = node.args.get("where")
         conds = _conjuncts(where.this) if where is not None else []
         timed = [c for c in conds if eventtime.mentions_now(c)]

@@ -70,6 +70,18 @@ class WindowPlanning:
     """The planner's window functions and grouping sets (mixed into it)."""
 
     # -- window functions -----------------------------------------------------------------------
+    def refuse_misplaced_windows(self, node: exp.Select, aggs: list[exp.Expression]) -> None:
+        """Window functions only in the SELECT list (Spark: not in WHERE, GROUP BY, HAVING or an aggregate)."""
+        for key, where in (("where", "WHERE"), ("group", "GROUP BY"), ("having", "HAVING")):
+            part = node.args.get(key)
+            found = windows_in(part) if part is not None else []
+            if found:
+                raise unsupported(found[0], f"a window function in {where}")
+        for a in aggs:
+            found = [w for x in a.iter_expressions() for w in windows_in(x)]
+            if found:
+                raise unsupported(found[0], "a window function inside an aggregate")
+
     def windows(self, rel: Rel, scope, items: list[exp.Expression], named: list[exp.Window], replace: dict):
         """``(rel, added, replace)``: ``rel`` with a column per window function of ``items`` (``added``: their
         positions and types), ``replace`` mapping each function's text to its column."""
@@ -117,6 +129,8 @@ class WindowPlanning:
             ignore = ignore or isinstance(fn, exp.IgnoreNulls)
             fn = fn.this
         kind = _FUNCS.get(type(fn))
+        if isinstance(fn, exp.Filter):
+            raise unsupported(w, "an aggregate with FILTER over a window")
         if kind is None:
             raise unsupported(w, f"the window function {type(fn).__name__.upper()}")
         name = kind.upper()
@@ -126,7 +140,10 @@ class WindowPlanning:
             raise unsupported(w, f"{name} without ORDER BY in its window (Spark requires one)")
         if kind not in FRAMED and spec is not None:
             raise unsupported(w, f"a window frame for {name}")
-        e = lambda x: self.expr(x, scope, replace)  # noqa: E731
+        def e(x: exp.Expression) -> Expr:  # a bare NULL argument is a bigint NULL, as a NULL column is stored
+            got = self.expr(x, scope, replace)
+            return retyped_expr(got, "bigint") if got.type == "null" and x is not fn.args.get("this") or \
+                got.type == "null" and fn.args.get("default") is None else got
         arg = fn.this if kind not in ("ntile",) + RANKS + ("percent_rank", "cume_dist") else None
         if kind in AGGREGATES.values():
             if isinstance(arg, exp.Distinct):

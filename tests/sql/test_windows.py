@@ -167,6 +167,12 @@ def test_a_change_recomputes_only_its_partition():
     ("SELECT SUM(SUM(v) OVER (ORDER BY o)) OVER (ORDER BY o) FROM t", "a window function inside another window"),
     ("SELECT SUM(p) OVER () FROM t", "SUM needs a number"),
     ("SELECT stddev(v) OVER () FROM t", "the window function"),
+    ("SELECT p FROM t WHERE ROW_NUMBER() OVER (ORDER BY o) = 1", "a window function in WHERE"),
+    ("SELECT p FROM t GROUP BY p HAVING RANK() OVER (ORDER BY p) > 1", "a window function in HAVING"),
+    ("SELECT p, SUM(LAG(v) OVER (ORDER BY o)) FROM t GROUP BY p", "a window function inside an aggregate"),
+    ("SELECT COUNT(v) FILTER (WHERE v > 1) OVER () FROM t", "an aggregate with FILTER over a window"),
+    ("SELECT SUM(v) OVER (ORDER BY o RANGE BETWEEN 1 PRECEDING AND 1 FOLLOWING EXCLUDE CURRENT ROW) FROM t",
+     "EXCLUDE in a window frame"),
 ])
 def test_unsupported_windows_are_refused_at_sql_quoting_it(query, message):
     flow = ddflow.Dataflow()
