@@ -22,6 +22,12 @@ sides), plus the reduce's own cost (its history of that partition).  A
 change of one row can move every row's result of its partition (a rank, a
 running sum), so the output changes are up to p rows even where the frame
 would allow fewer; partitions the change does not touch cost nothing.
+
+Aggregates over whole partitions (``SUM(x) OVER (PARTITION BY k)``: no
+ORDER BY, or a frame unbounded both ways) are instead the partition's
+aggregate (:mod:`ddflow.plan.aggregate`, compiled) joined back to its rows:
+a change costs the aggregate's update and the partition's rows it emits,
+with no sort and no Python per partition.
 """
 from __future__ import annotations
 
@@ -192,13 +198,15 @@ def lower_window(low: "Lowering", rel: Window) -> Collection:
         slots.append((a, d))
     ctypes = tuple(_typ(e) for e in carried)
 
+    def partition_key(ins, n: int) -> np.ndarray:
+        if rel.partition:
+            return group_key(list(stored([evaluate(e, ins) for e in rel.partition], ptypes, n)), ptypes)
+        return np.zeros(n, dtype=np.int64)
+
     def keyed(*cols):
         ins = columns_of(cols, src)
         n = len(cols[0])
-        if rel.partition:
-            key = group_key(list(stored([evaluate(e, ins) for e in rel.partition], ptypes, n)), ptypes)
-        else:
-            key = np.zeros(n, dtype=np.int64)
+        key = partition_key(ins, n)
         fields = []
         for e, t in zip(carried, ctypes):
             vals, null = evaluate(e, ins)
@@ -216,8 +224,65 @@ def lower_window(low: "Lowering", rel: Window) -> Collection:
         res = [(cols[1 + width + 2 * j], np.asarray(cols[2 + width + 2 * j], dtype=bool)) for j in range(nf)]
         return stored(ins + res, out_types, len(cols[0]))
 
+    if whole_partition(rel):
+        return _joined_aggregate(low, rel, lambda *cols: (partition_key(columns_of(cols, src), len(cols[0])), *cols),
+                                 laid_out)
     ranked = low.lower(rel.input).map_columns(keyed).reduce(logic)
     return ranked.map_columns(laid_out)
+
+
+_AGGREGATES = ("sum", "count", "count_star", "avg", "min", "max")
+
+
+def whole_partition(rel: Window) -> bool:
+    """Every function of ``rel`` aggregates its whole partition (no ORDER BY, or a frame unbounded both ways).
+
+    >>> from ddflow.plan.expr import Col
+    >>> from ddflow.plan.ir import Scan
+    >>> t = Scan("t", Schema(("k", "v"), ("string", "bigint")))
+    >>> total = WinFunc("sum", Col(1, "bigint", "v"), frame=Frame(True, None, None))
+    >>> whole_partition(Window(t, (Col(0, "string", "k"),), (), (total,), ("s",)))
+    True
+    """
+    def whole(f: WinFunc) -> bool:
+        fr = f.frame
+        return f.func in _AGGREGATES and ((fr.start is None and fr.end is None) or (not fr.rows and not rel.order))
+
+    return all(whole(f) for f in rel.funcs)
+
+
+def _joined_aggregate(low: "Lowering", rel: Window, keyed: Callable, laid_out: Callable) -> Collection:
+    """Aggregates over whole partitions: the partition's :class:`~ddflow.plan.ir.Aggregate` joined back to its rows.
+
+    ``keyed`` gives ``(partition key, *stored row)``, the key as the
+    aggregate's rows are keyed here; ``laid_out`` reads the join's
+    ``(key, *row, value, null, ...)``.
+
+    Cost: the aggregate's (compiled, O(changed rows) per step, see
+    :mod:`ddflow.plan.aggregate`), then the join: a changed row emits its
+    own row, a changed aggregate every row of its partition (vectorized).
+    """
+    from ddflow.plan.aggregate import group_key
+    from ddflow.plan.ir import Aggregate
+    from ddflow.plan.lower import columns_of, stored
+
+    agg = Aggregate(rel.input, rel.partition, tuple(Agg(f.func, f.arg) for f in rel.funcs),
+                    tuple(f"_p{i}" for i in range(len(rel.partition))) + rel.names)
+    aschema = agg.schema
+    npart = len(rel.partition)
+    ptypes = aschema.types[:npart]
+
+    def by_partition(*cols):  # (key, value, null, ...) of each partition's aggregates
+        ins = columns_of(cols, aschema)
+        n = len(cols[0])
+        key = group_key(list(stored(ins[:npart], ptypes, n)), ptypes) if npart else np.zeros(n, dtype=np.int64)
+        out = []
+        for vals, null in ins[npart:]:
+            out += [vals, null.astype(np.int64)]
+        return (key, *out)
+
+    joined = low.lower(rel.input).map_columns(keyed).join(low.lower(agg).map_columns(by_partition))
+    return joined.map_columns(laid_out)
 
 
 def _typ(e: Expr) -> str:
