@@ -23,6 +23,13 @@ change of one row can move every row's result of its partition (a rank, a
 running sum), so the output changes are up to p rows even where the frame
 would allow fewer; partitions the change does not touch cost nothing.
 
+RANGE frames bounded by offsets on both sides (``SUM(x) OVER (PARTITION BY
+k ORDER BY t RANGE BETWEEN 10 PRECEDING AND 5 FOLLOWING)``, every function
+of the node so, over a bigint or decimal key) are keyed finer, by
+(partition, band of the order key): a row is also sent to the other band
+of the rows whose frame holds it (bands as wide as the frame), so a change re-computes only the rows of the bands its value falls
+in, O(b log b) for b rows in those bands, not the whole partition.
+
 Aggregates over whole partitions (``SUM(x) OVER (PARTITION BY k)``: no
 ORDER BY, or a frame unbounded both ways) are instead the partition's
 aggregate (:mod:`ddflow.plan.aggregate`, compiled) joined back to its rows:
@@ -227,8 +234,82 @@ def lower_window(low: "Lowering", rel: Window) -> Collection:
     if whole_partition(rel):
         return _joined_aggregate(low, rel, lambda *cols: (partition_key(columns_of(cols, src), len(cols[0])), *cols),
                                  laid_out)
+    band = value_band(rel)
+    if band is not None:
+        flagged = window_logic(rel.order, tuple(o.expr.type for o in rel.order), rel.funcs, slots, len(carried), True)
+        banded = _banded(low.lower(rel.input), keyed, band, 2 + 2 * len(carried) + width)
+        return banded.reduce(flagged).map_columns(laid_out)
     ranked = low.lower(rel.input).map_columns(keyed).reduce(logic)
     return ranked.map_columns(laid_out)
+
+
+def value_band(rel: Window) -> tuple | None:
+    """``(low, high)``: where every function's frame is a RANGE bounded by offsets on both sides over a bigint or
+    decimal key, the values a row's frame spans, ``[v + low, v + high]`` (stored units: a decimal's unscaled);
+    else None.
+
+    >>> from ddflow.plan.expr import Col
+    >>> from ddflow.plan.ir import Scan
+    >>> t = Scan("t", Schema(("k", "v"), ("string", "bigint")))
+    >>> v = Col(1, "bigint", "v")
+    >>> near = WinFunc("sum", v, frame=Frame(False, -2, 1))
+    >>> value_band(Window(t, (), (Order(v, desc=True),), (near,), ("s",)))
+    (-1, 2)
+    """
+    if len(rel.order) != 1 or KIND[_typ(rel.order[0].expr)] != "i":  # exact keys (a double's band could round)
+        return None
+    if not all(f.frame is not None and not f.frame.rows and f.frame.start is not None and f.frame.end is not None
+               for f in rel.funcs):
+        return None
+    o, typ = rel.order[0], rel.order[0].expr.type
+    if typ != "bigint" and decimal_ps(typ) is None:
+        return None
+    ps = decimal_ps(typ)
+
+    def units(b):
+        return int(Decimal(str(b)).scaleb(ps[1])) if ps is not None else int(b)
+
+    spans = [(units(f.frame.start), units(f.frame.end)) for f in rel.funcs]
+    if o.desc:  # PRECEDING is toward larger values
+        spans = [(-hi, -lo) for lo, hi in spans]
+    return min(lo for lo, _ in spans), max(hi for _, hi in spans)
+
+
+def _banded(coll: Collection, keyed: Callable, band: tuple, fields: int) -> Collection:
+    """``keyed``'s rows re-keyed by (partition, band of the order key), flagged 1, each also sent, flagged 0, to
+    the other band of the rows whose frame holds it.
+
+    Bands are ``width = high - low`` wide (at least 1), so the rows whose
+    frame holds a row are in at most two bands, besides its own; a NULL key
+    is a band of its own (its frame is its peers, and it is in no other
+    row's frame).  One map per copy, the copies a row lacks filtered out; ``fields``: a copy's fields (key, flag, then ``keyed``'s
+    values).  Cost: O(1) Python per row and copy (the keys are tuples).
+    """
+    low, high = band
+    width = max(high - low, 1)
+
+    def copy(k: int | None) -> Callable:
+        """The copy of each row in its own band (``k`` None, flagged 1), or in the ``k``-th band of the rows whose
+        frame holds it where that is another band (flagged 0)."""
+        def rekeyed(*cols):
+            got = keyed(*cols)
+            null = np.asarray(got[2], dtype=bool)
+            x = np.where(null, 0, np.asarray(got[1], dtype=np.int64)).astype(object)  # Python ints: no overflow
+            own = x // width
+            if k is None:
+                band, keep = own, np.ones(len(x), dtype=bool)
+            else:
+                band = (x - high) // width + k
+                keep = ~null & np.asarray(band <= (x - low) // width, dtype=bool) & np.asarray(band != own, dtype=bool)
+            key = np.empty(len(x), dtype=object)
+            key[:] = list(zip(got[0].tolist(), null.tolist(), np.where(null, 0, band).tolist()))
+            return (key, np.full(len(x), int(k is None), dtype=np.int64), *got[1:], keep)
+
+        return rekeyed
+
+    parts = [coll.map_columns(copy(k)).filter_columns(lambda *cols: np.asarray(cols[-1], dtype=bool))
+             .project(*range(fields)) for k in (None, 0, 1)]
+    return parts[0].concat(*parts[1:])
 
 
 _AGGREGATES = ("sum", "count", "count_star", "avg", "min", "max")
@@ -315,11 +396,13 @@ def _value_key(typ: str) -> Callable:
 
 
 def window_logic(order: tuple[Order, ...], otypes: tuple[str, ...], funcs: tuple[WinFunc, ...],
-                 slots: list[tuple[int | None, int | None]], ncarried: int) -> Callable:
+                 slots: list[tuple[int | None, int | None]], ncarried: int, flagged: bool = False) -> Callable:
     """The reduce function of a :class:`~ddflow.plan.ir.Window`: values ``(v, null, ..., *row)`` per partition.
 
     ``slots[j]`` gives the carried fields of function ``j``'s argument and
     default.  Each output value is ``(*row, result, null, ...)``.
+    ``flagged``: each value leads with a flag, and only the rows flagged 1
+    are given results (a band's own rows; the others are their frames' context).
     """
     vkeys = [_value_key(t) for t in otypes]
     lead = 2 * ncarried
@@ -335,13 +418,19 @@ def window_logic(order: tuple[Order, ...], otypes: tuple[str, ...], funcs: tuple
         return tuple(out)
 
     def windowed(key, vals):
-        rows = [(order_key(v), tuple(map(_order, v[lead:])), v, m) for v, m in vals if m > 0]
+        if flagged:
+            rows = [(order_key(v[1:]), tuple(map(_order, v[1 + lead:])), v[1:], m, v[0]) for v, m in vals if m > 0]
+        else:
+            rows = [(order_key(v), tuple(map(_order, v[lead:])), v, m, 1) for v, m in vals if m > 0]
         rows.sort(key=lambda r: (r[0], r[1]))
         part = [r[2] for r in rows for _ in range(r[3])]
         peers = [r[0] for r in rows for _ in range(r[3])]
+        owned = [r[4] for r in rows for _ in range(r[3])]
         results = [_function(f, slot, part, peers, order, otypes) for f, slot in zip(funcs, slots)]
         out: Counter = Counter()
         for i, t in enumerate(part):
+            if not owned[i]:
+                continue
             res = []
             for r in results:
                 res += r[i]

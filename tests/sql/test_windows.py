@@ -73,6 +73,12 @@ QUERIES = [
     ("SELECT p, o, r FROM (SELECT p, o, DENSE_RANK() OVER (PARTITION BY p ORDER BY o DESC) r FROM t) x WHERE r <= 2",
      None),
     (f"SELECT p, v - LAG(v) OVER (PARTITION BY p {FULL}) dv, o + SUM(o) OVER (PARTITION BY p) so FROM t", None),
+    # RANGE frames bounded both ways over a bigint key (keyed by bands of the key), the current row outside some
+    ("SELECT p, o, v, SUM(v) OVER (PARTITION BY p ORDER BY o RANGE BETWEEN 1 FOLLOWING AND 3 FOLLOWING) s, "
+     "COUNT(v) OVER (PARTITION BY p ORDER BY o RANGE BETWEEN 3 PRECEDING AND 2 PRECEDING) c, "
+     "MIN(v) OVER (PARTITION BY p ORDER BY o RANGE BETWEEN CURRENT ROW AND CURRENT ROW) m FROM t", None),
+    ("SELECT p, o, v, d, AVG(v) OVER (ORDER BY o DESC RANGE BETWEEN 2 PRECEDING AND 1 PRECEDING) a, "
+     f"COUNT(*) OVER (ORDER BY o DESC RANGE BETWEEN 1 FOLLOWING AND 1 FOLLOWING) c FROM t", None),
 ]
 
 rows = st.tuples(st.sampled_from(["a", "b", None]), st.one_of(st.none(), st.integers(0, 4)),
@@ -144,6 +150,40 @@ def test_a_change_recomputes_only_its_partition():
     flow.run()
     changed = {r for r, t, d in cap.drain() if t == 1}
     assert changed and all(r[0] == "a" for r in changed), changed
+
+
+def test_a_bounded_range_frame_recomputes_only_the_bands_a_change_falls_in(monkeypatch):
+    """RANGE 1 PRECEDING .. 1 FOLLOWING over a bigint key: one row added to a partition of 40 makes the reduce
+    re-read the rows of its band and the bands beside it, a handful, never the partition."""
+    from ddflow.plan import window
+
+    seen = []
+    plain = window.window_logic
+
+    def counted(*args, **kw):
+        fn = plain(*args, **kw)
+
+        def wrapped(key, vals):
+            seen.append(sum(m for _, m in vals if m > 0))
+            return fn(key, vals)
+
+        return wrapped
+
+    monkeypatch.setattr(window, "window_logic", counted)
+    flow = ddflow.Dataflow()
+    handle = flow.new_collection("t", schema=TABLE)[0]
+    cap = flow.sql("SELECT o, SUM(v) OVER (PARTITION BY p ORDER BY o RANGE BETWEEN 1 PRECEDING AND 1 FOLLOWING) s "
+                   "FROM t").capture()
+    rows = [("a", o, 1, 0.5) for o in range(40)]
+    handle.update(rows, times=[0] * 40, diffs=[1] * 40)
+    flow.advance_to(1)
+    flow.run()
+    seen.clear()
+    handle.update([("a", 20, 5, 0.5)], times=[1], diffs=[1])
+    flow.advance_to(2)
+    flow.run()
+    assert seen and max(seen) <= 8, seen
+    assert {r for r, t, d in cap.drain() if t == 1} == {(19, 3), (19, 8), (20, 3), (20, 8), (21, 3), (21, 8)}
 
 
 @pytest.mark.parametrize("query, message", [
@@ -251,6 +291,7 @@ def spark():
     session.stop()
 
 
+@pytest.mark.spark
 def test_windows_and_grouping_sets_equal_spark(spark):
     data = _spark_rows(7, 40)
     spark.createDataFrame(data, SPARK_SCHEMA).createOrReplaceTempView("t")
