@@ -13,36 +13,42 @@ finds each row's peers (rows equal on the order keys) and frame, and
 computes every function of the node in one pass; a map lays the row and the
 results out as stored fields.
 
-Cost: a change re-computes each partition it touches, whole: per changed
-partition and interesting time, Python work O(p log p) for a partition of
-p rows (the sort, then prefix sums for SUM / COUNT / AVG, prefix or suffix
-extremes for MIN / MAX over a frame that starts or ends at the partition's
-edge, and O(p * w) for MIN / MAX over a frame of w rows bounded on both
-sides), plus the reduce's own cost (its history of that partition).  A
-change of one row can move every row's result of its partition (a rank, a
-running sum), so the output changes are up to p rows even where the frame
-would allow fewer; partitions the change does not touch cost nothing.
+Cost, by form (p rows in a changed partition; partitions a change does not
+touch cost nothing; every form's output changes are the rows whose result
+moved):
 
-RANGE frames bounded by offsets on both sides (``SUM(x) OVER (PARTITION BY
-k ORDER BY t RANGE BETWEEN 10 PRECEDING AND 5 FOLLOWING)``, every function
-of the node so, over a bigint or decimal key) are keyed finer, by
-(partition, band of the order key): a row is also sent to the other band
-of the rows whose frame holds it (bands as wide as the frame), so a change re-computes only the rows of the bands its value falls
-in, O(b log b) for b rows in those bands, not the whole partition.
-
-Aggregates over whole partitions (``SUM(x) OVER (PARTITION BY k)``: no
-ORDER BY, or a frame unbounded both ways) are instead the partition's
-aggregate (:mod:`ddflow.plan.aggregate`, compiled) joined back to its rows:
-a change costs the aggregate's update and the partition's rows it emits,
-with no sort and no Python per partition.
+- ROW_NUMBER, RANK, DENSE_RANK, PERCENT_RANK, CUME_DIST, NTILE, LAG, LEAD,
+  and every ROWS frame, and RANGE frames unbounded on one side (running
+  sums, the default frame with ORDER BY), and DOUBLE keys: the whole
+  partition is re-computed per change, O(p log p) Python per changed
+  partition and interesting time (the sort; prefix sums for SUM, COUNT and
+  AVG; prefix or suffix extremes for MIN and MAX over frames that start or
+  end at the partition's edge, O(p * w) for MIN and MAX over frames of w
+  rows bounded both ways), plus the reduce's own cost (its history of that
+  partition).  A change here can move every later row's result (a rank, a
+  running sum, a row's position in a ROWS frame), so up to p output rows.
+  A lone ROW_NUMBER, RANK or DENSE_RANK is a TopK, and ``<= k`` over it the
+  compiled top-k (:mod:`ddflow.plan.ranking`).
+- RANGE frames bounded by offsets on both sides over a bigint or decimal
+  key (``SUM(x) OVER (PARTITION BY k ORDER BY t RANGE BETWEEN 10 PRECEDING
+  AND 5 FOLLOWING)``, every function of the node so): keyed finer, by
+  (partition, band of the order key), bands as wide as the frame; a row is
+  also sent to the (at most two) other bands whose rows' frames hold it.  A
+  change re-computes only the rows of the bands its value falls in, O(b log
+  b) for their b rows, not the partition.
+- Aggregates over whole partitions (``SUM(x) OVER (PARTITION BY k)``: no
+  ORDER BY, or a frame unbounded both ways): the partition's aggregate
+  (:mod:`ddflow.plan.aggregate`, compiled, O(changed rows)) joined back to
+  its rows; a changed aggregate emits its partition's p rows, vectorized,
+  with no sort and no Python per partition.
 """
 from __future__ import annotations
 
 import bisect
 import dataclasses
-from dataclasses import dataclass
 import math
 from collections import Counter
+from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from typing import TYPE_CHECKING, Callable

@@ -71,7 +71,14 @@ class WindowPlanning:
 
     # -- window functions -----------------------------------------------------------------------
     def refuse_misplaced_windows(self, node: exp.Select, aggs: list[exp.Expression]) -> None:
-        """Window functions only in the SELECT list (Spark: not in WHERE, GROUP BY, HAVING or an aggregate)."""
+        """Window functions only in the SELECT list (Spark: not in WHERE, GROUP BY, HAVING or an aggregate);
+        ``grouping()`` and ``grouping_id()`` only with GROUPING SETS, ROLLUP or CUBE."""
+        if not has_grouping_sets(node.args.get("group")):
+            for part in (node.args.get("expressions") or []) + [node.args.get("having")]:
+                g = part.find(exp.Grouping, exp.GroupingId) if part is not None else None
+                if g is not None:
+                    raise unsupported(g, f"{'grouping_id' if isinstance(g, exp.GroupingId) else 'grouping'}() "
+                                         "without GROUPING SETS, ROLLUP or CUBE")
         for key, where in (("where", "WHERE"), ("group", "GROUP BY"), ("having", "HAVING")):
             part = node.args.get(key)
             found = windows_in(part) if part is not None else []
@@ -270,8 +277,10 @@ class WindowPlanning:
             extra = tuple(f"_g{j}" for j in range(m)) + ("_gid",) + tuple(f"_flag{j}" for j in range(m))
             parts.append(Project(rel, tuple(row), rel.schema.names + extra + (("_set",) if repeated else ())))
         union = Union(tuple(parts), all=True) if len(parts) > 1 else parts[0]
-        keys = [(t, Col(k + j, exprs[j].type if exprs[j].type != "null" else "bigint", t)) for j, t in enumerate(names)]
-        hidden = [Col(k + m + j, "bigint", "") for j in range(m + 1 + repeated)]
+        keys = [(t, Col(k + j, exprs[j].type if exprs[j].type != "null" else "bigint", str(exprs[j])))
+                for j, t in enumerate(names)]
+        hidden_names = ("grouping_id",) + tuple(f"grouping({exprs[j]})" for j in range(m)) + (("set",) if repeated else ())
+        hidden = [Col(k + m + j, "bigint", name) for j, name in enumerate(hidden_names)]
         flags: dict[str, int] = {}
         for node in uses:
             for g in node.find_all(exp.Grouping, exp.GroupingId):

@@ -71,3 +71,10 @@ def test_unsupported_grouping_forms_are_refused_at_sql(query, message):
     with pytest.raises(SchemaError) as err:
         flow.sql(query)
     assert message in str(err.value), str(err.value)
+
+
+def test_grouping_without_grouping_sets_is_refused_naming_it():
+    flow = ddflow.Dataflow()
+    flow.new_collection("t", schema=TABLE)
+    with pytest.raises(SchemaError, match=r"grouping\(\) without GROUPING SETS, ROLLUP or CUBE .*`GROUPING\(t.p\)`"):
+        flow.sql("SELECT p, grouping(p) FROM t GROUP BY p")
