@@ -137,8 +137,13 @@ def _function(f: WinFunc, slot, part: list[tuple], peers: list[tuple], order: tu
     if f.func in ("lag", "lead"):
         step = -f.n if f.func == "lag" else f.n
         out = []
+        pos = [i for i in range(n) if not part[i][2 * a + 1]] if f.ignore_nulls else []
         for i in range(n):
-            j = i + step
+            if f.ignore_nulls:  # the n-th non-NULL value before (after) the row
+                k = bisect.bisect_left(pos, i) - f.n if f.func == "lag" else bisect.bisect_right(pos, i) + f.n - 1
+                j = pos[k] if 0 <= k < len(pos) else -1
+            else:
+                j = i + step
             if 0 <= j < n:
                 out.append((part[j][2 * a], part[j][2 * a + 1]))
             elif d is not None:

@@ -17,7 +17,8 @@ Cost, by form (p rows in a changed partition; partitions a change does not
 touch cost nothing; every form's output changes are the rows whose result
 moved):
 
-- ROW_NUMBER, RANK, DENSE_RANK, PERCENT_RANK, CUME_DIST, NTILE, LAG, LEAD,
+- ROW_NUMBER, RANK, DENSE_RANK, PERCENT_RANK, CUME_DIST, NTILE, LAG, LEAD
+  (IGNORE NULLS too),
   and every ROWS frame, and RANGE frames unbounded on one side (running
   sums, the default frame with ORDER BY), and RANGE offsets over a double
   key: the whole partition is re-computed per change, O(p log p) Python per changed

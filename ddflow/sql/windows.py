@@ -141,7 +141,7 @@ class WindowPlanning:
         if kind is None:
             raise unsupported(w, f"the window function {type(fn).__name__.upper()}")
         name = kind.upper()
-        if ignore and kind not in ("first_value", "last_value", "nth_value"):
+        if ignore and kind not in ("first_value", "last_value", "nth_value", "lag", "lead"):
             raise unsupported(w, f"IGNORE NULLS in {name}")
         if kind in _ORDERED and not order:
             raise unsupported(w, f"{name} without ORDER BY in its window (Spark requires one)")
@@ -166,9 +166,11 @@ class WindowPlanning:
         if kind in ("lag", "lead"):
             a = e(arg)
             n = _count(fn.args.get("offset"), w, f"{name}'s offset", None) if fn.args.get("offset") else 1
+            if ignore and n < 1:
+                raise unsupported(w, f"IGNORE NULLS in {name} with an offset under 1")
             d = fn.args.get("default")
             if d is None:
-                return WinFunc(kind, a, n)
+                return WinFunc(kind, a, n, ignore_nulls=ignore)
             dv = e(d)
             try:
                 common_types([a.type, dv.type], "LAG/LEAD's value and default")
@@ -176,8 +178,8 @@ class WindowPlanning:
                 raise SchemaError(f"SQL: {name}'s default ({dv.type}) does not meet its value ({a.type}) in "
                                   f"`{w.sql(dialect='spark')}`") from None
             if a.type == "null":
-                return WinFunc(kind, retyped_expr(a, dv.type), n, dv)
-            return WinFunc(kind, a, n, retyped_expr(dv, a.type))  # Spark casts the default to the value's type
+                return WinFunc(kind, retyped_expr(a, dv.type), n, dv, ignore)
+            return WinFunc(kind, a, n, retyped_expr(dv, a.type), ignore)  # Spark casts the default to the value's type
         if kind in ("first_value", "last_value", "nth_value"):
             extra = [k for k, v in fn.args.items() if v is not None and k not in ("this", "offset")]
             if extra:

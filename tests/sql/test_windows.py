@@ -60,11 +60,14 @@ QUERIES = [
     (f"SELECT p, o, v, d, FIRST_VALUE(v) IGNORE NULLS OVER (PARTITION BY p {FULL}) f, "
      f"LAST_VALUE(v) IGNORE NULLS OVER (PARTITION BY p {FULL} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) l, "
      f"NTH_VALUE(v, 2) IGNORE NULLS OVER (PARTITION BY p {FULL} ROWS BETWEEN 1 PRECEDING AND 2 FOLLOWING) n, "
-     f"FIRST_VALUE(v) OVER (PARTITION BY p {FULL}) fr FROM t",
+     f"FIRST_VALUE(v) OVER (PARTITION BY p {FULL}) fr, LAG(v) IGNORE NULLS OVER (PARTITION BY p {FULL}) lg, "
+     f"LEAD(v, 2, -1) IGNORE NULLS OVER (PARTITION BY p {FULL}) ld FROM t",
      f"SELECT p, o, v, d, FIRST_VALUE(v IGNORE NULLS) OVER (PARTITION BY p {DUCK_FULL}) f, "
      f"LAST_VALUE(v IGNORE NULLS) OVER (PARTITION BY p {DUCK_FULL} ROWS BETWEEN UNBOUNDED PRECEDING AND "
      f"1 PRECEDING) l, NTH_VALUE(v, 2 IGNORE NULLS) OVER (PARTITION BY p {DUCK_FULL} ROWS BETWEEN 1 PRECEDING "
-     f"AND 2 FOLLOWING) n, FIRST_VALUE(v) OVER (PARTITION BY p {DUCK_FULL}) fr FROM t"),
+     f"AND 2 FOLLOWING) n, FIRST_VALUE(v) OVER (PARTITION BY p {DUCK_FULL}) fr, "
+     f"LAG(v IGNORE NULLS) OVER (PARTITION BY p {DUCK_FULL}) lg, "
+     f"LEAD(v, 2, -1 IGNORE NULLS) OVER (PARTITION BY p {DUCK_FULL}) ld FROM t"),
     ("SELECT p, SUM(v) s, SUM(SUM(v)) OVER () tot, RANK() OVER (ORDER BY SUM(v) DESC) r, "
      "AVG(COUNT(*)) OVER (ORDER BY p) a, MAX(MIN(o)) OVER (ORDER BY COUNT(*) ROWS BETWEEN 1 PRECEDING AND "
      "CURRENT ROW) m FROM t GROUP BY p", None),
@@ -198,7 +201,8 @@ def test_a_bounded_range_frame_recomputes_only_the_bands_a_change_falls_in(monke
     ("SELECT SUM(v) OVER (ORDER BY o ROWS BETWEEN 1 FOLLOWING AND 1 PRECEDING) FROM t", "starts after it ends"),
     ("SELECT NTILE(0) OVER (ORDER BY o) FROM t", "NTILE's bucket count must be at least 1"),
     ("SELECT NTILE(v) OVER (ORDER BY o) FROM t", "NTILE's bucket count other than a whole number"),
-    ("SELECT LAG(v) IGNORE NULLS OVER (ORDER BY o) FROM t", "IGNORE NULLS in LAG"),
+    ("SELECT LAG(v, 0) IGNORE NULLS OVER (ORDER BY o) FROM t", "IGNORE NULLS in LAG with an offset under 1"),
+    ("SELECT RANK() IGNORE NULLS OVER (ORDER BY o) FROM t", "IGNORE NULLS in RANK"),
     ("SELECT SUM(v) OVER (ORDER BY o ROWS BETWEEN 1.5 PRECEDING AND CURRENT ROW) FROM t",
      "a ROWS frame offset other than a whole number"),
     ("SELECT SUM(v) OVER (ORDER BY o RANGE BETWEEN 0.5 PRECEDING AND CURRENT ROW) FROM t",
@@ -242,7 +246,9 @@ SPARK_QUERIES = [
     # NULL order defaults (first ascending, last descending), NTILE's buckets, ranks over NULL keys
     f"SELECT p, o, v, d, NTILE(4) OVER (PARTITION BY p {FULL}) nt, NTILE(2) OVER ({FULL} DESC) nt2, "
     "RANK() OVER (ORDER BY o DESC) r, PERCENT_RANK() OVER (PARTITION BY p ORDER BY v) pr, "
-    "CUME_DIST() OVER (ORDER BY v DESC) cd, ROW_NUMBER() OVER (ORDER BY o, v, d, p) rn FROM t",
+    "CUME_DIST() OVER (ORDER BY v DESC) cd, ROW_NUMBER() OVER (ORDER BY o, v, d, p) rn, "
+    "LAG(v, 2) IGNORE NULLS OVER (ORDER BY o, v, d, p) lg, LEAD(v, 1, 0) IGNORE NULLS OVER (ORDER BY o, v, d, p) ld "
+    "FROM t",
     # RANGE frames with offsets over NULL keys, ascending and descending, and the default frame's peers
     "SELECT p, o, v, SUM(v) OVER (PARTITION BY p ORDER BY o RANGE BETWEEN 1 PRECEDING AND 1 FOLLOWING) s, "
     "COUNT(*) OVER (ORDER BY o DESC RANGE BETWEEN 2 PRECEDING AND CURRENT ROW) c, "
