@@ -316,6 +316,24 @@ def _banded(coll: Collection, keyed: Callable, band: tuple, fields: int) -> Coll
 _AGGREGATES = ("sum", "count", "count_star", "avg", "min", "max")
 
 
+def lowered_as(f: WinFunc, ordered: bool) -> str:
+    """How ``f`` can be lowered: ``"whole"`` (an aggregate of its whole partition), ``"band"`` (a RANGE frame
+    bounded both ways, banded where the key allows) or ``"partition"``; a node of functions of one kind lowers
+    by it, so the planner groups functions by it.
+
+    >>> lowered_as(WinFunc("count_star", frame=Frame(False, None, 0)), ordered=False)
+    'whole'
+    >>> lowered_as(WinFunc("count_star", frame=Frame(False, -1, 0)), ordered=True)
+    'band'
+    """
+    fr = f.frame
+    if fr is None:
+        return "partition"
+    if f.func in _AGGREGATES and ((fr.start is None and fr.end is None) or (not fr.rows and not ordered)):
+        return "whole"
+    return "band" if not fr.rows and fr.start is not None and fr.end is not None else "partition"
+
+
 def whole_partition(rel: Window) -> bool:
     """Every function of ``rel`` aggregates its whole partition (no ORDER BY, or a frame unbounded both ways).
 
@@ -326,11 +344,7 @@ def whole_partition(rel: Window) -> bool:
     >>> whole_partition(Window(t, (Col(0, "string", "k"),), (), (total,), ("s",)))
     True
     """
-    def whole(f: WinFunc) -> bool:
-        fr = f.frame
-        return f.func in _AGGREGATES and ((fr.start is None and fr.end is None) or (not fr.rows and not rel.order))
-
-    return all(whole(f) for f in rel.funcs)
+    return all(lowered_as(f, bool(rel.order)) == "whole" for f in rel.funcs)
 
 
 def _joined_aggregate(low: "Lowering", rel: Window, keyed: Callable, laid_out: Callable) -> Collection:

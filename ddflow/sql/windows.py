@@ -1,7 +1,9 @@
 """Window functions (``f(...) OVER (...)``, ``WINDOW w AS (...)``) and grouping sets, planned from sqlglot's nodes.
 
 A mixin of the planner (it calls ``self.expr``).  Window functions of one
-SELECT are grouped by their PARTITION BY and ORDER BY: each group is one
+SELECT are grouped by their PARTITION BY and ORDER BY, and by how they can
+be lowered (:func:`~ddflow.plan.window.lowered_as`: whole-partition
+aggregates and bounded RANGE frames apart from the rest): each group is one
 :class:`~ddflow.plan.ir.Window` (a lone ROW_NUMBER, RANK or DENSE_RANK a
 :class:`~ddflow.plan.ir.TopK`, so ``rank <= k`` above it still limits it),
 stacked on the rows (or, after GROUP BY, on the groups: ``SUM(SUM(x)) OVER``).
@@ -22,7 +24,7 @@ from ddflow.plan.expr import Col, Expr, Lit
 from ddflow.plan.functions import TypeMismatch
 from ddflow.plan.functions import common_type as common_types
 from ddflow.plan.ir import RANKS, Order, Project, Rel, TopK, Union
-from ddflow.plan.window import FRAMED, Frame, WinFunc, Window
+from ddflow.plan.window import FRAMED, Frame, WinFunc, Window, lowered_as
 from ddflow.sql.scalars import AGGREGATES, retyped_expr, unsupported
 
 _FUNCS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank",
@@ -116,9 +118,9 @@ class WindowPlanning:
             order = tuple(Order(self.expr(o.this, scope, replace), bool(o.args.get("desc")), _nulls_first(o))
                           for o in (order_node.expressions if order_node is not None else ()))
             f = self.win_func(w, spec, order, scope, replace)
-            groups.setdefault((part, order), []).append((text, f))
+            groups.setdefault((part, order, lowered_as(f, bool(order))), []).append((text, f))
         added = []
-        for (part, order), fs in groups.items():
+        for (part, order, _), fs in groups.items():
             n = len(rel.schema)
             if len(fs) == 1 and fs[0][1].func in RANKS:
                 rel = TopK(rel, part, order, None, fs[0][1].func, "_rank")
