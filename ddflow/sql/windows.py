@@ -30,6 +30,7 @@ from ddflow.sql.scalars import AGGREGATES, retyped_expr, unsupported
 _FUNCS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank",
           exp.PercentRank: "percent_rank", exp.CumeDist: "cume_dist", exp.Ntile: "ntile", exp.Lag: "lag",
           exp.Lead: "lead", exp.FirstValue: "first_value", exp.LastValue: "last_value", exp.NthValue: "nth_value",
+          exp.First: "first_value", exp.Last: "last_value",  # Spark's first(x) and last(x) over a window
           **AGGREGATES}
 _ORDERED = RANKS + ("percent_rank", "cume_dist", "ntile", "lag", "lead")  # Spark: these need an ORDER BY
 
@@ -141,7 +142,7 @@ class WindowPlanning:
         if isinstance(fn, exp.Filter):
             raise unsupported(w, "an aggregate with FILTER over a window")
         if kind is None:
-            raise unsupported(w, f"the window function {type(fn).__name__.upper()}")
+            raise unsupported(w, f"the window function {fn.sql(dialect='spark').split('(')[0].upper()}")
         name = kind.upper()
         if ignore and kind not in ("first_value", "last_value", "nth_value", "lag", "lead"):
             raise unsupported(w, f"IGNORE NULLS in {name}")

@@ -210,7 +210,8 @@ def test_a_bounded_range_frame_recomputes_only_the_bands_a_change_falls_in(monke
     ("SELECT SUM(v) OVER w FROM t", "no window named 'w'"),
     ("SELECT SUM(SUM(v) OVER (ORDER BY o)) OVER (ORDER BY o) FROM t", "a window function inside another window"),
     ("SELECT SUM(p) OVER () FROM t", "SUM needs a number"),
-    ("SELECT stddev(v) OVER () FROM t", "the window function"),
+    ("SELECT stddev(v) OVER () FROM t", "the window function STDDEV"),
+    ("SELECT collect_list(v) OVER () FROM t", "the window function COLLECT_LIST"),
     ("SELECT p FROM t WHERE ROW_NUMBER() OVER (ORDER BY o) = 1", "a window function in WHERE"),
     ("SELECT p FROM t GROUP BY p HAVING RANK() OVER (ORDER BY p) > 1", "a window function in HAVING"),
     ("SELECT p, SUM(LAG(v) OVER (ORDER BY o)) FROM t GROUP BY p", "a window function inside an aggregate"),
@@ -247,7 +248,8 @@ SPARK_QUERIES = [
     f"SELECT p, o, v, d, NTILE(4) OVER (PARTITION BY p {FULL}) nt, NTILE(2) OVER ({FULL} DESC) nt2, "
     "RANK() OVER (ORDER BY o DESC) r, PERCENT_RANK() OVER (PARTITION BY p ORDER BY v) pr, "
     "CUME_DIST() OVER (ORDER BY v DESC) cd, ROW_NUMBER() OVER (ORDER BY o, v, d, p) rn, "
-    "LAG(v, 2) IGNORE NULLS OVER (ORDER BY o, v, d, p) lg, LEAD(v, 1, 0) IGNORE NULLS OVER (ORDER BY o, v, d, p) ld "
+    "LAG(v, 2) IGNORE NULLS OVER (ORDER BY o, v, d, p) lg, LEAD(v, 1, 0) IGNORE NULLS OVER (ORDER BY o, v, d, p) ld, "
+    "FIRST(v) OVER (PARTITION BY p ORDER BY o, v, d) f, LAST(v, true) OVER (PARTITION BY p ORDER BY o, v, d) l "
     "FROM t",
     # RANGE frames with offsets over NULL keys, ascending and descending, and the default frame's peers
     "SELECT p, o, v, SUM(v) OVER (PARTITION BY p ORDER BY o RANGE BETWEEN 1 PRECEDING AND 1 FOLLOWING) s, "
