@@ -16,7 +16,9 @@ operators:
   partition (:mod:`ddflow.plan.ranking`, compiled); RANK, DENSE_RANK and
   strings sorted descending, one ``reduce`` per partition (Python per
   changed key, proportional to its history).
-- Window: :mod:`ddflow.plan.window` (one ``reduce`` per partition).
+- Window: :mod:`ddflow.plan.window` (a ``reduce`` per partition, or per
+  band of the key for a RANGE frame bounded both ways; aggregates of whole
+  partitions as their aggregate joined back to the rows).
 - Distinct and Union: ``distinct`` and ``concat``.
 
 A plan node used twice is lowered once (``Lowering.memo``), so a shared
