@@ -17,6 +17,9 @@ operators:
   partition (:mod:`ddflow.plan.ranking`, compiled); RANK, DENSE_RANK and
   strings sorted descending, one ``reduce`` per partition (Python per
   changed key, proportional to its history).
+- Window: :mod:`ddflow.plan.window` (a ``reduce`` per partition, or per
+  band of the key for a RANGE frame bounded both ways; aggregates of whole
+  partitions as their aggregate joined back to the rows).
 - Distinct and Union: ``distinct`` and ``concat``.
 
 A plan node used twice is lowered once (``Lowering.memo``), so a shared
@@ -146,6 +149,10 @@ class Lowering:
             return self._semijoin(rel)
         if isinstance(rel, TopK):
             return self._topk(rel)
+        from ddflow.plan.window import Window, lower_window
+
+        if isinstance(rel, Window):
+            return lower_window(self, rel)
         if isinstance(rel, OneRow):
             return self._one_row(rel)
         if isinstance(rel, RecRef):

@@ -46,6 +46,7 @@ from ddflow.sql.scalars import common_type as _common_type
 from ddflow.sql.scalars import comparable as _comparable
 from ddflow.sql.scalars import need_numbers as _need_numbers
 from ddflow.sql.scalars import unsupported as _unsupported
+from ddflow.sql.windows import WindowPlanning, has_grouping_sets, window_operands
 
 
 
@@ -125,7 +126,7 @@ def _glot_type(t: str) -> str:
     return t.upper()
 
 
-class _Planner(Expressions, eventtime.EventTime):
+class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
     def __init__(self, tables: dict[str, Schema], views: dict[str, Rel] | None = None,
                  aside: list[list[exp.Expression]] | None = None):
         self.tables = tables
@@ -256,10 +257,11 @@ class _Planner(Expressions, eventtime.EventTime):
             name = (fn.name if isinstance(fn, exp.Anonymous) else fn.sql_name()).lower() if isinstance(fn, exp.Func) \
                 else "a function"
             raise _unsupported(lateral, f"LATERAL VIEW {name} needs ARRAY columns")
-        for key in ("qualify", "windows", "pivots"):
+        for key in ("qualify", "pivots"):
             if node.args.get(key):
                 raise _unsupported(node.args[key] if isinstance(node.args[key], exp.Expression) else node,
                                    key.upper())
+        self.refuse_misplaced_windows(node, [a for item in node.expressions for a in _aggregates(item)])
         where = node.args.get("where")
         conds = _conjuncts(where.this) if where is not None else []
         timed = [c for c in conds if eventtime.mentions_now(c)]
@@ -278,7 +280,10 @@ class _Planner(Expressions, eventtime.EventTime):
         if order is not None:  # ORDER BY SUM(x) LIMIT k: an aggregate of the query, though not selected
             aggs += [a for o in order.expressions for a in _aggregates(o.this)]
         if group is not None or aggs:
-            rel, scope, replace = self.aggregate(rel, scope, group.expressions if group else [], aggs)
+            sets = None
+            if has_grouping_sets(group):
+                sets = self.grouping_sets(rel, scope, group, items + ([having.this] if having is not None else []))
+            rel, scope, replace = self.aggregate(rel, scope, group.expressions if group else [], aggs, sets)
             if having is not None:
                 plain = [c for c in having_conds if not any(c is t for t in having_timed)]
                 rel, scope, replace = self.scalars(rel, scope, [s for c in plain for s in _scalar_subqueries(c)],
@@ -293,11 +298,9 @@ class _Planner(Expressions, eventtime.EventTime):
                                              ctes, replace)
         rel, scope, replace = self.scalars(rel, scope, [s for item in items for s in _scalar_subqueries(item)],
                                            ctes, replace)
-        windows = [w for item in items for w in item.find_all(exp.Window)]
-        if windows:
-            if len(windows) > 1 or group is not None or aggs:
-                raise _unsupported(windows[-1], "more than one window function, or one beside GROUP BY")
-            rel, scope, replace = self.window(rel, scope, windows[0], replace)
+        rel, added, replace = self.windows(rel, scope, items, node.args.get("windows") or [], replace)
+        if added and scope.fields:
+            scope = _Scope(scope.fields + [_Field("", f"#w{i}", i, t) for i, t in added])
         exprs, names = self.items(items, scope, replace)
         if order is not None:
             return self.named(self.sorted_select(rel, scope, replace, exprs, names, node), names)
@@ -379,20 +382,6 @@ class _Planner(Expressions, eventtime.EventTime):
                 raise _unsupported(o, "ORDER BY an expression not in the SELECT list, with LIMIT") from None
             keys.append(Order(e, bool(o.args.get("desc")), _nulls_first(o)))
         return _top(rel, tuple(keys), *self.bounds(node))
-
-    def window(self, rel: Rel, scope: _Scope, w: exp.Window, replace: dict):
-        """ROW_NUMBER() / RANK() / DENSE_RANK() OVER (PARTITION BY ... ORDER BY ...) as a ranking TopK."""
-        kinds = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
-        if type(w.this) not in kinds or w.args.get("spec") is not None:
-            raise _unsupported(w, "a window function other than ROW_NUMBER, RANK or DENSE_RANK")
-        part = tuple(self.expr(p, scope) for p in (w.args.get("partition_by") or ()))
-        order = w.args.get("order")
-        keys = tuple(Order(self.expr(o.this, scope), bool(o.args.get("desc")), _nulls_first(o))
-                     for o in (order.expressions if order is not None else ()))
-        top = TopK(rel, part, keys, None, kinds[type(w.this)], "_rank")
-        n = len(rel.schema)
-        fields = scope.fields + [_Field("", "_rank", n, "bigint")]
-        return top, _Scope(fields), {**replace, w.sql(dialect="spark"): Col(n, "bigint", "rank")}
 
     def body(self, node: exp.Select, ctes: dict[str, Rel], conds: list[exp.Expression]) -> tuple[Rel, _Scope]:
         """FROM and its joins, filtered by ``conds`` (WHERE's conjuncts): those without a subquery also pick the joins' keys."""
@@ -783,9 +772,16 @@ class _Planner(Expressions, eventtime.EventTime):
             return SemiJoin(left, right, tuple(lkeys), tuple(rkeys), anti=kind == "ANTI", residual=residual), lscope
         return Join(left, right, side.lower() or "inner", tuple(lkeys), tuple(rkeys), residual), scope
 
-    def aggregate(self, rel: Rel, scope: _Scope, group: list[exp.Expression], aggs: list[exp.Expression]):
-        rel, keys, close = self.windowed_group(rel, scope, group)
-        gexprs = tuple(e for _, e in keys)
+    def aggregate(self, rel: Rel, scope: _Scope, group: list[exp.Expression], aggs: list[exp.Expression],
+                  sets: tuple | None = None):
+        """GROUP BY; ``sets``: GROUPING SETS, ROLLUP or CUBE's re-keyed rows (:meth:`grouping_sets`)."""
+        if sets is None:
+            rel, keys, close = self.windowed_group(rel, scope, group)
+            hidden, flags = [], {}
+        else:
+            rel, keys, hidden, flags = sets
+            close = lambda agg: agg  # noqa: E731
+        gexprs = tuple(e for _, e in keys) + tuple(hidden)
         seen: dict[str, int] = {}
         plan_aggs: list[Agg] = []
         for a in aggs:
@@ -799,6 +795,7 @@ class _Planner(Expressions, eventtime.EventTime):
         out = Aggregate(rel, gexprs, tuple(plan_aggs), names)
         types = out.schema.types
         replace = {text: Col(i, types[i], str(gexprs[i])) for i, (text, _) in enumerate(keys)}
+        replace.update({text: Col(i, "bigint", text) for text, i in flags.items()})
         out = close(out)
         for key, i in seen.items():
             replace[key] = Col(k + i, types[k + i], key)
@@ -977,6 +974,9 @@ def _aggregates(node: exp.Expression) -> list[exp.Expression]:
         n = stack.pop()
         if isinstance(n, aggs) or (isinstance(n, exp.Filter) and isinstance(n.this, aggs)):
             out.append(n)
+            continue
+        if isinstance(n, exp.Window):  # its function aggregates its window; its operands may aggregate groups
+            stack.extend(reversed(window_operands(n)))
             continue
         if n is not node and isinstance(n, (exp.Select, exp.Subquery, exp.Exists)):
             continue
