@@ -38,7 +38,7 @@ from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, OneRow, Orde
                             Scan, SemiJoin, SetOp, TopK, Union, Values)
 from ddflow.plan.rewrite import factor_or, key_pair, keyable, ranks_kept
 from ddflow.plan.deep import on_deep_stack
-from ddflow.sql import constants, eventtime
+from ddflow.sql import constants, eventtime, using
 from ddflow.sql.nesting import balanced, chain_parts, check_tree, parsed, set_aside, union_link
 from ddflow.sql.scalars import AGGREGATES as _AGGS
 from ddflow.sql.scalars import Expressions, construct, retyped_expr
@@ -111,6 +111,7 @@ def plan_query(tree: exp.Expression, tables: Mapping[str, Schema], views: Mappin
     schema = {name: {c: _glot_type(t) for c, t in zip(s.names, s.types)} for name, s in every.items()}
     check_tree(tree)
     _check_tables(tree, {**lowered, **ranges}, views)
+    using.check_stars(tree, schema)  # SELECT * after a JOIN ... USING: the qualifier would drop a column
     aside = set_aside(tree)
     tree = balanced(eventtime.prepare(tree))
     try:

@@ -76,6 +76,10 @@ QUERIES: list[tuple[str, str | None]] = [
     ("SELECT t.a, v.zz FROM t NATURAL JOIN (SELECT 1 AS zz) v", "SELECT t.a, v.zz FROM t CROSS JOIN (SELECT 1 AS zz) v"),
     ("SELECT * FROM t FULL OUTER JOIN u USING (a)", None),
     ("SELECT a, b, d FROM t LEFT JOIN u USING (a) WHERE a > 0 OR a IS NULL", None),
+    # a qualified star beside USING keeps the key (Spark 3.2+: SPARK-34527)
+    ("SELECT t.*, u.* FROM t FULL JOIN u USING (a)", "SELECT t.*, u.* FROM t FULL JOIN u ON t.a = u.a"),
+    ("SELECT * FROM t JOIN u USING (a) JOIN u u2 USING (a)",
+     "SELECT t.a, t.b, t.c, u.d, u2.d FROM t JOIN u ON t.a = u.a JOIN u u2 ON t.a = u2.a"),
     ("SELECT a, b FROM t WHERE a > 2 OR EXISTS (SELECT * FROM u WHERE u.a = t.a)", None),
     ("SELECT a, b FROM t WHERE b = 'x' OR NOT EXISTS (SELECT * FROM u WHERE u.a = t.a AND u.d = t.b)", None),
     ("SELECT a, b FROM t WHERE b = 'x' OR a IN (SELECT a FROM u)", None),
@@ -215,6 +219,8 @@ def test_spark_names_and_types_of_constant_relations():
      r"EXISTS with a correlated condition other than inner = outer, beside OR or NOT is not supported .*"
      r"WHERE u.a > x\)`"),
     ("SELECT a FROM t WHERE a = ANY (SELECT a FROM u)", r"ANY \(subquery\) is not supported"),
+    ("SELECT * FROM t JOIN u USING (a) JOIN u u2 ON u2.d = t.b", r"SELECT \* over a JOIN ... USING \(a\) and then a "
+                                                                r"join of u2, which has a column a too"),
 ])
 def test_refusals_name_the_construct_and_quote_the_sql(sql, message):
     flow = ddflow.Dataflow()
