@@ -362,8 +362,25 @@ class _Planner(Expressions, eventtime.EventTime):
     def bounds(self, node: exp.Expression) -> tuple[int | None, int]:
         """LIMIT k (None: none) and OFFSET m (0: none), whole-number constants."""
         limit, offset = node.args.get("limit"), node.args.get("offset")
-        return (_count(limit, "LIMIT") if limit is not None else None,
-                _count(offset, "OFFSET") if offset is not None else 0)
+        return (self.count(limit, "LIMIT") if limit is not None else None,
+                self.count(offset, "OFFSET") if offset is not None else 0)
+
+    def count(self, node: exp.Expression, what: str) -> int:
+        """A LIMIT's or OFFSET's count: a whole-number constant, or a constant expression of one (``2 + 1``)."""
+        k = node.expression
+        if isinstance(k, exp.Literal) and not k.is_string and k.this.isdigit():
+            return int(k.this)
+        if k.find(exp.Column, exp.Select, exp.Subquery) is None:
+            try:
+                e = self.expr(k, _Scope([]))
+            except SchemaError:
+                e = None
+            if isinstance(e, Lit) and isinstance(e.value, int) and not isinstance(e.value, bool) \
+                    and e.type in ("bigint", "int", "smallint", "tinyint"):
+                if e.value < 0:
+                    raise SchemaError(f"SQL: {what} must be at least 0, not {e.value} (in `{node.sql(dialect='spark')}`)")
+                return e.value
+        raise _unsupported(node, f"{what} other than a whole number")
 
     def limited(self, rel: Rel, node: exp.Expression) -> Rel:
         """ORDER BY ... LIMIT k [OFFSET m] as a top-k over the query's output (ORDER BY alone orders nothing: a
@@ -894,14 +911,6 @@ def _check_tables(tree: exp.Expression, tables: Mapping[str, Schema], views: Map
         name = t.name.lower()
         if name and name not in tables and name not in views and name not in ctes:
             raise _unknown_table(t, tables, views)
-
-
-def _count(node: exp.Expression, what: str) -> int:
-    """A LIMIT's or OFFSET's whole-number constant."""
-    k = node.expression
-    if not (isinstance(k, exp.Literal) and not k.is_string and k.this.isdigit()):
-        raise _unsupported(node, f"{what} other than a whole number")
-    return int(k.this)
 
 
 def _top(rel: Rel, keys: tuple[Order, ...], limit: int | None, offset: int) -> Rel:

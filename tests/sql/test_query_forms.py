@@ -175,6 +175,7 @@ def test_constant_queries_hold_from_time_zero_and_never_change():
     w = flow.sql("CREATE TEMPORARY VIEW w (p, q) AS VALUES (1, 2); SELECT q FROM w").capture()
     rec = flow.sql("WITH RECURSIVE r(n, s) AS (SELECT id, 'a' FROM range(2) UNION SELECT n + 2, NULL FROM r "
                    "WHERE n < 3) SELECT * FROM r").capture()
+    lim = flow.sql("SELECT id FROM range(10) ORDER BY id DESC LIMIT 2 + 1 OFFSET CAST(1 AS INT)").capture()
     h["t"].update([(1, "a", 1)], times=0)
     flow.advance_to(3)
     flow.run()
@@ -183,6 +184,7 @@ def test_constant_queries_hold_from_time_zero_and_never_change():
         assert r.contents(t) == {(2,): 1, (3,): 1, (4,): 1}
         assert v.contents(t) == {(1, "a"): 1, (None, "b"): 1}
         assert w.contents(t) == {(2,): 1}
+        assert lim.contents(t) == {(8,): 1, (7,): 1, (6,): 1}
         assert rec.contents(t) == {(0, "a"): 1, (1, "a"): 1, (2, None): 1, (3, None): 1, (4, None): 1}
 
 
@@ -209,6 +211,8 @@ def test_spark_names_and_types_of_constant_relations():
     ("SELECT DISTINCT a FROM t ORDER BY c LIMIT 1", "ORDER BY an expression not in the SELECT list of a SELECT "
                                                     "DISTINCT is not supported"),
     ("SELECT a FROM t LIMIT 1 OFFSET b", "OFFSET other than a whole number is not supported"),
+    ("SELECT a FROM t LIMIT -1", r"LIMIT must be at least 0, not -1 \(in `LIMIT -1`\)"),
+    ("SELECT a FROM t LIMIT 'a'", "LIMIT other than a whole number is not supported"),
     ("SELECT a FROM t LATERAL VIEW explode(array(1, 2)) x AS e",
      r"LATERAL VIEW explode needs ARRAY columns, not supported .*\(in `LATERAL VIEW EXPLODE"),
     ("SELECT posexplode(array(1, 2))", "posexplode needs ARRAY columns, not supported"),
