@@ -282,6 +282,11 @@ class _Planner(Expressions, eventtime.EventTime):
             rel, scope, replace = self.aggregate(rel, scope, group.expressions if group else [], aggs)
             if having is not None:
                 plain = [c for c in having_conds if not any(c is t for t in having_timed)]
+                flagged = [f for c in plain for f in _flag_subqueries(c)]
+                for f in flagged:
+                    if isinstance(f, exp.Exists) and _outer_refs(f.this, f.this):
+                        raise _unsupported(f, "a correlated EXISTS in HAVING")
+                rel, scope, replace = self.flags(rel, scope, flagged, ctes, replace)
                 rel, scope, replace = self.scalars(rel, scope, [s for c in plain for s in _scalar_subqueries(c)],
                                                    ctes, replace)
                 if plain:

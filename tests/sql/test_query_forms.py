@@ -85,6 +85,9 @@ QUERIES: list[tuple[str, str | None]] = [
     ("SELECT a, b FROM t WHERE b = 'x' OR a IN (SELECT a FROM u)", None),
     ("SELECT a, b FROM t WHERE b = 'x' OR a NOT IN (SELECT a FROM u WHERE d <> 'q')", None),
     ("SELECT a, (a IN (SELECT a FROM u)) IS NULL AS unknown FROM t", None),
+    ("SELECT a FROM t GROUP BY a HAVING a > 1 OR a IN (SELECT a FROM u)", None),
+    ("SELECT a, COUNT(*) AS n FROM t GROUP BY a HAVING COUNT(*) > 1 OR EXISTS (SELECT 1 FROM u WHERE d = 'x')", None),
+    ("SELECT a, SUM(c) AS s FROM t GROUP BY a HAVING SUM(c) NOT IN (SELECT a FROM u)", None),
     # set operations ALL
     ("SELECT a FROM t INTERSECT ALL SELECT a FROM u", None),
     ("SELECT a FROM t EXCEPT ALL SELECT a FROM u", None),
@@ -223,6 +226,8 @@ def test_spark_names_and_types_of_constant_relations():
      r"EXISTS with a correlated condition other than inner = outer, beside OR or NOT is not supported .*"
      r"WHERE u.a > x\)`"),
     ("SELECT a FROM t WHERE a = ANY (SELECT a FROM u)", r"ANY \(subquery\) is not supported"),
+    ("SELECT a FROM t GROUP BY a HAVING a > 1 OR EXISTS (SELECT 1 FROM u WHERE u.a = t.a)",
+     "a correlated EXISTS in HAVING is not supported"),
     ("SELECT * FROM t JOIN u USING (a) JOIN u u2 ON u2.d = t.b", r"SELECT \* over a JOIN ... USING \(a\) and then a "
                                                                 r"join of u2, which has a column a too"),
 ])
