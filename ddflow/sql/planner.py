@@ -580,7 +580,8 @@ class _Planner(Expressions, eventtime.EventTime):
         value per row, read through ``replace``: the rows left-joined to the subquery's distinct keys (at most one
         match each, so no row is repeated) with a flag column; IN also to the subquery's row and non-NULL counts
         (one row), for SQL's NULL rules: TRUE on a match, else FALSE over no rows, else NULL if ``x`` is NULL or
-        the subquery has a NULL, else FALSE.  Cost: a join and a distinct (and a global count) per subquery."""
+        the subquery has a NULL, else FALSE.  Cost: a join and a distinct (and a global count) per subquery; as
+        for a scalar subquery, a change of that count re-joins every row."""
         true = Lit(True, "boolean")
         for node in nodes:
             key = node.sql(dialect="spark")
