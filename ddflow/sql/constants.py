@@ -26,7 +26,7 @@ from ddflow.errors import SchemaError
 from ddflow.plan.ir import Project, Rel, Union, Values
 
 #: The most rows a ``range(...)`` may hold: its rows are built at plan time and kept in memory.
-MAX_RANGE_ROWS = 10_000_000
+MAX_RANGE_ROWS = 1_000_000
 #: The one row a SELECT without FROM reads (its column is never visible).
 ONE = Values(Schema(("_one",), ("bigint",)), ((0,),))
 

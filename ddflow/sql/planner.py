@@ -38,7 +38,7 @@ from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, OneRow, Orde
                             Scan, SemiJoin, SetOp, TopK, Union, Values)
 from ddflow.plan.rewrite import factor_or, key_pair, keyable, ranks_kept
 from ddflow.plan.deep import on_deep_stack
-from ddflow.sql import constants, eventtime
+from ddflow.sql import constants, eventtime, using
 from ddflow.sql.nesting import balanced, chain_parts, check_tree, parsed, set_aside, union_link
 from ddflow.sql.scalars import AGGREGATES as _AGGS
 from ddflow.sql.scalars import Expressions, construct, retyped_expr
@@ -112,6 +112,7 @@ def plan_query(tree: exp.Expression, tables: Mapping[str, Schema], views: Mappin
     schema = {name: {c: _glot_type(t) for c, t in zip(s.names, s.types)} for name, s in every.items()}
     check_tree(tree)
     _check_tables(tree, {**lowered, **ranges}, views)
+    using.check_stars(tree, schema)  # SELECT * after a JOIN ... USING: the qualifier would drop a column
     aside = set_aside(tree)
     tree = balanced(eventtime.prepare(tree))
     try:
@@ -286,6 +287,11 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
             rel, scope, replace = self.aggregate(rel, scope, group.expressions if group else [], aggs, sets)
             if having is not None:
                 plain = [c for c in having_conds if not any(c is t for t in having_timed)]
+                flagged = [f for c in plain for f in _flag_subqueries(c)]
+                for f in flagged:
+                    if isinstance(f, exp.Exists) and _outer_refs(f.this, f.this):
+                        raise _unsupported(f, "a correlated EXISTS in HAVING")
+                rel, scope, replace = self.flags(rel, scope, flagged, ctes, replace)
                 rel, scope, replace = self.scalars(rel, scope, [s for c in plain for s in _scalar_subqueries(c)],
                                                    ctes, replace)
                 if plain:
@@ -364,8 +370,25 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
     def bounds(self, node: exp.Expression) -> tuple[int | None, int]:
         """LIMIT k (None: none) and OFFSET m (0: none), whole-number constants."""
         limit, offset = node.args.get("limit"), node.args.get("offset")
-        return (_count(limit, "LIMIT") if limit is not None else None,
-                _count(offset, "OFFSET") if offset is not None else 0)
+        return (self.count(limit, "LIMIT") if limit is not None else None,
+                self.count(offset, "OFFSET") if offset is not None else 0)
+
+    def count(self, node: exp.Expression, what: str) -> int:
+        """A LIMIT's or OFFSET's count: a whole-number constant, or a constant expression of one (``2 + 1``)."""
+        k = node.expression
+        if isinstance(k, exp.Literal) and not k.is_string and k.this.isdigit():
+            return int(k.this)
+        if k.find(exp.Column, exp.Select, exp.Subquery) is None:
+            try:
+                e = self.expr(k, _Scope([]))
+            except SchemaError:
+                e = None
+            if isinstance(e, Lit) and isinstance(e.value, int) and not isinstance(e.value, bool) \
+                    and e.type in ("bigint", "int", "smallint", "tinyint"):
+                if e.value < 0:
+                    raise SchemaError(f"SQL: {what} must be at least 0, not {e.value} (in `{node.sql(dialect='spark')}`)")
+                return e.value
+        raise _unsupported(node, f"{what} other than a whole number")
 
     def limited(self, rel: Rel, node: exp.Expression) -> Rel:
         """ORDER BY ... LIMIT k [OFFSET m] as a top-k over the query's output (ORDER BY alone orders nothing: a
@@ -546,7 +569,8 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
         value per row, read through ``replace``: the rows left-joined to the subquery's distinct keys (at most one
         match each, so no row is repeated) with a flag column; IN also to the subquery's row and non-NULL counts
         (one row), for SQL's NULL rules: TRUE on a match, else FALSE over no rows, else NULL if ``x`` is NULL or
-        the subquery has a NULL, else FALSE.  Cost: a join and a distinct (and a global count) per subquery."""
+        the subquery has a NULL, else FALSE.  Cost: a join and a distinct (and a global count) per subquery; as
+        for a scalar subquery, a change of that count re-joins every row."""
         true = Lit(True, "boolean")
         for node in nodes:
             key = node.sql(dialect="spark")
@@ -890,14 +914,6 @@ def _check_tables(tree: exp.Expression, tables: Mapping[str, Schema], views: Map
         name = t.name.lower()
         if name and name not in tables and name not in views and name not in ctes:
             raise _unknown_table(t, tables, views)
-
-
-def _count(node: exp.Expression, what: str) -> int:
-    """A LIMIT's or OFFSET's whole-number constant."""
-    k = node.expression
-    if not (isinstance(k, exp.Literal) and not k.is_string and k.this.isdigit()):
-        raise _unsupported(node, f"{what} other than a whole number")
-    return int(k.this)
 
 
 def _top(rel: Rel, keys: tuple[Order, ...], limit: int | None, offset: int) -> Rel:

@@ -76,11 +76,18 @@ QUERIES: list[tuple[str, str | None]] = [
     ("SELECT t.a, v.zz FROM t NATURAL JOIN (SELECT 1 AS zz) v", "SELECT t.a, v.zz FROM t CROSS JOIN (SELECT 1 AS zz) v"),
     ("SELECT * FROM t FULL OUTER JOIN u USING (a)", None),
     ("SELECT a, b, d FROM t LEFT JOIN u USING (a) WHERE a > 0 OR a IS NULL", None),
+    # a qualified star beside USING keeps the key (Spark 3.2+: SPARK-34527)
+    ("SELECT t.*, u.* FROM t FULL JOIN u USING (a)", "SELECT t.*, u.* FROM t FULL JOIN u ON t.a = u.a"),
+    ("SELECT * FROM t JOIN u USING (a) JOIN u u2 USING (a)",
+     "SELECT t.a, t.b, t.c, u.d, u2.d FROM t JOIN u ON t.a = u.a JOIN u u2 ON t.a = u2.a"),
     ("SELECT a, b FROM t WHERE a > 2 OR EXISTS (SELECT * FROM u WHERE u.a = t.a)", None),
     ("SELECT a, b FROM t WHERE b = 'x' OR NOT EXISTS (SELECT * FROM u WHERE u.a = t.a AND u.d = t.b)", None),
     ("SELECT a, b FROM t WHERE b = 'x' OR a IN (SELECT a FROM u)", None),
     ("SELECT a, b FROM t WHERE b = 'x' OR a NOT IN (SELECT a FROM u WHERE d <> 'q')", None),
     ("SELECT a, (a IN (SELECT a FROM u)) IS NULL AS unknown FROM t", None),
+    ("SELECT a FROM t GROUP BY a HAVING a > 1 OR a IN (SELECT a FROM u)", None),
+    ("SELECT a, COUNT(*) AS n FROM t GROUP BY a HAVING COUNT(*) > 1 OR EXISTS (SELECT 1 FROM u WHERE d = 'x')", None),
+    ("SELECT a, SUM(c) AS s FROM t GROUP BY a HAVING SUM(c) NOT IN (SELECT a FROM u)", None),
     # set operations ALL
     ("SELECT a FROM t INTERSECT ALL SELECT a FROM u", None),
     ("SELECT a FROM t EXCEPT ALL SELECT a FROM u", None),
@@ -171,6 +178,7 @@ def test_constant_queries_hold_from_time_zero_and_never_change():
     w = flow.sql("CREATE TEMPORARY VIEW w (p, q) AS VALUES (1, 2); SELECT q FROM w").capture()
     rec = flow.sql("WITH RECURSIVE r(n, s) AS (SELECT id, 'a' FROM range(2) UNION SELECT n + 2, NULL FROM r "
                    "WHERE n < 3) SELECT * FROM r").capture()
+    lim = flow.sql("SELECT id FROM range(10) ORDER BY id DESC LIMIT 2 + 1 OFFSET CAST(1 AS INT)").capture()
     h["t"].update([(1, "a", 1)], times=0)
     flow.advance_to(3)
     flow.run()
@@ -179,6 +187,7 @@ def test_constant_queries_hold_from_time_zero_and_never_change():
         assert r.contents(t) == {(2,): 1, (3,): 1, (4,): 1}
         assert v.contents(t) == {(1, "a"): 1, (None, "b"): 1}
         assert w.contents(t) == {(2,): 1}
+        assert lim.contents(t) == {(8,): 1, (7,): 1, (6,): 1}
         assert rec.contents(t) == {(0, "a"): 1, (1, "a"): 1, (2, None): 1, (3, None): 1, (4, None): 1}
 
 
@@ -205,6 +214,8 @@ def test_spark_names_and_types_of_constant_relations():
     ("SELECT DISTINCT a FROM t ORDER BY c LIMIT 1", "ORDER BY an expression not in the SELECT list of a SELECT "
                                                     "DISTINCT is not supported"),
     ("SELECT a FROM t LIMIT 1 OFFSET b", "OFFSET other than a whole number is not supported"),
+    ("SELECT a FROM t LIMIT -1", r"LIMIT must be at least 0, not -1 \(in `LIMIT -1`\)"),
+    ("SELECT a FROM t LIMIT 'a'", "LIMIT other than a whole number is not supported"),
     ("SELECT a FROM t LATERAL VIEW explode(array(1, 2)) x AS e",
      r"LATERAL VIEW explode needs ARRAY columns, not supported .*\(in `LATERAL VIEW EXPLODE"),
     ("SELECT posexplode(array(1, 2))", "posexplode needs ARRAY columns, not supported"),
@@ -215,6 +226,10 @@ def test_spark_names_and_types_of_constant_relations():
      r"EXISTS with a correlated condition other than inner = outer, beside OR or NOT is not supported .*"
      r"WHERE u.a > x\)`"),
     ("SELECT a FROM t WHERE a = ANY (SELECT a FROM u)", r"ANY \(subquery\) is not supported"),
+    ("SELECT a FROM t GROUP BY a HAVING a > 1 OR EXISTS (SELECT 1 FROM u WHERE u.a = t.a)",
+     "a correlated EXISTS in HAVING is not supported"),
+    ("SELECT * FROM t JOIN u USING (a) JOIN u u2 ON u2.d = t.b", r"SELECT \* over a JOIN ... USING \(a\) and then a "
+                                                                r"join of u2, which has a column a too"),
 ])
 def test_refusals_name_the_construct_and_quote_the_sql(sql, message):
     flow = ddflow.Dataflow()
