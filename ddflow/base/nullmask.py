@@ -103,7 +103,11 @@ def all_null(n: int, rows: int) -> tuple[np.ndarray, ...]:
 
 
 def zeros(n: int, rows: int) -> tuple[np.ndarray, ...]:
-    """The mask words of ``rows`` rows of ``n`` columns, none NULL.  O(rows * words)."""
+    """The mask words of ``rows`` rows of ``n`` columns, none NULL.  O(rows * words).
+
+    >>> [m.tolist() for m in zeros(64, 1)]
+    [[0], [0]]
+    """
     return tuple(np.zeros(rows, dtype=np.int64) for _ in range(words(n)))
 
 
@@ -178,7 +182,13 @@ def padded(masks: Sequence[np.ndarray], n: int, before: int, after: int) -> tupl
 
 
 def widened(masks: Sequence[np.ndarray], n: int, more: int) -> tuple[np.ndarray, ...]:
-    """The masks of rows of ``n`` columns as rows of ``n + more`` columns (the new ones not NULL).  O(rows * words)."""
+    """The masks of rows of ``n`` columns as rows of ``n + more`` columns (the new ones not NULL).  O(rows * words).
+
+    A 64th column needs a second word; a row that keeps its words is unchanged.
+
+    >>> [m.tolist() for m in widened([np.array([5])], 63, 1)]
+    [[5], [0]]
+    """
     extra = words(n + more) - len(masks)
     return tuple(masks) + tuple(np.zeros(len(masks[0]), dtype=np.int64) for _ in range(extra))
 
