@@ -103,7 +103,11 @@ def all_null(n: int, rows: int) -> tuple[np.ndarray, ...]:
 
 
 def zeros(n: int, rows: int) -> tuple[np.ndarray, ...]:
-    """The mask words of ``rows`` rows of ``n`` columns, none NULL.  O(rows * words)."""
+    """The mask words of ``rows`` rows of ``n`` columns, none NULL.  O(rows * words).
+
+    >>> [m.tolist() for m in zeros(64, 1)]
+    [[0], [0]]
+    """
     return tuple(np.zeros(rows, dtype=np.int64) for _ in range(words(n)))
 
 
@@ -161,8 +165,30 @@ def concat(parts: Sequence[tuple[Sequence[np.ndarray], int]]) -> tuple[np.ndarra
     return tuple(out)
 
 
+def padded(masks: Sequence[np.ndarray], n: int, before: int, after: int) -> tuple[np.ndarray, ...]:
+    """The masks of rows of ``n`` columns as rows with ``before`` NULL columns ahead and ``after`` behind.
+
+    An outer join's NULL-padded side.  Cost: one shift and two ors with
+    constants where the result has one word; else as :func:`concat`.
+
+    >>> [m.tolist() for m in padded([np.array([1])], 1, 2, 1)]
+    [[15]]
+    """
+    if before + n + after <= BITS:
+        m = np.asarray(masks[0], dtype=np.int64)
+        return (((1 << before) - 1) | (m << before) | (((1 << after) - 1) << (before + n)),)
+    rows = len(masks[0])
+    return concat([(all_null(before, rows), before), (masks, n), (all_null(after, rows), after)])
+
+
 def widened(masks: Sequence[np.ndarray], n: int, more: int) -> tuple[np.ndarray, ...]:
-    """The masks of rows of ``n`` columns as rows of ``n + more`` columns (the new ones not NULL).  O(rows * words)."""
+    """The masks of rows of ``n`` columns as rows of ``n + more`` columns (the new ones not NULL).  O(rows * words).
+
+    A 64th column needs a second word; a row that keeps its words is unchanged.
+
+    >>> [m.tolist() for m in widened([np.array([5])], 63, 1)]
+    [[5], [0]]
+    """
     extra = words(n + more) - len(masks)
     return tuple(masks) + tuple(np.zeros(len(masks[0]), dtype=np.int64) for _ in range(extra))
 
@@ -202,6 +228,18 @@ def row_encode(nulls: Sequence[bool]) -> tuple[int, ...]:
     return unpacked(sum(1 << j for j, z in enumerate(nulls) if z), len(nulls))
 
 
+def row_of_nulls(nulls: Sequence[int], n: int) -> tuple[int, ...]:
+    """The mask words of one row of ``n`` columns whose NULL columns are ``nulls`` (their positions).  O(words + NULLs).
+
+    >>> row_of_nulls([0, 2], 3), row_of_nulls([64], 65)
+    ((5,), (0, 2))
+    """
+    bits = 0
+    for j in nulls:
+        bits |= 1 << j
+    return (bits,) if n <= BITS else unpacked(bits, n)
+
+
 def row_null(row_masks: Sequence[int], j: int) -> bool:
     """Whether column ``j`` of a row with mask words ``row_masks`` is NULL.  O(1).
 
@@ -236,3 +274,21 @@ def packed_with_null(bits: int, j: int) -> int:
     True
     """
     return bits | (1 << j)
+
+
+def bit(j: int) -> int:
+    """The :func:`packed` bit of column ``j``: ``bits & bit(j)`` is nonzero iff it is NULL (per-row code's test).  O(1).
+
+    >>> 5 & bit(2) != 0, 5 & bit(1) != 0
+    (True, False)
+    """
+    return 1 << j
+
+
+def low_bits(k: int) -> int:
+    """The :func:`packed` bits of columns ``0 .. k - 1``: ``bits & low_bits(k)`` keeps only theirs.  O(1).
+
+    >>> 0b1101 & low_bits(2)
+    1
+    """
+    return (1 << k) - 1

@@ -250,9 +250,10 @@ class Schema:
             raise SchemaError(f"{where}: rows are tuples, got {type(row).__name__} {row!r}")
         if len(row) != len(self.names):
             raise SchemaError(f"{where}: a row of {len(row)} values for the {len(self.names)} columns {list(self.names)}")
-        out = []
+        out, nulls = [], []
         for j, (v, typ) in enumerate(zip(row, self.types)):
             if v is None:
+                nulls.append(j)
                 out.append(NULL_VALUE[KIND[typ]])
                 continue
             ps = decimal_ps(typ)
@@ -270,7 +271,7 @@ class Schema:
             elif typ == "timestamp":
                 v = timestamp_micros(v)
             out.append(v)
-        out.extend(nullmask.row_encode([v is None for v in row]))
+        out.extend(nullmask.row_of_nulls(nulls, len(row)))
         return tuple(out)
 
     def decode_row(self, stored: tuple) -> tuple:

@@ -446,8 +446,8 @@ def _padded(ls: Schema, rs: Schema, pad_right: bool) -> Callable:
         other = rs if pad_right else ls
         nulls = tuple(null_values(t, n) for t in other.types)
         if pad_right:
-            return (*mine, *nulls, *nullmask.concat([(masks, nl), (nullmask.all_null(nr, n), nr)]))
-        return (*nulls, *mine, *nullmask.concat([(nullmask.all_null(nl, n), nl), (masks, nr)]))
+            return (*mine, *nulls, *nullmask.padded(masks, nl, 0, nr))
+        return (*nulls, *mine, *nullmask.padded(masks, nr, nl, 0))
 
     return pad
 
@@ -475,13 +475,14 @@ def _groups(key, vals: list[tuple[tuple, int]], k: int, nw: int = 1) -> dict[tup
     Rows with a multiplicity of 0 or less are left out.
     """
     groups: dict[tuple, list] = {}
+    low = nullmask.low_bits(k)
     for v, m in vals:
         if m <= 0:
             continue
         row = (key, *v) if k else v
         if nw > 1:
             row = (*row[:-nw], nullmask.packed(row[-nw:]))
-        groups.setdefault(row[:k] + (nullmask.packed_sliced(row[-1], 0, k),), []).append((row, m))
+        groups.setdefault(row[:k] + (row[-1] & low,), []).append((row, m))
     return groups
 
 
@@ -519,11 +520,12 @@ def _topk_logic(npart: int, order: tuple[Order, ...], nrow: int, limit: int | No
     nord = len(order)
     lead = npart + nord
     nout = nrow + (rank is not None)
+    bits = [nullmask.bit(npart + i) for i in range(nord)]
 
     def compare(a: tuple, b: tuple) -> int:
         for i, o in enumerate(order):
             x, y = a[npart + i], b[npart + i]
-            xn, yn = nullmask.packed_null(a[-1], npart + i), nullmask.packed_null(b[-1], npart + i)
+            xn, yn = a[-1] & bits[i], b[-1] & bits[i]
             if xn or yn:
                 if xn and yn:
                     continue
@@ -580,7 +582,8 @@ def _one_aggregate(a: Agg, p: int | None, rows: list) -> tuple:
     """``(value, is_null)`` of aggregate ``a`` over ``rows`` of ``(row, multiplicity)``."""
     if a.func == "count_star":
         return sum(m for _, m in rows), False
-    live = [(r[p], m) for r, m in rows if not nullmask.packed_null(r[-1], p)]
+    null = nullmask.bit(p)
+    live = [(r[p], m) for r, m in rows if not r[-1] & null]
     if a.distinct:
         live = [(v, 1) for v in sorted(set(v for v, _ in live), key=_order)]
     if a.func == "count":

@@ -89,10 +89,10 @@ def lower_top_k(low: "Lowering", rel: TopK) -> Collection:
     # (key, partition, sort keys, row, mask, number) -> (row, number, mask); ties: equal sort keys (two each)
     ranked = rows.top_k(rel.limit, numbered=rel.rank, ties=lead + 2 * len(rel.order), desc=desc, partition=lead)
     out = ranked.project(*range(first, first + n), first + w, *range(first + n, first + w))
-    return widened(out, n + 1, w - n)
+    return _widened(out, n + 1, w - n)
 
 
-def widened(coll: Collection, n: int, have: int) -> Collection:
+def _widened(coll: Collection, n: int, have: int) -> Collection:
     """Rows of ``n`` columns whose last column was added after ``have`` mask words: a zero word more if they need it.
 
     A row of 63 columns gains its second word with a 64th column; any

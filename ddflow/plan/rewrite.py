@@ -438,11 +438,10 @@ def _prune(rel: Rel, needed: set[int]) -> tuple[Rel, dict[int, int]]:
             rel = dataclasses.replace(rel, rank=None)
         whole = _map_inputs(rel, lambda r: _prune(r, set(range(len(r.schema))))[0])
         return whole, {i: i for i in range(len(rel.schema))}
-    if isinstance(rel, Join):
+    if isinstance(rel, (Join, SemiJoin)):
+        # Each side: its keys, the residual's columns and what is read above (a semi join's rows are its left's).
         nl = len(rel.left.schema)
-        used = set(needed)
-        if rel.residual is not None:
-            used |= rel.residual.columns()
+        used = set(needed) | (rel.residual.columns() if rel.residual is not None else set())
         lneed = {i for i in used if i < nl}.union(*(k.columns() for k in rel.left_keys))
         rneed = {i - nl for i in used if i >= nl}.union(*(k.columns() for k in rel.right_keys))
         left, ml = _narrowed(*_prune(rel.left, lneed), lneed)
@@ -451,24 +450,9 @@ def _prune(rel: Rel, needed: set[int]) -> tuple[Rel, dict[int, int]]:
         m = {i: ml[i] for i in lneed}
         m.update({nl + j: nl2 + mr[j] for j in rneed})
         residual = remapped(rel.residual, m) if rel.residual is not None else None
-        joined = Join(left, right, rel.kind, tuple(remapped(k, ml) for k in rel.left_keys),
-                      tuple(remapped(k, mr) for k in rel.right_keys), residual)
-        return joined, m
-    if isinstance(rel, SemiJoin):
-        # The rows kept: those of the left side (what is read above, its keys and the residual's columns) whose
-        # keys and residual columns meet a right row's; of the right side only its keys and residual columns.
-        nl = len(rel.left.schema)
-        used = rel.residual.columns() if rel.residual is not None else set()
-        lneed = set(needed).union({i for i in used if i < nl}, *(k.columns() for k in rel.left_keys))
-        rneed = {i - nl for i in used if i >= nl}.union(*(k.columns() for k in rel.right_keys))
-        left, ml = _narrowed(*_prune(rel.left, lneed), lneed)
-        right, mr = _narrowed(*_prune(rel.right, rneed), rneed)
-        nl2 = len(left.schema)
-        m = {i: ml[i] for i in lneed}
-        m.update({nl + j: nl2 + mr[j] for j in rneed})
-        residual = remapped(rel.residual, m) if rel.residual is not None else None
-        return dataclasses.replace(rel, left=left, right=right, left_keys=tuple(remapped(k, ml) for k in rel.left_keys),
-                                   right_keys=tuple(remapped(k, mr) for k in rel.right_keys), residual=residual), ml
+        pruned = dataclasses.replace(rel, left=left, right=right, left_keys=tuple(remapped(k, ml) for k in rel.left_keys),
+                                     right_keys=tuple(remapped(k, mr) for k in rel.right_keys), residual=residual)
+        return pruned, m if isinstance(rel, Join) else ml
     if isinstance(rel, Union) and rel.all:  # column by column: each part cut to the columns read, in order
         keep = sorted(needed)
         parts = tuple(_in_order(*_narrowed(*_prune(p, set(keep)), set(keep)), keep) for p in rel.parts)

@@ -74,6 +74,10 @@ def test_concat_and_sliced_move_the_right_bits(data):
     k = data.draw(st.integers(0, n - offset))
     cut = nullmask.sliced(got, offset, k)
     assert [m.tolist() for m in cut] == [m.tolist() for m in nullmask.encode(whole[offset:offset + k], rows)]
+    before, after = data.draw(widths), data.draw(widths)
+    pad = nullmask.padded(nullmask.encode(whole, rows), n, before, after)
+    nones = [np.ones(rows, dtype=bool)]
+    assert [m.tolist() for m in pad] == [m.tolist() for m in nullmask.encode(nones * before + whole + nones * after, rows)]
     assert nullmask.packed_sliced(nullmask.packed([int(m[0]) for m in got]), offset, k) == \
         nullmask.packed([int(m[0]) for m in cut])
 

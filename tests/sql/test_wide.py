@@ -130,7 +130,10 @@ _COMMA = "fact, " + ", ".join(f"dim{d}" for d in range(1, 8))
 _WHERE = " AND ".join(f"f_k{d} = d{d}_k" for d in range(1, 8))
 
 
-def test_a_comma_join_of_eight_tables_of_25_columns_equals_duckdb():
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_comma_join_of_eight_tables_of_25_columns_equals_duckdb(workers, monkeypatch):
+    """At 2 workers too: wide rows (all 200 columns, four mask words) exchanged between worker processes."""
+    monkeypatch.setattr(fuzz, "WORKERS", workers)
     queries = [
         f"SELECT d1_a1, d2_a3, SUM(f_v2) AS s, COUNT(*) AS n FROM {_COMMA} WHERE {_WHERE} AND d3_a5 = 'a' "
         "GROUP BY d1_a1, d2_a3",
