@@ -49,7 +49,8 @@ from sqlglot import exp
 from bench.nexmark.generator import SCHEMAS
 from bench.tpch.oracle import match
 from ddflow.errors import SchemaError
-from ddflow.sql.eventtime import duration, parseable  # Spark's ``GROUP BY window(...)`` as sqlglot reads it
+from ddflow.sql.eventtime import duration
+from ddflow.sql.dialect import transpilable  # Spark's SQL, ``GROUP BY window(...)`` read as a call
 
 _EPOCH = datetime.datetime(1970, 1, 1)
 
@@ -124,7 +125,7 @@ def to_duckdb(spark_sql: str) -> str:
     >>> print(to_duckdb("SELECT auction, price FROM bid WHERE price > 10"))
     SELECT auction, price FROM bid WHERE price > 10
     """
-    tree = sqlglot.parse_one(parseable(spark_sql), read="spark")
+    tree = transpilable(spark_sql)[0]
     subs: dict[str, str] = {}
     for sel in sorted(tree.find_all(exp.Select), key=lambda s: -s.depth):  # innermost first
         call = _window_call(sel)

@@ -222,6 +222,12 @@ def check_top_k(rows: list[tuple], full: list[tuple], k: int, order_cols: list[i
         return f"a top {k} of {len(full)} rows has {want} rows, ddflow has {len(rows)}: {_show(rows)}"
     if want == 0:
         return None
+    if want == len(full):  # the limit keeps every row: the whole answer, whatever the order (and its keys)
+        extra, missing = match(rows, full)
+        if extra or missing:
+            return f"a top {k} of all {len(full)} rows: ddflow has {len(extra)} rows DuckDB has not: " \
+                   f"{_show(extra)}; DuckDB has {len(missing)} rows ddflow has not: {_show(missing)}"
+        return None
 
     def key(r):
         return tuple(r[j] for j in order_cols)

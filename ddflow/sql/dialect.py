@@ -111,3 +111,15 @@ def _grouping_windows(toks: list[Token]) -> list[Token]:
 def parse_tokens(toks: list[Token], text: str) -> list[exp.Expression]:
     """The statements the tokens of ``text`` make (sqlglot's errors propagate)."""
     return [s for s in DIALECT.parser().parse(_grouping_windows(toks), text) if s is not None]
+
+
+def transpilable(text: str) -> list[exp.Expression]:
+    """The statements of ``text`` in sqlglot's own Spark dialect, for writing them in another engine's SQL (an
+    oracle's): sqlglot's readings of patterns and units, which it knows how to transpile, with ``GROUP BY
+    window(...)`` read as a call as :func:`parse_tokens` reads it.  O(len(text)).
+
+    >>> transpilable("SELECT date_format(ts, 'HH:mm') FROM t GROUP BY window(ts, '1 minute')")[0].sql("duckdb")
+    "SELECT STRFTIME(CAST(ts AS TIMESTAMP), '%H:%M') FROM t GROUP BY (WINDOW(ts, '1 minute'))"
+    """
+    spark = Spark()
+    return [s for s in spark.parser().parse(_grouping_windows(spark.tokenize(text)), text) if s is not None]
