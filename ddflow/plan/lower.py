@@ -20,7 +20,7 @@ operators:
 - Window: :mod:`ddflow.plan.window` (a ``reduce`` per partition, or per
   band of the key for a RANGE frame bounded both ways; aggregates of whole
   partitions as their aggregate joined back to the rows).
-- Distinct and Union: ``distinct`` and ``concat``.
+- Distinct: ``distinct``; UNION, INTERSECT and EXCEPT: :mod:`ddflow.plan.setops`.
 
 A plan node used twice is lowered once (``Lowering.memo``), so a shared
 subquery shares its operators and arrangements.
@@ -44,12 +44,14 @@ from ddflow.base.schema import KIND, NULL_VALUE, Schema
 from ddflow.collection import Collection, Variable
 from ddflow.errors import DataflowError, SchemaError
 from ddflow.graph.scope import IterativeScope, Scope
+from ddflow.plan import setops
 from ddflow.plan.aggregate import spread
 from ddflow.plan.expr import Call, Col, Column, Expr, as_type, evaluate, filled, null_values
 from ddflow.plan.ir import (Agg, Aggregate, CloseAt, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive,
                             Rel, Scan, Sessionized, SemiJoin, SetOp, TemporalFilter, TopK, Union, Values, Windowed)
 from ddflow.plan.limits import LoopLimits
 from ddflow.plan.partition import partitioned_by
+from ddflow.plan.setops import row_key
 
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -134,17 +136,9 @@ class Lowering:
         if isinstance(rel, Distinct):
             return self.lower(rel.input).distinct()
         if isinstance(rel, Union):
-            parts = [self.lower(p) for p in rel.parts]
-            out = parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0]
-            return out if rel.all else out.distinct()
-        if isinstance(rel, SetOp) and rel.all:
-            return _multiset_op(rel.kind, self.lower(rel.left), self.lower(rel.right))
+            return setops.lower_union(rel, [self.lower(p) for p in rel.parts])
         if isinstance(rel, SetOp):
-            width = rel.schema.width
-            rows = self.lower(rel.left).distinct().map_columns(_row_key)
-            other = self.lower(rel.right).map_columns(_row_key).project(0).distinct()
-            kept = rows.semijoin(other) if rel.kind == "intersect" else rows.antijoin(other)
-            return kept.project(*range(1, width + 1))
+            return setops.lower_setop(rel, self.lower(rel.left), self.lower(rel.right))
         if isinstance(rel, SemiJoin):
             return self._semijoin(rel)
         if isinstance(rel, TopK):
@@ -253,7 +247,7 @@ class Lowering:
             # The pairs the residual keeps, cut to their left rows (distinct), then a whole-row semi/anti join.
             join = Join(rel.left, rel.right, "inner", rel.left_keys, rel.right_keys, rel.residual)
             pairs = self.lower(join)
-            whole = self.lower(rel.left).map_columns(_row_key)
+            whole = self.lower(rel.left).map_columns(row_key)
             matched = pairs.map_columns(_side_key(0, len(rel.left.schema), len(join.schema))).project(0).distinct()
             kept = whole.antijoin(matched) if rel.anti else whole.semijoin(matched)
             return kept.project(*range(1, n + 1))
@@ -348,7 +342,7 @@ class Lowering:
         if not residual:
             return self._unmatched_by_key(side, keys, other, other_keys)
         n = len(side.schema)
-        whole = self.lower(side).map_columns(_row_key)
+        whole = self.lower(side).map_columns(row_key)
         matched = inner.map_columns(_side_key(offset, n, n + len(other.schema))).project(0).distinct()
         return whole.antijoin(matched).project(*range(1, side.schema.width + 1))
 
@@ -407,30 +401,12 @@ def _refs(rel: Rel) -> list[RecRef]:
     return [r for i in rel.inputs() for r in _refs(i)]
 
 
-def _multiset_op(kind: str, left: Collection, right: Collection) -> Collection:
-    """EXCEPT ALL: each row ``max(m - n, 0)`` times, a threshold of the count of ``left - right`` (vectorized
-    per batch, one Python call per changed row); INTERSECT ALL: ``min(m, n) = m - max(m - n, 0)`` times."""
-    rest = left.concat(right.negate()).threshold(_positive)
-    return rest if kind == "except" else left.concat(rest.negate())
-
-
-def _positive(count: int) -> int:
-    return count if count > 0 else 0
-
-
-def _row_key(*cols):
-    """``(row, *cols)``: each stored row as one tuple field (a key for whole-row antijoins), then the row."""
-    key = np.empty(len(cols[0]), dtype=object)
-    key[:] = list(zip(*(np.asarray(c).tolist() for c in cols)))
-    return (key, *cols)
-
-
 def _side_key(offset: int, n: int, total: int) -> Callable:
     """Join rows (``total`` columns) to ``(row, ...)``: ``row`` is the whole-row key of one side's ``n`` columns from ``offset``."""
 
     def side_of_inner(*cols):
         mine = cols[offset: offset + n]
-        return _row_key(*mine, *nullmask.sliced(cols[total:], offset, n))
+        return row_key(*mine, *nullmask.sliced(cols[total:], offset, n))
 
     return side_of_inner
 

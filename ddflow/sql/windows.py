@@ -24,7 +24,7 @@ from ddflow.plan.expr import Col, Expr, Lit
 from ddflow.plan.functions import TypeMismatch
 from ddflow.plan.functions import common_type as common_types
 from ddflow.plan.ir import RANKS, Order, Project, Rel, TopK, Union
-from ddflow.plan.window import FRAMED, Frame, WinFunc, Window, lowered_as
+from ddflow.plan.window import FRAMED, WINDOW_FUNCS, Frame, WinFunc, Window, lowered_as
 from ddflow.sql.scalars import AGGREGATES, retyped_expr, unsupported
 
 _FUNCS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank",
@@ -141,7 +141,7 @@ class WindowPlanning:
         kind = _FUNCS.get(type(fn))
         if isinstance(fn, exp.Filter):
             raise unsupported(w, "an aggregate with FILTER over a window")
-        if kind is None:
+        if kind not in WINDOW_FUNCS:
             raise unsupported(w, f"the window function {fn.sql(dialect='spark').split('(')[0].upper()}")
         name = kind.upper()
         if ignore and kind not in ("first_value", "last_value", "nth_value", "lag", "lead"):
