@@ -168,11 +168,22 @@ class Node(ABC):
         try:
             fn(arg)
         except SchemaError as e:
-            if repr(self.name) in str(e):
+            if repr(self.name) in str(e) or str(e).startswith("operator "):  # named already (by the one that met it)
                 raise
-            raise SchemaError(f"operator {self.name!r}: {e}") from e
+            raise SchemaError(f"operator {self.brief_name!r}: {e}") from e
         except OverflowError as e:
-            raise SchemaError(f"operator {self.name!r}: a value does not fit in int64 ({e})") from e
+            raise SchemaError(f"operator {self.brief_name!r}: a value does not fit in int64 ({e})") from e
+
+    @property
+    def brief_name(self) -> str:
+        """The name for messages: an operator's own name and number, not the nest of those it reads
+        (``join(map(t)#0, u)#3`` is ``join#3``)."""
+        name = self.name
+        if "(" not in name or len(name) <= 60:
+            return name
+        head, _, tail = name.rpartition(")")
+        return f"{name.split('(')[0]}{tail}" if tail.startswith("#") else name[:57] + "..."
+
 
     def work_times(self) -> Iterable[np.ndarray]:
         """Times (in this node's scope) of work not yet retired: queued input and pending times."""

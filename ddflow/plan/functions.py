@@ -412,7 +412,7 @@ def _arith_kernel(op: str) -> Kernel:
             else:
                 r = np.fmod(xa, xb)
             r = to_scale(r, sc, s)
-        return fitted(r, ok, e.type, op), null
+        return fitted(r, ok, e.type, f"`{e}`"), null
     return kernel
 
 

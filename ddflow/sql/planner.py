@@ -283,7 +283,8 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
         if group is not None or aggs:
             sets = None
             if has_grouping_sets(group):
-                sets = self.grouping_sets(rel, scope, group, items + ([having.this] if having is not None else []))
+                sets = self.grouping_sets(rel, scope, group, items + ([having.this] if having is not None else [])
+                                          + ([o.this for o in order.expressions] if order is not None else []))
             rel, scope, replace = self.aggregate(rel, scope, group.expressions if group else [], aggs, sets)
             if having is not None:
                 plain = [c for c in having_conds if not any(c is t for t in having_timed)]
@@ -347,7 +348,10 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
             except SchemaError:
                 e = None
             if e is None:
-                below = self.expr(o.this, scope, replace)
+                try:
+                    below = self.expr(o.this, scope, replace)
+                except SchemaError:  # a name of the SELECT list inside an expression: its item, as Spark reads it
+                    below = self.expr(_through_aliases(o.this, node.expressions), scope, replace)
                 hit = next((i for i, x in enumerate(exprs) if x == below), None)
                 if hit is not None:
                     e = Col(hit, out.fields[hit].type, names[hit])
@@ -658,7 +662,7 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
         """A correlated subquery's FROM planned with its own WHERE conditions, and each condition that reads
         the outer row with its ``(inner key, outer key)`` pair (None: not an equality of the two)."""
         where = q.args.get("where")
-        conds = _conjuncts(where.this) if where is not None else []
+        conds = [f for c in (_conjuncts(where.this) if where is not None else []) for f in _common_equalities(c)]
         own = [c for c in conds if not _outer_refs(c, q)]
         rel, scope = self.body(q, ctes, own)
         correlated = [(c, self._correlation(c, q, scope, outer)) for c in conds if not any(c is o for o in own)]
@@ -997,6 +1001,72 @@ def _aggregates(node: exp.Expression) -> list[exp.Expression]:
         if n is not node and isinstance(n, (exp.Select, exp.Subquery, exp.Exists)):
             continue
         stack.extend(reversed(list(n.iter_expressions())))
+    return out
+
+
+def _through_aliases(node: exp.Expression, items: list[exp.Expression]) -> exp.Expression:
+    """``node`` (an ORDER BY key) with each unqualified column that names a SELECT item replaced by the item's
+    expression: ``CASE WHEN lochierarchy = 0 THEN s_state END`` where ``lochierarchy`` is ``grouping(a) +
+    grouping(b)`` and ``s_state`` is ``store.s_state``.  A copy, hung where ``node`` was.  O(size of node).
+
+    >>> import sqlglot
+    >>> q = sqlglot.parse_one("SELECT t.a AS a, x + 1 AS k FROM t")
+    >>> _through_aliases(sqlglot.parse_one("CASE WHEN k = 0 THEN a END"), q.expressions).sql()
+    'CASE WHEN x + 1 = 0 THEN t.a END'
+    """
+    named = {}
+    for item in items:
+        if isinstance(item, exp.Alias):
+            named.setdefault(item.alias.lower(), item.this)
+        elif isinstance(item, exp.Column):
+            named.setdefault(item.name.lower(), item)
+
+    def swap(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.Column) and not n.table and n.name.lower() in named:
+            return named[n.name.lower()].copy()
+        return n
+
+    out = node.copy().transform(swap)
+    out.parent = node.parent
+    return out
+
+
+def _common_equalities(cond: exp.Expression) -> list[exp.Expression]:
+    """``cond`` as conjuncts, with the column equalities common to every branch of an OR pulled out of it:
+    ``(a = o.a AND x) OR (a = o.a AND y)`` is ``a = o.a`` and ``(x OR y)``, so a correlated subquery written so
+    (TPC-DS Q41) is keyed by ``a``.  Equal in SQL's three-valued logic; an equality of columns cannot raise.
+    O(size of cond).
+
+    >>> import sqlglot
+    >>> [c.sql() for c in _common_equalities(sqlglot.parse_one("(a = o.a AND x > 1) OR (o.a = a AND y < 2)"))]
+    ['a = o.a', 'x > 1 OR y < 2']
+    """
+    node = cond
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if not isinstance(node, exp.Or):
+        return [cond]
+    parts, _ = chain_parts(node, through_parens=True)
+    branches = [_conjuncts(b) for b in parts]
+
+    def key(c: exp.Expression) -> str | None:  # an equality of two columns, either way round
+        if isinstance(c, exp.EQ) and isinstance(c.left, exp.Column) and isinstance(c.right, exp.Column):
+            return " = ".join(sorted((c.left.sql(), c.right.sql())))
+        return None
+
+    keys = [{key(c) for c in b} - {None} for b in branches]
+    common = set.intersection(*keys)
+    if not common:
+        return [cond]
+    pulled = {}
+    for c in branches[0]:
+        pulled.setdefault(key(c), c)
+    rest = [[c for c in b if key(c) not in common] for b in branches]
+    out = [pulled[k] for k in sorted(common)]
+    if all(rest):  # a branch of common equalities alone is TRUE once they hold: the OR is then TRUE
+        either = exp.or_(*(exp.and_(*r) if len(r) > 1 else r[0] for r in rest), wrap=True)
+        either.parent = node.parent  # a copy, hung where the OR was: its columns resolve as the OR's did
+        out.append(either)
     return out
 
 

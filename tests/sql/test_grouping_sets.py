@@ -34,6 +34,12 @@ QUERIES = [
      "ORDER BY g, p, o LIMIT 4",
      "SELECT p, o, SUM(v) s, grouping_id(p, o) g FROM t GROUP BY ROLLUP(p, o) HAVING COUNT(*) > 0 "
      "ORDER BY g NULLS FIRST, p NULLS FIRST, o NULLS FIRST LIMIT 4"),
+    # TPC-DS Q36/Q70/Q86's ORDER BY: grouping() and a SELECT alias inside the keys' expressions
+    ("SELECT p, o, SUM(v) s, grouping(p) + grouping(o) lh FROM t GROUP BY ROLLUP(p, o) "
+     "ORDER BY lh DESC, CASE WHEN lh = 0 THEN p END, CASE WHEN grouping(o) = 0 THEN o END, s LIMIT 4",
+     "SELECT p, o, SUM(v) s, grouping(p) + grouping(o) lh FROM t GROUP BY ROLLUP(p, o) HAVING COUNT(*) > 0 "
+     "ORDER BY lh DESC, CASE WHEN grouping(p) + grouping(o) = 0 THEN p END NULLS FIRST, "
+     "CASE WHEN grouping(o) = 0 THEN o END NULLS FIRST, s NULLS FIRST LIMIT 4"),
     ("SELECT p, SUM(v) s, SUM(SUM(v)) OVER (PARTITION BY grouping(p)) tot FROM t GROUP BY ROLLUP(p)",
      "SELECT p, SUM(v) s, SUM(SUM(v)) OVER (PARTITION BY grouping(p)) tot FROM t GROUP BY ROLLUP(p) HAVING COUNT(*) > 0"),
 ]

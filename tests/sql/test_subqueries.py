@@ -51,6 +51,11 @@ QUERIES = [
     "SELECT o.o_id FROM orders o WHERE o.amount < (SELECT AVG(i.qty) FROM items i WHERE i.o_id = o.o_id)",
     "SELECT o.o_id, (SELECT COUNT(*) FROM items i WHERE i.o_id = o.o_id) AS n FROM orders o",
     "SELECT c.id FROM customers c WHERE (SELECT COUNT(o.amount) FROM orders o WHERE o.cust = c.id) = 0",
+    # the correlation in every branch of an OR (TPC-DS Q41's form): keyed by it, the rest a residual
+    "SELECT c.id FROM customers c WHERE (SELECT COUNT(*) FROM orders o WHERE (o.cust = c.id AND o.amount > 2) "
+    "OR (c.id = o.cust AND (o.amount < 1 OR o.o_id = 3))) > 0",
+    "SELECT c.id, (SELECT SUM(o.amount) FROM orders o WHERE (o.cust = c.id AND o.amount = 1) "
+    "OR (o.cust = c.id AND o.amount = 2)) AS s FROM customers c",
     "SELECT o.o_id FROM orders o, customers c WHERE o.cust = c.id AND o.amount = "
     "(SELECT MIN(o2.amount) FROM orders o2, customers c2 WHERE o2.cust = c2.id AND c2.region = c.region)",
     "SELECT c.id FROM customers c WHERE c.id IN (SELECT o.cust FROM orders o WHERE o.o_id IN "
