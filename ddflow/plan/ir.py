@@ -152,18 +152,20 @@ class Join(Rel):
 
 @dataclass(frozen=True)
 class Agg:
-    """An aggregate: ``func`` of ``arg`` over a group (``distinct``: over its distinct non-NULL values)."""
+    """An aggregate: ``func`` of ``arg`` over a group (``distinct``: over its distinct non-NULL values);
+    ``fraction`` is PERCENTILE's (MEDIAN is PERCENTILE 0.5)."""
 
     func: str
     arg: Expr | None
     distinct: bool = False
+    fraction: float | None = None
 
     @property
     def type(self) -> str:
         """Spark's result type: SUM widens a decimal by 10 digits, AVG of a decimal adds 4 places."""
         if self.func in ("count", "count_star"):
             return "bigint"
-        if self.func.startswith(("var_", "stddev_")):  # the spread (ddflow.plan.aggregate.STATISTICS)
+        if self.func.startswith(("var_", "stddev_")) or self.func == "percentile":  # aggregate.STATISTICS
             return "double"
         t = self.arg.type if self.arg is not None and self.arg.type != "null" else "bigint"
         ps = decimal_ps(t)
@@ -176,7 +178,8 @@ class Agg:
     def __str__(self) -> str:
         if self.func == "count_star":
             return "count(*)"
-        return f"{self.func}({'DISTINCT ' if self.distinct else ''}{self.arg})"
+        more = f", {self.fraction}" if self.fraction is not None else ""
+        return f"{self.func}({'DISTINCT ' if self.distinct else ''}{self.arg}{more})"
 
 
 @dataclass(frozen=True)

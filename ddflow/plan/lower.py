@@ -45,7 +45,7 @@ from ddflow.collection import Collection, Variable
 from ddflow.errors import DataflowError, SchemaError
 from ddflow.graph.scope import IterativeScope, Scope
 from ddflow.plan import setops
-from ddflow.plan.aggregate import spread
+from ddflow.plan.aggregate import percentile, spread
 from ddflow.plan.expr import Call, Col, Column, Expr, as_type, evaluate, filled, null_values
 from ddflow.plan.ir import (Agg, Aggregate, CloseAt, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive,
                             Rel, Scan, Sessionized, SemiJoin, SetOp, TemporalFilter, TopK, Union, Values, Windowed)
@@ -578,6 +578,8 @@ def _one_aggregate(a: Agg, p: int | None, rows: list) -> tuple:
         return float(sum(v * m for v, m in live)) / sum(m for _, m in live), False
     if a.func.startswith(("var_", "stddev_")):
         return spread(a, live)
+    if a.func == "percentile":
+        return percentile(a, live)
     pick = min if a.func == "min" else max
     return pick(v for v, _ in live), False
 

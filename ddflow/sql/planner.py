@@ -29,7 +29,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
-from ddflow.base.schema import Schema
+from ddflow.base.schema import Schema, decimal_ps
 from ddflow.errors import SchemaError
 from ddflow.plan.functions import TypeMismatch, numeric
 from ddflow.plan.functions import common_type as common_types
@@ -841,12 +841,29 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
             arg = arg.expressions[0]
         if func == "count" and isinstance(arg, exp.Star):
             return Agg("count_star", None)
-        if distinct and func not in ("count", "sum", "avg", "min", "max"):
+        if distinct and func not in ("count", "sum", "avg", "min", "max", "percentile"):
             raise _unsupported(node)
         e = self.expr(arg, scope)
         if func not in ("count", "min", "max") and not numeric(e.type):
             raise SchemaError(f"SQL: {func.upper()} needs a number, got {e.type} in `{node.sql(dialect='spark')}`")
+        if func == "percentile":
+            return Agg(func, e, distinct, self.fraction(node))
         return Agg(func, e, distinct)
+
+    def fraction(self, node: exp.Expression) -> float:
+        """PERCENTILE's fraction (MEDIAN's 0.5): a constant from 0 to 1, as Spark requires."""
+        q = node.args.get("quantile")
+        if q is None:
+            return 0.5
+        got = self.expr(q, _Scope([])) if q.find(exp.Column) is None else None
+        if not isinstance(got, Lit) or got.value is None or not numeric(got.type) or isinstance(got.value, bool):
+            raise _unsupported(node, "PERCENTILE with a fraction other than a constant number (an ARRAY of them "
+                                     "needs ARRAY columns)")
+        v = float(got.value) / (10 ** decimal_ps(got.type)[1] if decimal_ps(got.type) else 1)
+        if not 0.0 <= v <= 1.0:
+            raise SchemaError(f"SQL: PERCENTILE's fraction must be between 0.0 and 1.0, not {v} "
+                              f"(in `{node.sql(dialect='spark')}`)")
+        return v
 
     # -- expressions ------------------------------------------------------------------------------
 
