@@ -168,6 +168,9 @@ _NODES = {
     exp.Sqrt: _unary("sqrt"), exp.Cbrt: _unary("cbrt"), exp.Sign: _unary("sign"),
     exp.Ceil: _rounding("ceil"), exp.Floor: _rounding("floor"),
     exp.Round: lambda n, e, ex: _round("round", n, n.this, n.args.get("decimals"), e),
+    exp.BitwiseAnd: _binary("bitand"), exp.BitwiseOr: _binary("bitor"), exp.BitwiseXor: _binary("bitxor"),
+    exp.BitwiseNot: _unary("bitnot"), exp.BitwiseLeftShift: _binary("shiftleft"),
+    exp.BitwiseRightShift: _binary("shiftright"), exp.BitwiseCount: _unary("bit_count"),
 }
 
 

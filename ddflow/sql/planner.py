@@ -832,7 +832,9 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
     def agg(self, node: exp.Expression, scope: _Scope) -> Agg:
         if isinstance(node, exp.Filter):  # AGG(x) FILTER (WHERE c) is AGG over CASE WHEN c THEN x END
             node = _filtered(node)
-        func = _AGGS[type(node)]
+        func = _AGGS.get(type(node))
+        if func is None:  # a subclass of a known one (sqlglot's ApproxQuantile is a Quantile)
+            raise _unsupported(node)
         arg = node.this
         distinct = isinstance(arg, exp.Distinct)
         if distinct:

@@ -1,7 +1,10 @@
-"""Spark aggregate functions that are other aggregates in disguise, rewritten on the tree after parsing.
+"""Spark functions that are other expressions in disguise, rewritten on the tree after parsing.
 
-Each is exact, and costs what its rewrite costs (COUNTs: O(1) state per
-group, diff-weighted sums):
+Each is exact, and costs what its rewrite costs.  Scalars: ``isnull(x)`` is
+``x IS NULL``, ``isnotnull(x)`` ``x IS NOT NULL``, ``equal_null(a, b)`` is
+``a <=> b``, ``zeroifnull(x)`` is ``coalesce(x, 0)`` and ``nullifzero(x)``
+``nullif(x, 0)``.  Aggregates (COUNTs: O(1) state per group, diff-weighted
+sums):
 
 - ``count_if(c)`` is ``COUNT(CASE WHEN c THEN 1 END)``: the rows where ``c``
   is true (0 when none);
@@ -41,10 +44,29 @@ def _argument(node: exp.Expression) -> exp.Expression | None:
     return arg.this if isinstance(arg, exp.Paren) and isinstance(node, exp.Any) else arg
 
 
+def _scalar(name: str | None, node: exp.Expression) -> exp.Expression | None:
+    """The rewrite of a one-row function above, or None."""
+    if isinstance(node, exp.EqualNull):
+        return exp.NullSafeEQ(this=node.this, expression=node.expression)
+    if name not in ("isnull", "isnotnull", "zeroifnull", "nullifzero") or len(node.expressions) != 1:
+        return None
+    x = node.expressions[0]
+    if name == "isnull":
+        return exp.Paren(this=exp.Is(this=x, expression=exp.Null()))
+    if name == "isnotnull":
+        return exp.Paren(this=exp.Not(this=exp.Is(this=x, expression=exp.Null())))
+    if name == "zeroifnull":
+        return exp.Coalesce(this=x, expressions=[exp.Literal.number(0)])
+    return exp.Nullif(this=x, expression=exp.Literal.number(0))
+
+
 def _rewrite(node: exp.Expression) -> exp.Expression:
+    name = node.name.lower() if isinstance(node, exp.Anonymous) else None
+    scalar = _scalar(name, node)
+    if scalar is not None:
+        return scalar
     if isinstance(node.parent, exp.Window):
         return node
-    name = node.name.lower() if isinstance(node, exp.Anonymous) else None
     if isinstance(node, exp.CountIf):
         return _count_when(node.this)
     every = isinstance(node, exp.LogicalAnd) or name == "every"

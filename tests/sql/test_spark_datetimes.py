@@ -100,7 +100,8 @@ CALENDAR = ("SELECT d, ts, last_day(d) AS c1, last_day(ts) AS c2, next_day(d, 'M
             "next_day(ts, 'su') AS c5, months_between(ts, d) AS c6, months_between(d, ts, false) AS c7, "
             "months_between(last_day(d), last_day(ts)) AS c8, unix_date(d) AS c9, unix_seconds(ts) AS c10, "
             "unix_millis(ts) AS c11, unix_micros(ts) AS c12, unix_timestamp(ts) AS c13, unix_timestamp(d) AS c14, "
-            "to_unix_timestamp(ts) AS c15, next_day(d, NULL) AS c16, last_day('2024-02-10') AS c17 FROM t")
+            "to_unix_timestamp(ts) AS c15, next_day(d, NULL) AS c16, last_day('2024-02-10') AS c17, to_date(ts) AS c18, "
+            "to_timestamp(d) AS c19, to_date('2024-02-10') AS c20 FROM t")
 
 EPOCHS = ("SELECT n, from_unixtime(n) AS e1, from_unixtime(n, 'yyyy/MM/dd HH') AS e2, date_from_unix_date(n % 100000) AS e3, "
           "timestamp_seconds(n) AS e4, timestamp_millis(n) AS e5, timestamp_micros(n) AS e6, "

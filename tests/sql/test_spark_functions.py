@@ -143,11 +143,17 @@ STATS = ("SELECT n, COUNT(*) AS c, stddev(f) AS s1, stddev_samp(k) AS s2, stddev
          "FROM t GROUP BY n")
 
 
+BITS = ("SELECT n, k, n & k AS b1, n | k AS b2, n ^ k AS b3, ~n AS b4, shiftleft(n, 3) AS b5, shiftright(n, 2) AS b6, "
+        "shiftrightunsigned(n, 2) AS b7, bit_count(n) AS b8, n << 63 AS b9, isnull(s) AS u1, isnotnull(n) AS u2, "
+        "equal_null(n, k) AS u3, zeroifnull(n) AS u4, nullifzero(k) AS u5 FROM t")
+
+
 @pytest.mark.parametrize("query, rows", [(STRINGS, _rows(1, 80)), (NULLS, _edge_rows(2, 80)), (MATH, _edge_rows(3, 80)),
                                          (TRIG, _rows(4, 80)), (HASHES, _edge_rows(6, 80)), (BOOLS, _rows(7, 120)),
-                                         (COLUMNS, _rows(8, 120)), (STATS, _rows(9, 200))],
+                                         (COLUMNS, _rows(8, 120)), (STATS, _rows(9, 200)),
+                                         (BITS, _edge_rows(10, 120))],
                          ids=["strings", "nulls", "math", "trigonometry", "hashes", "boolean aggregates", "columns",
-                              "statistics"])
+                              "statistics", "bits and null sugar"])
 def test_functions_equal_spark(spark, query, rows):
     assert _ddflow(rows, query) == _spark(spark, rows, query)
 
