@@ -462,6 +462,25 @@ def spread(a: Agg, live: list) -> tuple:
     return (math.sqrt(var) if a.func.startswith("stddev") else var), False
 
 
+def decimal_total(a: Agg, live: list) -> tuple:
+    """SUM or AVG of a decimal group's non-NULL ``(unscaled value, multiplicity)`` pairs, exactly as the
+    incremental path computes them (SUM at the argument's scale, AVG rounded HALF_UP to 4 more places), as
+    ``(unscaled value, is NULL)``.  O(len(live)).
+
+    >>> from ddflow.plan.expr import Col
+    >>> decimal_total(Agg("avg", Col(0, "decimal(7,2)")), [(125, 1), (250, 1)])
+    (1875000, False)
+    """
+    total = sum(int(v) * m for v, m in live)
+    if not -_I64_MAX - 1 <= total <= _I64_MAX:
+        raise SchemaError(f"{a}: the result does not fit in int64 (decimal overflow)")
+    arr = np.array([total], dtype=np.int64)
+    if a.func == "sum":
+        return int(_rescaled(arr, a.arg.type, a.type, a)[0]), False
+    n = np.array([sum(m for _, m in live)], dtype=np.int64)
+    return int(_average(arr, n, a.arg.type, a.type, a)[0]), False
+
+
 def percentile(a: Agg, live: list) -> tuple:
     """PERCENTILE (and MEDIAN) of a group's non-NULL ``(value, multiplicity)`` pairs as Spark computes it: the
     values in order, position ``(n - 1) * fraction``, linear interpolation between the values either side, in
