@@ -33,10 +33,10 @@ and then equal group fields and null bits.  NULL group values group
 together; a global aggregate has exactly one row, also over no input
 (counts 0, the other aggregates NULL).
 
-The spread aggregates (``var_samp``, ``var_pop``, ``stddev_samp``,
-``stddev_pop``; :data:`STATISTICS`) take the all-in-one
-reduce, which re-reads each changed group's rows and computes them
-exactly (rationals, rounded once): O(group size) per changed group.
+The statistics (variances, standard deviations, covariances, CORR,
+PERCENTILE and MEDIAN, MAX_BY and MIN_BY; :data:`STATISTICS`) take the
+all-in-one reduce, which re-reads each changed group's rows and computes
+them exactly (:mod:`ddflow.plan.groupwise`): O(group size) per changed group.
 Running sums of x and x squared would be O(1) but lose every digit to
 cancellation when the mean is large against the spread.
 
@@ -46,15 +46,13 @@ compares against.
 """
 from __future__ import annotations
 
-import math
 import re
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ddflow.base import nullmask
-from ddflow.base.schema import KIND, NULL_VALUE, decimal_ps
+from ddflow.base.schema import KIND, NULL_VALUE
 from ddflow.collection import Collection
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Expr, evaluate
@@ -63,8 +61,9 @@ from ddflow.plan.ir import Agg, Aggregate
 if TYPE_CHECKING:
     from ddflow.plan.lower import Lowering
 
-#: The aggregates of a group's spread: sample and population variance and standard deviation (doubles).
-STATISTICS = ("var_samp", "var_pop", "stddev_samp", "stddev_pop", "percentile")
+#: The aggregates computed from each changed group's rows (:mod:`ddflow.plan.groupwise`).
+STATISTICS = ("var_samp", "var_pop", "stddev_samp", "stddev_pop", "percentile", "covar_pop", "covar_samp", "corr",
+              "max_by", "min_by")
 #: Lower every aggregate through the former per-key reduce (the bench's "before"); tests and bench only.
 GENERIC = False
 
@@ -330,9 +329,9 @@ class _Plan:
                     total = S[how[2]]
                     null = cnt == 0
                     if a.func == "sum":
-                        out.append((_rescaled(total, a.arg.type, typ, a), null))
+                        out.append((rescaled_sum(total, a.arg.type, typ, a), null))
                     else:
-                        out.append((_average(total, np.where(null, 1, cnt), a.arg.type, typ, a), null))
+                        out.append((average(total, np.where(null, 1, cnt), a.arg.type, typ, a), null))
                 else:
                     off, w = offsets[how[1]], widths[how[1]]
                     out.append((cols[off + how[2]], nullmask.null_column(cols[off + w:off + nullmask.width(w)], how[2])))
@@ -374,7 +373,7 @@ def _int_values(vals: np.ndarray, null: np.ndarray) -> np.ndarray:
     return np.where(null, 0, vals).astype(np.int64)
 
 
-def _rescaled(total: np.ndarray, arg_type: str, out_type: str, a: Agg) -> np.ndarray:
+def rescaled_sum(total: np.ndarray, arg_type: str, out_type: str, a: Agg) -> np.ndarray:
     """A sum of unscaled values of ``arg_type`` in the unscaled form of ``out_type`` (checked)."""
     si, so = decimal_scale(arg_type), decimal_scale(out_type)
     if si is None or so is None:
@@ -400,7 +399,7 @@ def _check_precision(x: np.ndarray, precision: int, a: Agg) -> None:
         raise SchemaError(f"{a}: the result does not fit in decimal precision {precision} (decimal overflow)")
 
 
-def _average(total: np.ndarray, count: np.ndarray, arg_type: str, out_type: str, a: Agg) -> np.ndarray:
+def average(total: np.ndarray, count: np.ndarray, arg_type: str, out_type: str, a: Agg) -> np.ndarray:
     """AVG from a sum and a (positive) count: a double, or a decimal rounded HALF_UP to ``out_type``'s scale."""
     si, so = decimal_scale(arg_type), decimal_scale(out_type)
     if so is None:
@@ -436,95 +435,18 @@ def half_up_quotient(num: np.ndarray, den: np.ndarray, d: int, a: Agg | str = "a
     return out
 
 
-def spread(a: Agg, live: list) -> tuple:
-    """A variance or standard deviation of a group's non-NULL ``(value, multiplicity)`` pairs, exactly (rationals,
-    rounded once; the root of the rounded variance): NULL for a sample of one, NaN where a value is not finite, as
-    Spark.  O(len(live)).
-
-    >>> from ddflow.plan.expr import Col
-    >>> spread(Agg("var_samp", Col(0, "double")), [(1e9 + 1, 1), (1e9 + 2, 1), (1e9 + 3, 1)])
-    (1.0, False)
-    """
-    n = sum(m for _, m in live)
-    if n <= 1 and a.func.endswith("_samp"):
-        return None, True
-    ps = decimal_ps(a.arg.type)
-    if ps is None and any(not math.isfinite(v) for v, _ in live):
-        return math.nan, False
-    scale = 10 ** ps[1] if ps else 1
-    vals = [(Fraction(v) / scale, m) for v, m in live]
-    s1 = sum(v * m for v, m in vals)
-    m2 = sum(v * v * m for v, m in vals) - s1 * s1 / n
-    try:
-        var = float(m2 / (n - 1 if a.func.endswith("_samp") else n))
-    except OverflowError:  # past the largest double
-        var = math.inf
-    return (math.sqrt(var) if a.func.startswith("stddev") else var), False
-
-
-def decimal_total(a: Agg, live: list) -> tuple:
-    """SUM or AVG of a decimal group's non-NULL ``(unscaled value, multiplicity)`` pairs, exactly as the
-    incremental path computes them (SUM at the argument's scale, AVG rounded HALF_UP to 4 more places), as
-    ``(unscaled value, is NULL)``.  O(len(live)).
-
-    >>> from ddflow.plan.expr import Col
-    >>> decimal_total(Agg("avg", Col(0, "decimal(7,2)")), [(125, 1), (250, 1)])
-    (1875000, False)
-    """
-    total = sum(int(v) * m for v, m in live)
-    if not -_I64_MAX - 1 <= total <= _I64_MAX:
-        raise SchemaError(f"{a}: the result does not fit in int64 (decimal overflow)")
-    arr = np.array([total], dtype=np.int64)
-    if a.func == "sum":
-        return int(_rescaled(arr, a.arg.type, a.type, a)[0]), False
-    n = np.array([sum(m for _, m in live)], dtype=np.int64)
-    return int(_average(arr, n, a.arg.type, a.type, a)[0]), False
-
-
-def percentile(a: Agg, live: list) -> tuple:
-    """PERCENTILE (and MEDIAN) of a group's non-NULL ``(value, multiplicity)`` pairs as Spark computes it: the
-    values in order, position ``(n - 1) * fraction``, linear interpolation between the values either side, in
-    doubles.  O(len(live) log len(live)).
-
-    >>> from ddflow.plan.expr import Col
-    >>> percentile(Agg("percentile", Col(0, "bigint"), fraction=0.25), [(1, 1), (2, 2), (10, 1)])
-    (1.75, False)
-    """
-    ps = decimal_ps(a.arg.type)
-    scale = 10 ** ps[1] if ps else 1
-    vals = [(float(Fraction(int(v), scale)) if ps else float(v), m) for v, m in live if m]
-    vals.sort(key=lambda vm: (math.isnan(vm[0]), vm[0]))  # NaN last, as Spark orders doubles
-    n = sum(m for _, m in vals)
-    position = (n - 1) * a.fraction
-    lower, higher = math.floor(position), math.ceil(position)
-
-    def at(i: int) -> float:  # the i-th value (0-based) of the expanded, sorted values
-        seen = 0
-        for v, m in vals:
-            seen += m
-            if i < seen:
-                return v
-        return vals[-1][0]
-
-    lo = at(lower)
-    if higher == lower:
-        return lo, False
-    hi = at(higher)
-    if hi == lo:
-        return lo, False
-    return (higher - position) * lo + (position - lower) * hi, False
-
-
 def _generic(low: "Lowering", rel: Aggregate) -> "Collection":
     """The former lowering: one per-key reduce computes every aggregate from each changed group's rows."""
     from ddflow.plan.lower import _aggregate_logic, columns_of, stored
 
     src = rel.input.schema
     k, aggs = len(rel.group), rel.aggs
-    args = [a.arg for a in aggs if a.arg is not None]
+    args = [x for a in aggs for x in a.operands()]
     arg_pos: list[int | None] = []
-    for a in aggs:
-        arg_pos.append(None if a.arg is None else k + sum(p is not None for p in arg_pos))
+    at = k
+    for a in aggs:  # each aggregate's first operand (a second one follows it)
+        arg_pos.append(None if a.arg is None else at)
+        at += len(a.operands())
     types = tuple(g.type for g in rel.group) + tuple(x.type for x in args)
 
     def prepared(*cols):

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from ddflow.base.schema import MAX_PRECISION, Schema, decimal_ps, decimal_type
 from ddflow.errors import SchemaError
-from ddflow.plan.expr import Call, Col, Expr, bottom_up, remapped
+from ddflow.plan.expr import Col, Expr
+from ddflow.plan.shown import Text as _Text, join_condition as _on, shown as _shown, unique_names as _unique
 
 if TYPE_CHECKING:
     from ddflow.plan.limits import LoopLimits
@@ -152,21 +153,25 @@ class Join(Rel):
 
 @dataclass(frozen=True)
 class Agg:
-    """An aggregate: ``func`` of ``arg`` over a group (``distinct``: over its distinct non-NULL values);
-    ``fraction`` is PERCENTILE's (MEDIAN is PERCENTILE 0.5)."""
+    """An aggregate: ``func`` of ``arg`` (and ``other``: COVAR's and CORR's y, MAX_BY's ordering) over a group
+    (``distinct``: its distinct non-NULL values); ``fraction`` is PERCENTILE's (MEDIAN is PERCENTILE 0.5)."""
 
     func: str
     arg: Expr | None
     distinct: bool = False
     fraction: float | None = None
+    other: Expr | None = None
+
+    def operands(self) -> tuple[Expr, ...]:
+        return tuple(x for x in (self.arg, self.other) if x is not None)
 
     @property
     def type(self) -> str:
         """Spark's result type: SUM widens a decimal by 10 digits, AVG of a decimal adds 4 places."""
         if self.func in ("count", "count_star"):
             return "bigint"
-        if self.func.startswith(("var_", "stddev_")) or self.func == "percentile":  # aggregate.STATISTICS
-            return "double"
+        if self.func.startswith(("var_", "stddev_", "covar_")) or self.func in ("percentile", "corr"):
+            return "double"  # the spread and the others of aggregate.STATISTICS
         t = self.arg.type if self.arg is not None and self.arg.type != "null" else "bigint"
         ps = decimal_ps(t)
         if self.func == "avg":
@@ -178,7 +183,7 @@ class Agg:
     def __str__(self) -> str:
         if self.func == "count_star":
             return "count(*)"
-        more = f", {self.fraction}" if self.fraction is not None else ""
+        more = f", {self.fraction}" if self.fraction is not None else f", {self.other}" if self.other else ""
         return f"{self.func}({'DISTINCT ' if self.distinct else ''}{self.arg}{more})"
 
 
@@ -201,10 +206,10 @@ class Aggregate(_Unary):
         return Schema(names, types)
 
     def label(self) -> str:
-        args = [a.arg for a in self.aggs if a.arg is not None]
-        texts = iter(_shown(self.group + tuple(args), self.input.schema.names))
+        texts = iter(_shown(self.group + tuple(x for a in self.aggs for x in a.operands()), self.input.schema.names))
         group = [next(texts) for _ in self.group]
-        aggs = [str(a) if a.arg is None else str(dataclasses.replace(a, arg=_Text(next(texts)))) for a in self.aggs]
+        aggs = [str(a) if a.arg is None else str(dataclasses.replace(a, arg=_Text(next(texts)), other=a.other and
+                                                                     _Text(next(texts)))) for a in self.aggs]
         return f"Aggregate group=[{', '.join(group)}] aggs=[{', '.join(aggs)}]  [arrange by group key]"
 
 
@@ -508,81 +513,6 @@ class Recursive(Rel):
 
     def label(self) -> str:
         return f"Recursive {self.names[self.index]} (fixpoint of {', '.join(self.names)})  [loop]"
-
-
-def _unique(names: tuple[str, ...]) -> tuple[str, ...]:
-    """Column names made unique (a join of two tables with an ``id`` each): later duplicates get ``_2``, ``_3``."""
-    used: set[str] = set()
-    out = []
-    for n in names:
-        name, i = n, 1
-        while name.lower() in used:  # a third ``k`` after ``k, k_2`` is ``k_3``, never a second ``k_2``
-            i += 1
-            name = f"{n}_{i}"
-        used.add(name.lower())
-        out.append(name)
-    return tuple(out)
-
-
-@dataclass(frozen=True)
-class _Text(Expr):
-    """An expression already rendered (for labels only)."""
-
-    text: str
-    type: str = ""
-
-    def __str__(self) -> str:
-        return self.text
-
-
-def _shown(exprs: Sequence[Expr], names: Sequence[str]) -> list[str]:
-    """``exprs`` (reading columns named ``names``) as text, a column shown by its own name unless another column
-    would read the same: then by the name its position has in ``names`` made unique (a join's second ``k``
-    is ``k_2``), or ``#i`` past them."""
-    unique = _unique(tuple(names))
-    cols: dict[int, str] = {}
-    stack = list(reversed(exprs))
-    while stack:  # in order, without recursion: an expression may be nested thousands deep
-        e = stack.pop()
-        if isinstance(e, Col):
-            cols.setdefault(e.index, str(e))
-        stack.extend(reversed(e.children()))
-    taken = {n.lower(): i for i, n in enumerate(unique)}
-    owners: dict[str, set[int]] = {}
-    for i, own in cols.items():
-        owners.setdefault(own.lower(), set()).add(i)
-    shown = {}
-    for i, own in cols.items():
-        clash = taken.get(own.lower(), i) != i or len(owners[own.lower()]) > 1
-        shown[i] = (unique[i] if i < len(unique) else f"#{i}") if clash else own
-
-    return [str(remapped_named(e, shown)) for e in exprs]
-
-
-def _on(left: Rel, right: Rel, lkeys: tuple[Expr, ...], rkeys: tuple[Expr, ...], residual: Expr | None) -> str:
-    """A join's condition: its key pairs and residual, columns read as the join's output (left's, then right's)."""
-    nl = len(left.schema)
-    moved = tuple(_shifted(k, nl) for k in rkeys)
-    texts = _shown(lkeys + moved + ((residual,) if residual is not None else ()), left.schema.names + right.schema.names)
-    k = len(lkeys)
-    on = " AND ".join(f"{a} = {b}" for a, b in zip(texts[:k], texts[k:2 * k])) or "TRUE"
-    return on + (f" WHERE {texts[-1]}" if residual is not None else "")
-
-
-def _shifted(e: Expr, by: int) -> Expr:
-    return remapped(e, lambda i: i + by)
-
-
-def remapped_named(e: Expr, names: dict[int, str]) -> Expr:
-    """``e`` with each column named ``names[index]`` (for display)."""
-    def node(x: Expr, kids: list[Expr]) -> Expr:
-        if isinstance(x, Col):
-            return Col(x.index, x.type, names[x.index])
-        if isinstance(x, Call):
-            return Call(x.op, tuple(kids), x.type)
-        return x
-
-    return bottom_up(e, node)
 
 
 def explain(rel: Rel, indent: int = 0, note=None) -> str:

@@ -45,7 +45,7 @@ from ddflow.collection import Collection, Variable
 from ddflow.errors import DataflowError, SchemaError
 from ddflow.graph.scope import IterativeScope, Scope
 from ddflow.plan import setops
-from ddflow.plan.aggregate import decimal_total, percentile, spread
+from ddflow.plan.groupwise import arg_by, covariance, decimal_total, percentile, spread
 from ddflow.plan.expr import Call, Col, Column, Expr, as_type, evaluate, filled, null_values
 from ddflow.plan.ir import (Agg, Aggregate, CloseAt, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive,
                             Rel, Scan, Sessionized, SemiJoin, SetOp, TemporalFilter, TopK, Union, Values, Windowed)
@@ -559,6 +559,11 @@ def _one_aggregate(a: Agg, p: int | None, rows: list) -> tuple:
     if a.func == "count_star":
         return sum(m for _, m in rows), False
     null = nullmask.bit(p)
+    if a.other is not None:  # two operands: p and p + 1
+        other = nullmask.bit(p + 1)
+        if a.func in ("max_by", "min_by"):
+            return arg_by(a, [(r[p], r[p + 1], bool(r[-1] & null), m) for r, m in rows if not r[-1] & other])
+        return covariance(a, [(r[p], r[p + 1], m) for r, m in rows if not r[-1] & (null | other)])
     live = [(r[p], m) for r, m in rows if not r[-1] & null]
     if a.distinct:
         live = [(v, 1) for v in sorted(set(v for v, _ in live), key=_order)]

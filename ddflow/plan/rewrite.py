@@ -458,10 +458,11 @@ def _prune(rel: Rel, needed: set[int]) -> tuple[Rel, dict[int, int]]:
         parts = tuple(_in_order(*_narrowed(*_prune(p, set(keep)), set(keep)), keep) for p in rel.parts)
         return Union(parts, True), {c: i for i, c in enumerate(keep)}
     if isinstance(rel, Aggregate):
-        used = set().union(*(g.columns() for g in rel.group), *(a.arg.columns() for a in rel.aggs if a.arg is not None))
+        used = set().union(*(g.columns() for g in rel.group), *(x.columns() for a in rel.aggs for x in a.operands()))
         below, m = _prune(rel.input, used)
         group = tuple(remapped(g, m) for g in rel.group)
-        aggs = tuple(dataclasses.replace(a, arg=remapped(a.arg, m)) if a.arg is not None else a for a in rel.aggs)
+        aggs = tuple(dataclasses.replace(a, arg=a.arg and remapped(a.arg, m), other=a.other and remapped(a.other, m))
+                     for a in rel.aggs)
         return Aggregate(below, group, aggs, rel.names), {i: i for i in range(len(rel.schema))}
     if isinstance(rel, (Windowed, Sessionized)):  # the input's columns, then the two bounds
         n = len(rel.input.schema)

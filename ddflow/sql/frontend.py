@@ -39,7 +39,6 @@ from ddflow.plan.limits import LoopLimits
 from ddflow.plan.owner import PlanOwner
 from ddflow.plan.partition import exchange_note
 from ddflow.plan.rewrite import finalized, lift_closes
-from ddflow.sql import eventtime
 from ddflow.sql.nesting import parsed
 from ddflow.sql.planner import plan_query
 

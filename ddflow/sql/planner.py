@@ -35,16 +35,14 @@ from ddflow.plan.functions import TypeMismatch, numeric
 from ddflow.plan.functions import common_type as common_types
 from ddflow.plan.expr import Call, Col, Expr, Lit, conjunction, conjuncts, remapped
 from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive, Rel,
-                            Scan, SemiJoin, SetOp, TopK, Union, Values)
+                            Scan, SemiJoin, SetOp, TopK, Union)
 from ddflow.plan.rewrite import factor_or, key_pair, keyable, ranks_kept
 from ddflow.plan.deep import on_deep_stack
 from ddflow.sql import constants, eventtime, using
 from ddflow.sql.nesting import balanced, chain_parts, check_tree, parsed, set_aside, union_link
 from ddflow.sql.scalars import AGGREGATES as _AGGS
 from ddflow.sql.scalars import Expressions, construct, retyped_expr
-from ddflow.sql.scalars import common_type as _common_type
 from ddflow.sql.scalars import comparable as _comparable
-from ddflow.sql.scalars import need_numbers as _need_numbers
 from ddflow.sql.scalars import unsupported as _unsupported
 from ddflow.sql.windows import WindowPlanning, has_grouping_sets, window_operands
 
@@ -846,10 +844,16 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
         if distinct and func not in ("count", "sum", "avg", "min", "max", "percentile"):
             raise _unsupported(node)
         e = self.expr(arg, scope)
-        if func not in ("count", "min", "max") and not numeric(e.type):
+        if func not in ("count", "min", "max", "max_by", "min_by") and not numeric(e.type):
             raise SchemaError(f"SQL: {func.upper()} needs a number, got {e.type} in `{node.sql(dialect='spark')}`")
         if func == "percentile":
             return Agg(func, e, distinct, self.fraction(node))
+        if func in ("covar_pop", "covar_samp", "corr", "max_by", "min_by"):
+            other = self.expr(node.expression, scope)
+            if func[0] == "c" and not numeric(other.type):  # COVAR_POP, COVAR_SAMP, CORR
+                raise SchemaError(f"SQL: {func.upper()} cannot use {other.type} as its second argument "
+                                  f"(in `{node.sql(dialect='spark')}`)")
+            return Agg(func, e, other=other)
         return Agg(func, e, distinct)
 
     def fraction(self, node: exp.Expression) -> float:

@@ -34,7 +34,8 @@ _CMP = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp
 AGGREGATES = {exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg", exp.Count: "count",
               exp.Stddev: "stddev_samp", exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop",
               exp.Variance: "var_samp", exp.VariancePop: "var_pop", exp.Median: "percentile",
-              exp.Quantile: "percentile"}
+              exp.Quantile: "percentile", exp.CovarPop: "covar_pop", exp.CovarSamp: "covar_samp", exp.Corr: "corr",
+              exp.ArgMax: "max_by", exp.ArgMin: "min_by"}
 #: sqlglot node classes that are one-argument functions of the table, by name.
 _UNARY = {exp.Lower: "lower", exp.Upper: "upper", exp.Length: "length", exp.Quarter: "quarter",
           exp.Hour: "hour", exp.Minute: "minute", exp.Second: "second", exp.Year: "year", exp.Month: "month",

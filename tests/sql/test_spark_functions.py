@@ -159,6 +159,22 @@ def test_functions_equal_spark(spark, query, rows):
     assert _ddflow(rows, query) == _spark(spark, rows, query)
 
 
+def test_two_operand_aggregates_equal_spark(spark):
+    """covar_pop, covar_samp, corr, max_by and min_by, with NULLs, one-row groups and decimals; each group's
+    orderings are distinct (Spark picks any of tied rows)."""
+    rng = random.Random(21)
+    rows = []
+    for i in range(240):
+        pick = rng.random
+        rows.append((rng.choice([None, "a", "bb", "é"]), None, i % 6 if i < 236 else 100 + i, None if pick() < 0.1 else i,
+                     None if pick() < 0.1 else rng.uniform(-1e3, 1e3), None, rng.choice([None, 1.5, -2.0, 1e6, 7.25]),
+                     None if pick() < 0.1 else decimal.Decimal(rng.randrange(-99999, 99999)) / 100))
+    query = ("SELECT n, covar_pop(d, f) AS c1, covar_samp(k, m) AS c2, corr(d, k) AS c3, corr(f, f) AS c4, "
+             "covar_samp(d, d) AS c5, max_by(s, k) AS b1, min_by(m, k) AS b2, max_by(k, d) AS b3, min_by(s, d) AS b4 "
+             "FROM t GROUP BY n")
+    assert _ddflow(rows, query) == _spark(spark, rows, query)
+
+
 def test_functions_under_updates_equal_spark_at_every_time(spark):
     """Random inserts and deletes at several data times per advance: at every complete time the accumulated
     view equals Spark's answer on the accumulated rows (all snapshots in one Spark query, tagged by time)."""
