@@ -10,11 +10,13 @@ Cost: O(group size) per changed group (PERCENTILE: a sort of it).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
 import numpy as np
 
+from ddflow.base.exactsum import exact_sum_reference
 from ddflow.base.schema import decimal_ps
 from ddflow.errors import SchemaError
 from ddflow.plan.aggregate import average, rescaled_sum
@@ -64,6 +66,33 @@ def decimal_total(a: Agg, live: list) -> tuple:
         return int(rescaled_sum(arr, a.arg.type, a.type, a)[0]), False
     n = np.array([sum(m for _, m in live)], dtype=np.int64)
     return int(average(arr, n, a.arg.type, a.type, a)[0]), False
+
+
+def try_total(a: Agg, live: list) -> tuple:
+    """TRY_SUM or TRY_AVG: SUM or AVG, NULL where the sum overflows Spark's type (TRY_SUM's bigint; a decimal's
+    precision).  A decimal sum within its precision but past int64 is an error, not NULL: Spark has its value
+    and ddflow stores decimals in int64.  O(len(live)).
+
+    >>> from ddflow.plan.expr import Col
+    >>> x = Col(0, "bigint")
+    >>> try_total(Agg("try_sum", x), [((1 << 62), 2)]), try_total(Agg("try_avg", x), [(3, 2)])
+    ((None, True), (3.0, False))
+    >>> try_total(Agg("try_avg", x), [((1 << 62), 4)])
+    (4.611686018427388e+18, False)
+    """
+    t = a.arg.type
+    if t == "double":
+        total = exact_sum_reference([v for v, _ in live], [m for _, m in live])
+        return (total if a.func == "try_sum" else total / sum(m for _, m in live)), False
+    total = sum(int(v) * m for v, m in live)
+    ps = decimal_ps(a.type) if a.func == "try_sum" else decimal_ps(t) and (decimal_ps(t)[0] + 10, 0)
+    if ps is None and a.func == "try_avg":  # a bigint's AVG sums in double in Spark: it never overflows
+        return float(total) / sum(m for _, m in live), False
+    if ps is None and not -(1 << 63) <= total < (1 << 63) or ps is not None and abs(total) >= 10 ** ps[0]:
+        return None, True
+    if ps is None:
+        return total, False
+    return decimal_total(dataclasses.replace(a, func=a.func.removeprefix("try_")), live)
 
 
 def covariance(a: Agg, live: list) -> tuple:

@@ -173,10 +173,10 @@ class Agg:
         if self.func.startswith(("var_", "stddev_", "covar_")) or self.func in ("percentile", "corr"):
             return "double"  # the spread and the others of aggregate.STATISTICS
         t = self.arg.type if self.arg is not None and self.arg.type != "null" else "bigint"
-        ps = decimal_ps(t)
-        if self.func == "avg":
+        ps, func = decimal_ps(t), self.func.removeprefix("try_")  # TRY_SUM, TRY_AVG: NULL past the type
+        if func == "avg":
             return "double" if ps is None else decimal_type(min(MAX_PRECISION, ps[0] + 4), min(MAX_PRECISION, ps[1] + 4))
-        if self.func == "sum" and ps is not None:
+        if func == "sum" and ps is not None:
             return decimal_type(min(MAX_PRECISION, ps[0] + 10), ps[1])
         return t
 

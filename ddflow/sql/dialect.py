@@ -64,6 +64,14 @@ def _with_pattern(name: str, default):
     return lambda args, **kw: exp.Anonymous(this=name, expressions=args) if len(args) > 1 else default(args, **kw)
 
 
+class TrySum(exp.Expression, exp.AggFunc):
+    """Spark's ``try_sum(x)``: SUM, NULL where it overflows its type (sqlglot has no node for it)."""
+
+
+class TryAvg(exp.Expression, exp.AggFunc):
+    """Spark's ``try_avg(x)``: AVG, NULL where its sum overflows."""
+
+
 class DdflowSpark(Spark):
     """Spark's dialect with the unit-keeping TRUNC and DATE_TRUNC, and datetime patterns as written (see the
     module docstring)."""
@@ -72,6 +80,8 @@ class DdflowSpark(Spark):
         FUNCTIONS = {**Spark.Parser.FUNCTIONS, "TRUNC": _trunc, "DATE_TRUNC": _date_trunc,
                      **{n: _as_written(n) for n in AS_WRITTEN},
                      "STD": lambda args: exp.Stddev(this=seq_get(args, 0)),
+                     "TRY_SUM": lambda args: TrySum(this=seq_get(args, 0)),
+                     "TRY_AVG": lambda args: TryAvg(this=seq_get(args, 0)),
                      "TO_DATE": _with_pattern("TO_DATE", Spark.Parser.FUNCTIONS["TO_DATE"]),
                      "TO_TIMESTAMP": _with_pattern("TO_TIMESTAMP", Spark.Parser.FUNCTIONS["TO_TIMESTAMP"])}
 

@@ -140,10 +140,12 @@ COLUMNS = ("SELECT s, t, n, k, substring(s, n, k) AS v1, substring(s, k) AS v2, 
 STATS = ("SELECT n, COUNT(*) AS c, stddev(f) AS s1, stddev_samp(k) AS s2, stddev_pop(f) AS s3, variance(m) AS s4, "
          "var_samp(f) AS s5, var_pop(k) AS s6, std(m) AS s7, SUM(f) AS s8, median(k) AS p1, percentile(m, 0.3) AS p2, "
          "percentile(d, 0.75) AS p3, median(DISTINCT k) AS p4, percentile(k, 0) AS p5, percentile(f, 1) AS p6, "
-         "SUM(m) AS a1, AVG(m) AS a2, AVG(k) AS a3, MIN(m) AS a4, SUM(DISTINCT m) AS a5 "
+         "SUM(m) AS a1, AVG(m) AS a2, AVG(k) AS a3, MIN(m) AS a4, SUM(DISTINCT m) AS a5, try_sum(m) AS t1, "
+         "try_avg(m) AS t2, try_sum(f) AS t3, try_avg(f) AS t4 "
          "FROM t GROUP BY n")
 
 
+TRIES = ("SELECT k, try_sum(n) AS t1, try_avg(n) AS t2, COUNT(*) AS c FROM t GROUP BY k")
 BITS = ("SELECT n, k, n & k AS b1, n | k AS b2, n ^ k AS b3, ~n AS b4, shiftleft(n, 3) AS b5, shiftright(n, 2) AS b6, "
         "shiftrightunsigned(n, 2) AS b7, bit_count(n) AS b8, n << 63 AS b9, isnull(s) AS u1, isnotnull(n) AS u2, "
         "equal_null(n, k) AS u3, zeroifnull(n) AS u4, nullifzero(k) AS u5 FROM t")
@@ -152,9 +154,9 @@ BITS = ("SELECT n, k, n & k AS b1, n | k AS b2, n ^ k AS b3, ~n AS b4, shiftleft
 @pytest.mark.parametrize("query, rows", [(STRINGS, _rows(1, 80)), (NULLS, _edge_rows(2, 80)), (MATH, _edge_rows(3, 80)),
                                          (TRIG, _rows(4, 80)), (HASHES, _edge_rows(6, 80)), (BOOLS, _rows(7, 120)),
                                          (COLUMNS, _rows(8, 120)), (STATS, _rows(9, 200)),
-                                         (BITS, _edge_rows(10, 120))],
+                                         (BITS, _edge_rows(10, 120)), (TRIES, _edge_rows(11, 120))],
                          ids=["strings", "nulls", "math", "trigonometry", "hashes", "boolean aggregates", "columns",
-                              "statistics", "bits and null sugar"])
+                              "statistics", "bits and null sugar", "try aggregates"])
 def test_functions_equal_spark(spark, query, rows):
     assert _ddflow(rows, query) == _spark(spark, rows, query)
 
