@@ -68,6 +68,28 @@ def decimal_total(a: Agg, live: list) -> tuple:
     return int(average(arr, n, a.arg.type, a.type, a)[0]), False
 
 
+def moment(a: Agg, live: list) -> tuple:
+    """SKEWNESS (``sqrt(n) m3 / m2^1.5``) or KURTOSIS (``n m4 / m2^2 - 3``, the excess) of a group's non-NULL
+    ``(value, multiplicity)`` pairs, where ``mk`` is the sum of ``(x - mean)^k``: exact rationals, rounded once;
+    NULL when every value is the mean (``m2 = 0``), NaN where a value is not finite, as Spark.  O(len(live)).
+
+    >>> from ddflow.plan.expr import Col
+    >>> moment(Agg("kurtosis", Col(0, "bigint")), [(1, 1), (2, 1), (3, 1), (10, 1)])
+    (-0.7696, False)
+    """
+    if any(not math.isfinite(float(v)) for v, _ in live):
+        return math.nan, False
+    vals = [(_exact(v, a.arg.type), m) for v, m in live]
+    n = sum(m for _, m in vals)
+    mean = sum(v * m for v, m in vals) / n
+    m2, m3, m4 = (sum((v - mean) ** k * m for v, m in vals) for k in (2, 3, 4))
+    if m2 == 0:
+        return None, True
+    if a.func == "kurtosis":
+        return float(n * m4 / (m2 * m2) - 3), False
+    return float(m3 / m2) * math.sqrt(n / float(m2)), False
+
+
 def try_total(a: Agg, live: list) -> tuple:
     """TRY_SUM or TRY_AVG: SUM or AVG, NULL where the sum overflows Spark's type (TRY_SUM's bigint; a decimal's
     precision).  A decimal sum within its precision but past int64 is an error, not NULL: Spark has its value
@@ -179,3 +201,8 @@ def percentile(a: Agg, live: list) -> tuple:
     if hi == lo:
         return lo, False
     return (higher - position) * lo + (position - lower) * hi, False
+
+
+#: The one-operand aggregates here, by name: each ``(agg, live pairs) -> (value, is NULL)``.
+ONE_OPERAND = {**dict.fromkeys(("var_samp", "var_pop", "stddev_samp", "stddev_pop"), spread), "percentile": percentile,
+               "skewness": moment, "kurtosis": moment, "try_sum": try_total, "try_avg": try_total}

@@ -45,7 +45,7 @@ from ddflow.collection import Collection, Variable
 from ddflow.errors import DataflowError, SchemaError
 from ddflow.graph.scope import IterativeScope, Scope
 from ddflow.plan import setops
-from ddflow.plan.groupwise import arg_by, covariance, decimal_total, percentile, spread, try_total
+from ddflow.plan.groupwise import ONE_OPERAND, arg_by, covariance, decimal_total
 from ddflow.plan.expr import Call, Col, Column, Expr, as_type, evaluate, filled, null_values
 from ddflow.plan.ir import (Agg, Aggregate, CloseAt, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive,
                             Rel, Scan, Sessionized, SemiJoin, SetOp, TemporalFilter, TopK, Union, Values, Windowed)
@@ -571,8 +571,8 @@ def _one_aggregate(a: Agg, p: int | None, rows: list) -> tuple:
         return sum(m for _, m in live), False
     if not live:
         return None, True
-    if a.func in ("try_sum", "try_avg"):
-        return try_total(a, live)
+    if a.func in ONE_OPERAND:
+        return ONE_OPERAND[a.func](a, live)
     if a.func in ("sum", "avg") and a.arg.type.startswith("decimal("):
         return decimal_total(a, live)
     if a.func in ("sum", "avg") and a.arg.type == "double":  # the exact sum, rounded once
@@ -585,10 +585,6 @@ def _one_aggregate(a: Agg, p: int | None, rows: list) -> tuple:
         return (int(total) if a.type == "bigint" else float(total)), False
     if a.func == "avg":
         return float(sum(v * m for v, m in live)) / sum(m for _, m in live), False
-    if a.func.startswith(("var_", "stddev_")):
-        return spread(a, live)
-    if a.func == "percentile":
-        return percentile(a, live)
     pick = min if a.func == "min" else max
     return pick(v for v, _ in live), False
 

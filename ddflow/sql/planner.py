@@ -841,7 +841,8 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
             arg = arg.expressions[0]
         if func == "count" and isinstance(arg, exp.Star):
             return Agg("count_star", None)
-        if distinct and func not in ("count", "sum", "avg", "min", "max", "percentile"):
+        if distinct and func not in ("count", "sum", "avg", "min", "max", "percentile", "var_samp", "var_pop",
+                                     "stddev_samp", "stddev_pop", "skewness", "kurtosis"):
             raise _unsupported(node)
         e = self.expr(arg, scope)
         if func not in ("count", "min", "max", "max_by", "min_by") and not numeric(e.type):

@@ -36,7 +36,8 @@ AGGREGATES = {exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg", ex
               exp.Stddev: "stddev_samp", exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop",
               exp.Variance: "var_samp", exp.VariancePop: "var_pop", exp.Median: "percentile",
               exp.Quantile: "percentile", exp.CovarPop: "covar_pop", exp.CovarSamp: "covar_samp", exp.Corr: "corr",
-              exp.ArgMax: "max_by", exp.ArgMin: "min_by", TrySum: "try_sum", TryAvg: "try_avg"}
+              exp.ArgMax: "max_by", exp.ArgMin: "min_by", TrySum: "try_sum", TryAvg: "try_avg",
+              exp.Skewness: "skewness", exp.Kurtosis: "kurtosis"}
 #: sqlglot node classes that are one-argument functions of the table, by name.
 _UNARY = {exp.Lower: "lower", exp.Upper: "upper", exp.Length: "length", exp.Quarter: "quarter",
           exp.Hour: "hour", exp.Minute: "minute", exp.Second: "second", exp.Year: "year", exp.Month: "month",

@@ -141,7 +141,8 @@ STATS = ("SELECT n, COUNT(*) AS c, stddev(f) AS s1, stddev_samp(k) AS s2, stddev
          "var_samp(f) AS s5, var_pop(k) AS s6, std(m) AS s7, SUM(f) AS s8, median(k) AS p1, percentile(m, 0.3) AS p2, "
          "percentile(d, 0.75) AS p3, median(DISTINCT k) AS p4, percentile(k, 0) AS p5, percentile(f, 1) AS p6, "
          "SUM(m) AS a1, AVG(m) AS a2, AVG(k) AS a3, MIN(m) AS a4, SUM(DISTINCT m) AS a5, try_sum(m) AS t1, "
-         "try_avg(m) AS t2, try_sum(f) AS t3, try_avg(f) AS t4 "
+         "try_avg(m) AS t2, try_sum(f) AS t3, try_avg(f) AS t4, skewness(k) AS m1, kurtosis(m) AS m2, skewness(d) AS m3, "
+         "kurtosis(DISTINCT k) AS m4 "
          "FROM t GROUP BY n")
 
 
