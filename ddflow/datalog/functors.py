@@ -40,7 +40,7 @@ import re
 import numpy as np
 
 from ddflow.errors import SchemaError
-from ddflow.plan.expr import filled
+from ddflow.plan.bits import int64_kernel, int64_typer
 from ddflow.plan.functions import TypeMismatch, _names, function
 
 #: Soufflé's name of each functor -> the IR function's name.
@@ -53,24 +53,7 @@ for _name in ("strlen", "substr", "contains", "match", "to_number"):
 
 
 def _numbers(arity: int, name: str):
-    def typer(args):
-        if len(args) != arity or any(a.type not in ("bigint", "null") for a in args):
-            raise TypeMismatch(f"{name} takes {arity} number{'s' * (arity > 1)}, got ({_names(args)})")
-        return "bigint"
-    return typer
-
-
-def _kernel(fn):
-    def kernel(args, e, n):
-        null = np.zeros(n, dtype=bool)
-        xs = []
-        for v, vn in args:
-            null = null | vn
-            xs.append(np.asarray(v, dtype=np.int64))
-        with np.errstate(all="ignore"):
-            out = np.asarray(fn(*xs), dtype=np.int64)
-        return filled(out, null, "bigint"), null
-    return kernel
+    return int64_typer(arity, name, "number")
 
 
 def _count(k: np.ndarray) -> np.ndarray:
@@ -90,9 +73,9 @@ _BINARY = {
     "lxor": lambda x, y: (x != 0) != (y != 0),
 }
 for _op, _fn in _BINARY.items():
-    function(IR_NAMES[_op], _numbers(2, _op))(_kernel(_fn))
-function(IR_NAMES["bnot"], _numbers(1, "bnot"))(_kernel(lambda x: ~x))
-function(IR_NAMES["lnot"], _numbers(1, "lnot"))(_kernel(lambda x: x == 0))
+    function(IR_NAMES[_op], _numbers(2, _op))(int64_kernel(_fn))
+function(IR_NAMES["bnot"], _numbers(1, "bnot"))(int64_kernel(lambda x: ~x))
+function(IR_NAMES["lnot"], _numbers(1, "lnot"))(int64_kernel(lambda x: x == 0))
 
 
 def _ipow_one(a: int, b: int) -> int:

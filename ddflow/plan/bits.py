@@ -19,15 +19,17 @@ from ddflow.plan.expr import filled
 from ddflow.plan.functions import TypeMismatch, _names, function
 
 
-def _integers(arity: int, name: str):
+def int64_typer(arity: int, name: str, noun: str = "integer"):
+    """The typer of a function of ``arity`` bigints to a bigint (``noun`` names them in its refusal)."""
     def typer(args):
         if len(args) != arity or any(a.type not in ("bigint", "null") for a in args):
-            raise TypeMismatch(f"{name} takes {arity} integer{'s' * (arity > 1)}, got ({_names(args)})")
+            raise TypeMismatch(f"{name} takes {arity} {noun}{'s' * (arity > 1)}, got ({_names(args)})")
         return "bigint"
     return typer
 
 
-def _kernel(fn):
+def int64_kernel(fn):
+    """The kernel of ``fn`` over int64 columns (numpy's wrapping arithmetic), NULL where any argument is."""
     def kernel(args, e, n):
         null = np.zeros(n, dtype=bool)
         xs = []
@@ -56,6 +58,6 @@ _BINARY = {
     "shiftrightunsigned": lambda x, y: (x.view(np.uint64) >> (y & 63).astype(np.uint64)).view(np.int64),
 }
 for _name, _fn in _BINARY.items():
-    function(_name, _integers(2, _name))(_kernel(_fn))
-function("bitnot", _integers(1, "~"))(_kernel(lambda x: ~x))
-function("bit_count", _integers(1, "bit_count"))(_kernel(_popcount))
+    function(_name, int64_typer(2, _name))(int64_kernel(_fn))
+function("bitnot", int64_typer(1, "~"))(int64_kernel(lambda x: ~x))
+function("bit_count", int64_typer(1, "bit_count"))(int64_kernel(_popcount))
