@@ -181,7 +181,7 @@ class Node(ABC):
         name = self.name
         if "(" not in name or len(name) <= 60:
             return name
-        head, _, tail = name.rpartition(")")
+        tail = name.rpartition(")")[2]
         return f"{name.split('(')[0]}{tail}" if tail.startswith("#") else name[:57] + "..."
 
 

@@ -580,9 +580,9 @@ def _one_aggregate(a: Agg, p: int | None, rows: list) -> tuple:
         return (total if a.func == "sum" else total / sum(m for _, m in live)), False
     if a.func == "sum":
         total = sum(v * m for v, m in live)
-        if a.type == "bigint" and not _I64_MIN <= total <= _I64_MAX:
+        if not _I64_MIN <= total <= _I64_MAX:  # a bigint's (doubles and decimals are summed above)
             raise SchemaError(f"{a}: the sum does not fit in bigint")
-        return (int(total) if a.type == "bigint" else float(total)), False
+        return int(total), False
     if a.func == "avg":
         return float(sum(v * m for v, m in live)) / sum(m for _, m in live), False
     pick = min if a.func == "min" else max

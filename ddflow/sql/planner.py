@@ -866,7 +866,8 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
         if not isinstance(got, Lit) or got.value is None or not numeric(got.type) or isinstance(got.value, bool):
             raise _unsupported(node, "PERCENTILE with a fraction other than a constant number (an ARRAY of them "
                                      "needs ARRAY columns)")
-        v = float(got.value) / (10 ** decimal_ps(got.type)[1] if decimal_ps(got.type) else 1)
+        ps = decimal_ps(got.type)
+        v = float(got.value) / (10 ** ps[1] if ps else 1)
         if not 0.0 <= v <= 1.0:
             raise SchemaError(f"SQL: PERCENTILE's fraction must be between 0.0 and 1.0, not {v} "
                               f"(in `{node.sql(dialect='spark')}`)")
