@@ -15,10 +15,12 @@ directly, and ``waitpid`` says how a worker ended.
 """
 from __future__ import annotations
 
+import faulthandler
 import mmap
 import os
 import signal
 import socket
+import tempfile
 import time
 import weakref
 
@@ -82,9 +84,14 @@ class ForkedPlacement:
         for a, b in [*pairs.values(), *drivers]:
             _LIVE_SOCKETS.add(a)
             _LIVE_SOCKETS.add(b)
+        # One unlinked file per worker for faulthandler's dump: a worker killed by SIGSEGV in native code leaves
+        # its threads' Python stacks there, and the driver's WorkerLost quotes them (see :meth:`last_words`).
+        # Open while the workers live; closed by :meth:`wait`, or with this placement.
+        self._dumps = [tempfile.TemporaryFile(prefix="ddflow-worker-") for _ in range(W)]  # noqa: SIM115
         for me in range(W):
             pid = os.fork()
             if pid == 0:  # the worker: keeps its own sockets, closes every other live one
+                faulthandler.enable(self._dumps[me], all_threads=True)
                 mine = {j if i == me else i: (a if i == me else b)
                         for (i, j), (a, b) in pairs.items() if me in (i, j)}
                 keep = {id(s) for s in mine.values()} | {id(drivers[me][1])}
@@ -127,6 +134,14 @@ class ForkedPlacement:
                 pass
         return {w: reap(pid) or "exited" for w, pid in live}
 
+    def last_words(self, w: int) -> str:
+        """The Python stacks worker ``w`` dumped when a fatal signal killed it (faulthandler), or "".  O(dump)."""
+        f = self._dumps[w] if w < len(getattr(self, "_dumps", ())) else None
+        if f is None or f.closed:
+            return ""
+        f.seek(0)
+        return f.read(16384).decode("utf-8", "replace").strip()
+
     def fault(self) -> str | None:
         """Nothing outside the workers can fail here."""
         return None
@@ -151,3 +166,5 @@ class ForkedPlacement:
                         reap(pid)
                     break
                 time.sleep(0.002)
+        for f in getattr(self, "_dumps", ()):
+            f.close()

@@ -70,6 +70,9 @@ class Placement(Protocol):
     def kill(self, skip: set[int] | frozenset[int] = frozenset()) -> dict[int, str]:
         """Stop every worker but ``skip`` now, by force; how each ended."""
 
+    def last_words(self, w: int) -> str:
+        """What worker ``w`` wrote as a fatal signal killed it (its threads' stacks), or "" where nothing is known."""
+
     def fault(self) -> str | None:
         """Why the placement itself failed (the Spark job running the workers ended), or None."""
 
@@ -321,8 +324,10 @@ class WorkerPool:
                       key=lambda w: (w not in exited, not status[w].startswith("killed"), w))
         if died:
             w = died[0]
+            words = self.placement.last_words(w)
             raise self._failed(errors.WorkerLost(
-                f"worker {w} ({self.placement.who(w)}) died ({status[w]}) {self._where(w)}; the dataflow is stopped"))
+                f"worker {w} ({self.placement.who(w)}) died ({status[w]}) {self._where(w)}; the dataflow is stopped"
+                + (f"\n{words}" if words else "")))
         if self._errors:
             raise self._failed(self._rebuild(self._errors[0]))
         fault = self.placement.fault()

@@ -308,6 +308,9 @@ class RemotePlacement:
     def state_note(self, w: int) -> str:
         return describe_state(self._states.get(w))
 
+    def last_words(self, w: int) -> str:
+        return ""  # an executor's worker dies out of reach: its task's log has what it wrote
+
     def fault(self) -> str | None:
         return self.launcher.error()
 

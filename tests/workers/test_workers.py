@@ -8,6 +8,7 @@ message time, values created on workers, and the driver-side API.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
@@ -301,6 +302,27 @@ def test_a_killed_worker_stops_the_dataflow_with_an_error_naming_it():
     assert cap.changes() == before
     with pytest.raises(ddflow.DataflowError, match="failed earlier"):
         flow.run()
+
+
+def _segfault_on_13(r):
+    if r[0] == 13:
+        os.kill(os.getpid(), signal.SIGSEGV)  # what a native kernel's bad read does
+    return r
+
+
+def test_a_worker_killed_by_a_fatal_signal_is_named_with_the_stack_it_was_in():
+    flow, h, _ = _boom_flow(_segfault_on_13)
+    h.update([(k,) for k in range(10)], times=0)
+    flow.advance_to(1)
+    flow.run()
+    h.insert((13,), time=1)
+    flow.advance_to(2)
+    with pytest.raises(ddflow.DataflowError) as e:
+        flow.run()
+    msg = str(e.value)
+    assert re.search(r"worker \d \(pid \d+\) died \(killed by SIGSEGV\) while running operator 'boom'", msg), msg
+    # faulthandler's dump, from the worker's file: the fault, then the Python frame that raised it.
+    assert "Segmentation fault" in msg and "_segfault_on_13" in msg, msg
 
 
 def _raise_on_13(r):
