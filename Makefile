@@ -16,7 +16,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev,spark,pipelines]"
+	$(PY) -m pip install -q -e ".[dev,spark,pipelines,metrics]"
 	touch $(STAMP)
 
 demo: native

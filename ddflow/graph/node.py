@@ -91,6 +91,11 @@ class Node(ABC):
     #: Updates received and emitted so far (``Dataflow.stats``).
     updates_in: int = 0
     updates_out: int = 0
+    #: Seconds spent in this operator's steps, as one worker's scheduler times them (``Dataflow.metrics``).
+    busy_s: float = 0.0
+    #: The operator keeps an arrangement (an indexed trace of its input) from its first batch on: what a drawn
+    #: plan marks before any trace exists (``ddflow.graph.drawing``).
+    arranges: bool = False
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)

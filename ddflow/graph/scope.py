@@ -23,6 +23,7 @@ import heapq
 import re
 import time
 from dataclasses import dataclass
+from time import perf_counter
 from typing import TYPE_CHECKING, Iterable, Union
 
 import numpy as np
@@ -350,7 +351,9 @@ class Scheduler:
                     emitted |= self.step_loop(m, bound)
                 elif m.has_ready_work(bound):
                     before = m.updates_out
+                    t0 = perf_counter()
                     m.run_step(bound)
+                    m.busy_s += perf_counter() - t0
                     emitted |= m.updates_out != before
             if scope.parent is None:
                 self.quiescent(scope)

@@ -260,9 +260,7 @@ class WorkerPool:
             cap = self.nodes[nid]
             if cap.kinds is None:
                 cap.kinds = u.kinds
-            cap.parts.append(u)
-            if cap.callback is not None:
-                cap.callback(u)
+            cap.keep(u)
 
     def _collect_codes(self) -> None:
         """Every process collects its interner's unused codes at once (workers: at the start of this run).
