@@ -43,9 +43,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import ddflow
+from ddflow.base.endpoint import MetricsServer
+from ddflow.base.metrics import families
 from ddflow.operators.capture import sql_table
 from ddflow.streaming.admission import admit_batch, applied_log, as_update, consolidated
 from ddflow.streaming.parse import DEAD_LETTER_SCHEMA, InputSpec, check_names
+from ddflow.streaming.progress import Progress, kafka_lag_probe
 from ddflow.streaming.release import QueryResources
 from ddflow.streaming.sinks import Sink
 from ddflow.streaming.state import (StateStore, check_first_batch, check_spark_commits, refuse_negative,
@@ -114,6 +117,10 @@ class StreamingDataflow:
         self.route = False  # and each batch's rows go from the executors straight to them
         self.retries = 2
         self.metrics = Metrics()
+        #: Progress records (Spark's ``StreamingQueryProgress`` shape) and the query's counters: ``lastProgress``.
+        self.progress = Progress(name)
+        self._metrics_server: MetricsServer | None = None
+        self._published: dict[str, list] = {"families": []}
         self.on_batch: Callable[[int, dict], None] | None = None
         self._flow: ddflow.Dataflow | None = None
         self._handles: Mapping[str, ddflow.InputHandle] = {}
@@ -355,11 +362,81 @@ class StreamingDataflow:
         self.retries = retries
         return self
 
+    def serveMetrics(self, port: int = 0, host: str = "127.0.0.1",  # noqa: N802 - PySpark's naming style
+                     kafkaBootstrap: str | None = None) -> "StreamingDataflow":  # noqa: N803
+        """Serve the query's metrics to Prometheus at ``http://host:port/metrics`` (``metricsUrl``) until ``stop``.
+
+        The dataflow's families (:meth:`ddflow.Dataflow.metrics`: operators,
+        inputs, outputs with retractions and freshness, step latency) and
+        the query's (:meth:`ddflow.streaming.progress.Progress.families`:
+        micro-batches, dead letters by reason, late rows, source lag),
+        refreshed after every micro-batch; a scrape never touches the
+        running query.  Loopback unless ``host`` says otherwise.
+        ``kafkaBootstrap``: the brokers to ask where each partition read
+        ends, for ``ddflow_source_lag_offsets``.  Starts serving at once.
+        Cost: a thread and a socket, and one ``metrics()`` per micro-batch::
+
+            .serveMetrics(9464, kafkaBootstrap="127.0.0.1:9092")
+        """
+        if kafkaBootstrap is not None:
+            self.progress.lag_probe = kafka_lag_probe(kafkaBootstrap)
+        if self._metrics_server is not None:
+            self._metrics_server.close()
+        published, progress = self._published, self.progress
+        self._metrics_server = MetricsServer(lambda: published["families"] + progress.lag_families(), port, host)
+        self._publish()
+        return self
+
+    @property
+    def metricsUrl(self) -> str | None:  # noqa: N802
+        """Where ``serveMetrics`` serves (None when it does not): what Prometheus and ``python -m ddflow.top`` read."""
+        return self._metrics_server.url if self._metrics_server is not None else None
+
+    @property
+    def lastProgress(self) -> dict | None:  # noqa: N802
+        """The latest micro-batch's progress record (as Spark's ``StreamingQuery.lastProgress``), or None."""
+        return self.progress.recent[-1] if self.progress.recent else None
+
+    @property
+    def recentProgress(self) -> list[dict]:  # noqa: N802
+        """The last progress records, oldest first (as Spark's ``StreamingQuery.recentProgress``; 100 kept)."""
+        return list(self.progress.recent)
+
+    def addListener(self, fn: Callable[[dict], None]) -> "StreamingDataflow":  # noqa: N802
+        """Call ``fn(progress)`` with each micro-batch's progress record, after its outputs and state are durable.
+
+        A listener that raises is warned about, never fails the query
+        (Spark's ``StreamingQueryListener`` rule)::
+
+            .addListener(lambda p: print(p["batchId"], p["durationMs"]["triggerExecution"]))
+        """
+        self.progress.listeners.append(fn)
+        return self
+
+    def _publish(self) -> None:
+        """What the metrics endpoint serves, from the dataflow (when open) and the query's counters."""
+        fams = self.progress.families()
+        if self._flow is not None and not self._flow.closed:
+            fams = families(self._named_outputs(self._flow.metrics()), self.name) + fams
+        self._published["families"] = fams
+
+    def _named_outputs(self, measured: dict) -> dict:
+        """``measured`` (a dataflow's metrics) with its outputs under the names the query gave them."""
+        names = {cap.name: name for name, cap in self._captures.items()}
+        return {**measured, "outputs": {names.get(k, k): v for k, v in measured["outputs"].items()}}
+
     def stop(self) -> None:
         """Stop the Spark query (if it still runs), release what it left in the driver (its callback thread and
-        the Python source's runner, :mod:`ddflow.streaming.release`), close the sinks, stop the workers."""
+        the Python source's runner, :mod:`ddflow.streaming.release`), close the sinks and the metrics endpoint,
+        stop the workers."""
         if self._resources is not None:
             self._resources.release()
+        if self._metrics_server is not None:
+            self._metrics_server.close()
+            self._metrics_server = None
+        probe = self.progress.lag_probe
+        if probe is not None and hasattr(probe, "close"):
+            probe.close()
         for sink in [*(o.sink for o in self.outputs.values()), self.dead_letter]:
             if hasattr(sink, "close"):
                 sink.close()
@@ -470,6 +547,7 @@ class StreamingDataflow:
         self._guarded = self._guard_functions(flow, handles)
         if self.state_path is not None:
             self._store = StateStore(self.state_path, self.snapshot_every, self._identity(flow, handles))
+            self.progress.path = self._store.path
             for sink in [*(o.sink for o in self.outputs.values()), self.dead_letter]:
                 if hasattr(sink, "bind"):  # sinks that sign what they write (KafkaSink) take the state key
                     sink.bind(self._store.key)
@@ -635,6 +713,7 @@ class StreamingDataflow:
         if dead:
             dl = pa.concat_tables(dead)
             self.metrics.dead_letters += dl.num_rows
+            self.progress.count_dead(dl)
             if self.dead_letter is not None:
                 self.dead_letter.write(batch_id, dl)
         t_out = time.perf_counter() - t1
@@ -646,13 +725,26 @@ class StreamingDataflow:
         self._at("after_state", batch_id)
         self.metrics.batches += 1
         self.metrics.ddflow_s += t_dd
+        measured = flow.metrics()  # one round of the workers' statistics, for the stats and the progress record
+        n_dead = sum(t.num_rows for t in dead)
+        to_arrow_s = getattr(self, "_to_arrow_s", 0.0)
         stats = {"batch_id": batch_id, "rows": n_rows,
                  "updates": updates, "rejected": sum(len(r) for r in self._rejected.values()),
-                 "dead_letters": sum(t.num_rows for t in dead), "ddflow_s": t_dd, "sink_s": t_out, "state_s": t_state,
-                 "to_arrow_s": getattr(self, "_to_arrow_s", 0.0),
+                 "dead_letters": n_dead, "ddflow_s": t_dd, "sink_s": t_out, "state_s": t_state,
+                 "to_arrow_s": to_arrow_s,
                  "output_changes": {n: t.num_rows for n, t in outputs.items()}, "frontier": flow.frontier,
-                 "trace_size": flow.trace_size()}
+                 "trace_size": sum(op["records"] for op in measured["operators"].values())}
         self.metrics.last = stats
+        self.progress.read_offsets(table)
+        watermark = (datetime.datetime.fromtimestamp(flow.frontier / 1e6, datetime.timezone.utc).isoformat()
+                     if self._lateness is not None else None)
+        self.progress.record(batch_id, n_rows, updates, {"toArrow": to_arrow_s, "run": t_dd - to_arrow_s
+                                                         if self.route else t_dd, "sink": t_out,
+                                                         "stateCommit": t_state},
+                             measured, outputs, n_dead, t0, watermark)
+        if self._metrics_server is not None:
+            self._published["families"] = (families(self._named_outputs(measured), self.name)
+                                           + self.progress.families())
         if self.on_batch is not None:
             self.on_batch(batch_id, {**stats, "outputs": outputs, "input": table})
 
