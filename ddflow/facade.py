@@ -126,14 +126,26 @@ class Dataflow(EngineDataflow):
         return DatalogFrontend(self._frontend()).datalog(program, hints, max_iterations=max_iterations,
                                                          max_seconds=max_seconds, max_records=max_records)
 
-    def explain(self, query: str, language: Literal["sql", "datalog"] | None = None) -> str:
-        """The plan of a SQL query, or of a Datalog program's relations, as an indented tree, arrangements marked.
+    def explain(self, query: str | None = None, language: Literal["sql", "datalog"] | None = None,
+                format: Literal["text", "dot", "svg"] = "text") -> str:  # noqa: A002 - Spark's EXPLAIN FORMAT
+        """The plan of a SQL query or a Datalog program: as text, or drawn as the operator graph.
 
-        ``language`` says which the text is; without it, a text whose first
-        word (past comments) is a query's (SELECT, WITH, FROM, VALUES,
-        TABLE, CREATE, or a parenthesis) is SQL, anything else Datalog: a Datalog
-        program shows its strata, then each ``.output`` relation's plan.
-        Cost: O(size of the query).
+        ``format="text"``: the plan as an indented tree, arrangements
+        marked.  ``language`` says which the text is; without it, a text
+        whose first word (past comments) is a query's (SELECT, WITH, FROM,
+        VALUES, TABLE, CREATE, or a parenthesis) is SQL, anything else
+        Datalog: a Datalog program shows its strata, then each ``.output``
+        relation's plan.
+
+        ``format="dot"`` (Graphviz) or ``"svg"``: the operators the query
+        lowers to, built in a scratch dataflow over the same tables and
+        views (this one is not changed); with no ``query``, this whole
+        dataflow as it is, each operator labelled with the rows and bytes
+        it holds (a running flow's state).  Arrangements have a double
+        outline, loops are boxes.  SVG comes from Graphviz where ``dot``
+        is installed, else from ddflow's own layout; :meth:`draw` writes a
+        file (PNG too, with Graphviz).  Cost: O(size of the query), or
+        O(operators + trace batches) for the whole dataflow.
 
         >>> flow = ddflow.Dataflow()
         >>> _ = flow.new_collection("orders", schema={"cust": "string", "amount": "bigint"})
@@ -141,11 +153,72 @@ class Dataflow(EngineDataflow):
         Project [cust, ':-)' AS face]
           Filter (amount > 1)
             Scan orders [cust, amount]
+        >>> dot = flow.explain("SELECT cust, SUM(amount) AS total FROM orders GROUP BY cust", format="dot")
+        >>> dot.startswith("digraph") and "peripheries=2" in dot
+        True
         """
         from ddflow.datalog.frontend import DatalogFrontend
+        from ddflow.errors import UsageError
 
         if language not in (None, "sql", "datalog"):
             raise ValueError(f"explain: language is 'sql' or 'datalog', not {language!r}")
+        if format not in ("text", "dot", "svg"):
+            raise ValueError(f"explain: format is 'text', 'dot' or 'svg', not {format!r}")
+        if format != "text":
+            from ddflow.graph.drawing import drawing, graphviz, render, to_dot, to_svg
+
+            scope, title = self._graph_of(query, language)
+            d = drawing(scope, sizes=query is None)
+            if format == "dot":
+                return to_dot(d, title)
+            return render(to_dot(d, title), "svg").decode() if graphviz() else to_svg(d, title)
+        if query is None:
+            raise UsageError("explain(format='text') needs a query; format='dot' or 'svg' draws the whole dataflow")
         if (language or ("sql" if _SQL_START.match(query) else "datalog")) == "datalog":
             return DatalogFrontend(self._frontend()).explain(query)
         return self._frontend().explain(query)
+
+    def draw(self, path: str, query: str | None = None, language: Literal["sql", "datalog"] | None = None) -> str:
+        """Write the operator graph of ``query`` (or, without one, of this whole dataflow) to ``path``.
+
+        The file's suffix says how: ``.dot`` (Graphviz text), ``.svg``
+        (Graphviz's layout where ``dot`` is installed, else ddflow's own),
+        ``.png`` or ``.pdf`` (Graphviz only: a UsageError naming it
+        otherwise).  Returns ``path``.  See :meth:`explain` for what is
+        drawn.  Cost: as ``explain``, plus one ``dot`` process with Graphviz.
+
+        >>> import os, tempfile
+        >>> flow = ddflow.Dataflow()
+        >>> _ = flow.new_collection("orders", schema={"cust": "string", "amount": "bigint"})
+        >>> path = flow.draw(os.path.join(tempfile.mkdtemp(), "plan.svg"), "SELECT cust FROM orders")
+        >>> open(path).read().lstrip().startswith(("<svg", "<?xml"))
+        True
+        """
+        from ddflow.errors import UsageError
+        from ddflow.graph.drawing import render
+
+        suffix = path.rsplit(".", 1)[-1].lower() if "." in path else ""
+        if suffix not in ("dot", "svg", "png", "pdf"):
+            raise UsageError(f"draw: {path!r} should end in .dot, .svg, .png or .pdf")
+        if suffix in ("dot", "svg"):
+            data = self.explain(query, language, format=suffix).encode()
+        else:
+            data = render(self.explain(query, language, format="dot"), suffix)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+    def _graph_of(self, query: str | None, language: str | None):
+        """The scope to draw and its title: this dataflow's, or a scratch one's that holds only ``query``."""
+        if query is None:
+            return self.top, self.name or "dataflow"
+        scratch = Dataflow(name="explain")
+        for coll in self.tables.values():
+            t = coll.schema
+            scratch.new_collection(coll.node.name, schema=dict(zip(t.names, t.types)), event_time=t.event_time)
+        scratch._frontend().views = dict(self._frontend().views)
+        if (language or ("sql" if _SQL_START.match(query) else "datalog")) == "datalog":
+            scratch.datalog(query)
+        else:
+            scratch.sql(query)
+        return scratch.top, query.strip().splitlines()[0][:80]

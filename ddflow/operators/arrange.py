@@ -32,6 +32,8 @@ EAGER_ROWS = 256
 class ArrangeNode(BatchwiseNode):
     """Consolidates each batch, inserts it into its trace and passes it on to its readers."""
 
+    arranges = True
+
     def __init__(self, scope: Scope, name: str):
         super().__init__(scope, name)
         self.trace: Trace | None = None
