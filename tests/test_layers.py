@@ -29,7 +29,7 @@ FOLDERS = {"ddflow": ROOT / "ddflow", "ddflow.traces": ROOT / "traces", "ddflow.
 #: Lowest first; a module of one layer may import its own layer and those before it.
 LAYERS = [["ddflow.base"], ["ddflow.traces"], ["ddflow.graph"], ["ddflow.operators"], ["ddflow.workers"],
           ["ddflow.collection", "ddflow.dataflow"], ["ddflow.plan"], ["ddflow.sql", "ddflow.datalog"],
-          ["ddflow.facade"], ["ddflow.streaming", "ddflow.pipelines"]]
+          ["ddflow.facade"], ["ddflow.streaming", "ddflow.pipelines", "ddflow.top"]]
 
 
 def layer_of(module: str) -> int | None:
