@@ -77,7 +77,7 @@ def _cause(e: BaseException) -> str:
 
 #: What an executor lacks when its task fails with one of these: ddflow, or a native extension built for it.
 _INSTALL = ("each executor needs ddflow installed for its own Python and platform: its wheel in the executors' "
-            "environment, or a packed venv shipped with spark.archives; see the README's Spark cluster section")
+            "environment, or a packed venv shipped with spark.archives; see docs/workers.md, 'On a Spark cluster'")
 
 
 def explained(cause: str) -> str:

@@ -1,4 +1,4 @@
-"""Datalog in Soufflé's dialect over the plan IR: parse, check, stratify, plan, lower (see ``README.md``, Datalog).
+"""Datalog in Soufflé's dialect over the plan IR: parse, check, stratify, plan, lower (see ``docs/datalog.md``).
 
 Modules: :mod:`~ddflow.datalog.syntax` (the tree), :mod:`~ddflow.datalog.parser` (with
 :mod:`~ddflow.datalog.components`, which expands ``.comp``/``.init``),
@@ -9,6 +9,6 @@ functors Spark lacks), :mod:`~ddflow.datalog.tokens`, :mod:`~ddflow.datalog.stra
 :mod:`~ddflow.datalog.frontend`, :mod:`~ddflow.datalog.files` (Soufflé's fact files) and
 ``python -m ddflow.datalog`` (:mod:`~ddflow.datalog.__main__`).
 
-Every Soufflé construct is either built or refused by name at ``flow.datalog``: README.md's Datalog section has
+Every Soufflé construct is either built or refused by name at ``flow.datalog``: docs/datalog.md has
 the table.
 """

@@ -27,7 +27,7 @@ Everything else is refused by name with its line and column
 (:data:`~ddflow.datalog.directives.REFUSED_DIRECTIVES`, :data:`UNSUPPORTED_FUNCTORS`, records,
 ADTs, ``$``, ``@`` functors, ``#include``, ``choice-domain``, a
 negated parenthesized body): a program either means
-what Soufflé means or does not run.  README.md's Datalog section lists
+what Soufflé means or does not run.  docs/datalog.md lists
 every construct and its status.
 
 >>> src = parse('.decl e(x: number, y: number)\\n.input e\\n.decl r(x: number)\\nr(x) :- e(x, _), x > 1.')

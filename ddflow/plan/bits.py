@@ -3,7 +3,7 @@
 a shift count is taken modulo 64).  NULL in, NULL out.
 
 Cost: O(n) numpy operations per call.  An ``int`` column is a bigint here, so a shift of one wraps at 64
-bits where Spark's ``int`` wraps at 32 (README: the stated int difference).
+bits where Spark's ``int`` wraps at 32 (docs/sql.md: the stated int difference).
 
 >>> from ddflow.plan.expr import Col, Lit, evaluate
 >>> from ddflow.plan.functions import typed

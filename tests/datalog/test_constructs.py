@@ -4,7 +4,7 @@ insert/delete streams, or a direct Python computation) or refused by name (its m
 Built: components (.comp/.init/.override), eqrel relations, subsumption (``<=``) of relations that are not
 recursive, bitwise and logical functors and ``^``, ``contains`` and ``match``, ``range`` of constant bounds, ``as``,
 ``itof`` / ``ftoi``, ``+`` of symbols, facts of constant expressions, parenthesized disjunctions, expressions in
-negated atoms.  Refused: see ``REFUSED`` below (the Datalog section of README.md lists every construct and its
+negated atoms.  Refused: see ``REFUSED`` below (docs/datalog.md lists every construct and its
 status).
 """
 from __future__ import annotations

@@ -36,7 +36,7 @@ KNOWN_FAILING: dict[int, str] = {
     49: "error: a decimal division's result type needs more than 18 digits (DECIMAL(15,4) / DECIMAL(15,4) is "
         "DECIMAL(35,20)): a return ratio past 92 overflows int64 (with TINY_PARAMETERS' rows; the spec's leave none)",
     66: "wrong: an int column in decimal arithmetic is DECIMAL(20,0) here, DECIMAL(10,0) in Spark and DuckDB, so "
-        "SUM(dec * int) / int has scale 6 here where theirs has 12 (README: the int difference)",
+        "SUM(dec * int) / int has scale 6 here where theirs has 12 (docs/sql.md: the int difference)",
 }
 
 #: The spec's parameters leave these answers empty on SF 0.01's tables (one store, 180 items, one reason);
