@@ -2,7 +2,9 @@
 
 Users get it as ``ddflow.Dataflow``, the facade (:mod:`ddflow.facade`) that
 adds the query front ends (``sql``, ``explain``) above this layer; this
-module imports nothing above it, not even inside a function.
+module imports nothing above it, not even inside a function.  The class
+here is :class:`EngineDataflow`: one public class per name (its old name
+``ddflow.dataflow.Dataflow`` still works, with a DeprecationWarning).
 
 Why this module is long: it is the engine's whole user-facing surface in
 one place, each method with its contract, cost and example: inputs and
@@ -56,13 +58,14 @@ class InputHandle:
     copy only encodes rows (:meth:`encode`, on a Spark executor).
     """
 
-    def __init__(self, flow: "Dataflow", node: InputNode, kinds: Sequence[str] | None, table: Schema | None = None,
+    def __init__(self, flow: "EngineDataflow", node: InputNode, kinds: Sequence[str] | None, table: Schema | None = None,
                  event_time: str | None = None):
-        self._flow: "weakref.ref[Dataflow] | None" = weakref.ref(flow)
+        self._flow: "weakref.ref[EngineDataflow] | None" = weakref.ref(flow)
         self.node = node
         self.name = node.name
-        #: A table's named, typed columns: rows are SQL rows (None is NULL), stored with a null mask.
-        self.table = table
+        #: A table's named, typed columns (None for positional records): rows are SQL rows (None is NULL),
+        #: stored with a null mask.  The collection's ``schema`` too.
+        self.schema = table
         #: The timestamp column whose value (microseconds since the epoch) is each row's data time, if any.
         self.event_time = event_time
         self._event_index = table.index(event_time) if event_time is not None else None
@@ -83,7 +86,24 @@ class InputHandle:
         self.__dict__.update(state, _flow=None, node=None, _upsert={})
 
     @property
-    def flow(self) -> "Dataflow":
+    def table(self) -> Schema | None:
+        """Deprecated: the handle's :attr:`schema` (``table`` means one thing, a named, typed input).  Cost: O(1).
+
+        >>> import warnings
+        >>> h, _ = ddflow.Dataflow().new_collection("t", schema={"a": "bigint"})
+        >>> with warnings.catch_warnings(record=True) as w:
+        ...     warnings.simplefilter("always"); same = h.table is h.schema
+        >>> same, w[0].category.__name__
+        (True, 'DeprecationWarning')
+        """
+        import warnings
+
+        warnings.warn("InputHandle.table is now InputHandle.schema; the old name goes in the next release",
+                      DeprecationWarning, stacklevel=2)
+        return self.schema
+
+    @property
+    def flow(self) -> "EngineDataflow":
         """The dataflow this input feeds.
 
         Raises :class:`~ddflow.errors.DataflowError` when it is gone (nothing
@@ -274,7 +294,7 @@ class InputHandle:
         if times is None and self.event_time is None:
             times = frontier
         u = None
-        if isinstance(rows, dict) and self.table is None and not isinstance(times, str) and not isinstance(diffs, str):
+        if isinstance(rows, dict) and self.schema is None and not isinstance(times, str) and not isinstance(diffs, str):
             u = _from_int64_columns(rows, self.kinds, times, diffs, where)  # None unless all int64 numpy columns
         if u is None:
             u = self._encode_general(rows, times, diffs, interner, where)
@@ -296,7 +316,7 @@ class InputHandle:
         one), the rows of a stored table, tuples.  Cost: as ``update``."""
         if isinstance(rows, dict):
             rows = pa.table({str(k): v for k, v in rows.items()})
-        if self.table is not None:
+        if self.schema is not None:
             rows = self._stored(rows, times, diffs, where)
             if self.event_time is not None:
                 times = self._event_times(rows, where)
@@ -315,11 +335,11 @@ class InputHandle:
         """Each stored row's event time (its timestamp column, microseconds): its data time.  O(n), vectorized for Arrow."""
         j = self._event_index
         if isinstance(stored, (pa.Table, pa.RecordBatch)):
-            ts = stored.column(self.table.names[j]).to_numpy(zero_copy_only=False).astype(np.int64)
-            masks = [stored.column(c).to_numpy(zero_copy_only=False) for c in nullmask.mask_names(len(self.table))]
+            ts = stored.column(self.schema.names[j]).to_numpy(zero_copy_only=False).astype(np.int64)
+            masks = [stored.column(c).to_numpy(zero_copy_only=False) for c in nullmask.mask_names(len(self.schema))]
             null = nullmask.null_column(masks, j)
         else:
-            n = len(self.table)
+            n = len(self.schema)
             ts = np.fromiter((r[j] for r in stored), dtype=np.int64, count=len(stored))
             null = np.fromiter((nullmask.row_null(r[n:], j) for r in stored), dtype=bool, count=len(stored))
         if null.any():
@@ -331,7 +351,7 @@ class InputHandle:
 
     def _stored(self, rows: Any, times: Any, diffs: Any, where: str) -> Any:
         """A table's rows in their stored layout (values, then the null mask's words); types checked per column."""
-        table = self.table
+        table = self.schema
         if not isinstance(rows, (pa.Table, pa.RecordBatch)):
             return [table.encode_row(r, where) for r in rows]
         extra = [c for c in (times, diffs) if isinstance(c, str)]
@@ -494,7 +514,7 @@ def _creation_site() -> str:
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
-class Dataflow:
+class EngineDataflow:
     """A dataflow: build it with collections, then feed, advance and run.
 
     ``workers=W`` runs it in W worker processes, forked at the first
@@ -927,7 +947,7 @@ class Dataflow:
         """
         return any(isinstance(m, IterativeScope) for m in self.top.nodes)
 
-    def __enter__(self) -> "Dataflow":
+    def __enter__(self) -> "EngineDataflow":
         return self
 
     def __exit__(self, *exc) -> None:
@@ -1018,8 +1038,8 @@ class Dataflow:
         nodes = list(self.top.all_nodes())
         index = {id(n): i for i, n in enumerate(nodes)}
         shape = [(type(n).__name__, n.name, sorted((index.get(id(t), -1), p) for t, p in n.targets)) for n in nodes]
-        inputs = [(h.name, list(h.table.names) if h.table is not None else None,
-                   list(h.table.types) if h.table is not None else None) for h in self.inputs]
+        inputs = [(h.name, list(h.schema.names) if h.schema is not None else None,
+                   list(h.schema.types) if h.schema is not None else None) for h in self.inputs]
         return hashlib.sha256(repr((shape, inputs)).encode()).hexdigest()[:32]
 
     def trace_size(self) -> int:
@@ -1181,3 +1201,14 @@ class Dataflow:
         if self.workers > 1:
             return sum(s["trace_bytes"] for s in self.worker_stats())
         return trace_bytes(self.top)
+
+
+def __getattr__(name: str) -> Any:
+    """``ddflow.dataflow.Dataflow``, the engine's old name: deprecated (one public class per name)."""
+    if name == "Dataflow":
+        import warnings
+
+        warnings.warn("ddflow.dataflow.Dataflow is now ddflow.dataflow.EngineDataflow (users want ddflow.Dataflow, "
+                      "the facade with SQL); the old name goes in the next release", DeprecationWarning, stacklevel=2)
+        return EngineDataflow
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

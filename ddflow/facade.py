@@ -17,7 +17,7 @@ import weakref
 from typing import TYPE_CHECKING, Literal
 
 from ddflow.collection import Collection
-from ddflow.dataflow import Dataflow as EngineDataflow
+from ddflow.dataflow import EngineDataflow
 
 if TYPE_CHECKING:
     from ddflow.sql.frontend import SqlFrontend
@@ -27,7 +27,7 @@ _SQL_START = re.compile(r"(?is)\A(?:\s+|--[^\n]*|/\*.*?\*/)*(?:\(|(?:select|with
 
 
 class Dataflow(EngineDataflow):
-    """A dataflow with SQL: everything of the engine's :class:`ddflow.dataflow.Dataflow` (its arguments, inputs,
+    """A dataflow with SQL: everything of the engine's :class:`ddflow.dataflow.EngineDataflow` (its arguments, inputs,
     ``advance_to``, ``run``, workers), plus views written in Spark SQL over its tables.
 
     >>> with ddflow.Dataflow() as flow:

@@ -75,7 +75,7 @@ def admit_batch(specs: Iterable[InputSpec], handles: Mapping[str, Any], table: p
         if table is None or not table.num_rows:
             break
         handle = handles[spec.name]
-        schema = handle.table
+        schema = handle.schema
         kinds = types = None
         if spec.format == "json":  # a table's JSON fields keep its column kinds (the null mask is not a field)
             kinds = schema.kinds[:len(schema)] if schema is not None else handle.kinds
@@ -105,7 +105,7 @@ def as_update(handle: Any, rows: pa.Table) -> tuple[pa.Table, np.ndarray | None,
     """
     fields = [c for c in rows.column_names if c not in ("time", "diff")]
     data = rows.select(fields)
-    schema = handle.table
+    schema = handle.schema
     if schema is not None:
         for i, name in enumerate(fields):
             col = data.column(i)

@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 import ddflow
 from ddflow.base.endpoint import MetricsServer
 from ddflow.base.metrics import families
+from ddflow.base.renamed import renamed
 from ddflow.operators.capture import sql_table
 from ddflow.streaming.admission import admit_batch, applied_log, as_update, consolidated
 from ddflow.streaming.parse import DEAD_LETTER_SCHEMA, InputSpec, check_names
@@ -137,14 +138,15 @@ class StreamingDataflow:
         self._resources: QueryResources | None = None  # the running query's, for stop() to release
 
     # -- builder ------------------------------------------------------------------
+    @renamed(value_column="valueColumn")
     def input(self, name: str, fields: Sequence[str], *, format: str = "columns", time: str | None = None,
               diff: str | None = None, op: tuple[str, Mapping[Any, int]] | None = None, topic: str | None = None,
-              value_column: str = "value", late: str = "dead-letter", onError: str = "fail",  # noqa: N803
+              valueColumn: str = "value", late: str = "dead-letter", onError: str = "fail",  # noqa: N803
               nonnegative: str | None = "dead-letter") -> "StreamingDataflow":
         """Feed input ``name`` (a handle ``build`` returns) from each micro-batch's rows.
 
         ``fields`` are DataFrame columns (``format="columns"``) or keys of the
-        JSON object in ``value_column`` (``format="json"``), where Kafka's own
+        JSON object in ``valueColumn`` (``format="json"``), where Kafka's own
         columns are named ``kafka.key``, ``kafka.offset``, ``kafka.timestamp``...
         (a bare ``key``, ``offset``, ``timestamp``... could mean either and is
         refused: write ``json.key`` or ``kafka.key``); ``time`` names the
@@ -186,7 +188,7 @@ class StreamingDataflow:
         check_names(name, format, names if self._table_fields.get(name) else [*fields, *names])
         if nonnegative not in (None, "error", "dead-letter"):
             raise ValueError(f"input {name!r}: nonnegative must be 'dead-letter', 'error' or None, got {nonnegative!r}")
-        self.inputs[name] = InputSpec(name, list(fields), format, value_column, time, diff, op, topic, late,
+        self.inputs[name] = InputSpec(name, list(fields), format, valueColumn, time, diff, op, topic, late,
                                       on_error=onError)
         self._nonnegative[name] = nonnegative
         return self
@@ -229,25 +231,27 @@ class StreamingDataflow:
             spec.lateness = _micros(lateness, f"table {name!r}: lateness")
         return self
 
-    def view(self, name: str, sql: str, *, max_iterations: int | None = None, max_seconds: float | None = None,
-             max_records: int | None = None) -> "StreamingDataflow":
+    @renamed(max_iterations="maxIterations", max_seconds="maxSeconds", max_records="maxRecords")
+    def view(self, name: str, sql: str, *, maxIterations: int | None = None,  # noqa: N803
+             maxSeconds: float | None = None, maxRecords: int | None = None) -> "StreamingDataflow":  # noqa: N803
         """A SQL view over the tables, maintained per micro-batch; write it with :meth:`output`::
 
             .view("totals", "SELECT cust, SUM(amount) AS total FROM orders GROUP BY cust")
             .output("totals", ParquetSink("/data/totals"))
 
         Its changes are a changelog: the row's named, typed columns (NULL as
-        null), then ``time`` and ``diff``.  ``max_iterations``,
-        ``max_seconds`` and ``max_records`` bound each ``WITH RECURSIVE``
+        null), then ``time`` and ``diff``.  ``maxIterations``,
+        ``maxSeconds`` and ``maxRecords`` bound each ``WITH RECURSIVE``
         fixpoint of the view, as :meth:`ddflow.Dataflow.sql`'s do: past one,
         the batch fails with a ``NonConvergence`` naming the loop.
         """
         self.views[name] = sql
-        self._limits[name] = {"max_iterations": max_iterations, "max_seconds": max_seconds, "max_records": max_records}
+        self._limits[name] = {"max_iterations": maxIterations, "max_seconds": maxSeconds, "max_records": maxRecords}
         return self
 
-    def datalog(self, program: str, hints: bool = True, *, max_iterations: int | None = None,
-                max_seconds: float | None = None, max_records: int | None = None) -> "StreamingDataflow":
+    @renamed(max_iterations="maxIterations", max_seconds="maxSeconds", max_records="maxRecords")
+    def datalog(self, program: str, hints: bool = True, *, maxIterations: int | None = None,  # noqa: N803
+                maxSeconds: float | None = None, maxRecords: int | None = None) -> "StreamingDataflow":  # noqa: N803
         """A Datalog program (Soufflé's dialect) over the tables, maintained per micro-batch; each relation it
         derives is an output name for :meth:`output`::
 
@@ -261,12 +265,12 @@ class StreamingDataflow:
         output's changes are a changelog as a view's (the relation's
         attributes, then ``time`` and ``diff``).  A program that cannot
         run is refused when the query opens, with its line and column
-        (see :meth:`ddflow.Dataflow.datalog`).  ``max_iterations``,
-        ``max_seconds`` and ``max_records`` bound each recursive stratum,
+        (see :meth:`ddflow.Dataflow.datalog`).  ``maxIterations``,
+        ``maxSeconds`` and ``maxRecords`` bound each recursive stratum,
         as :meth:`view`'s do.
         """
-        self._limits[len(self.programs)] = {"max_iterations": max_iterations, "max_seconds": max_seconds,
-                                            "max_records": max_records}
+        self._limits[len(self.programs)] = {"max_iterations": maxIterations, "max_seconds": maxSeconds,
+                                            "max_records": maxRecords}
         self.programs.append((program, hints))
         return self
 
@@ -443,14 +447,15 @@ class StreamingDataflow:
         if self._flow is not None:
             self._flow.close()
 
-    def stateLocation(self, path: str, snapshot_every: int = 50) -> "StreamingDataflow":  # noqa: N802
-        """Keep the input log (exactly-once state, see ``state``) under ``path``; compact every ``snapshot_every`` batches.
+    @renamed(snapshot_every="snapshotEvery")
+    def stateLocation(self, path: str, snapshotEvery: int = 50) -> "StreamingDataflow":  # noqa: N802, N803
+        """Keep the input log (exactly-once state, see ``state``) under ``path``; compact every ``snapshotEvery`` batches.
 
         Default: ``<checkpointLocation>/ddflow-state``.  Example:
-        ``.stateLocation("/data/reach-state", snapshot_every=100)``.
+        ``.stateLocation("/data/reach-state", snapshotEvery=100)``.
         """
         self.state_path = path
-        self.snapshot_every = snapshot_every
+        self.snapshot_every = snapshotEvery
         return self
 
     def onBatch(self, fn: Callable[[int, dict], None]) -> "StreamingDataflow":  # noqa: N802
@@ -774,7 +779,7 @@ class StreamingDataflow:
 
         self._rejected = {}
         for name in self.inputs:  # removals of absent records (and overflows), dropped by the input itself
-            table = self._handles[name].table
+            table = self._handles[name].schema
             for f in self._handles[name].take_rejected():
                 self._rejected.setdefault(name, []).append(f)
                 # A table's record is its stored row: the dead letter shows the SQL row (a decimal, date or

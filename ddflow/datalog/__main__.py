@@ -14,7 +14,7 @@ import argparse
 import sys
 import time
 
-from ddflow.dataflow import Dataflow
+from ddflow.dataflow import EngineDataflow
 from ddflow.datalog.files import read_facts, write_relation
 from ddflow.datalog.frontend import DatalogFrontend
 from ddflow.datalog.program import load
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.program, encoding="utf-8") as f:
             text = f.read()
         program = load(text)
-        with Dataflow(workers=args.jobs) as flow:
+        with EngineDataflow(workers=args.jobs) as flow:
             handles = {}
             for name in program.inputs:
                 rel = program.relations[name]

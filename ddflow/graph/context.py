@@ -1,6 +1,6 @@
 """The build context: everything of a dataflow that its operator nodes may touch.
 
-Nodes never see the :class:`~ddflow.dataflow.Dataflow`.  They get its
+Nodes never see the :class:`~ddflow.dataflow.EngineDataflow`.  They get its
 interner (to encode and decode object fields), fresh names, the graph
 version (bumped by every new node or edge, so cached schedules know when
 to recompute), the build state (no new operator after the first run: it

@@ -51,8 +51,8 @@ class Route:
         there (or counts from the end): the project node's own step says
         what is wrong.  O(route length), cached per width.
 
-        >>> from ddflow.dataflow import Dataflow
-        >>> flow = Dataflow(); _, x = flow.new_collection("x"); _, z = flow.new_collection("z")
+        >>> from ddflow.dataflow import EngineDataflow
+        >>> flow = EngineDataflow(); _, x = flow.new_collection("x"); _, z = flow.new_collection("z")
         >>> a = x.project(2, 0).concat(z).project(1).arrange()
         >>> route_of(x.node).fields(3).tolist(), route_of(x.node).fields(2)
         ([0], None)

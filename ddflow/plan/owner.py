@@ -26,7 +26,7 @@ from ddflow.plan.lower import Lowering
 from ddflow.plan.rewrite import equate_extremes, lift_closes, prune_columns, push_filters
 
 if TYPE_CHECKING:
-    from ddflow.dataflow import Dataflow
+    from ddflow.dataflow import EngineDataflow
 
 
 class PlanOwner:
@@ -37,7 +37,7 @@ class PlanOwner:
     exchanges that move nothing (see :class:`~ddflow.plan.lower.Lowering`).
     """
 
-    def __init__(self, flow: "Dataflow", rewrite: bool = True, share: bool = True):
+    def __init__(self, flow: "EngineDataflow", rewrite: bool = True, share: bool = True):
         self.flow = flow
         self.rewrite = rewrite
         self.lowering = Lowering(flow.tables, flow.top, share=share)

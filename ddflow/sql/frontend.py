@@ -30,7 +30,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ddflow.collection import Collection
-from ddflow.dataflow import Dataflow
+from ddflow.dataflow import EngineDataflow
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Col
 from ddflow.plan.deep import on_deep_stack
@@ -53,7 +53,7 @@ class SqlFrontend(PlanOwner):
     shared with the Datalog front end.
     """
 
-    def __init__(self, flow: Dataflow, rewrite: bool = True, share: bool = True):
+    def __init__(self, flow: EngineDataflow, rewrite: bool = True, share: bool = True):
         super().__init__(flow, rewrite, share)
         self.views: dict[str, Rel] = {}
 

@@ -76,7 +76,7 @@ def make_stream(bootstrap: str, out_prefix: str, work: str, keys: str = "int", s
     stream = (StreamingDataflow(lambda flow: _both(build(flow, keys)), name="crash-job")
               .input("edges", fields=["src", "dst"], format="json", time="t", diff="diff")
               .deadLetter(JsonLinesSink(os.path.join(work, "dead")))
-              .stateLocation(os.path.join(work, "state"), snapshot_every=snapshot_every))
+              .stateLocation(os.path.join(work, "state"), snapshotEvery=snapshot_every))
     if workers > 1:
         stream.workers(workers, spark=spark)
     for name, names in OUTPUTS.items():

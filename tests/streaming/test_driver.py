@@ -581,7 +581,7 @@ def test_snapshot_keeps_updates_not_yet_retired(tmp_path):
         return (StreamingDataflow(build_count).input("edges", fields=["src", "dst"], format="json", time="t",
                                                      diff="diff")
                 .output("deg", out, names=["src", "n"]).frontierPolicy("before-max")
-                .stateLocation(str(tmp_path / "state"), snapshot_every=1))
+                .stateLocation(str(tmp_path / "state"), snapshotEvery=1))
 
     first = MemorySink()
     s = stream(first)
@@ -685,7 +685,7 @@ def ratio_stream(state: str | None = None, dead: str | None = None, on_error: st
          .input("edges", ["src", "dst"], format="json", time="t", diff="diff", onError=on_error)
          .output("ratios", MemorySink(), names=["src", "sum"]))
     if state is not None:
-        s.stateLocation(state, snapshot_every=2)
+        s.stateLocation(state, snapshotEvery=2)
     if dead is not None:
         s.deadLetter(JsonLinesSink(dead))
     return s
@@ -891,7 +891,7 @@ def test_a_removal_rejected_a_batch_after_it_was_logged_is_cancelled_in_the_log(
              .output("deg", MemorySink(), names=["src", "n"]).deadLetter(MemorySink()).frontierPolicy("before-max"))
         if sp is not None:
             s.workers(2, spark=sp)
-        return s.stateLocation(state, snapshot_every=1) if state is not None else s
+        return s.stateLocation(state, snapshotEvery=1) if state is not None else s
 
     batches = [kafka_rows([{"src": 1, "dst": 2, "t": 1, "diff": 1}, {"src": 5, "dst": 6, "t": 2, "diff": -1}]),
                kafka_rows([{"src": 1, "dst": 3, "t": 3, "diff": 1}], start=2),
@@ -930,7 +930,7 @@ def test_updates_not_yet_checked_are_restored_as_logged_not_added_up(tmp_path):
         return (StreamingDataflow(count_build).input("edges", fields=["src", "dst"], format="json", time="t",
                                                      diff="diff")
                 .output("deg", MemorySink(), names=["src", "n"]).deadLetter(MemorySink())
-                .frontierPolicy("before-max").stateLocation(state, snapshot_every=1))
+                .frontierPolicy("before-max").stateLocation(state, snapshotEvery=1))
 
     batches = [kafka_rows([{"src": 1, "dst": 2, "t": 1, "diff": 1}, {"src": 5, "dst": 6, "t": 2, "diff": -2}]),
                kafka_rows([{"src": 5, "dst": 6, "t": 2, "diff": 1}], start=2),
@@ -954,7 +954,7 @@ def letters_of(stream: StreamingDataflow, batch_id: int) -> list:
 
 
 def test_loop_limits_reach_views_and_programs_through_the_builder():
-    """.view(..., max_iterations=) and .datalog(..., max_records=) bound their fixpoints: the batch fails naming the
+    """.view(..., maxIterations=) and .datalog(..., maxRecords=) bound their fixpoints: the batch fails naming the
     loop, while the same query without limits converges (a counter up to 50 needs 50 rounds)."""
     nums = {"n": "bigint"}
     counting = "WITH RECURSIVE up(n) AS (SELECT n FROM nums UNION SELECT n + 1 FROM up WHERE n < 50) SELECT n FROM up"
@@ -973,9 +973,17 @@ def test_loop_limits_reach_views_and_programs_through_the_builder():
     s.process_arrow(rows, 0)
     assert len(accumulate(out.batches[0])) == 51
     s.stop()
-    for limits, bound in (({"view": {"max_iterations": 10}}, "max_iterations=10"),
-                          ({"datalog": {"max_records": 20}}, "max_records")):
+    for limits, bound in (({"view": {"maxIterations": 10}}, "max_iterations=10"),
+                          ({"datalog": {"maxRecords": 20}}, "max_records")):
         s, _ = stream(**limits)
         with pytest.raises(ddflow.NonConvergence, match=bound):
             s.process_arrow(rows, 0)
         s.stop()
+    # The snake_case names of before the naming rule still work, for one release, with a warning.
+    with pytest.warns(DeprecationWarning, match=r"datalog\(max_records=\.\.\.\) is now datalog\(maxRecords="):
+        s, _ = stream(datalog={"max_records": 20})
+    with pytest.raises(ddflow.NonConvergence, match="max_records"):
+        s.process_arrow(rows, 0)
+    s.stop()
+    with pytest.raises(TypeError, match="at once"):
+        StreamingDataflow().stateLocation("/nowhere", snapshot_every=1, snapshotEvery=2)

@@ -46,7 +46,7 @@ def stream(state: str | None = None) -> tuple[StreamingDataflow, MemorySink, Mem
          .output("counts", changes).output("closed", final, mode="final")
          .deadLetter(dead))
     if state is not None:
-        s.stateLocation(state, snapshot_every=3)
+        s.stateLocation(state, snapshotEvery=3)
     return s, changes, final, dead
 
 

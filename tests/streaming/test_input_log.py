@@ -34,7 +34,7 @@ def stream(policy: str, state: str | None = None, every: int = 1) -> StreamingDa
     s = (StreamingDataflow(build).input("edges", fields=["src", "dst"], format="json", time="t", diff="diff")
          .output("deg", MemorySink(), names=["src", "n"]).output("edges", MemorySink(), names=["src", "dst"])
          .deadLetter(MemorySink()).frontierPolicy(policy))
-    return s.stateLocation(state, snapshot_every=every) if state is not None else s
+    return s.stateLocation(state, snapshotEvery=every) if state is not None else s
 
 
 def rows(msgs: list[dict], start: int) -> pa.Table:

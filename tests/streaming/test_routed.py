@@ -156,7 +156,7 @@ def orders_stream(state: str | None = None, spark=None) -> StreamingDataflow:
     if spark is not None:
         s.workers(2, spark=spark)
     if state is not None:
-        s.stateLocation(state, snapshot_every=2)
+        s.stateLocation(state, snapshotEvery=2)
     return s
 
 
@@ -270,7 +270,7 @@ def bids_stream(state: str | None = None, spark=None) -> StreamingDataflow:
     if spark is not None:
         s.workers(2, spark=spark)
     if state is not None:
-        s.stateLocation(state, snapshot_every=2)
+        s.stateLocation(state, snapshotEvery=2)
     return s
 
 
