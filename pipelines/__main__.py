@@ -16,6 +16,12 @@ API as the library, with nothing more to learn, as Spark Declarative
 Pipelines' own Python files are.
 
     python -m ddflow.pipelines run pipeline.py [--full-refresh] [--quiet]
+        [--metrics-file run.prom] [--metrics-port PORT [--metrics-linger SECONDS]]
+
+``--metrics-file`` writes the run's metrics (:mod:`ddflow.pipelines.metrics`)
+for node_exporter's textfile collector when the run ends;
+``--metrics-port`` serves them on loopback while the CLI runs (and
+``--metrics-linger`` seconds after, for a scraper to catch a short run).
 """
 from __future__ import annotations
 
@@ -110,19 +116,51 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--full-refresh", action="store_true",
                      help="rebuild every view from its tables as they are now, and replace the sinks' rows")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
+    run.add_argument("--metrics-file", default=None,
+                     help="write the run's metrics here (Prometheus text format, for a textfile collector)")
+    run.add_argument("--metrics-port", type=int, default=None,
+                     help="serve the metrics at http://127.0.0.1:PORT/metrics while the CLI runs")
+    run.add_argument("--metrics-linger", type=float, default=0.0,
+                     help="with --metrics-port: seconds to keep serving after the runs")
     args = ap.parse_args(argv)
-    from ddflow.errors import DdflowError
     try:
         pipes = load(args.pipeline)
     except (OSError, ValueError, SyntaxError) as e:
         print(f"ddflow pipelines: cannot load {args.pipeline}: {type(e).__name__}: {e}", file=sys.stderr)
         return FAILED
+    published: dict[str, list] = {}  # pipeline name -> its families, from its last run
+    server = None
+    if args.metrics_port is not None:
+        from ddflow.base.endpoint import MetricsServer
+
+        server = MetricsServer(lambda: [f for fams in list(published.values()) for f in fams], args.metrics_port)
+        print(f"ddflow pipelines: metrics at {server.url}", file=sys.stderr)
+    try:
+        status = _run_all(pipes, args, published)
+        if args.metrics_file is not None:
+            from ddflow.pipelines.metrics import write_textfile
+
+            write_textfile(args.metrics_file, [f for fams in published.values() for f in fams])
+        if server is not None and args.metrics_linger > 0:
+            time.sleep(args.metrics_linger)
+    finally:
+        if server is not None:
+            server.close()
+    return status
+
+
+def _run_all(pipes: list, args: argparse.Namespace, published: dict[str, list]) -> int:
+    """Refresh each pipeline, print its summary, publish its metrics; the exit status."""
+    from ddflow.errors import DdflowError
+    from ddflow.pipelines.metrics import run_families
+
     status = OK
     for p in pipes:
         bars = Bars(sys.stderr)
         try:
             report = p.refresh(full=args.full_refresh, progress=None if args.quiet else bars)
             bars.finish()
+            published[p.name] = run_families(p.name, report, p.metrics())
         except DdflowError as e:
             bars.finish()
             print(f"ddflow pipelines: {p.name}: {e}", file=sys.stderr)

@@ -205,6 +205,11 @@ class Pipeline:
         if self._flow is not None:
             raise UsageError(f"declare every {what} before the first refresh()")
 
+    def metrics(self) -> dict | None:
+        """The views' dataflow's :meth:`~ddflow.Dataflow.metrics` (operators, inputs, outputs, runs) while it is
+        open (after a refresh, before :meth:`close`); None otherwise.  Cost: as the dataflow's."""
+        return self._flow.metrics() if self._flow is not None and not self._flow.closed else None
+
     def app_id(self, view: str, index: int) -> str:
         """The application id of a view's sink: the pipeline's name, the view, the sink's place."""
         return f"ddflow:{self.name}:{view}:{index}"

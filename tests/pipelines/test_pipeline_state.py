@@ -159,14 +159,39 @@ def test_the_cli_prints_a_bar_per_source_and_a_line_per_view_and_exits_by_status
     assert first.stdout.startswith("view by_g: 4 changes in, ") and "run 0 done" in first.stdout
     write_deltalake(f"{root}/t", rows([10, 11]), mode="append")
     DeltaTable(f"{root}/t").update(updates={"amt": "CAST('1.00' AS DECIMAL(10, 2))"}, predicate="k = 10")
-    second = cli()
+    second = cli("--metrics-file", f"{root}/run.prom")
     assert second.returncode == 0, second.stderr
     assert "2/2" in second.stderr and "view by_g: 4 changes in" in second.stdout  # 2 inserts, 1 update (2 rows)
+    # The run's metrics, for a textfile collector: what the run did, and the views' dataflow.
+    from prometheus_client.parser import text_string_to_metric_families
+
+    prom = {(smp.name, tuple(sorted(smp.labels.items()))): smp.value
+            for fam in text_string_to_metric_families(open(f"{root}/run.prom").read()) for smp in fam.samples}
+    assert prom[("ddflow_pipeline_view_changes_in", (("pipeline", "cli"), ("view", "by_g")))] == 4
+    assert prom[("ddflow_pipeline_source_commits", (("pipeline", "cli"), ("table", "t")))] == 2
+    assert prom[("ddflow_pipeline_source_version", (("pipeline", "cli"), ("table", "t")))] == DeltaTable(
+        f"{root}/t").version()
+    assert prom[("ddflow_pipeline_run", (("pipeline", "cli"),))] == 1
+    assert prom[("ddflow_input_updates_total", (("dataflow", "cli"), ("input", "t")))] >= 4
     with open(path, "a") as f:
         f.write("pipeline.views['by_g'].sql = 'SELECT g, COUNT(*) AS n FROM t GROUP BY g'\n")
     refused = cli()
     assert refused.returncode == 2 and "changed its sql" in refused.stderr and "--full-refresh" in refused.stderr
     assert cli("--full-refresh").returncode == 0
+    # Served while the CLI runs (and lingers): a scrape over loopback sees the finished run.
+    import urllib.request
+    served = subprocess.Popen([sys.executable, "-m", "ddflow.pipelines", "run", path, "--quiet", "--metrics-port",
+                               "0", "--metrics-linger", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        url = served.stderr.readline().strip().rsplit(" ", 1)[-1]
+        assert url.startswith("http://127.0.0.1:"), url
+        served.stdout.readline()  # the view's line: the run is done and published
+        body = urllib.request.urlopen(url, timeout=10).read().decode()
+        assert 'ddflow_pipeline_run{pipeline="cli"} 3.0' in body
+    finally:
+        served.kill()
+        served.wait()
     assert DeltaTable(f"{root}/out").to_pyarrow_table().column_names == ["g", "n"]
     broken = f"{root}/broken.py"
     with open(broken, "w") as f:
