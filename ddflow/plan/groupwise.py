@@ -204,5 +204,28 @@ def percentile(a: Agg, live: list) -> tuple:
 
 
 #: The one-operand aggregates here, by name: each ``(agg, live pairs) -> (value, is NULL)``.
+def bits(a: Agg, live: list) -> tuple:
+    """BIT_AND, BIT_OR or BIT_XOR of a group's non-NULL ``(value, multiplicity)`` pairs (a value counted ``m``
+    times is XORed ``m`` times: in once when ``m`` is odd).  Not invertible (AND, OR), so per changed group.
+    O(len(live)).
+
+    >>> from ddflow.plan.expr import Col
+    >>> x = Col(0, "bigint")
+    >>> bits(Agg("bit_and", x), [(6, 1), (3, 2)]), bits(Agg("bit_or", x), [(6, 1), (3, 2)]), bits(Agg("bit_xor", x), [(6, 1), (3, 2)])
+    ((2, False), (7, False), (6, False))
+    """
+    out = None
+    for v, m in live:
+        v = int(v)
+        if a.func == "bit_xor":
+            out = (out or 0) ^ (v if m % 2 else 0)
+        elif out is None:
+            out = v
+        else:
+            out = out & v if a.func == "bit_and" else out | v
+    return out, False
+
+
 ONE_OPERAND = {**dict.fromkeys(("var_samp", "var_pop", "stddev_samp", "stddev_pop"), spread), "percentile": percentile,
-               "skewness": moment, "kurtosis": moment, "try_sum": try_total, "try_avg": try_total}
+               "skewness": moment, "kurtosis": moment, "try_sum": try_total, "try_avg": try_total,
+               **dict.fromkeys(("bit_and", "bit_or", "bit_xor"), bits)}

@@ -96,6 +96,29 @@ def _rowwise(fn: Callable, typ: str, name: str = "", ints: Sequence[int] = ()) -
     return kernel
 
 
+def _rowwise_or_null(fn: Callable, typ: str) -> Callable:
+    """``_rowwise`` for a ``fn`` that may answer None: NULL there (regexp_substr without a match, width_bucket's
+    invalid ranges)."""
+    def kernel(args: list[Column], e, n: int) -> Column:
+        null = np.zeros(n, dtype=bool)
+        for _, vn in args:
+            null |= np.asarray(vn, dtype=bool)
+        cols = [np.asarray(v).tolist() for v, _ in args]
+        got: list = [None] * n
+        memo: dict = {}
+        for i in np.flatnonzero(~null).tolist():
+            key = tuple(c[i] for c in cols)
+            if key not in memo:
+                memo[key] = fn(*key)
+            got[i] = memo[key]
+        null |= np.array([g is None for g in got], dtype=bool)
+        out = np.empty(n, dtype=object) if typ == "string" else null_values(typ, n)
+        for i in np.flatnonzero(~null).tolist():
+            out[i] = got[i]
+        return filled(out, null, typ), null
+    return kernel
+
+
 def _reg(name: str, kinds: str, result: str, constant: Sequence[int] = (), int32: bool = True):
     ints = [i for i, k in enumerate(kinds.rstrip("?")) if k == "i"] if int32 else []
 
@@ -377,5 +400,99 @@ def _hex(args, e, n):
 
 
 _reg("bin", "i", "string", int32=False)(lambda k: format(k & 0xFFFFFFFFFFFFFFFF, "b"))
+
+
+# -- reverse, find_in_set ----------------------------------------------------------------------------------------
+
+_reg("reverse", "s", "string")(lambda s: s[::-1])  # by code points, as Spark's UTF8String.reverse
+
+
+@_reg("find_in_set", "ss", "bigint")
+def _find_in_set(s: str, items: str) -> int:
+    """The 1-based place of ``s`` among the comma-separated ``items``; 0 if absent, or if ``s`` has a comma."""
+    if "," in s:
+        return 0
+    parts = items.split(",")
+    return parts.index(s) + 1 if s in parts else 0
+
+
+# -- regexp_count, regexp_substr, regexp_instr -------------------------------------------------------------------
+
+def _regexp_typer(name: str, kinds: str, result: str) -> Callable:
+    """Spark's regexp functions: the pattern (and a group) constant, read as Java's syntax at planning."""
+    def typer(args):
+        _kinds(kinds, result, name, constant=tuple(range(1, len(kinds.rstrip("?")))))(args)
+        if args[1].value is not None:
+            rx = compiled(args[1].value)  # Java-only syntax refused here, at planning
+            if len(args) > 2 and args[2].value is not None and not 0 <= args[2].value <= rx.groups:
+                raise TypeMismatch(f"{name}: the pattern has {rx.groups} group(s), asked for group {args[2].value}")
+        return result
+    return typer
+
+
+def _java_index(s: str, i: int) -> int:
+    """Java's index (UTF-16 code units) of the code point at Python's index ``i``: what Spark's positions count."""
+    return len(s[:i].encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _regexp_kernel(result: str, per_row: Callable) -> Callable:
+    """A kernel of ``per_row(regex, s, *rest)`` over the string column (the rest: the call's constants), NULL where
+    it answers None or the pattern is NULL; memoized per distinct string."""
+    def kernel(args, e, n):
+        pat = e.args[1].value
+        consts = [a.value for a in e.args[2:]]
+        if pat is None or any(c is None for c in consts):
+            return null_values(result, n), np.ones(n, dtype=bool)
+        rx = compiled(pat)
+        return _rowwise_or_null(lambda v: per_row(rx, v, *consts), result)(args[:1], e, n)
+    return kernel
+
+
+function("regexp_count", _regexp_typer("regexp_count", "ss", "bigint"))(_regexp_kernel(
+    "bigint", lambda rx, v: sum(1 for _ in rx.finditer(v))))
+function("regexp_substr", _regexp_typer("regexp_substr", "ss", "string"))(_regexp_kernel(
+    "string", lambda rx, v: (m.group(0) if (m := rx.search(v)) is not None else None)))
+# Spark's position is the whole match's, whatever its group argument (which must exist in the pattern).
+function("regexp_instr", _regexp_typer("regexp_instr", "ssi?", "bigint"))(_regexp_kernel(
+    "bigint", lambda rx, v, group=0: 0 if (m := rx.search(v)) is None else _java_index(v, m.start()) + 1))
+
+
+# -- width_bucket ----------------------------------------------------------------------------------------------
+
+def _width_bucket_typer(args):
+    if len(args) != 4 or any(not (a.type in ("bigint", "double", "null") or is_decimal(a.type)) for a in args[:3]) \
+            or args[3].type not in ("bigint", "null"):
+        raise TypeMismatch(f"width_bucket takes (number, number, number, bigint), got ({_names(args)})")
+    return "bigint"
+
+
+def _width_bucket(v: float, lo: float, hi: float, buckets: int) -> int | None:
+    """Spark's WidthBucket: NULL for no buckets, equal or non-finite bounds, or a NaN value; 0 below the range
+    and ``buckets + 1`` past it (a descending range counts from the top)."""
+    if buckets <= 0 or buckets == (1 << 63) - 1 or v != v or lo == hi or not all(map(_finite, (lo, hi))):
+        return None
+    lower, upper = min(lo, hi), max(lo, hi)
+    if lo < hi:
+        if v < lower:
+            return 0
+        return buckets + 1 if v >= upper else int(float(buckets) * (v - lower) / (upper - lower)) + 1
+    if v > upper:
+        return 0
+    return buckets + 1 if v <= lower else int(float(buckets) * (upper - v) / (upper - lower)) + 1
+
+
+def _finite(x: float) -> bool:
+    return x == x and x not in (float("inf"), float("-inf"))
+
+
+@function("width_bucket", _width_bucket_typer)
+def _width_bucket_kernel(args, e, n):
+    """width_bucket(value, min, max, buckets) in doubles, as Spark casts its first three arguments."""
+    cols = []
+    for (v, vn), a in zip(args[:3], e.args[:3]):
+        ps = decimal_ps(a.type)
+        x = np.asarray(v, dtype=np.float64) / (10 ** ps[1]) if ps else np.asarray(v, dtype=np.float64)
+        cols.append((x, vn))
+    return _rowwise_or_null(_width_bucket, "bigint")(cols + [args[3]], e, n)
 
 __all__: list[str] = []

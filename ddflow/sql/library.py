@@ -171,7 +171,20 @@ _NODES = {
     exp.BitwiseAnd: _binary("bitand"), exp.BitwiseOr: _binary("bitor"), exp.BitwiseXor: _binary("bitxor"),
     exp.BitwiseNot: _unary("bitnot"), exp.BitwiseLeftShift: _binary("shiftleft"),
     exp.BitwiseRightShift: _binary("shiftright"), exp.BitwiseCount: _unary("bit_count"),
+    exp.Reverse: _unary("reverse", True),
+    exp.RegexpCount: lambda n, e, ex: _regexp("regexp_count", n, e, ()),
+    exp.RegexpSubstr: lambda n, e, ex: _regexp("regexp_substr", n, e, ()),
+    exp.RegexpInstr: lambda n, e, ex: _regexp("regexp_instr", n, e, ("position",)),  # sqlglot's name of Spark's idx
+    exp.WidthBucket: lambda n, e, ex: _call("width_bucket", [e(n.this), e(n.args["min_value"]), e(n.args["max_value"]),
+                                                             e(n.args["num_buckets"])], n),
 }
+
+
+def _regexp(name: str, node, e: Eval, more: tuple[str, ...]) -> Call:
+    """regexp_count(str, regexp), regexp_substr(str, regexp), regexp_instr(str, regexp[, idx])."""
+    _only(node, name, "this", "expression", *more)
+    return _call(name, [_string(e(node.this)), e(node.expression)] +
+                 [e(node.args[k]) for k in more if node.args.get(k) is not None], node)
 
 
 #: Datetime functions' arguments that are a date or timestamp, by position: a string there is CAST, as Spark does.

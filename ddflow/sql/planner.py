@@ -830,15 +830,19 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
     def agg(self, node: exp.Expression, scope: _Scope) -> Agg:
         if isinstance(node, exp.Filter):  # AGG(x) FILTER (WHERE c) is AGG over CASE WHEN c THEN x END
             node = _filtered(node)
+        if isinstance(node, exp.IgnoreNulls):  # first(x, true): ddflow's first already skips NULLs (it is MIN)
+            if not isinstance(node.this, (exp.First, exp.Last, exp.AnyValue)):
+                raise _unsupported(node, "IGNORE NULLS here")
+            node = node.this
         func = _AGGS.get(type(node))
         if func is None:  # a subclass of a known one (sqlglot's ApproxQuantile is a Quantile)
             raise _unsupported(node)
         arg = node.this
         distinct = isinstance(arg, exp.Distinct)
         if distinct:
-            if len(arg.expressions) != 1:
-                raise _unsupported(node, "an aggregate of several DISTINCT arguments")
-            arg = arg.expressions[0]
+            if len(arg.expressions) != 1 and func != "count":
+                raise _unsupported(node, "an aggregate of several DISTINCT arguments other than COUNT")
+            arg = arg.expressions[0] if len(arg.expressions) == 1 else self.tuple_key(arg.expressions, scope, node)
         if func == "count" and isinstance(arg, exp.Star):
             return Agg("count_star", None)
         if distinct and func not in ("count", "sum", "avg", "min", "max", "percentile", "var_samp", "var_pop",
@@ -847,6 +851,8 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
         e = self.expr(arg, scope)
         if func not in ("count", "min", "max", "max_by", "min_by") and not numeric(e.type):
             raise SchemaError(f"SQL: {func.upper()} needs a number, got {e.type} in `{node.sql(dialect='spark')}`")
+        if func.startswith("bit_") and e.type not in ("bigint", "null"):
+            raise SchemaError(f"SQL: {func.upper()} needs an integer, got {e.type} in `{node.sql(dialect='spark')}`")
         if func == "percentile":
             return Agg(func, e, distinct, self.fraction(node))
         if func in ("covar_pop", "covar_samp", "corr", "max_by", "min_by"):
@@ -856,6 +862,24 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
                                   f"(in `{node.sql(dialect='spark')}`)")
             return Agg(func, e, other=other)
         return Agg(func, e, distinct)
+
+    def tuple_key(self, parts: list[exp.Expression], scope: _Scope, node: exp.Expression) -> exp.Expression:
+        """COUNT(DISTINCT a, b, ...)'s one argument: a string per row, NULL when any part is NULL (Spark counts
+        only rows with every part non-NULL) and equal for two rows exactly when every part is: each part's text
+        behind its length (``3:abc1:x``), which no two different tuples share.  A double part is refused: its
+        text tells 0.0 from -0.0, which DISTINCT does not.  O(parts)."""
+        pieces: list[exp.Expression] = []
+        for p in parts:
+            t = self.expr(p, scope).type
+            if t == "double":
+                raise _unsupported(node, "COUNT(DISTINCT ...) of several arguments with a double among them")
+            text = exp.Cast(this=p.copy(), to=exp.DataType.build("string"))
+            pieces += [exp.Cast(this=exp.Length(this=text.copy()), to=exp.DataType.build("string")),
+                       exp.Literal.string(":"), text]
+        key = pieces[0]
+        for piece in pieces[1:]:
+            key = exp.DPipe(this=key, expression=piece)
+        return key
 
     def fraction(self, node: exp.Expression) -> float:
         """PERCENTILE's fraction (MEDIAN's 0.5): a constant from 0 to 1, as Spark requires."""
@@ -1017,7 +1041,7 @@ def _aggregates(node: exp.Expression) -> list[exp.Expression]:
     stack = [node]
     while stack:
         n = stack.pop()
-        if isinstance(n, aggs) or (isinstance(n, exp.Filter) and isinstance(n.this, aggs)):
+        if isinstance(n, aggs) or (isinstance(n, (exp.Filter, exp.IgnoreNulls)) and isinstance(n.this, aggs)):
             out.append(n)
             continue
         if isinstance(n, exp.Window):  # its function aggregates its window; its operands may aggregate groups

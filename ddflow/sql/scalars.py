@@ -37,7 +37,11 @@ AGGREGATES = {exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg", ex
               exp.Variance: "var_samp", exp.VariancePop: "var_pop", exp.Median: "percentile",
               exp.Quantile: "percentile", exp.CovarPop: "covar_pop", exp.CovarSamp: "covar_samp", exp.Corr: "corr",
               exp.ArgMax: "max_by", exp.ArgMin: "min_by", TrySum: "try_sum", TryAvg: "try_avg",
-              exp.Skewness: "skewness", exp.Kurtosis: "kurtosis"}
+              exp.Skewness: "skewness", exp.Kurtosis: "kurtosis",
+              exp.BitwiseAndAgg: "bit_and", exp.BitwiseOrAgg: "bit_or", exp.BitwiseXorAgg: "bit_xor",
+              # Spark's answer depends on the rows' order, which a view's must not: ddflow gives the least
+              # non-NULL value (one of the answers Spark may give; NULL only where every value is NULL).
+              exp.AnyValue: "min", exp.First: "min", exp.Last: "min"}
 #: sqlglot node classes that are one-argument functions of the table, by name.
 _UNARY = {exp.Lower: "lower", exp.Upper: "upper", exp.Length: "length", exp.Quarter: "quarter",
           exp.Hour: "hour", exp.Minute: "minute", exp.Second: "second", exp.Year: "year", exp.Month: "month",

@@ -27,11 +27,10 @@ from ddflow.plan.ir import RANKS, Order, Project, Rel, TopK, Union
 from ddflow.plan.window import FRAMED, WINDOW_FUNCS, Frame, WinFunc, Window, lowered_as
 from ddflow.sql.scalars import AGGREGATES, retyped_expr, unsupported
 
-_FUNCS = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank",
+_FUNCS = {**AGGREGATES, exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank",
           exp.PercentRank: "percent_rank", exp.CumeDist: "cume_dist", exp.Ntile: "ntile", exp.Lag: "lag",
           exp.Lead: "lead", exp.FirstValue: "first_value", exp.LastValue: "last_value", exp.NthValue: "nth_value",
-          exp.First: "first_value", exp.Last: "last_value",  # Spark's first(x) and last(x) over a window
-          **AGGREGATES}
+          exp.First: "first_value", exp.Last: "last_value"}  # Spark's first(x) and last(x) over a window: ordered
 _ORDERED = RANKS + ("percent_rank", "cume_dist", "ntile", "lag", "lead")  # Spark: these need an ORDER BY
 
 
