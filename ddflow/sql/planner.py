@@ -852,7 +852,7 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
         if func not in ("count", "min", "max", "max_by", "min_by") and not numeric(e.type):
             raise SchemaError(f"SQL: {func.upper()} needs a number, got {e.type} in `{node.sql(dialect='spark')}`")
         if func.startswith("bit_") and e.type not in ("bigint", "null"):
-            raise SchemaError(f"SQL: {func.upper()} needs an integer, got {e.type} in `{node.sql(dialect='spark')}`")
+            raise _unsupported(node, f"{func.upper()} of a {e.type} (it takes integers)")
         if func == "percentile":
             return Agg(func, e, distinct, self.fraction(node))
         if func in ("covar_pop", "covar_samp", "corr", "max_by", "min_by"):

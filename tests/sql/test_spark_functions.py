@@ -262,6 +262,13 @@ def _at_every_time(spark, query: str, seed: int, group_by: str | None = None) ->
     ("SELECT ceil(d, 1) AS y FROM t", "ceil with a scale"),
     ("SELECT try_add(s, n) AS y FROM t", "try_add takes numbers"),
     ("SELECT levenshtein(s, t, 3000000000) AS y FROM t", "past int"),
+    ("SELECT get_json_object(s, '$.b[*]') AS y FROM t", "wildcards and quoted names are not supported"),
+    ("SELECT get_json_object(s, t) AS y FROM t", "get_json_object's argument 2 must be a constant"),
+    ("SELECT regexp_count(s, t) AS y FROM t", "regexp_count's argument 2 must be a constant"),
+    ("SELECT regexp_instr(s, '(a)', 2) AS y FROM t", "the pattern has 1 group(s), asked for group 2"),
+    ("SELECT bit_or(d) AS y FROM t", "BIT_OR of a double (it takes integers)"),
+    ("SELECT COUNT(DISTINCT s, d) AS y FROM t", "with a double among them"),
+    ("SELECT SUM(DISTINCT n, k) AS y FROM t", "several DISTINCT arguments other than COUNT"),
 ])
 def test_refused_at_planning_naming_the_construct_and_quoting_the_sql(sql, construct):
     flow = ddflow.Dataflow()
@@ -279,3 +286,20 @@ def test_a_length_past_int_raises_as_spark_does(call):
     """Spark casts these lengths and positions to int: 3000000000 raises CAST_OVERFLOW (it is not a 3 GB string)."""
     with pytest.raises(SchemaError, match="past int"):
         _ddflow([("abc", None, 3_000_000_000) + (None,) * 5], f"SELECT {call} AS y FROM t")
+
+
+JSON_DOCS = ['{"a": 1.50, "b": [1, 2, {"c": "x"}], "d": null, "e": true, "f": "h\\u00e9", "g": {"h": 1e3, "i": -0}}',
+             'not json', '{"a": 1}  trailing', '[1,2]', '{"a":"1"}', '{"a": {"b": [ 1 , 2 ]}}',
+             '{"a": 12345678901234567890}', '{"a": 1.0E+2}', '{"a": "x\\ny"}', '{"a": {}}', '{"a.b": 3}',
+             '{"a": [[1,2],[3]]}', '{"a":1,"a":2}', '{"a": 1e7, "b": 0.0001, "c": 1.0E-5, "d": 123456789.125}',
+             ' {"a": NaN}', '"just a string"', '', None, '{"a": [true, null, "q\\"uote"], "b": {"x": {"y": -0.0}}}']
+JSON_PATHS = ["$.a", "$.b", "$.b[2].c", "$.b[5]", "$.d", "$.e", "$.f", "$.g", "$.g.h", "$.g.i", "$", "$.a.b",
+              "$.a[0]", "$.a[1][0]", "a", "$..a", "$.b.x.y", "$.a[2]", "$.c"]
+
+
+def test_get_json_object_equals_spark(spark):
+    """Values, nested objects and arrays as compact JSON, numbers as Java prints them, duplicate keys, text after
+    the first value, invalid JSON and paths: as Spark's get_json_object answers."""
+    rows = [(d,) for d in JSON_DOCS]
+    query = "SELECT s, " + ", ".join(f"get_json_object(s, '{p}') AS j{i}" for i, p in enumerate(JSON_PATHS)) + " FROM t"
+    assert _ddflow(rows, query, {"s": "string"}) == _spark(spark, rows, query, "s string")
