@@ -96,6 +96,9 @@ class DeltaSource(Source):
     def version_of(self, position: dict | None) -> int:
         return -1 if position is None else int(position["version"])
 
+    def latest_version(self) -> int | None:
+        return int(self._table().version())
+
     def read(self, position: dict | None, end: dict | None, progress: Progress) -> Read:
         dt = self._table()
         tid = dt.metadata().id

@@ -88,6 +88,10 @@ class IcebergSource(Source):
     def version_of(self, position: dict | None) -> int:
         return -1 if position is None else int(position["sequence"])
 
+    def latest_version(self) -> int | None:
+        snap = self._table().current_snapshot()
+        return -1 if snap is None else int(snap.sequence_number)
+
     def read(self, position: dict | None, end: dict | None, progress: Progress) -> Read:
         tbl = self._table()
         uuid = str(tbl.metadata.table_uuid)

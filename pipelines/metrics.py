@@ -20,8 +20,8 @@ def run_families(pipeline: str, report: Any, flow_metrics: Mapping[str, Any] | N
 
     ``ddflow_pipeline_run`` (the run's number), ``ddflow_pipeline_run_seconds`` by ``step``,
     ``ddflow_pipeline_frontier``, ``ddflow_pipeline_state_bytes``, ``ddflow_pipeline_memory_bytes``; per
-    source ``ddflow_pipeline_source_commits``, ``_changes``, ``_rejected``, ``_duplicates`` and ``_version``
-    (the version read to); per view ``ddflow_pipeline_view_changes_in``, ``_changes_out`` and ``_rows``.
+    source ``ddflow_pipeline_source_commits``, ``_changes``, ``_rejected``, ``_duplicates``, ``_version``
+    (the version read to) and ``_behind`` (the lag: versions past it, where the source can say); per view ``ddflow_pipeline_view_changes_in``, ``_changes_out`` and ``_rows``.
     Cost: O(sources + views), plus the dataflow's.
     """
     p = {"pipeline": pipeline}
@@ -36,9 +36,12 @@ def run_families(pipeline: str, report: Any, flow_metrics: Mapping[str, Any] | N
                       ("changes", "Row changes of the source the last run applied."),
                       ("rejected", "Row changes of the source the last run refused (dead letters)."),
                       ("duplicates", "Changelog events of the source the last run dropped as duplicates."),
-                      ("version", "The source's version (or snapshot sequence) the views are exact at.")):
+                      ("version", "The source's version (or snapshot sequence) the views are exact at."),
+                      ("behind", "Versions of the source past what the last run read (its lag; 0 when it read to "
+                                 "the end).")):
         out.append(Family(f"ddflow_pipeline_source_{key}", "gauge", text,
-                          [({**p, "table": t}, getattr(s, key)) for t, s in report.sources.items()]))
+                          [({**p, "table": t}, getattr(s, key)) for t, s in report.sources.items()
+                           if getattr(s, key) is not None]))
     for key, text in (("changes_in", "Input changes of the tables the view reads, in the last run."),
                       ("changes_out", "Changes of the view the last run committed to its sinks."),
                       ("rows", "Rows of the view after the last run.")):

@@ -92,6 +92,9 @@ class SourceReport:
     duplicates: int = 0
     seconds: float = 0.0
     version: int = -1
+    #: Versions the table had past what the run read (0 when it read to the end; more when ``until`` held it back
+    #: or commits landed while it read); None where the source cannot say.
+    behind: int | None = None
 
 
 @dataclass
@@ -281,9 +284,11 @@ class Pipeline:
             end = pinned.get(name) if pinned is not None else until.get(name)
             reads[name] = tab.source.read(pos, end, lambda done, total, n=name: progress(n, done, total))
             r = reads[name]
+            read_to = tab.source.version_of(r.position)
+            latest = tab.source.latest_version()
             sources[name] = SourceReport(name, len(r.commits), sum(c.changes.num_rows for c in r.commits),
-                                         len(r.rejected), r.duplicates, time.perf_counter() - ts,
-                                         tab.source.version_of(r.position))
+                                         len(r.rejected), r.duplicates, time.perf_counter() - ts, read_to,
+                                         None if latest is None else max(latest - read_to, 0))
         timed = assign(versions, {n: r.commits for n, r in reads.items()})
         self._dead_letters(run, reads)
         steps["read"] = time.perf_counter() - t

@@ -85,6 +85,11 @@ class Source(ABC):
     def version_of(self, position: dict | None) -> int:
         """The version a position stands at (-1 for none): the pipeline's data times are sums of these."""
 
+    def latest_version(self) -> int | None:
+        """The version the table is at now, on :meth:`version_of`'s scale (None where the source cannot say):
+        what a run's lag is counted against.  Cost: one look at the table's metadata."""
+        return None
+
     def where(self) -> str:
         """How messages name the source: ``Delta table /lake/orders``."""
         d = self.describe()

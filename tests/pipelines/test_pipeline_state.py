@@ -232,3 +232,23 @@ def test_an_iceberg_table_rolled_back_past_the_recorded_snapshot_is_refused(tmp_
     con.register("t", cat.load_table("db.t").scan().to_arrow())
     want = [dict(zip(["g", "n", "total"], r)) for r in con.execute(SQL).fetchall()]
     assert bag(got, ["g", "n", "total"]) == bag(want, ["g", "n", "total"])
+
+
+def test_source_lag_is_what_the_run_left_unread(tmp_path):
+    """A run read to the end is 0 versions behind; one held back with ``until`` is behind by what it left."""
+    from ddflow.pipelines import delta
+    from ddflow.pipelines.metrics import run_families
+    root = str(tmp_path)
+    write_deltalake(f"{root}/t", rows(range(4)))
+    for more in ([10], [11], [12]):
+        write_deltalake(f"{root}/t", rows(more), mode="append")
+    latest = DeltaTable(f"{root}/t").version()
+    with Pipeline(f"{root}/state", name="lag") as p:
+        p.table("t", delta(f"{root}/t"))
+        p.view("by_g", SQL, key="g")
+        held = p.refresh(until={"t": {"version": latest - 2}})
+        assert held.sources["t"].version == latest - 2 and held.sources["t"].behind == 2
+        fams = {f.name: f.samples for f in run_families("lag", held, p.metrics())}
+        assert fams["ddflow_pipeline_source_behind"] == [({"pipeline": "lag", "table": "t"}, 2)]
+        done = p.refresh()
+        assert done.sources["t"].version == latest and done.sources["t"].behind == 0
