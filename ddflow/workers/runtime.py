@@ -95,7 +95,7 @@ def spin_seconds(workers: int, spin: float) -> float:
     waits for needs: on this 2-core machine two workers ran reach at
     K=100 16-19% faster without polling (three alternations, a day when
     two busy processes got 1.3-1.7x one's speed), where polling had
-    gained 8.6% on a quieter day (``bench/README.md``, tenth slice and
+    gained 8.6% on a quieter day (``bench/HISTORY.md``, tenth slice and
     stop 56).  A spare core is the cautious rule.  (Workers on several
     machines are counted as if on this one: the cautious side.)
 
@@ -119,7 +119,7 @@ class WorkerRuntime(Scheduler):
     #: A waiting worker polls its sockets this long (since its last message) before it blocks in epoll.  A
     #: peer's next message in a round usually comes within this, and waking a blocked process costs tens of
     #: microseconds on a VM: a round trip between two forked processes took 89 us blocking and 19 us polling;
-    #: reach at W=2, K=100 gained 8.6% at 300 us, 4% at 50 us, nothing more at 2 ms (``bench/README.md``,
+    #: reach at W=2, K=100 gained 8.6% at 300 us, 4% at 50 us, nothing more at 2 ms (``bench/HISTORY.md``,
     #: tenth slice).  Only with a core to spare (:func:`spin_seconds`).
     SPIN_S = 300e-6
 
