@@ -226,6 +226,31 @@ def bits(a: Agg, live: list) -> tuple:
     return out, False
 
 
+def nearest_rank(a: Agg, live: list) -> tuple:
+    """PERCENTILE_APPROX (APPROX_PERCENTILE) exactly: the least value with at least ``fraction`` of the group's
+    values at or below it (the value at rank ``ceil(fraction * n)``, the first for 0), of the argument's type.
+    Spark's sketch answers this within its accuracy's rank error, exactly for groups smaller than it
+    (10,000 by default).  NaN sorts last, as Spark orders doubles; which of 0.0 and -0.0 Spark's sketch
+    answers depends on the rows' order.  O(len(live) log len(live)).
+
+    >>> from ddflow.plan.expr import Col
+    >>> nearest_rank(Agg("percentile_approx", Col(0, "bigint"), fraction=0.5), [(1, 1), (2, 1), (3, 1), (4, 1)])
+    (2, False)
+    """
+    # NaN last, and -0.0 before 0.0 (Java's Double.compare), so equal doubles give one answer whatever the order.
+    vals = sorted(((v, m) for v, m in live if m),
+                  key=lambda vm: (vm[0] != vm[0], vm[0], math.copysign(1.0, vm[0]) if isinstance(vm[0], float) else 0))
+    n = sum(m for _, m in vals)
+    rank = max(math.ceil(a.fraction * n), 1)
+    seen = 0
+    for v, m in vals:
+        seen += m
+        if seen >= rank:
+            return v, False
+    return vals[-1][0], False
+
+
 ONE_OPERAND = {**dict.fromkeys(("var_samp", "var_pop", "stddev_samp", "stddev_pop"), spread), "percentile": percentile,
+               "percentile_approx": nearest_rank,
                "skewness": moment, "kurtosis": moment, "try_sum": try_total, "try_avg": try_total,
                **dict.fromkeys(("bit_and", "bit_or", "bit_xor"), bits)}

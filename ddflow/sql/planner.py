@@ -835,11 +835,13 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
                 raise _unsupported(node, "IGNORE NULLS here")
             node = node.this
         func = _AGGS.get(type(node))
-        if func is None:  # a subclass of a known one (sqlglot's ApproxQuantile is a Quantile)
+        if func is None:  # a subclass of a known one
             raise _unsupported(node)
+        if isinstance(node, (exp.ApproxDistinct, exp.ApproxQuantile)):
+            self.accuracy(node)
         arg = node.this
-        distinct = isinstance(arg, exp.Distinct)
-        if distinct:
+        distinct = isinstance(arg, exp.Distinct) or isinstance(node, exp.ApproxDistinct)
+        if isinstance(arg, exp.Distinct):
             if len(arg.expressions) != 1 and func != "count":
                 raise _unsupported(node, "an aggregate of several DISTINCT arguments other than COUNT")
             arg = arg.expressions[0] if len(arg.expressions) == 1 else self.tuple_key(arg.expressions, scope, node)
@@ -853,7 +855,7 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
             raise SchemaError(f"SQL: {func.upper()} needs a number, got {e.type} in `{node.sql(dialect='spark')}`")
         if func.startswith("bit_") and e.type not in ("bigint", "null"):
             raise _unsupported(node, f"{func.upper()} of a {e.type} (it takes integers)")
-        if func == "percentile":
+        if func in ("percentile", "percentile_approx"):
             return Agg(func, e, distinct, self.fraction(node))
         if func in ("covar_pop", "covar_samp", "corr", "max_by", "min_by"):
             other = self.expr(node.expression, scope)
@@ -880,6 +882,24 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
         for piece in pieces[1:]:
             key = exp.DPipe(this=key, expression=piece)
         return key
+
+    def accuracy(self, node: exp.Expression) -> None:
+        """APPROX_COUNT_DISTINCT's relative error and PERCENTILE_APPROX's accuracy: constants in Spark's ranges,
+        then unused, since ddflow's answers are exact."""
+        a = node.args.get("accuracy")
+        if a is None:
+            return
+        got = self.expr(a, _Scope([])) if a.find(exp.Column) is None else None
+        ok = isinstance(got, Lit) and got.value is not None and numeric(got.type) and not isinstance(got.value, bool)
+        if ok:
+            ps = decimal_ps(got.type)
+            v = float(got.value) / (10 ** ps[1] if ps else 1)
+            ok = (0.0 < v < 1.0 and isinstance(node, exp.ApproxDistinct)) or (
+                v >= 1 and v == int(v) and v <= (1 << 31) - 1 and isinstance(node, exp.ApproxQuantile))
+        if not ok:
+            what = "a relative error between 0 and 1" if isinstance(node, exp.ApproxDistinct) else \
+                "a positive integer accuracy"
+            raise _unsupported(node, f"{node.sql_name()} without {what} as a constant")
 
     def fraction(self, node: exp.Expression) -> float:
         """PERCENTILE's fraction (MEDIAN's 0.5): a constant from 0 to 1, as Spark requires."""

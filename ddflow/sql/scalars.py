@@ -41,7 +41,9 @@ AGGREGATES = {exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg", ex
               exp.BitwiseAndAgg: "bit_and", exp.BitwiseOrAgg: "bit_or", exp.BitwiseXorAgg: "bit_xor",
               # Spark's answer depends on the rows' order, which a view's must not: ddflow gives the least
               # non-NULL value (one of the answers Spark may give; NULL only where every value is NULL).
-              exp.AnyValue: "min", exp.First: "min", exp.Last: "min"}
+              exp.AnyValue: "min", exp.First: "min", exp.Last: "min",
+              # Exact, so within any error bound Spark states: COUNT(DISTINCT x), and the nearest-rank value.
+              exp.ApproxDistinct: "count", exp.ApproxQuantile: "percentile_approx"}
 #: sqlglot node classes that are one-argument functions of the table, by name.
 _UNARY = {exp.Lower: "lower", exp.Upper: "upper", exp.Length: "length", exp.Quarter: "quarter",
           exp.Hour: "hour", exp.Minute: "minute", exp.Second: "second", exp.Year: "year", exp.Month: "month",

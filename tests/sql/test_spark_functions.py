@@ -172,6 +172,18 @@ def test_functions_equal_spark(spark, query, rows):
     assert _ddflow(rows, query) == _spark(spark, rows, query)
 
 
+def test_approximate_aggregates_are_exact_and_equal_spark_on_small_groups(spark):
+    """APPROX_COUNT_DISTINCT and PERCENTILE_APPROX are exact here; on groups smaller than Spark's sketch
+    accuracy its answers are exact too, so they must agree (NULLs, duplicates, decimals, NaN).  Of 0.0 and -0.0,
+    Spark answers either, by the rows' order: ``+ 0.0`` makes both 0.0."""
+    rows = _rows(15, 300)
+    query = ("SELECT n, approx_count_distinct(s) AS a1, approx_count_distinct(k, 0.01) AS a2, "
+             "percentile_approx(k, 0.5) AS p1, percentile_approx(d, 0.25) + 0.0 AS p2, percentile_approx(m, 0.9, 100) AS p3, "
+             "approx_percentile(k, 0) AS p4, percentile_approx(f, 1) AS p5 "
+             "FROM t GROUP BY n")
+    assert _ddflow(rows, query) == _spark(spark, rows, query)
+
+
 def test_first_last_and_any_value_are_the_least_value(spark):
     """Spark's first(x), last(x) and any_value(x) depend on the rows' order, which a view's answer must not: ddflow
     gives the least non-NULL value, which is one of Spark's possible answers."""
@@ -269,6 +281,8 @@ def _at_every_time(spark, query: str, seed: int, group_by: str | None = None) ->
     ("SELECT bit_or(d) AS y FROM t", "BIT_OR of a double (it takes integers)"),
     ("SELECT COUNT(DISTINCT s, d) AS y FROM t", "with a double among them"),
     ("SELECT SUM(DISTINCT n, k) AS y FROM t", "several DISTINCT arguments other than COUNT"),
+    ("SELECT percentile_approx(k, 0.5, n) AS y FROM t", "without a positive integer accuracy as a constant"),
+    ("SELECT approx_count_distinct(k, 2) AS y FROM t", "without a relative error between 0 and 1"),
 ])
 def test_refused_at_planning_naming_the_construct_and_quoting_the_sql(sql, construct):
     flow = ddflow.Dataflow()
