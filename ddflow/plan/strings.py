@@ -77,8 +77,9 @@ def _ints(args: list[Column], places: Sequence[int], name: str) -> None:
 
 
 def _rowwise(fn: Callable, typ: str, name: str = "", ints: Sequence[int] = ()) -> Callable:
-    """A kernel applying ``fn`` to each row's argument values (NULL if any is NULL), memoized per distinct row;
-    ``ints``: the places of arguments Spark takes as int."""
+    """A kernel applying ``fn`` to each row's argument values (NULL if any is NULL, or where ``fn`` answers None:
+    sha2 of an unknown length, regexp_substr without a match), memoized per distinct row; ``ints``: the places
+    of arguments Spark takes as int."""
     def kernel(args: list[Column], e, n: int) -> Column:
         _ints(args, ints, name)
         null = np.zeros(n, dtype=bool)
@@ -87,35 +88,17 @@ def _rowwise(fn: Callable, typ: str, name: str = "", ints: Sequence[int] = ()) -
         cols = [np.asarray(v).tolist() for v, _ in args]
         out = null_values(typ, n) if typ != "string" else np.empty(n, dtype=object)
         memo: dict = {}
-        for i in np.flatnonzero(~null).tolist():
-            key = tuple(c[i] for c in cols)
-            got = memo.get(key)
-            if got is None:
-                got = memo[key] = fn(*key)
-            out[i] = got
-        return filled(out, null, typ), null
-    return kernel
-
-
-def _rowwise_or_null(fn: Callable, typ: str) -> Callable:
-    """``_rowwise`` for a ``fn`` that may answer None: NULL there (regexp_substr without a match, width_bucket's
-    invalid ranges)."""
-    def kernel(args: list[Column], e, n: int) -> Column:
-        null = np.zeros(n, dtype=bool)
-        for _, vn in args:
-            null |= np.asarray(vn, dtype=bool)
-        cols = [np.asarray(v).tolist() for v, _ in args]
-        got: list = [None] * n
-        memo: dict = {}
+        unanswered = []
         for i in np.flatnonzero(~null).tolist():
             key = tuple(c[i] for c in cols)
             if key not in memo:
                 memo[key] = fn(*key)
-            got[i] = memo[key]
-        null |= np.array([g is None for g in got], dtype=bool)
-        out = np.empty(n, dtype=object) if typ == "string" else null_values(typ, n)
-        for i in np.flatnonzero(~null).tolist():
-            out[i] = got[i]
+            got = memo[key]
+            if got is None:
+                unanswered.append(i)
+            else:
+                out[i] = got
+        null[unanswered] = True
         return filled(out, null, typ), null
     return kernel
 
@@ -445,7 +428,7 @@ def _regexp_kernel(result: str, per_row: Callable) -> Callable:
         if pat is None or any(c is None for c in consts):
             return null_values(result, n), np.ones(n, dtype=bool)
         rx = compiled(pat)
-        return _rowwise_or_null(lambda v: per_row(rx, v, *consts), result)(args[:1], e, n)
+        return _rowwise(lambda v: per_row(rx, v, *consts), result)(args[:1], e, n)
     return kernel
 
 
@@ -494,7 +477,7 @@ def _width_bucket_kernel(args, e, n):
         ps = decimal_ps(a.type)
         x = np.asarray(v, dtype=np.float64) / (10 ** ps[1]) if ps else np.asarray(v, dtype=np.float64)
         cols.append((x, vn))
-    return _rowwise_or_null(_width_bucket, "bigint")(cols + [args[3]], e, n)
+    return _rowwise(_width_bucket, "bigint")(cols + [args[3]], e, n)
 
 # -- get_json_object ---------------------------------------------------------------------------------------------
 
@@ -582,7 +565,7 @@ def _get_json_object(args, e, n):
             return None
         return v if isinstance(v, str) else _json_text(v)
 
-    return _rowwise_or_null(extract, "string")(args[:1], e, n)
+    return _rowwise(extract, "string")(args[:1], e, n)
 
 
 _MISSING = object()
