@@ -883,19 +883,24 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
             key = exp.DPipe(this=key, expression=piece)
         return key
 
+    def constant_number(self, arg: exp.Expression) -> float | None:
+        """The value of an aggregate's constant numeric argument (a decimal's at its scale), or None where it is
+        not a constant number: what PERCENTILE's fraction and the approximate aggregates' accuracy must be."""
+        got = self.expr(arg, _Scope([])) if arg.find(exp.Column) is None else None
+        if not isinstance(got, Lit) or got.value is None or not numeric(got.type) or isinstance(got.value, bool):
+            return None
+        ps = decimal_ps(got.type)
+        return float(got.value) / (10 ** ps[1] if ps else 1)
+
     def accuracy(self, node: exp.Expression) -> None:
         """APPROX_COUNT_DISTINCT's relative error and PERCENTILE_APPROX's accuracy: constants in Spark's ranges,
         then unused, since ddflow's answers are exact."""
         a = node.args.get("accuracy")
         if a is None:
             return
-        got = self.expr(a, _Scope([])) if a.find(exp.Column) is None else None
-        ok = isinstance(got, Lit) and got.value is not None and numeric(got.type) and not isinstance(got.value, bool)
-        if ok:
-            ps = decimal_ps(got.type)
-            v = float(got.value) / (10 ** ps[1] if ps else 1)
-            ok = (0.0 < v < 1.0 and isinstance(node, exp.ApproxDistinct)) or (
-                v >= 1 and v == int(v) and v <= (1 << 31) - 1 and isinstance(node, exp.ApproxQuantile))
+        v = self.constant_number(a)
+        ok = v is not None and ((0.0 < v < 1.0 and isinstance(node, exp.ApproxDistinct)) or (
+            v >= 1 and v == int(v) and v <= (1 << 31) - 1 and isinstance(node, exp.ApproxQuantile)))
         if not ok:
             what = "a relative error between 0 and 1" if isinstance(node, exp.ApproxDistinct) else \
                 "a positive integer accuracy"
@@ -906,12 +911,10 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
         q = node.args.get("quantile")
         if q is None:
             return 0.5
-        got = self.expr(q, _Scope([])) if q.find(exp.Column) is None else None
-        if not isinstance(got, Lit) or got.value is None or not numeric(got.type) or isinstance(got.value, bool):
+        v = self.constant_number(q)
+        if v is None:
             raise _unsupported(node, "PERCENTILE with a fraction other than a constant number (an ARRAY of them "
                                      "needs ARRAY columns)")
-        ps = decimal_ps(got.type)
-        v = float(got.value) / (10 ** ps[1] if ps else 1)
         if not 0.0 <= v <= 1.0:
             raise SchemaError(f"SQL: PERCENTILE's fraction must be between 0.0 and 1.0, not {v} "
                               f"(in `{node.sql(dialect='spark')}`)")
