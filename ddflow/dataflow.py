@@ -504,6 +504,18 @@ def _times_for(times: Any, n: int, where: str = "collection") -> np.ndarray:
     return np.full(n, int(t), dtype=np.int64) if t.ndim == 0 else t.astype(np.int64)
 
 
+def _summed_operators(per_worker: list[dict]) -> list[dict]:
+    """Every worker's ``operators`` statistics summed per operator (its name and kind kept), in first-seen order."""
+    summed: dict[str, dict] = {}
+    for w in per_worker:
+        for s in w["operators"]:
+            m = summed.setdefault(s["operator"], dict(s, records=0, bytes=0, queued=0, updates_in=0, updates_out=0,
+                                                      busy_s=0.0))
+            for k in ("records", "bytes", "queued", "updates_in", "updates_out", "busy_s"):
+                m[k] += s[k]
+    return list(summed.values())
+
+
 def _creation_site() -> str:
     """``file.py:line`` of the first caller outside ddflow: where the user created the dataflow."""
     frame = sys._getframe(1)
@@ -1061,7 +1073,8 @@ class EngineDataflow:
 
     def stats(self) -> list[dict]:
         """Per operator: ``operator`` (name), ``kind``, ``records`` and ``bytes`` held as state, ``queued``
-        updates, ``updates_in`` and ``updates_out`` so far; summed over the workers.
+        updates, ``updates_in`` and ``updates_out`` so far, and ``busy_s`` (seconds in its steps); summed over
+        the workers.
 
         What makes bounded state visible: a windowed query's operators hold
         only the windows still open.  Cost: O(operators + trace batches);
@@ -1076,13 +1089,7 @@ class EngineDataflow:
         """
         if self.workers == 1 or self._pool is None:
             return operator_stats(self.top)
-        merged: dict[str, dict] = {}
-        for w in self.worker_stats():
-            for s in w["operators"]:
-                m = merged.setdefault(s["operator"], dict(s, records=0, bytes=0, queued=0, updates_in=0, updates_out=0))
-                for k in ("records", "bytes", "queued", "updates_in", "updates_out"):
-                    m[k] += s[k]
-        return list(merged.values())
+        return _summed_operators(self.worker_stats())
 
     def metrics(self) -> dict:
         """Everything the dataflow counts, as one dict: what a monitoring stack scrapes (:meth:`serve_metrics`).
@@ -1118,25 +1125,11 @@ class EngineDataflow:
         >>> m["inputs"]["edges"], m["outputs"][out.name]["retractions"], m["runs"], m["step_seconds"]["count"]
         ({'updates': 4, 'rejected': 0}, 1, 1, 1)
         """
-        ops: dict[str, dict] = {}
-        workers = []
-        if self.workers == 1 or self._pool is None:
-            for n in self.top.all_nodes():
-                ops[n.name] = {"kind": type(n).__name__, "records": n.records_held(), "bytes": n.bytes_held(),
-                               "queued": n.queued(), "updates_in": n.updates_in, "updates_out": n.updates_out,
-                               "busy_s": n.busy_s}
-        else:
-            for w in self.worker_stats():
-                busy = w.get("busy_by_operator_s", {})
-                for st in w["operators"]:
-                    m = ops.setdefault(st["operator"], {"kind": st["kind"], "records": 0, "bytes": 0, "queued": 0,
-                                                        "updates_in": 0, "updates_out": 0, "busy_s": 0.0})
-                    for k in ("records", "bytes", "queued", "updates_in", "updates_out"):
-                        m[k] += st[k]
-                    m["busy_s"] += busy.get(st["operator"], 0.0)
-                workers.append({"worker": w["worker"], "records": w["trace_size"], "bytes": w["trace_bytes"],
-                                "busy_s": w["busy_s"], "wait_s": w["wait_s"], "idle_s": w["idle_s"],
-                                "rounds": w["rounds"]})
+        per_worker = self.worker_stats()  # one round of the workers' statistics, or none
+        stats = _summed_operators(per_worker) if per_worker else operator_stats(self.top)
+        ops = {s["operator"]: {k: v for k, v in s.items() if k != "operator"} for s in stats}
+        workers = [{"worker": w["worker"], "records": w["trace_size"], "bytes": w["trace_bytes"], "busy_s": w["busy_s"],
+                    "wait_s": w["wait_s"], "idle_s": w["idle_s"], "rounds": w["rounds"]} for w in per_worker]
         inputs = {h.name: {"updates": h.node.updates_in,
                            "rejected": h._rejected_taken + len(h.node.failed)} for h in self.inputs}
         outputs = {n.name: {"updates": n.delivered, "retractions": n.retractions,

@@ -583,7 +583,8 @@ def trace_bytes(scope: Scope) -> int:
 
 
 def operator_stats(scope: Scope) -> list[dict]:
-    """Per operator of ``scope``: its name and kind, the records and bytes it holds, updates queued, in and out."""
+    """Per operator of ``scope``: its name and kind, the records and bytes it holds, updates queued, in and out,
+    and the seconds spent in its steps."""
     return [{"operator": n.name, "kind": type(n).__name__, "records": n.records_held(), "bytes": n.bytes_held(),
-             "queued": n.queued(), "updates_in": n.updates_in, "updates_out": n.updates_out}
+             "queued": n.queued(), "updates_in": n.updates_in, "updates_out": n.updates_out, "busy_s": n.busy_s}
             for n in scope.all_nodes()]

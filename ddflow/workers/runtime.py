@@ -153,7 +153,6 @@ class WorkerRuntime(Scheduler):
         self.stats = {"rounds": 0, "coord_s": [], "wait_s": 0.0, "busy_s": 0.0, "idle_s": 0.0, "runs": 0, "messages": 0,
                       "data_messages": 0}
         self._last_work = time.perf_counter()
-        self.by_node: dict[str, float] = defaultdict(float)  # busy seconds per operator
 
     # -- message plumbing ---------------------------------------------------------------------
     def _on_message(self, ch: Channel, m: Message) -> None:
@@ -210,7 +209,7 @@ class WorkerRuntime(Scheduler):
         m.run_step(bound)
         self._last_work = time.perf_counter()
         self.stats["busy_s"] += self._last_work - t0
-        self.by_node[m.name] += self._last_work - t0
+        m.busy_s += self._last_work - t0
         self.slot[2 * self.me + 1] = 0
 
     def send(self, position: int, x: Node) -> tuple[int, int]:
@@ -335,7 +334,7 @@ class WorkerRuntime(Scheduler):
                 # CPU seconds since the fork: unlike waiting, not inflated when workers time-share cores
                 # (read here only: clock_gettime for CPU time is a real system call, ~20 us on this VM)
                 "cpu_s": time.process_time(),
-                "coord_s": list(coord[-5000:]), "busy_by_operator_s": dict(self.by_node),
+                "coord_s": list(coord[-5000:]),
                 "messages_received": self.stats["messages"],
                 "messages_sent": sum(c.messages_sent for c in self.peers.values()),
                 "data_messages_sent": self.stats["data_messages"],  # the rest are collectives
