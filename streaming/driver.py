@@ -417,11 +417,14 @@ class StreamingDataflow:
         self.progress.listeners.append(fn)
         return self
 
-    def _publish(self) -> None:
-        """What the metrics endpoint serves, from the dataflow (when open) and the query's counters."""
+    def _publish(self, measured: dict | None = None) -> None:
+        """What the metrics endpoint serves, from the dataflow (its ``measured`` metrics, or read now while it is
+        open) and the query's counters."""
+        if measured is None and self._flow is not None and not self._flow.closed:
+            measured = self._flow.metrics()
         fams = self.progress.families()
-        if self._flow is not None and not self._flow.closed:
-            fams = families(self._named_outputs(self._flow.metrics()), self.name) + fams
+        if measured is not None:
+            fams = families(self._named_outputs(measured), self.name) + fams
         self._published["families"] = fams
 
     def _named_outputs(self, measured: dict) -> dict:
@@ -748,8 +751,7 @@ class StreamingDataflow:
                                                          "stateCommit": t_state},
                              measured, outputs, n_dead, t0, watermark)
         if self._metrics_server is not None:
-            self._published["families"] = (families(self._named_outputs(measured), self.name)
-                                           + self.progress.families())
+            self._publish(measured)
         if self.on_batch is not None:
             self.on_batch(batch_id, {**stats, "outputs": outputs, "input": table})
 

@@ -170,18 +170,16 @@ def families(metrics: Mapping[str, Any], dataflow: str = "ddflow") -> list[Famil
         f = fam(name, kind, text)
         for op, s in metrics.get("operators", {}).items():
             f.add({**base, "operator": op, "kind": s.get("kind", "")}, s.get(key, 0))
-    for key, name, text in (("updates", "input_updates_total", "Updates fed to the input."),
-                            ("rejected", "input_rejected_total",
-                             "Updates the input refused (a removal of an absent record, a sum past int64).")):
+    counters = (("inputs", "input", "updates", "input_updates_total", "Updates fed to the input."),
+                ("inputs", "input", "rejected", "input_rejected_total",
+                 "Updates the input refused (a removal of an absent record, a sum past int64)."),
+                ("outputs", "output", "updates", "output_updates_total", "Changes delivered to the output."),
+                ("outputs", "output", "retractions", "output_retractions_total",
+                 "Changes with a negative diff delivered to the output (rows taken back)."))
+    for section, label, key, name, text in counters:
         f = fam(name, "counter", text)
-        for inp, s in metrics.get("inputs", {}).items():
-            f.add({**base, "input": inp}, s.get(key, 0))
-    for key, name, text in (("updates", "output_updates_total", "Changes delivered to the output."),
-                            ("retractions", "output_retractions_total",
-                             "Changes with a negative diff delivered to the output (rows taken back).")):
-        f = fam(name, "counter", text)
-        for o, s in metrics.get("outputs", {}).items():
-            f.add({**base, "output": o}, s.get(key, 0))
+        for who, s in metrics.get(section, {}).items():
+            f.add({**base, label: who}, s.get(key, 0))
     f = fam("output_freshness_seconds", "histogram",
             "Seconds from the oldest input of a run arriving to the run delivering its output's changes.")
     for o, s in metrics.get("outputs", {}).items():
