@@ -8,7 +8,6 @@ atomically) or by scraping them while they run; the CLI does either.
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Any, Mapping
 
 from ddflow.base.metrics import Family, families, text_format
@@ -53,14 +52,15 @@ def run_families(pipeline: str, report: Any, flow_metrics: Mapping[str, Any] | N
 
 
 def write_textfile(path: str, fams: list[Family]) -> None:
-    """Write ``fams`` to ``path`` in Prometheus' text format, atomically (a collector never reads half a file)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".ddflow-metrics-", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text_format(fams))
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write ``fams`` to ``path`` in Prometheus' text format, atomically (a collector never reads half a file),
+    readable by others (0644: node_exporter runs as its own user)."""
+    from ddflow.streaming.sinks import atomic_write
+
+    text = text_format(fams)
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+
+    atomic_write(os.path.abspath(path), write)

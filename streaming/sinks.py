@@ -76,8 +76,11 @@ def accumulate(table: pa.Table) -> dict[tuple, int]:
     return out
 
 
-def _atomic_write(path: str, write) -> None:
-    """``write(tmp)`` a temporary file beside ``path`` and rename it into place; on any error it is removed."""
+def atomic_write(path: str, write) -> None:
+    """``write(tmp)`` a temporary file beside ``path`` and rename it into place; on any error it is removed.
+
+    The temporary file is made 0600 (``mkstemp``); a ``write`` that wants another mode sets it.  The sinks
+    here and the pipeline CLI's metrics file (:mod:`ddflow.pipelines.metrics`) write through it."""
     d = os.path.dirname(path)
     os.makedirs(d, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
@@ -120,7 +123,7 @@ class ParquetSink:
         if table.num_rows == 0:
             return
         table = canonical_order(table)
-        _atomic_write(os.path.join(self.path, f"batch-{batch_id:012d}.parquet"), lambda p: pq.write_table(table, p))
+        atomic_write(os.path.join(self.path, f"batch-{batch_id:012d}.parquet"), lambda p: pq.write_table(table, p))
 
     def table(self) -> pa.Table:
         """Every file's changes in batch-id order (reading back, for tests and checks)."""
@@ -150,7 +153,7 @@ class JsonLinesSink:
             with open(p, "w") as f:
                 f.write(text)
 
-        _atomic_write(os.path.join(self.path, f"batch-{batch_id:012d}.jsonl"), write)
+        atomic_write(os.path.join(self.path, f"batch-{batch_id:012d}.jsonl"), write)
 
     def rows(self) -> list[dict]:
         """Every row of every file, in batch-id order."""

@@ -172,6 +172,7 @@ def test_the_cli_prints_a_bar_per_source_and_a_line_per_view_and_exits_by_status
     assert prom[("ddflow_pipeline_source_version", (("pipeline", "cli"), ("table", "t")))] == DeltaTable(
         f"{root}/t").version()
     assert prom[("ddflow_pipeline_run", (("pipeline", "cli"),))] == 1
+    assert os.stat(f"{root}/run.prom").st_mode & 0o777 == 0o644  # a collector, another user, reads it
     assert prom[("ddflow_input_updates_total", (("dataflow", "cli"), ("input", "t")))] >= 4
     with open(path, "a") as f:
         f.write("pipeline.views['by_g'].sql = 'SELECT g, COUNT(*) AS n FROM t GROUP BY g'\n")
