@@ -46,6 +46,8 @@ PY_TYPE_NAMES = {int: "bigint", float: "double", str: "string", bool: "boolean",
 #: The largest decimal precision (Spark's), and the digits an int64 unscaled value always holds.
 MAX_PRECISION, INT64_DIGITS = 38, 18
 _DECIMAL = re.compile(r"^\s*(?:decimal|dec|numeric)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*$", re.I)
+#: Decimal arithmetic context wide enough to be exact for every DECIMAL(38, s) value.
+_EXACT = decimal.Context(prec=MAX_PRECISION + 2)
 EPOCH = datetime.date(1970, 1, 1)
 EPOCH_TS = datetime.datetime(1970, 1, 1)
 
@@ -142,7 +144,7 @@ def to_unscaled(v: Any, s: int, p: int, where: str) -> int:
         raise SchemaError(f"{where}: {v!r} is not a number for decimal({p},{s})") from None
     if not d.is_finite():
         raise SchemaError(f"{where}: {v!r} is not a finite decimal")
-    scaled = d.scaleb(s)
+    scaled = d.scaleb(s, decimal.Context(prec=len(d.as_tuple().digits) + s + 2))  # exact, however long
     q = int(scaled.to_integral_value(rounding=decimal.ROUND_HALF_UP))
     if q != scaled:
         raise SchemaError(f"{where}: {v!r} has more than {s} decimal places for decimal({p},{s})")
@@ -159,7 +161,7 @@ def from_unscaled(q: int, s: int) -> decimal.Decimal:
     >>> from_unscaled(1234, 2)
     Decimal('12.34')
     """
-    return decimal.Decimal(int(q)).scaleb(-s)
+    return decimal.Decimal(int(q)).scaleb(-s, _EXACT)  # the default context's 28 digits would round 38
 
 
 def date_days(v: datetime.date) -> int:

@@ -368,7 +368,9 @@ def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _int_values(vals: np.ndarray, null: np.ndarray) -> np.ndarray:
     """Integer (or unscaled decimal) values with NULL as 0, as int64."""
-    if vals.dtype == object:  # the NULL type: every value is NULL
+    if vals.dtype == object:  # the NULL type: every value is NULL (evaluate gives a decimal as int64)
+        if not null.all():
+            raise SchemaError(f"a sum of {vals[~null][0]!r}: not an integer or decimal")
         return np.zeros(len(vals), dtype=np.int64)
     return np.where(null, 0, vals).astype(np.int64)
 

@@ -29,8 +29,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ddflow.base.schema import KIND, NULL_VALUE
+from ddflow.base.schema import KIND, NULL_VALUE, decimal_ps, from_unscaled
 from ddflow.errors import SchemaError
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 Column = tuple[np.ndarray, np.ndarray]
 
@@ -360,13 +362,59 @@ def dtype_of(typ: str):
 
 
 def as_type(vals: np.ndarray, typ: str) -> np.ndarray:
-    """``vals`` as the numpy dtype of SQL type ``typ`` (no copy when it already is)."""
+    """``vals`` as the numpy dtype of SQL type ``typ`` (no copy when it already is).
+
+    A decimal's values past int64 stay Python ints: a wide intermediate
+    (:func:`ddflow.plan.functions.fitted`), exact until it is stored.
+    """
+    if vals.dtype == object and typ.startswith("decimal("):
+        return unscaled(vals)
     return vals.astype(dtype_of(typ), copy=False)
+
+
+def unscaled(vals: np.ndarray) -> np.ndarray:
+    """Unscaled decimal values as int64 when they all fit it, else as they are (Python ints, an object array).
+
+    >>> unscaled(np.array([1, 2], dtype=object)).dtype, unscaled(np.array([10 ** 20], dtype=object)).dtype
+    (dtype('int64'), dtype('O'))
+    """
+    if vals.dtype != object:
+        return vals.astype(np.int64, copy=False)
+    if all(_I64_MIN <= v <= _I64_MAX for v in vals.tolist()):
+        return vals.astype(np.int64)
+    return vals
+
+
+def stored_unscaled(vals: np.ndarray, null: np.ndarray, typ: str, what: str) -> np.ndarray:
+    """A decimal column as stored: int64, or an overflow error naming ``what`` for a value past 18 digits.
+
+    ddflow stores decimals in int64, so a wide type's value is exact inside
+    an expression but stored only if it fits (a ROUND, or a CAST to fewer
+    places, can make it fit).  O(n).
+
+    >>> stored_unscaled(np.array([150], dtype=object), np.array([False]), "decimal(38,2)", "x").tolist()
+    [150]
+    """
+    vals = unscaled(np.where(null, 0, vals) if vals.dtype == object else vals)
+    if vals.dtype == object:
+        big = next(v for v in vals.tolist() if not _I64_MIN <= v <= _I64_MAX)
+        raise SchemaError(f"decimal overflow in {what}: the value {from_unscaled(big, decimal_ps(typ)[1])} of {typ} "
+                          "needs more than 18 digits, and ddflow stores decimals in int64 (ROUND it, or CAST it to "
+                          "fewer places)")
+    return vals
 
 
 def null_values(typ: str, n: int) -> np.ndarray:
     """``n`` value fields of NULLs of SQL type ``typ``: its canonical value (0, 0.0, False or None)."""
     return np.full(n, NULL_VALUE[KIND.get(typ, "i")], dtype=dtype_of(typ))
+
+
+def _put(vals: np.ndarray, idx: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``vals`` with ``vals[idx] = v``, as an object array if ``v`` is one (a wide decimal's Python ints)."""
+    if v.dtype == object and vals.dtype != object:
+        vals = vals.astype(object)
+    vals[idx] = v
+    return vals
 
 
 def filled(vals: np.ndarray, null: np.ndarray, typ: str) -> np.ndarray:
@@ -378,14 +426,26 @@ def filled(vals: np.ndarray, null: np.ndarray, typ: str) -> np.ndarray:
     return out
 
 
-def evaluate(e: Expr, cols: Sequence[Column]) -> Column:
+def evaluate(e: Expr, cols: Sequence[Column], stored: bool = True) -> Column:
     """``(values, null)`` of ``e`` over columns ``cols`` (all of one length).  O(n) numpy/Arrow calls per node.
 
     Without recursion: a leaf, or a call of leaves, is computed at once
     (most predicates); anything else runs on an explicit stack of
     evaluations, one generator per node (:func:`_form`) that asks for its
     arguments' values, each over the rows it needs.
+
+    Inside the expression a decimal is exact to its type's 38 digits (Python
+    ints where int64 is too small); its result is as stored, int64, or an
+    overflow error naming ``e`` (:func:`stored_unscaled`), unless
+    ``stored`` is False (a constant folded at planning).
     """
+    vals, null = _evaluated(e, cols)
+    if stored and vals.dtype == object and e.type.startswith("decimal("):
+        vals = stored_unscaled(vals, null, e.type, f"`{e}`")
+    return vals, null
+
+
+def _evaluated(e: Expr, cols: Sequence[Column]) -> Column:
     n = len(cols[0][0]) if cols else 0
     got = _direct(e, cols, n)
     if got is not None:
@@ -414,7 +474,8 @@ def _leaf(e: Expr, cols: Sequence[Column], n: int) -> Column:
         typ = e.type if e.type != "null" else "bigint"
         if e.value is None:
             return null_values(typ, n), np.ones(n, dtype=bool)
-        vals = np.empty(n, dtype=dtype_of(typ))
+        wide = typ.startswith("decimal(") and not _I64_MIN <= e.value <= _I64_MAX
+        vals = np.empty(n, dtype=object if wide else dtype_of(typ))
         vals[:] = e.value
         return vals, np.zeros(n, dtype=bool)
     raise SchemaError(f"cannot evaluate {type(e).__name__} {e} on its own")
@@ -481,12 +542,14 @@ def _form(e: Call, cols: Sequence[Column], n: int):
             hit = idx[~cn & cv.astype(bool)]
             if len(hit):
                 v, vn = yield pairs[i + 1], _rows(cols, hit, n)
-                vals[hit], null[hit] = as_type(v, e.type), vn
+                vals = _put(vals, hit, as_type(v, e.type))
+                null[hit] = vn
                 left[hit] = False
         idx = np.flatnonzero(left)
         if len(idx):
             v, vn = yield other, _rows(cols, idx, n)
-            vals[idx], null[idx] = as_type(v, e.type), vn
+            vals = _put(vals, idx, as_type(v, e.type))
+            null[idx] = vn
         return filled(vals, null, e.type), null
     if op == "coalesce":  # each argument only on the rows still NULL
         vals, null = yield e.args[0], cols
@@ -496,7 +559,8 @@ def _form(e: Call, cols: Sequence[Column], n: int):
             if not len(idx):
                 break
             v, vn = yield a, _rows(cols, idx, n)
-            vals[idx], null[idx] = as_type(v, e.type), vn
+            vals = _put(vals, idx, as_type(v, e.type))
+            null[idx] = vn
         return filled(vals, null, e.type), null
     if op in ("and", "or"):  # each argument only where those before it do not decide (Spark short-circuits)
         true = np.zeros(n, dtype=bool)  # a TRUE seen (or), a FALSE seen (and): decided

@@ -15,7 +15,10 @@ differs from legacy mode:
   ``DecimalPrecision`` with ``allowPrecisionLoss`` (rounding HALF_UP);
   an integer literal in decimal arithmetic takes its minimal precision
   (``spark.sql.legacy.literal.pickMinimumPrecision``).  A result past
-  its precision, or past int64's 18 digits (ddflow's storage), raises.
+  its precision raises.  Inside an expression values are exact to 38
+  digits (Python ints where int64 is too small); a result stored past
+  int64's 18 digits (ddflow's storage) raises
+  (:func:`ddflow.plan.expr.evaluate`).
 - Integer overflow, division or remainder by zero, and a string CAST
   that does not parse raise (``try_cast`` and ``try_divide`` give NULL).
 - ``/`` of integers is a double division; ``/`` with a decimal is decimal.
@@ -60,7 +63,7 @@ from ddflow.base.columnar import wrapping_products
 from ddflow.base.schema import (EPOCH, KIND, MAX_PRECISION, NULL_VALUE, decimal_ps, decimal_type, from_days,
                                 from_micros, from_unscaled, is_decimal)
 from ddflow.errors import SchemaError
-from ddflow.plan.expr import KERNELS, Call, Column, Expr, Lit, as_type, dtype_of, filled, null_values
+from ddflow.plan.expr import KERNELS, Call, Column, Expr, Lit, as_type, dtype_of, filled, null_values, unscaled
 
 Typer = Callable[[Sequence[Expr]], str]
 Kernel = Callable[[list[Column], Call, int], Column]
@@ -276,15 +279,21 @@ def div_half_up(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def fitted(vals: np.ndarray, ok: np.ndarray, typ: str, what: str) -> np.ndarray:
-    """Exact unscaled results as int64, checked to fit ``typ``'s precision and int64 (ANSI: overflow raises)."""
+    """Exact unscaled results checked to fit ``typ``'s precision (ANSI: overflow raises).
+
+    int64 when every value fits it; else, only for a wide type (more than
+    18 digits), Python ints (an object array): an intermediate value, exact
+    for the expression above it (a ROUND, a comparison, a CAST), which a
+    stored column takes only if it fits int64 (:func:`ddflow.plan.expr.stored_unscaled`).
+    NULL rows hold 0.
+    """
     p, s = decimal_ps(typ)
     if vals.dtype == object:
-        live = [v for v, good in zip(vals.tolist(), ok.tolist()) if good]
-        limit = min(10 ** p, 1 << 63)
-        if any(abs(v) >= limit for v in live):
-            raise SchemaError(f"decimal overflow in {what}: a result does not fit {typ}"
-                              + ("" if p < 19 else " (ddflow stores decimals in int64: at most 18 digits)"))
-        return np.array([v if good else 0 for v, good in zip(vals.tolist(), ok.tolist())], dtype=np.int64)
+        vals = np.where(ok, vals, 0)
+        limit = 10 ** p
+        if any(abs(v) >= limit for v in vals.tolist()):
+            raise SchemaError(f"decimal overflow in {what}: a result does not fit {typ}")
+        return unscaled(vals)
     vals = vals.astype(np.int64)
     if p < 19 and (np.abs(vals[ok]) >= 10 ** p).any():
         raise SchemaError(f"decimal overflow in {what}: a result does not fit {typ}")
@@ -385,8 +394,7 @@ def _arith_kernel(op: str) -> Kernel:
         # Decimal: exact on unscaled integers, then fitted to the result type.
         p, s = decimal_ps(e.type)
         s1, s2 = precision_scale(x)[1], precision_scale(y)[1]
-        a = np.where(ok, np.asarray(a, dtype=np.int64), 0)
-        b = np.where(ok, np.asarray(b, dtype=np.int64), 0)
+        a, b = unscaled(np.where(ok, a, 0)), unscaled(np.where(ok, b, 0))
         if op in ("+", "-"):
             sc = max(s1, s2)
             xa, xb = as_decimal(a, x.type, sc), as_decimal(b, y.type, sc)
@@ -470,6 +478,8 @@ def _unary_numeric(args):
 def _negate(vals: np.ndarray, null: np.ndarray, typ: str, what: str) -> np.ndarray:
     if typ == "double":
         return -np.asarray(vals, dtype=np.float64)
+    if vals.dtype == object:  # a wide decimal's Python ints: no overflow
+        return -vals
     v = np.asarray(vals, dtype=np.int64)
     if (v[~null] == _I64.min).any():
         raise SchemaError(f"integer overflow in {what}: a result does not fit in bigint")
@@ -485,7 +495,8 @@ def _neg(args, e, n):
 @function("abs", _unary_numeric)
 def _abs(args, e, n):
     (a, an), = args
-    v = np.asarray(a, dtype=np.float64 if e.type == "double" else np.int64)
+    v = a if a.dtype == object and is_decimal(e.type) else np.asarray(a, dtype=np.float64 if e.type == "double"
+                                                                          else np.int64)
     return filled(np.where(v < 0, _negate(v, an, e.type, "abs"), v), an, e.type), an
 
 
@@ -504,8 +515,8 @@ def _div(args, e, n):
     ok = ~null
     x, y = e.args
     sc = max(precision_scale(x)[1], precision_scale(y)[1])
-    xa = as_decimal(np.where(ok, np.asarray(a, dtype=np.int64), 0), x.type, sc)
-    xb = as_decimal(np.where(ok, np.asarray(b, dtype=np.int64), 1), y.type, sc)
+    xa = as_decimal(unscaled(np.where(ok, a, 0)), x.type, sc)
+    xb = as_decimal(unscaled(np.where(ok, b, 1)), y.type, sc)
     _no_zero(np.asarray(xb), ok, "div")
     if xa.dtype == object or xb.dtype == object:
         q = np.array([(abs(u) // abs(v)) * (1 if (u >= 0) == (v >= 0) else -1) for u, v in zip(xa.tolist(), xb.tolist())],
@@ -1413,7 +1424,7 @@ def cast_values(a: np.ndarray, an: np.ndarray, src: str, dst: str, safe: bool = 
             vals = as_decimal(np.where(ok, a, 0), src, s)
         live = ~null
         if safe:  # out of range: NULL
-            limit = min(10 ** p, 1 << 63)
+            limit = 10 ** p
             over = np.array([abs(int(v)) >= limit for v in vals.tolist()], dtype=bool) & live
             null = null | over
             live = ~null
@@ -1434,8 +1445,15 @@ def cast_values(a: np.ndarray, an: np.ndarray, src: str, dst: str, safe: bool = 
             return _parsed(a, an, _INT_TEXT, pa.int64(), safe, "bigint")
         if is_decimal(src):  # truncates toward zero
             d = 10 ** _scale_of(src)
-            v = np.asarray(a, dtype=np.int64)
-            return filled(np.sign(v) * (np.abs(v) // d), null, "bigint"), null
+            v = unscaled(np.where(ok, a, 0))
+            q = np.sign(v) * (np.abs(v) // d)
+            if q.dtype == object:  # a wide decimal's Python ints
+                q = unscaled(q)
+                if q.dtype == object:
+                    over = np.array([not _I64.min <= u <= _I64.max for u in q.tolist()], dtype=bool)
+                    null = _bad(over, a, src, dst, safe, null)
+                    q = np.where(over, 0, q).astype(np.int64)
+            return filled(q, null, "bigint"), null
         if src in ("date", "timestamp"):
             raise SchemaError(f"CAST from {src} to bigint is not supported (use unix_date / EXTRACT)")
         return filled(np.asarray(a, dtype=np.int64), null, "bigint"), null

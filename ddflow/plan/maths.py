@@ -32,7 +32,7 @@ import numpy as np
 
 from ddflow.base.schema import decimal_ps, decimal_type, is_decimal
 from ddflow.errors import SchemaError
-from ddflow.plan.expr import KERNELS, Call, Lit, filled
+from ddflow.plan.expr import KERNELS, Call, Lit, filled, unscaled
 from ddflow.plan.functions import (TypeMismatch, _names, arithmetic_type, as_decimal, decimal_to_float, fitted,
                                    function, numeric)
 
@@ -104,8 +104,7 @@ def _pmod(args, e, n):
         bd = _doubles(b, y.type)
         return np.where(neg, np.fmod(r + bd, bd), r), null
     s = decimal_ps(e.type)[1] if is_decimal(e.type) else 0
-    bs = as_decimal(np.where(null, 1, np.asarray(b, dtype=np.int64)), y.type, s) if is_decimal(e.type) \
-        else np.asarray(b, dtype=np.int64)
+    bs = as_decimal(unscaled(np.where(null, 1, b)), y.type, s) if is_decimal(e.type) else np.asarray(b, dtype=np.int64)
     out = np.array(r, dtype=object)
     for i in np.flatnonzero(neg).tolist():
         t, m = int(r[i]) + int(bs[i]), int(bs[i])
@@ -139,7 +138,7 @@ def _ceil_floor(up: bool):
             return filled(np.asarray(a, dtype=np.int64), an, "bigint"), an
         if is_decimal(t):
             s = decimal_ps(t)[1]
-            v = np.asarray(a, dtype=np.int64)
+            v = unscaled(np.where(an, 0, a))
             d = 10 ** s
             q = -((-v) // d) if up else v // d
             return fitted(q, ~an, e.type, "ceil" if up else "floor"), an

@@ -132,13 +132,11 @@ def literal(node: exp.Literal) -> Lit:
         d = decimal.Decimal(text)
         sign, digits, exponent = d.as_tuple()
         scale = max(0, -exponent)
-        unscaled = int(d.scaleb(scale))
+        unscaled = int(d.scaleb(scale, decimal.Context(prec=len(digits) + 2)))
         precision = max(len(str(abs(unscaled))) if unscaled else 1, scale)
         if precision > 38:
             return Lit(float(text), "double")
-        if not -(1 << 63) <= unscaled < (1 << 63):
-            raise SchemaError(f"SQL: the literal {text} needs more than 18 digits (ddflow's decimals are int64)")
-        return Lit(unscaled, decimal_type(precision, scale))
+        return Lit(unscaled, decimal_type(precision, scale))  # past 18 digits: exact inside an expression
     value = int(text.rstrip("lLsSyY"))
     if not -(1 << 63) <= value < (1 << 63):
         raise SchemaError(f"SQL: the literal {text} does not fit in bigint")
@@ -148,7 +146,7 @@ def literal(node: exp.Literal) -> Lit:
 def fold(e: Expr) -> Expr:
     """``e`` evaluated once if it reads no column (a constant): one literal instead of a per-row computation."""
     if isinstance(e, Call) and not e.columns() and e.type not in ("null",) and not isinstance(e, Lit):
-        vals, null = evaluate(e, [(np.zeros(1, dtype=np.int64), np.zeros(1, dtype=bool))])
+        vals, null = evaluate(e, [(np.zeros(1, dtype=np.int64), np.zeros(1, dtype=bool))], stored=False)
         v = None if null[0] else vals[0]
         if isinstance(v, np.generic):
             v = v.item()

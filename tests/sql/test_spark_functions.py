@@ -317,3 +317,40 @@ def test_get_json_object_equals_spark(spark):
     rows = [(d,) for d in JSON_DOCS]
     query = "SELECT s, " + ", ".join(f"get_json_object(s, '{p}') AS j{i}" for i, p in enumerate(JSON_PATHS)) + " FROM t"
     assert _ddflow(rows, query, {"s": "string"}) == _spark(spark, rows, query, "s string")
+
+
+WIDE_SCHEMA = {"k": "bigint", "a": "decimal(17,2)", "b": "decimal(17,2)", "c": "decimal(15,4)"}
+#: Each expression's type is past 18 digits on the way (a ratio of DECIMAL(17,2) sums is DECIMAL(37,20)); its
+#: answer is narrower: ROUND, a comparison, a CAST, DIV.  (TPC-DS q2, q74, q75.)
+WIDE = ("SELECT k, round(a / b, 2) AS w1, bround(a / b, 3) AS w2, try_cast(a / b AS DECIMAL(12,4)) AS w3, "
+        "CAST(a / b AS STRING) AS w4, a / b > c / a AS w5, CASE WHEN b > 0 THEN a / b ELSE NULL END > 0.9 AS w6, "
+        "round(coalesce(a / b, c / a), 6) AS w7, round(a / b - c / a * 3, 5) AS w8, ceil(a / b) AS w9, "
+        "floor(-(a / b)) AS w10, (a / b) DIV 1 AS w11, CAST(a / b AS BIGINT) AS w12, round(abs(c / a), 1) AS w13, "
+        "round(greatest(a / b, c / a), 4) AS w14, round(try_divide(a, b) * 7, 3) AS w15, a / b IN (0.5, 2) AS w16, "
+        "round(pmod(a / b, 0.7), 4) AS w17, CAST(a / b AS DOUBLE) > 1 AS w18, a < 12345678901234567890.12 AS w19, "
+        "round(a + 12345678901234567890.12 - 12345678901234567890.12, 1) AS w20 "
+        "FROM t WHERE b <> 0 AND a <> 0")
+
+
+def _wide_rows(seed: int, count: int) -> list[tuple]:
+    rng = random.Random(seed)
+    dec = decimal.Decimal
+    money = [None, dec("0.01"), dec("1.00"), dec("-3.07"), dec("12345678.90"), dec("2.50"), dec("-0.99"),
+             dec("7.00"), dec("-9999999.99")]
+    fours = [None, dec("0.0001"), dec("-5.5000"), dec("10.1234"), dec("9999999.9999")]
+    return [(rng.randint(-5, 5), rng.choice(money), rng.choice(money), rng.choice(fours)) for _ in range(count)]
+
+
+def test_decimals_past_18_digits_inside_an_expression_equal_spark(spark):
+    rows = _wide_rows(14, 150)
+    assert _ddflow(rows, WIDE, WIDE_SCHEMA) == _spark(spark, rows, WIDE, "k bigint, a decimal(17,2), b decimal(17,2), "
+                                                                        "c decimal(15,4)")
+
+
+def test_a_stored_decimal_past_18_digits_is_an_overflow_naming_its_expression():
+    """Spark has a value (38 digits); ddflow stores decimals in int64 and says so, never a wrong value."""
+    rows = [(1, decimal.Decimal("3.00"), decimal.Decimal("2.00"), None)]
+    for q in ("SELECT a / b AS r FROM t", "SELECT SUM(a / b) AS r FROM t", "SELECT MAX(a / b) AS r FROM t"):
+        with pytest.raises(ddflow.SchemaError, match=r"decimal overflow in `\(a / b\)`: the value 1\.5000+ of "
+                                                     r"decimal\(37,20\) needs more than 18 digits"):
+            _ddflow(rows, q, WIDE_SCHEMA)
