@@ -118,17 +118,26 @@ def try_total(a: Agg, live: list) -> tuple:
 
 
 def covariance(a: Agg, live: list) -> tuple:
-    """COVAR_POP, COVAR_SAMP or CORR of a group's ``(x, y, multiplicity)`` triples (rows with both non-NULL),
-    exactly (rationals, rounded once; CORR's root of the rounded product): NULL over no rows, and (a sample,
-    or CORR) over one, as Spark; NaN where a value is not finite or CORR's variances are 0.  O(len(live)).
+    """COVAR_POP, COVAR_SAMP, CORR or a REGR_ of a group's ``(u, v, multiplicity)`` triples (rows with both
+    non-NULL; ``u`` is the first argument: REGR_'s ``y``), exactly (rationals, rounded once; CORR's root of the
+    rounded product): NULL over no rows, and (a sample, or CORR) over one, as Spark; NaN where a value is not
+    finite or CORR's variances are 0.  O(len(live)).
+
+    The REGR_ functions of Spark's ``REGR_(y, x)``: ``sxx``, ``syy`` and
+    ``sxy`` are the sums of squared (multiplied) deviations from the means;
+    ``slope`` is sxy / sxx and ``intercept`` mean(y) - slope * mean(x), NULL
+    where sxx is 0; ``r2`` is sxy**2 / (sxx * syy), NULL where sxx is 0 and 1
+    where syy is.
 
     >>> from ddflow.plan.expr import Col
     >>> x = Col(0, "double")
     >>> covariance(Agg("covar_samp", x, other=x), [(1.0, 2.0, 1), (2.0, 4.0, 1), (3.0, 6.0, 1)])
     (2.0, False)
+    >>> covariance(Agg("regr_slope", x, other=x), [(3.0, 1.0, 1), (5.0, 2.0, 1), (7.0, 3.0, 1)])
+    (2.0, False)
     """
     n = sum(m for _, _, m in live)
-    if n == 0 or n == 1 and a.func != "covar_pop":
+    if n == 0 or n == 1 and a.func in ("covar_samp", "corr"):
         return None, True
     if any(not math.isfinite(float(v)) for x, y, _ in live for v in (x, y)):
         return math.nan, False
@@ -136,8 +145,20 @@ def covariance(a: Agg, live: list) -> tuple:
               for col, e in (((x for x, _, _ in live), a.arg), ((y for _, y, _ in live), a.other)))
     mx, my = sum(v * m for v, m in xs) / n, sum(v * m for v, m in ys) / n
     ck = sum((x - mx) * (y - my) * m for (x, m), (y, _) in zip(xs, ys))
-    if a.func == "corr":
+    if a.func == "corr" or a.func.startswith("regr_"):
         vx, vy = (sum((v - mu) ** 2 * m for v, m in vs) for vs, mu in ((xs, mx), (ys, my)))
+    if a.func.startswith("regr_"):  # x is the second argument: REGR_(y, x)
+        sxx, syy, sxy = vy, vx, ck
+        if a.func in ("regr_sxx", "regr_syy", "regr_sxy"):
+            return float({"regr_sxx": sxx, "regr_syy": syy, "regr_sxy": sxy}[a.func]), False
+        if sxx == 0:
+            return None, True
+        if a.func == "regr_slope":
+            return float(sxy / sxx), False
+        if a.func == "regr_intercept":
+            return float(mx - sxy / sxx * my), False
+        return (1.0 if syy == 0 else float(sxy * sxy / (sxx * syy))), False  # regr_r2
+    if a.func == "corr":
         if vx == 0 or vy == 0:
             return math.nan, False
         return float(ck) / math.sqrt(float(vx) * float(vy)), False
@@ -250,7 +271,33 @@ def nearest_rank(a: Agg, live: list) -> tuple:
     return vals[-1][0], False
 
 
+def mode(a: Agg, live: list) -> tuple:
+    """MODE: the most frequent of a group's non-NULL ``(value, multiplicity)`` pairs; of values tied on the
+    count, the least (Spark's ``mode(x, true)``; plain ``mode(x)`` lets Spark answer any of them, and a view's
+    answer must not depend on the rows' order).  All NaNs are one value, ordered last; -0.0 is 0.0.
+    O(len(live) log len(live)).
+
+    >>> from ddflow.plan.expr import Col
+    >>> mode(Agg("mode", Col(0, "bigint")), [(3, 2), (1, 1), (2, 2)])
+    (2, False)
+    """
+    counts: dict = {}
+    nan = None
+    for v, m in live:
+        if v != v:  # NaN: not equal to itself, so not a dict key of its own
+            nan = (nan or 0) + m
+        else:
+            v = 0.0 if isinstance(v, float) and v == 0 else v  # -0.0 is 0.0, as Spark normalizes it
+            counts[v] = counts.get(v, 0) + m
+    best = max((c for c in counts.values() if c), default=0)
+    if nan and nan > best:
+        return math.nan, False
+    if not best:
+        return None, True
+    return min(v for v, c in counts.items() if c == best), False
+
+
 ONE_OPERAND = {**dict.fromkeys(("var_samp", "var_pop", "stddev_samp", "stddev_pop"), spread), "percentile": percentile,
-               "percentile_approx": nearest_rank,
+               "percentile_approx": nearest_rank, "mode": mode,
                "skewness": moment, "kurtosis": moment, "try_sum": try_total, "try_avg": try_total,
                **dict.fromkeys(("bit_and", "bit_or", "bit_xor"), bits)}

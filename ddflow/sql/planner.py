@@ -851,15 +851,17 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
                                      "stddev_samp", "stddev_pop", "skewness", "kurtosis"):
             raise _unsupported(node)
         e = self.expr(arg, scope)
-        if func not in ("count", "min", "max", "max_by", "min_by") and not numeric(e.type):
+        if func == "mode" and not isinstance(node.args.get("deterministic") or exp.true(), exp.Boolean):
+            raise _unsupported(node, "MODE's second argument other than a constant TRUE or FALSE")
+        if func not in ("count", "min", "max", "max_by", "min_by", "mode") and not numeric(e.type):
             raise SchemaError(f"SQL: {func.upper()} needs a number, got {e.type} in `{node.sql(dialect='spark')}`")
         if func.startswith("bit_") and e.type not in ("bigint", "null"):
             raise _unsupported(node, f"{func.upper()} of a {e.type} (it takes integers)")
         if func in ("percentile", "percentile_approx"):
             return Agg(func, e, distinct, self.fraction(node))
-        if func in ("covar_pop", "covar_samp", "corr", "max_by", "min_by"):
+        if func in ("covar_pop", "covar_samp", "corr", "max_by", "min_by") or func.startswith("regr_"):
             other = self.expr(node.expression, scope)
-            if func[0] == "c" and not numeric(other.type):  # COVAR_POP, COVAR_SAMP, CORR
+            if func[0] in "cr" and not numeric(other.type):  # COVAR_POP, COVAR_SAMP, CORR, REGR_
                 raise SchemaError(f"SQL: {func.upper()} cannot use {other.type} as its second argument "
                                   f"(in `{node.sql(dialect='spark')}`)")
             return Agg(func, e, other=other)

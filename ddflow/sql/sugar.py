@@ -8,6 +8,10 @@ sums):
 
 - ``count_if(c)`` is ``COUNT(CASE WHEN c THEN 1 END)``: the rows where ``c``
   is true (0 when none);
+- ``regr_count(y, x)`` is ``COUNT(CASE WHEN y IS NOT NULL THEN x END)``
+  (the rows where both are non-NULL), ``regr_avgx(y, x)`` the AVG of that
+  and ``regr_avgy(y, x)`` ``AVG(CASE WHEN x IS NOT NULL THEN y END)``, as
+  Spark defines them;
 - ``bool_and(c)`` and ``every(c)`` are true when no row's ``c`` is false,
   ``bool_or(c)``, ``some(c)`` and ``any(c)`` when some row's is true; NULLs
   are skipped, and a group with no non-NULL ``c`` gives NULL, as in Spark.
@@ -69,6 +73,12 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
         return node
     if isinstance(node, exp.CountIf):
         return _count_when(node.this)
+    if isinstance(node, (exp.RegrCount, exp.RegrAvgx, exp.RegrAvgy)):
+        y, x = node.this, node.expression
+        keep, value = (x, y) if isinstance(node, exp.RegrAvgy) else (y, x)
+        paired = exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=keep.copy(), expression=exp.Null())),
+                                      true=value.copy())])
+        return exp.Count(this=paired) if isinstance(node, exp.RegrCount) else exp.Avg(this=paired)
     every = isinstance(node, exp.LogicalAnd) or name == "every"
     some = isinstance(node, exp.LogicalOr) or name == "some" or \
         (isinstance(node, exp.Any) and not isinstance(node.parent, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT,

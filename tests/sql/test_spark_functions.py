@@ -222,9 +222,9 @@ def test_per_group_aggregates_under_updates_equal_spark_at_every_time(spark):
                           "count(DISTINCT s, t) AS b4 FROM t GROUP BY n", seed=12, group_by="n")
 
 
-def _at_every_time(spark, query: str, seed: int, group_by: str | None = None) -> None:
+def _at_every_time(spark, query: str, seed: int, group_by: str | None = None, pool: list | None = None) -> None:
     rng = random.Random(seed)
-    pool = _edge_rows(5, 40)
+    pool = pool or _edge_rows(5, 40)
     flow = ddflow.Dataflow()
     handle = flow.new_collection("t", schema=SCHEMA)[0]
     cap = flow.sql(query).capture()
@@ -354,3 +354,44 @@ def test_a_stored_decimal_past_18_digits_is_an_overflow_naming_its_expression():
         with pytest.raises(ddflow.SchemaError, match=r"decimal overflow in `\(a / b\)`: the value 1\.5000+ of "
                                                      r"decimal\(37,20\) needs more than 18 digits"):
             _ddflow(rows, q, WIDE_SCHEMA)
+
+
+REGRESSION = ("SELECT k, regr_count(d, f) AS r1, regr_avgx(d, f) AS r2, regr_avgy(d, f) AS r3, regr_sxx(d, f) AS r4, "
+              "regr_syy(d, f) AS r5, regr_sxy(d, f) AS r6, regr_slope(d, f) AS r7, regr_intercept(d, f) AS r8, "
+              "regr_r2(d, f) AS r9, regr_slope(n, m) AS r10, regr_avgx(n, m) AS r11, regr_r2(m, n) AS r12, "
+              "regr_count(n, d) AS r13, regr_intercept(m, k) AS r14 FROM t GROUP BY k")
+
+
+def _regression_rows(seed: int, count: int) -> list[tuple]:
+    """Finite values (a slope through an infinity is NaN or NULL by Spark's running sums), NULLs, and groups
+    where x is constant (REGR_SLOPE and REGR_R2 NULL) or y is (REGR_R2 1)."""
+    rng = random.Random(seed)
+    out = []
+    for r in _rows(seed, count):
+        k = rng.randint(0, 6)
+        d = rng.choice([None, 1.0, -2.5, 0.125, 3.0, 8.0]) if k != 5 else 2.0
+        f = rng.choice([None, 0.5, 2.0, -1.0, 7.25]) if k != 4 else 1.5
+        out.append((r[0], r[1], r[2], k, d, r[5], f, r[7]))
+    return out
+
+
+def test_regression_aggregates_equal_spark(spark):
+    rows = _regression_rows(15, 300)
+    assert _ddflow(rows, REGRESSION) == _spark(spark, rows, REGRESSION)
+
+
+def test_regression_aggregates_under_updates_equal_spark_at_every_time(spark):
+    _at_every_time(spark, "SELECT k, regr_slope(d, f) AS r1, regr_intercept(d, f) AS r2, regr_r2(d, f) AS r3, "
+                          "regr_count(d, f) AS r4, regr_avgy(d, f) AS r5 FROM t GROUP BY k", seed=16, group_by="k",
+                   pool=_regression_rows(17, 40))
+
+
+def test_mode_is_sparks_deterministic_mode(spark):
+    """The most frequent value, the least of ties: Spark's ``mode(x, true)``, and what plain ``mode(x)`` gives
+    here (Spark's own plain mode answers any of the tied values)."""
+    query = ("SELECT k, mode(s, true) AS m1, mode(n, true) AS m2, mode(m, true) AS m3, mode(sqrt(d), true) AS m4, "
+             "mode(d, true) AS m5 FROM t GROUP BY k")
+    rows = _rows(18, 200)
+    assert _ddflow(rows, query) == _spark(spark, rows, query)
+    plain = query.replace(", true)", ")")
+    assert _ddflow(rows, plain) == _ddflow(rows, query)
