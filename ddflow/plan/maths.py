@@ -27,6 +27,7 @@ Cost: O(n) numpy operations per call; round and bround of doubles and of decimal
 from __future__ import annotations
 
 import decimal
+import math
 
 import numpy as np
 
@@ -297,3 +298,24 @@ def _negative(args, e, n):
 
 
 __all__: list[str] = []
+
+
+def _factorial_typer(args):
+    if len(args) != 1 or args[0].type not in ("bigint", "null"):
+        raise TypeMismatch(f"factorial takes an integer, got ({_names(args)})")
+    return "bigint"
+
+
+@function("factorial", _factorial_typer)
+def _factorial(args, e, n):
+    """factorial(k) of 0..20 (what fits bigint); NULL outside that, as Spark's; a k past int raises, as Spark's
+    CAST of its argument to int does.  O(n)."""
+    (a, an), = args
+    v = np.asarray(a, dtype=np.int64)
+    live = v[~an]
+    if ((live < -(1 << 31)) | (live >= (1 << 31))).any():
+        raise SchemaError(f"factorial: {int(live[(live < -(1 << 31)) | (live >= (1 << 31))][0])} is past int "
+                          "(Spark casts it to int and raises CAST_OVERFLOW)")
+    null = an | (v < 0) | (v > 20)
+    table = np.array([math.factorial(k) for k in range(21)], dtype=np.int64)
+    return filled(table[np.clip(v, 0, 20)], null, "bigint"), null

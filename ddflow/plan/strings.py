@@ -19,6 +19,7 @@ kernel for these with Spark's rules); regexp_replace compiles its pattern once p
 """
 from __future__ import annotations
 
+import base64
 import decimal
 import hashlib
 import json
@@ -384,6 +385,80 @@ def _hex(args, e, n):
 
 
 _reg("bin", "i", "string", int32=False)(lambda k: format(k & 0xFFFFFFFFFFFFFFFF, "b"))
+
+
+@_reg("base64", "s", "string")
+def _base64(s: str) -> str:
+    """Spark's base64 (``spark.sql.chunkBase64String.enabled``, on by default): Java's MIME encoder, lines of 76
+    characters joined by CRLF, padded, no line end after the last."""
+    text = base64.b64encode(_utf8(s)).decode("ascii")
+    return "\r\n".join(text[i:i + 76] for i in range(0, len(text), 76))
+
+
+#: Soundex's digit of each of A..Z ('7': H and W, skipped without ending a run; '0': a vowel, which ends one).
+_SOUNDEX = dict(zip("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "01230127022455012623017202"))
+
+
+@_reg("soundex", "s", "string")
+def _soundex(s: str) -> str:
+    """Spark's UTF8String.soundex: the first letter and three digits; a string that does not begin with an ASCII
+    letter is itself; characters other than ASCII letters end a run of one digit."""
+    if not s or s[0].upper() not in _SOUNDEX or not s[0].isascii():
+        return s
+    first = s[0].upper()
+    out, last = [first], _SOUNDEX[first]
+    for ch in s[1:]:
+        c = ch.upper() if ch.isascii() else ""
+        if c not in _SOUNDEX or not c:
+            last = "0"
+            continue
+        code = _SOUNDEX[c]
+        if code == "7":
+            continue
+        if code != "0" and code != last:
+            out.append(code)
+            if len(out) == 4:
+                break
+        last = code
+    return "".join(out).ljust(4, "0")
+
+
+@_reg("luhn_check", "s", "boolean")
+def _luhn_check(s: str) -> bool:
+    """Spark's luhn_check: a non-empty string of ASCII digits whose Luhn checksum is 0 (anything else, false)."""
+    if not s or not all("0" <= c <= "9" for c in s):
+        return False
+    total = 0
+    for i, c in enumerate(reversed(s)):
+        d = int(c) * (2 if i % 2 else 1)
+        total += d - 9 if d > 9 else d
+    return total % 10 == 0
+
+
+def _elt_typer(args):
+    if len(args) < 2 or args[0].type not in ("bigint", "null") or any(a.type not in ("string", "null")
+                                                                       for a in args[1:]):
+        raise TypeMismatch(f"elt takes an index and strings, got ({_names(args)})")
+    return "string"
+
+
+@function("elt", _elt_typer)
+def _elt(args, e, n):
+    """elt(i, s1, s2, ...): the i-th string (1-based); NULL where i is NULL; an i outside 1..k raises, as Spark's
+    ANSI mode does (INVALID_ARRAY_INDEX).  O(n)."""
+    (idx, inull), strings = args[0], args[1:]
+    idx = np.asarray(idx, dtype=np.int64)
+    bad = ~inull & ((idx < 1) | (idx > len(strings)))
+    if bad.any():
+        raise SchemaError(f"elt: the index {int(idx[bad][0])} is out of range 1..{len(strings)} (Spark's ANSI mode "
+                          "raises INVALID_ARRAY_INDEX)")
+    out = np.empty(n, dtype=object)
+    null = np.asarray(inull, dtype=bool).copy()
+    for k, (v, vn) in enumerate(strings, start=1):
+        rows = ~null & (idx == k)
+        out[rows] = np.asarray(v, dtype=object)[rows]
+        null[rows] = np.asarray(vn, dtype=bool)[rows]
+    return filled(out, null, "string"), null
 
 
 # -- reverse, find_in_set ----------------------------------------------------------------------------------------

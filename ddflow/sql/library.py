@@ -171,7 +171,9 @@ _NODES = {
     exp.BitwiseAnd: _binary("bitand"), exp.BitwiseOr: _binary("bitor"), exp.BitwiseXor: _binary("bitxor"),
     exp.BitwiseNot: _unary("bitnot"), exp.BitwiseLeftShift: _binary("shiftleft"),
     exp.BitwiseRightShift: _binary("shiftright"), exp.BitwiseCount: _unary("bit_count"),
-    exp.Reverse: _unary("reverse", True),
+    exp.Reverse: _unary("reverse", True), exp.Soundex: _unary("soundex", True), exp.ToBase64: _unary("base64", True),
+    exp.Factorial: _unary("factorial"),
+    exp.Elt: lambda n, e, ex: _call("elt", [e(n.this)] + [_string(e(a)) for a in n.expressions], n),  # as strings
     exp.RegexpCount: lambda n, e, ex: _regexp("regexp_count", n, e, ()),
     exp.RegexpSubstr: lambda n, e, ex: _regexp("regexp_substr", n, e, ()),
     exp.RegexpInstr: lambda n, e, ex: _regexp("regexp_instr", n, e, ("position",)),  # sqlglot's name of Spark's idx

@@ -395,3 +395,21 @@ def test_mode_is_sparks_deterministic_mode(spark):
     assert _ddflow(rows, query) == _spark(spark, rows, query)
     plain = query.replace(", true)", ")")
     assert _ddflow(rows, plain) == _ddflow(rows, query)
+
+
+def test_elt_soundex_base64_luhn_check_and_factorial_equal_spark(spark):
+    query = ("SELECT s, n, elt(pmod(n, 3) + 1, s, t, 'z') AS e1, elt(2, s, n) AS e2, soundex(s) AS e3, "
+             "soundex(t) AS e4, base64(s) AS e5, base64(repeat(s, 30)) AS e6, luhn_check(s) AS e7, "
+             "luhn_check(CAST(n AS STRING)) AS e8, factorial(n) AS e9, factorial(pmod(n, 25) - 2) AS e10 FROM t")
+    rows = _rows(19, 150)
+    extra = [("Robert", "Rupert", 4, 0, None, None, None, None), ("Tymczak", "Pfister", 20, 0, None, None, None, None),
+             ("79927398713", "Honeyman", 21, 0, None, None, None, None), ("Ashcraft", "1abc", -1, 0, None, None, None,
+                                                                            None), ("4111111111111111", "Lloyd", 5, 0,
+                                                                                   None, None, None, None)]
+    rows += extra
+    assert _ddflow(rows, query) == _spark(spark, rows, query)
+
+
+def test_elt_past_its_strings_raises_as_spark_does():
+    with pytest.raises(ddflow.SchemaError, match=r"elt: the index 3 is out of range 1\.\.2"):
+        _ddflow([(None, None, 3, 0, None, None, None, None)], "SELECT elt(n, s, t) AS x FROM t")
