@@ -1,6 +1,6 @@
 """Spark's string functions past the basic ones of :mod:`ddflow.plan.functions`: padding, repetition, case,
 translation, Java regular expressions, edit distance, ``format_string``, character codes, byte lengths,
-``substring_index``, ``btrim``, and the hashes and hex of a string's UTF-8 bytes (as Spark casts a string to binary).
+``substring_index``, ``btrim``, ``elt`` and ``get_json_object`` (hashes and encodings: :mod:`ddflow.plan.encodings`).
 
 Each is registered in the one function table (:func:`ddflow.plan.functions.function`), typed and evaluated there;
 :mod:`ddflow.sql.library` maps Spark SQL's names to them.  Semantics are Spark 4's: a NULL argument gives NULL,
@@ -19,12 +19,9 @@ kernel for these with Spark's rules); regexp_replace compiles its pattern once p
 """
 from __future__ import annotations
 
-import base64
 import decimal
-import hashlib
 import json
 import re
-import zlib
 from typing import Callable, Sequence
 
 import numpy as np
@@ -350,89 +347,6 @@ def _substring_index(s: str, delim: str, count: int) -> str:
 def _btrim(s: str, chars: str = " ") -> str:
     """Both ends trimmed of the characters in ``chars`` (spaces only by default, as Spark's trim)."""
     return s.strip(chars) if chars else s
-
-
-# -- hashes and encodings (of a string's UTF-8 bytes, as Spark casts a string to binary) -------------------------
-
-def _utf8(s: str) -> bytes:
-    return s.encode("utf-8", "surrogatepass")
-
-
-_reg("md5", "s", "string")(lambda s: hashlib.md5(_utf8(s)).hexdigest())
-_reg("sha1", "s", "string")(lambda s: hashlib.sha1(_utf8(s)).hexdigest())
-_reg("crc32", "s", "bigint")(lambda s: zlib.crc32(_utf8(s)))
-
-
-@_reg("sha2", "si", "string", constant=(1,))
-def _sha2(s: str, bits: int) -> str | None:
-    """SHA-224/256/384/512 as hex (0 is 256); another length gives NULL, as in Spark."""
-    algo = {0: "sha256", 224: "sha224", 256: "sha256", 384: "sha384", 512: "sha512"}.get(bits)
-    return None if algo is None else hashlib.new(algo, _utf8(s)).hexdigest()
-
-
-def _hex_typer(args):
-    if len(args) != 1 or args[0].type not in ("string", "bigint", "null"):
-        raise TypeMismatch(f"hex takes a string or a bigint, got ({_names(args)})")
-    return "string"
-
-
-@function("hex", _hex_typer)
-def _hex(args, e, n):
-    """A bigint's two's complement in upper-case hex (no leading zeros), or a string's UTF-8 bytes."""
-    if e.args[0].type == "string":
-        return _rowwise(lambda s: _utf8(s).hex().upper(), "string")(args, e, n)
-    return _rowwise(lambda k: format(k & 0xFFFFFFFFFFFFFFFF, "X"), "string")(args, e, n)
-
-
-_reg("bin", "i", "string", int32=False)(lambda k: format(k & 0xFFFFFFFFFFFFFFFF, "b"))
-
-
-@_reg("base64", "s", "string")
-def _base64(s: str) -> str:
-    """Spark's base64 (``spark.sql.chunkBase64String.enabled``, on by default): Java's MIME encoder, lines of 76
-    characters joined by CRLF, padded, no line end after the last."""
-    text = base64.b64encode(_utf8(s)).decode("ascii")
-    return "\r\n".join(text[i:i + 76] for i in range(0, len(text), 76))
-
-
-#: Soundex's digit of each of A..Z ('7': H and W, skipped without ending a run; '0': a vowel, which ends one).
-_SOUNDEX = dict(zip("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "01230127022455012623017202"))
-
-
-@_reg("soundex", "s", "string")
-def _soundex(s: str) -> str:
-    """Spark's UTF8String.soundex: the first letter and three digits; a string that does not begin with an ASCII
-    letter is itself; characters other than ASCII letters end a run of one digit."""
-    if not s or s[0].upper() not in _SOUNDEX or not s[0].isascii():
-        return s
-    first = s[0].upper()
-    out, last = [first], _SOUNDEX[first]
-    for ch in s[1:]:
-        c = ch.upper() if ch.isascii() else ""
-        if c not in _SOUNDEX or not c:
-            last = "0"
-            continue
-        code = _SOUNDEX[c]
-        if code == "7":
-            continue
-        if code != "0" and code != last:
-            out.append(code)
-            if len(out) == 4:
-                break
-        last = code
-    return "".join(out).ljust(4, "0")
-
-
-@_reg("luhn_check", "s", "boolean")
-def _luhn_check(s: str) -> bool:
-    """Spark's luhn_check: a non-empty string of ASCII digits whose Luhn checksum is 0 (anything else, false)."""
-    if not s or not all("0" <= c <= "9" for c in s):
-        return False
-    total = 0
-    for i, c in enumerate(reversed(s)):
-        d = int(c) * (2 if i % 2 else 1)
-        total += d - 9 if d > 9 else d
-    return total % 10 == 0
 
 
 def _elt_typer(args):
