@@ -122,7 +122,11 @@ class _Plan:
 
         if not self.k:
             return [np.zeros(n, dtype=np.int64)]
-        return list(stored([evaluate(g, ins) for g in self.rel.group], self.gtypes, n))
+        fields = list(stored([evaluate(g, ins) for g in self.rel.group], self.gtypes, n))
+        for j, t in enumerate(self.gtypes):  # -0.0 groups as 0.0, and is shown so, as Spark normalizes keys
+            if t == "double":
+                fields[j] = fields[j] + 0.0
+        return fields
 
     def build(self) -> "Collection":
         from ddflow.plan.lower import columns_of

@@ -38,7 +38,7 @@ from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, OneRow, Orde
                             Scan, SemiJoin, SetOp, TopK, Union)
 from ddflow.plan.rewrite import factor_or, key_pair, keyable, ranks_kept
 from ddflow.plan.deep import on_deep_stack
-from ddflow.sql import constants, eventtime, using
+from ddflow.sql import constants, eventtime, pivot, using
 from ddflow.sql.nesting import balanced, chain_parts, check_tree, parsed, set_aside, union_link
 from ddflow.sql.scalars import AGGREGATES as _AGGS
 from ddflow.sql.scalars import Expressions, construct, retyped_expr
@@ -231,6 +231,14 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
         return out
 
     def source(self, node: exp.Expression, ctes: dict[str, Rel]) -> tuple[Rel, _Scope]:
+        pivots = node.args.get("pivots")
+        if pivots:  # PIVOT / UNPIVOT: the query they mean, over the source's columns (ddflow.sql.pivot)
+            if len(pivots) > 1:
+                raise _unsupported(pivots[1], "more than one PIVOT or UNPIVOT on one source")
+            bare = node.copy()
+            bare.set("pivots", None)
+            rel, _ = self.source(bare, ctes)
+            return self.source(pivot.rewritten(node, pivots[0], rel.schema.names), ctes)
         if isinstance(node, exp.Table):
             name = node.name.lower()
             if name in ctes:

@@ -3,7 +3,9 @@
 Each is exact, and costs what its rewrite costs.  Scalars: ``isnull(x)`` is
 ``x IS NULL``, ``isnotnull(x)`` ``x IS NOT NULL``, ``equal_null(a, b)`` is
 ``a <=> b``, ``zeroifnull(x)`` is ``coalesce(x, 0)`` and ``nullifzero(x)``
-``nullif(x, 0)``.  Aggregates (COUNTs: O(1) state per group, diff-weighted
+``nullif(x, 0)``; ``decode(x, s1, r1, ..., [default])`` is ``CASE WHEN x
+<=> s1 THEN r1 ... ELSE default END`` (a NULL ``x`` finds a NULL search, as
+in Spark).  Aggregates (COUNTs: O(1) state per group, diff-weighted
 sums):
 
 - ``count_if(c)`` is ``COUNT(CASE WHEN c THEN 1 END)``: the rows where ``c``
@@ -52,6 +54,11 @@ def _scalar(name: str | None, node: exp.Expression) -> exp.Expression | None:
     """The rewrite of a one-row function above, or None."""
     if isinstance(node, exp.EqualNull):
         return exp.NullSafeEQ(this=node.this, expression=node.expression)
+    if isinstance(node, exp.DecodeCase) and len(node.expressions) >= 3:  # decode(x, s1, r1, ..., [default])
+        x, *rest = node.expressions
+        pairs, default = (rest, None) if len(rest) % 2 == 0 else (rest[:-1], rest[-1])
+        return exp.Case(ifs=[exp.If(this=exp.NullSafeEQ(this=x.copy(), expression=pairs[i]), true=pairs[i + 1])
+                             for i in range(0, len(pairs), 2)], default=default)
     if name not in ("isnull", "isnotnull", "zeroifnull", "nullifzero") or len(node.expressions) != 1:
         return None
     x = node.expressions[0]

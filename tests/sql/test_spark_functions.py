@@ -413,3 +413,32 @@ def test_elt_soundex_base64_luhn_check_and_factorial_equal_spark(spark):
 def test_elt_past_its_strings_raises_as_spark_does():
     with pytest.raises(ddflow.SchemaError, match=r"elt: the index 3 is out of range 1\.\.2"):
         _ddflow([(None, None, 3, 0, None, None, None, None)], "SELECT elt(n, s, t) AS x FROM t")
+
+
+PIVOTS = [
+    "SELECT * FROM t PIVOT (SUM(n) FOR s IN ('abc', 'ABBA', 'banana', NULL))",
+    "SELECT * FROM (SELECT s, k, n, m FROM t) PIVOT (SUM(n) AS total, COUNT(*) AS c, AVG(m) FOR k IN (0, 1, -2 AS neg))",
+    "SELECT * FROM (SELECT s, t, n FROM t) PIVOT (MAX(n) FOR (s, t) IN (('abc', 'b') AS ab, ('ABBA', 'xy') AS bx))",
+    "SELECT p.* FROM (SELECT k, n FROM t) PIVOT (COUNT(n) FOR k IN (1, 3, 7)) AS p",
+    "SELECT * FROM (SELECT s, n, k FROM t) UNPIVOT (v FOR col IN (n, k AS kk))",
+    "SELECT * FROM (SELECT s, n, k FROM t) UNPIVOT INCLUDE NULLS (v FOR col IN (n, k))",
+]
+
+
+@pytest.mark.parametrize("query", PIVOTS)
+def test_pivot_and_unpivot_equal_spark(spark, query):
+    rows = _rows(20, 150)
+    assert _ddflow(rows, query) == _spark(spark, rows, query)
+
+
+def test_group_by_a_double_shows_negative_zero_as_zero_as_spark_does(spark):
+    query = "SELECT d, e, COUNT(*) AS c, SUM(n) AS s FROM t GROUP BY d, e"
+    rows = _rows(21, 200) + [(None, None, 1, 1, -0.0, 0.0, None, None), (None, None, 2, 2, 0.0, -0.0, None, None)]
+    assert _ddflow(rows, query) == _spark(spark, rows, query)
+
+
+def test_decode_with_search_pairs_equals_spark(spark):
+    query = ("SELECT n, decode(n, 1, 'one', 3, 'three', NULL, 'none', 'other') AS d1, decode(s, 'abc', 1, 'ABBA', 2) "
+             "AS d2 FROM t")
+    rows = _rows(22, 100)
+    assert _ddflow(rows, query) == _spark(spark, rows, query)
