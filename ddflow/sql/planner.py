@@ -38,7 +38,7 @@ from ddflow.plan.ir import (Agg, Aggregate, Distinct, Filter, Join, OneRow, Orde
                             Scan, SemiJoin, SetOp, TopK, Union)
 from ddflow.plan.rewrite import factor_or, key_pair, keyable, ranks_kept
 from ddflow.plan.deep import on_deep_stack
-from ddflow.sql import constants, eventtime, pivot, using
+from ddflow.sql import clauses, constants, eventtime, pivot, using
 from ddflow.sql.nesting import balanced, chain_parts, check_tree, parsed, set_aside, union_link
 from ddflow.sql.scalars import AGGREGATES as _AGGS
 from ddflow.sql.scalars import Expressions, construct, retyped_expr
@@ -103,6 +103,7 @@ def plan_query(tree: exp.Expression, tables: Mapping[str, Schema], views: Mappin
         tree = exp.select("*").from_(tree)
     if not isinstance(tree, exp.Query):
         raise SchemaError(f"SQL: expected a query (SELECT, WITH or a set operation), got `{tree.sql(dialect='spark')[:80]}`")
+    tree = clauses.rewritten(tree)  # QUALIFY, LIMIT ALL
     views = {k.lower(): v for k, v in (views or {}).items()}
     lowered = {k.lower(): v for k, v in tables.items()}
     ranges = constants.named_ranges(tree)  # range(...) in FROM: a constant table the qualifier can read
@@ -549,7 +550,14 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
                 q = inner.args["query"]
                 q = q.this if isinstance(q, exp.Subquery) else q
                 if _outer_refs(q, q):
-                    raise _unsupported(inner, "IN with a correlated subquery (write it as EXISTS)")
+                    exists = None if negated else _in_as_exists(inner, q)
+                    if exists is None:
+                        raise _unsupported(inner, "NOT IN with a correlated subquery" if negated else
+                                           "IN with a correlated subquery over anything but a plain SELECT ... "
+                                           "FROM ... WHERE (write it as EXISTS)")
+                    sub, inner_keys, outer_keys, residual = self.correlated(exists.this, scope, ctes)
+                    rel = SemiJoin(rel, sub, outer_keys, inner_keys, residual=residual)
+                    continue
                 if _has_subquery(inner.this):
                     raise _unsupported(inner, "a subquery left of IN")
                 sub = self.query(q, ctes)
@@ -1281,6 +1289,32 @@ def _scalar_subqueries(node: exp.Expression) -> list[exp.Subquery]:
                     kids.append(c)
         stack.extend(reversed(kids))
     return out
+
+
+def _in_as_exists(node: exp.In, q: exp.Expression) -> exp.Exists | None:
+    """``x IN (SELECT y FROM ... WHERE c)`` as ``EXISTS (SELECT y FROM ... WHERE c AND y = x)``, or None.
+
+    The two agree where a WHERE conjunct reads them (TRUE where some row has
+    ``y = x``; IN's NULL, where none does and a ``y`` or ``x`` is NULL, is
+    not TRUE either), when the subquery is a plain SELECT of one column and
+    no table it reads is named as ``x``'s are (``x`` moves inside it).
+    """
+    if not isinstance(q, exp.Select) or len(q.expressions) != 1 or any(
+            q.args.get(k) for k in ("group", "having", "limit", "offset", "qualify", "distinct")) \
+            or _aggregates(q.expressions[0]) or _has_subquery(node.this) or q.find(exp.Window):
+        return None
+    if {c.table.lower() for c in node.this.find_all(exp.Column)} & _sources(q):
+        return None
+    body = q.copy()
+    y = body.expressions[0]
+    y = y.this if isinstance(y, exp.Alias) else y
+    eq = exp.EQ(this=exp.Paren(this=y.copy()), expression=exp.Paren(this=node.this.copy()))
+    where = body.args.get("where")
+    body.set("where", exp.Where(this=eq if where is None else exp.And(this=exp.Paren(this=where.this), expression=eq)))
+    body.set("expressions", [exp.Literal.number(1)])
+    exists = exp.Exists(this=body)
+    exists.parent = node.parent  # read in the outer query's place: its outer references stay outer
+    return exists
 
 
 def _sources(select: exp.Expression) -> set[str]:

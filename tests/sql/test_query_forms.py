@@ -3,7 +3,8 @@
 Constant relations (SELECT without FROM, VALUES, Spark's ``range``) alone
 and beside tables, ORDER BY ... LIMIT / OFFSET on qualified columns,
 unselected expressions and aggregates, LEFT SEMI / ANTI, NATURAL and
-USING joins, EXISTS and IN (subquery) under OR, INTERSECT ALL and
+USING joins, EXISTS and IN (subquery) under OR, correlated IN, QUALIFY,
+LIMIT ALL, INTERSECT ALL and
 EXCEPT ALL, NULL columns of a UNION and duplicate names, on random
 streams with NULLs, several data times per advance, inserts and removals.
 Where Spark and DuckDB differ (``range``'s column, VALUES' default
@@ -88,6 +89,18 @@ QUERIES: list[tuple[str, str | None]] = [
     ("SELECT a FROM t GROUP BY a HAVING a > 1 OR a IN (SELECT a FROM u)", None),
     ("SELECT a, COUNT(*) AS n FROM t GROUP BY a HAVING COUNT(*) > 1 OR EXISTS (SELECT 1 FROM u WHERE d = 'x')", None),
     ("SELECT a, SUM(c) AS s FROM t GROUP BY a HAVING SUM(c) NOT IN (SELECT a FROM u)", None),
+    ("SELECT a, b FROM t WHERE a IN (SELECT u.a FROM u WHERE u.d = t.b)", None),
+    ("SELECT a, c FROM t WHERE c >= 0 AND a + 1 IN (SELECT u.a + 1 FROM u WHERE u.d <> t.b OR u.d IS NULL)", None),
+    ("SELECT t.b FROM t WHERE t.c IN (SELECT u2.a FROM u u2 WHERE u2.a = t.a AND u2.d > 'a')", None),
+    # QUALIFY, LIMIT ALL
+    ("SELECT a, b, c FROM t QUALIFY row_number() OVER (PARTITION BY a ORDER BY c DESC NULLS LAST, b NULLS LAST) = 1",
+     None),
+    ("SELECT DISTINCT a AS x FROM t QUALIFY rank() OVER (PARTITION BY a ORDER BY c) = 1", None),
+    ("SELECT * FROM t QUALIFY COUNT(*) OVER (PARTITION BY a) > 1 ORDER BY a NULLS FIRST, b NULLS FIRST, c NULLS FIRST "
+     "LIMIT 3", None),
+    ("SELECT a, b FROM t LIMIT ALL", "SELECT a, b FROM t"),
+    ("SELECT a, c FROM t ORDER BY a NULLS FIRST, c NULLS FIRST LIMIT ALL OFFSET 2",
+     "SELECT a, c FROM t ORDER BY a NULLS FIRST, c NULLS FIRST OFFSET 2"),
     # set operations ALL
     ("SELECT a FROM t INTERSECT ALL SELECT a FROM u", None),
     ("SELECT a FROM t EXCEPT ALL SELECT a FROM u", None),

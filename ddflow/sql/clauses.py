@@ -1,0 +1,53 @@
+"""Clauses Spark accepts that are other clauses in disguise, rewritten on the parsed tree before it is qualified.
+
+- ``LIMIT ALL`` is no limit (an ``OFFSET`` beside it stays).
+- ``QUALIFY q`` filters a SELECT's rows after its window functions, before
+  its DISTINCT, ORDER BY and LIMIT (Spark's order of evaluation): the
+  SELECT without them, with ``q`` as one more column, is a subquery that
+  the outer query filters on that column and selects every other column
+  of, in order and by the same names.  ``q`` reads what the SELECT reads:
+  its tables' columns, its aliases and its window functions.
+
+Each costs what its rewrite costs: QUALIFY one more column and a filter.
+
+>>> import sqlglot
+>>> rewritten(sqlglot.parse_one("SELECT a FROM t QUALIFY rank() OVER (ORDER BY b) = 1 LIMIT ALL",
+...                             read="spark")).sql("spark")
+'SELECT * EXCEPT (__qualify) FROM (SELECT a, RANK() OVER (ORDER BY b) = 1 AS __qualify FROM t) AS __qualified WHERE __qualify'
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+#: The column that holds a QUALIFY condition's value, and the subquery that has it.
+FLAG, QUALIFIED = "__qualify", "__qualified"
+
+
+def _rewrite(node: exp.Expression) -> exp.Expression:
+    if not isinstance(node, exp.Select):
+        return node
+    limit = node.args.get("limit")
+    if isinstance(limit, exp.Limit) and isinstance(limit.expression, exp.Var) and limit.expression.name.upper() == "ALL":
+        node.set("limit", None)
+    qualify = node.args.get("qualify")
+    if qualify is None:
+        return node
+    inner = node.copy()
+    for key in ("qualify", "order", "limit", "offset", "distinct", "with_"):
+        inner.set(key, None)
+    inner.append("expressions", exp.alias_(qualify.this.copy(), FLAG))
+    outer = exp.Select(expressions=[exp.Star(except_=[exp.column(FLAG)])],
+                       from_=exp.From(this=exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(QUALIFIED)))),
+                       where=exp.Where(this=exp.column(FLAG)))
+    for key in ("order", "limit", "offset", "distinct", "with_"):
+        if node.args.get(key) is not None:
+            outer.set(key, node.args[key])
+    return outer
+
+
+def rewritten(tree: exp.Expression) -> exp.Expression:
+    """``tree`` with the clauses above rewritten (in place where it can be).  O(nodes)."""
+    return tree.transform(_rewrite, copy=False)
+
+
+__all__ = ["rewritten"]
