@@ -53,9 +53,14 @@ _UNARY = {exp.Lower: "lower", exp.Upper: "upper", exp.Length: "length", exp.Quar
           exp.WeekOfYear: "week"}
 _BINARY_FN = {exp.StartsWith: "starts_with", exp.EndsWith: "ends_with", exp.Contains: "contains",
               exp.AddMonths: "add_months"}
-_EXTRACT = {"year": "year", "yyyy": "year", "quarter": "quarter", "month": "month", "mon": "month",
-            "week": "week", "day": "day", "dd": "day", "dayofweek": "dayofweek", "dow": "dayofweek",
-            "doy": "dayofyear", "dayofyear": "dayofyear", "hour": "hour", "minute": "minute", "second": "second"}
+#: EXTRACT's (and date_part's) fields as Spark names them (DatePart.parseExtractField), and the function of each.
+_EXTRACT = {**dict.fromkeys(("year", "y", "years", "yr", "yrs"), "year"), **dict.fromkeys(("quarter", "qtr"), "quarter"),
+            **dict.fromkeys(("month", "mon", "mons", "months"), "month"), **dict.fromkeys(("week", "w", "weeks"), "week"),
+            **dict.fromkeys(("day", "d", "days"), "day"), **dict.fromkeys(("dayofweek", "dow"), "dayofweek"),
+            **dict.fromkeys(("dayofweek_iso", "dow_iso"), "dayofweek_iso"), "doy": "dayofyear",
+            **dict.fromkeys(("hour", "h", "hours", "hr", "hrs"), "hour"),
+            **dict.fromkeys(("minute", "m", "min", "mins", "minutes"), "minute"),
+            **dict.fromkeys(("second", "s", "sec", "seconds", "secs"), "second_of_minute")}
 
 
 #: What a construct is called in a refusal, for sqlglot classes that are not a function the user named.
@@ -322,14 +327,20 @@ class Expressions:
             if field not in _EXTRACT:
                 raise unsupported(node, f"EXTRACT({field.upper()})")
             return self._call(_EXTRACT[field], (e(node.expression),), node)
+        if isinstance(node, (exp.TimestampAdd, exp.TimestampDiff)) or (
+                isinstance(node, exp.DateDiff) and node.args.get("unit") is not None):
+            # timestampadd(unit, n, ts), timestampdiff(unit, start, end) and its synonym datediff(unit, start, end)
+            unit = Lit(node.args["unit"].name.upper() if node.args.get("unit") is not None else "", "string")
+            if isinstance(node, exp.TimestampAdd):
+                return self._call("timestampadd", (unit, e(node.expression), e(node.this)), node)
+            ends = [x.this if isinstance(x, exp.TsOrDsToDate) else x for x in (node.expression, node.this)]
+            return self._call("timestampdiff", (unit, e(ends[0]), e(ends[1])), node)
         if isinstance(node, exp.TsOrDsAdd):  # date_add / date_sub
             unit = (node.args.get("unit").name if node.args.get("unit") is not None else "DAY").lower()
             if unit != "day":
                 raise unsupported(node, f"date_add in {unit}s")
             return self._call("date_add", (e(node.this), e(node.expression)), node)
         if isinstance(node, exp.DateDiff):
-            if node.args.get("unit") is not None and node.args["unit"].name.lower() not in ("day", "days"):
-                raise unsupported(node, "datediff in units other than days")
             return self._call("datediff", (e(node.this), e(node.expression)), node)
         if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)):  # the unit as written (ddflow.sql.dialect)
             unit = node.args["unit"]

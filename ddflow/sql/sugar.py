@@ -3,9 +3,11 @@
 Each is exact, and costs what its rewrite costs.  Scalars: ``isnull(x)`` is
 ``x IS NULL``, ``isnotnull(x)`` ``x IS NOT NULL``, ``equal_null(a, b)`` is
 ``a <=> b``, ``zeroifnull(x)`` is ``coalesce(x, 0)`` and ``nullifzero(x)``
-``nullif(x, 0)``; ``decode(x, s1, r1, ..., [default])`` is ``CASE WHEN x
-<=> s1 THEN r1 ... ELSE default END`` (a NULL ``x`` finds a NULL search, as
-in Spark).  Aggregates (COUNTs: O(1) state per group, diff-weighted
+``nullif(x, 0)``; ``date_part(field, x)`` and ``datepart`` are
+``EXTRACT(field FROM x)`` (the field a constant string, as Spark
+requires); ``decode(x, s1, r1, ..., [default])`` is ``CASE WHEN x <=> s1
+THEN r1 ... ELSE default END`` (a NULL ``x`` finds a NULL search, as in
+Spark).  Aggregates (COUNTs: O(1) state per group, diff-weighted
 sums):
 
 - ``count_if(c)`` is ``COUNT(CASE WHEN c THEN 1 END)``: the rows where ``c``
@@ -59,6 +61,9 @@ def _scalar(name: str | None, node: exp.Expression) -> exp.Expression | None:
         pairs, default = (rest, None) if len(rest) % 2 == 0 else (rest[:-1], rest[-1])
         return exp.Case(ifs=[exp.If(this=exp.NullSafeEQ(this=x.copy(), expression=pairs[i]), true=pairs[i + 1])
                              for i in range(0, len(pairs), 2)], default=default)
+    if name in ("date_part", "datepart") and len(node.expressions) == 2 and node.expressions[0].is_string:
+        field, source = node.expressions
+        return exp.Extract(this=exp.Var(this=field.name), expression=source)
     if name not in ("isnull", "isnotnull", "zeroifnull", "nullifzero") or len(node.expressions) != 1:
         return None
     x = node.expressions[0]

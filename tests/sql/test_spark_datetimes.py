@@ -1,4 +1,4 @@
-"""Spark's datetime patterns, calendar functions and round, against Spark itself (a local session, UTC).
+"""Spark's datetime patterns, calendar functions, EXTRACT's fields, timestampadd/diff and round, against Spark itself (a local session, UTC).
 
 Random dates from year 1 to 9999 (month ends, leap days, before 1970), timestamps with microseconds, texts
 written in several patterns, and epoch counts; each group is one Spark query of many columns compared with
@@ -112,7 +112,21 @@ ROUNDS = ("SELECT x, n, round(x) AS r1, round(x, 2) AS r2, round(x, -2) AS r3, b
           "round(x, 10) AS r9, round(sqrt(-1.0), 1) AS r10 FROM t WHERE x IS NULL OR abs(x) < 1e12")
 
 
-@pytest.mark.parametrize("query", [FORMATS, CALENDAR, EPOCHS], ids=["formats", "calendar", "epochs"])
+UNITS = ("SELECT d, ts, n, extract(YEAR FROM d) AS u1, date_part('Y', ts) AS u2, extract(QUARTER FROM ts) AS u3, "
+         "date_part('mons', d) AS u4, extract(WEEK FROM d) AS u5, date_part('D', ts) AS u6, extract(DOW FROM d) AS u7, "
+         "date_part('dow_iso', ts) AS u8, extract(DOY FROM d) AS u9, date_part('HOURS', ts) AS u10, "
+         "extract(MINUTE FROM ts) AS u11, extract(SECOND FROM ts) AS u12, datepart('secs', ts) AS u13, "
+         "timestampadd(MONTH, n % 100, ts) AS u14, timestampadd(HOUR, n % 100000, d) AS u15, "
+         "timestampadd(YEAR, n % 50, ts) AS u16, timestampadd(MICROSECOND, n, ts) AS u17, "
+         "dateadd(WEEK, n % 1000, ts) AS u18, timestampadd(QUARTER, -3, d) AS u19, "
+         "timestampdiff(MONTH, d, ts) AS u20, timestampdiff(DAY, ts, d) AS u21, timestampdiff(QUARTER, ts, d) AS u22, "
+         "timestampdiff(YEAR, d, timestampadd(SECOND, n, ts)) AS u23, timestampdiff(MILLISECOND, ts, d) AS u24, "
+         "timestampdiff(WEEK, d, ts) AS u25, datediff(DAY, ts, d) AS u26, timestampdiff(HOUR, d, ts) AS u27, "
+         "timestampdiff(MONTH, ts, timestampadd(DAY, n % 1000, d)) AS u28, datediff(ts, d) AS u29 "
+         "FROM t WHERE d IS NULL OR year(d) BETWEEN 60 AND 9940")
+
+
+@pytest.mark.parametrize("query", [FORMATS, CALENDAR, EPOCHS, UNITS], ids=["formats", "calendar", "epochs", "units"])
 def test_datetime_functions_equal_spark(spark, query):
     _compare(spark, _rows(11, 250), query)
 
@@ -172,6 +186,34 @@ def test_results_past_year_9999_raise():
     flow.advance_to(1)
     with pytest.raises(SchemaError, match="years 1 to 9999"):
         flow.run()
+
+
+@pytest.mark.parametrize("n, unit", [(9223372036854775807, "MICROSECOND"), (-8000, "YEAR")])
+def test_timestampadd_past_int64_raises_as_spark_does_and_past_year_9999_raises(spark, n, unit):
+    q = f"SELECT timestampadd({unit}, n, ts) AS v FROM t"
+    rows = [(datetime.datetime(2020, 1, 1), n)]
+    if unit == "MICROSECOND":  # Spark's timestamps reach past year 9999; int64's microseconds are its bound
+        spark.createDataFrame(rows, "ts timestamp, n bigint").createOrReplaceTempView("t")
+        with pytest.raises(Exception, match="DATETIME_OVERFLOW"):
+            spark.sql(q).collect()
+    flow = ddflow.Dataflow()
+    handle = flow.new_collection("t", schema={"ts": "timestamp", "n": "bigint"})[0]
+    flow.sql(q).capture()
+    handle.update(rows, times=0)
+    flow.advance_to(1)
+    with pytest.raises(SchemaError, match=f"timestampadd: adding {n} {unit} to a timestamp is past the years 1 to "
+                                          "9999 that ddflow holds"):
+        flow.run()
+
+
+@pytest.mark.parametrize("expr, named", [("extract(yyyy FROM d)", r"EXTRACT\(YYYY\) is not supported"),
+                                         ("date_part(s, d)", r"date_part\(\)"),
+                                         ("timestampadd(FORTNIGHT, 1, d)", "timestampadd's unit must be one of")])
+def test_fields_and_units_spark_does_not_know_are_refused_at_sql(expr, named):
+    flow = ddflow.Dataflow()
+    flow.new_collection("t", schema={"d": "date", "s": "string"})
+    with pytest.raises(SchemaError, match=named):
+        flow.sql(f"SELECT {expr} AS v FROM t")
 
 
 def test_incrementally_at_every_time():
