@@ -308,12 +308,12 @@ def _pattern_arg(args, i: int, name: str, parsing: bool) -> Pattern | None:
     return None if a.value is None else compile_pattern(str(a.value), parsing)
 
 
-def _micros(vals: np.ndarray, typ: str) -> np.ndarray:
+def micros(vals: np.ndarray, typ: str) -> np.ndarray:
     v = np.asarray(vals, dtype=np.int64)
     return v * _US_PER_DAY if typ == "date" else v
 
 
-def _timelike(t: str) -> bool:
+def timelike(t: str) -> bool:
     return t in ("date", "timestamp", "null")
 
 
@@ -323,7 +323,7 @@ def _all_null(n: int, typ: str):
 
 
 def _date_format_typer(args):
-    if len(args) != 2 or not _timelike(args[0].type):
+    if len(args) != 2 or not timelike(args[0].type):
         raise TypeMismatch(f"date_format(timestamp, pattern), got ({_names(args)})")
     _pattern_arg(args, 1, "date_format", False)
     return "string"
@@ -335,7 +335,7 @@ def _date_format(args, e, n):
     pattern = _pattern_arg(e.args, 1, "date_format", False)
     if pattern is None:
         return _all_null(n, "string")
-    return format_micros(_micros(a, e.args[0].type), an, pattern), an
+    return format_micros(micros(a, e.args[0].type), an, pattern), an
 
 
 def _from_unixtime_typer(args):
@@ -375,7 +375,7 @@ def _parser(name: str, result: str):
         if pattern is None:
             return _all_null(n, result)
         if src in ("date", "timestamp"):
-            us = _micros(a, src)
+            us = micros(a, src)
         else:
             us = np.zeros(n, dtype=np.int64)
             for i in np.flatnonzero(~an).tolist():
@@ -443,7 +443,7 @@ def _next_day(args, e, n):
 
 
 def _months_between_typer(args):
-    if len(args) not in (2, 3) or not all(_timelike(a.type) for a in args[:2]) or \
+    if len(args) not in (2, 3) or not all(timelike(a.type) for a in args[:2]) or \
             (len(args) == 3 and (args[2].type not in ("boolean", "null") or not isinstance(args[2], Lit))):
         raise TypeMismatch(f"months_between(timestamp, timestamp[, a constant roundOff]), got ({_names(args)})")
     return "double"
@@ -456,7 +456,7 @@ def _months_between(args, e, n):
     (a, an), (b, bn) = args[0], args[1]
     round_off = len(e.args) < 3 or e.args[2].value is not False
     null = an | bn
-    ua, ub = _micros(a, e.args[0].type), _micros(b, e.args[1].type)
+    ua, ub = micros(a, e.args[0].type), micros(b, e.args[1].type)
     da, db = np.floor_divide(ua, _US_PER_DAY), np.floor_divide(ub, _US_PER_DAY)
     ya, ma, dda = civil(da)
     yb, mb, ddb = civil(db)

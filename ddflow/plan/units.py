@@ -33,7 +33,7 @@ import numpy as np
 
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Lit, filled
-from ddflow.plan.datetimes import _micros, _timelike
+from ddflow.plan import datetimes
 from ddflow.plan.functions import _US_PER_DAY, TypeMismatch, _names, add_months, civil, function
 
 #: Microseconds in each unit that is a fixed length; the calendar units count months or days instead.
@@ -58,7 +58,7 @@ def _overflow(q: int, unit: str):
 
 
 def _add_typer(args):
-    if len(args) != 3 or args[1].type not in ("bigint", "null") or not _timelike(args[2].type):
+    if len(args) != 3 or args[1].type not in ("bigint", "null") or not datetimes.timelike(args[2].type):
         raise TypeMismatch(f"timestampadd(unit, bigint, timestamp), got ({_names(args)})")
     _unit(args, "timestampadd", _FIXED.keys() | _ADD_DAYS.keys() | _MONTHS.keys())
     return "timestamp"
@@ -70,7 +70,7 @@ def _timestampadd(args, e, n):
     _, (q, qn), (ts, tn) = args
     null = qn | tn
     q = np.where(null, 0, np.asarray(q, dtype=np.int64))
-    ts = np.where(null, 0, _micros(ts, e.args[2].type))
+    ts = np.where(null, 0, datetimes.micros(ts, e.args[2].type))
     if unit in _MONTHS:
         months = q.astype(object) * _MONTHS[unit]
         far = np.flatnonzero(np.abs(months) > 12 * 10_000)  # past any year a timestamp holds, and past int64
@@ -88,7 +88,7 @@ def _timestampadd(args, e, n):
 
 
 def _diff_typer(args):
-    if len(args) != 3 or not (_timelike(args[1].type) and _timelike(args[2].type)):
+    if len(args) != 3 or not (datetimes.timelike(args[1].type) and datetimes.timelike(args[2].type)):
         raise TypeMismatch(f"timestampdiff(unit, timestamp, timestamp), got ({_names(args)})")
     _unit(args, "timestampdiff", _FIXED.keys() | _DIFF_DAYS.keys() | _MONTHS.keys())
     return "bigint"
@@ -103,8 +103,8 @@ def _timestampdiff(args, e, n):
     unit = _unit(e.args, "timestampdiff", _FIXED.keys() | _DIFF_DAYS.keys() | _MONTHS.keys())
     _, (s, sn), (t, tn) = args
     null = sn | tn
-    s = np.where(null, 0, _micros(s, e.args[1].type))
-    t = np.where(null, 0, _micros(t, e.args[2].type))
+    s = np.where(null, 0, datetimes.micros(s, e.args[1].type))
+    t = np.where(null, 0, datetimes.micros(t, e.args[2].type))
     if unit in _FIXED:
         out = _toward_zero(t - s, _FIXED[unit])
     else:
@@ -136,7 +136,7 @@ def _second_of_minute(args, e, n):
 
 
 def _iso_typer(args):
-    if len(args) != 1 or not _timelike(args[0].type):
+    if len(args) != 1 or not datetimes.timelike(args[0].type):
         raise TypeMismatch(f"EXTRACT(DAYOFWEEK_ISO) needs a date or timestamp, got ({_names(args)})")
     return "bigint"
 
@@ -145,7 +145,7 @@ def _iso_typer(args):
 def _dayofweek_iso(args, e, n):
     """1 = Monday .. 7 = Sunday (1970-01-01 was a Thursday)."""
     (v, vn), = args
-    days = np.floor_divide(_micros(v, e.args[0].type), _US_PER_DAY)
+    days = np.floor_divide(datetimes.micros(v, e.args[0].type), _US_PER_DAY)
     return filled((days + 3) % 7 + 1, vn, "bigint"), vn
 
 

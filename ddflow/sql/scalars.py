@@ -335,6 +335,13 @@ class Expressions:
                 return self._call("timestampadd", (unit, e(node.expression), e(node.this)), node)
             ends = [x.this if isinstance(x, exp.TsOrDsToDate) else x for x in (node.expression, node.this)]
             return self._call("timestampdiff", (unit, e(ends[0]), e(ends[1])), node)
+        if isinstance(node, (exp.AtTimeZone, exp.FromTimeZone)):  # from_utc_timestamp, to_utc_timestamp
+            name = "from_utc_timestamp" if isinstance(node, exp.AtTimeZone) else "to_utc_timestamp"
+            return self._call(name, (e(node.this), e(node.args["zone"])), node)
+        if isinstance(node, exp.ConvertTimezone):
+            source = node.args.get("source_tz")
+            return self._call("convert_timezone", (e(source) if source is not None else Lit("UTC", "string"),
+                                                   e(node.args["target_tz"]), e(node.args["timestamp"])), node)
         if isinstance(node, exp.TsOrDsAdd):  # date_add / date_sub
             unit = (node.args.get("unit").name if node.args.get("unit") is not None else "DAY").lower()
             if unit != "day":

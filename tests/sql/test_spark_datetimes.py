@@ -1,4 +1,4 @@
-"""Spark's datetime patterns, calendar functions, EXTRACT's fields, timestampadd/diff and round, against Spark itself (a local session, UTC).
+"""Spark's datetime patterns, calendar functions, EXTRACT's fields, timestampadd/diff, time zones and round, against Spark itself (a local session, UTC).
 
 Random dates from year 1 to 9999 (month ends, leap days, before 1970), timestamps with microseconds, texts
 written in several patterns, and epoch counts; each group is one Spark query of many columns compared with
@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import math
 import random
+import re
 from collections import Counter
 
 import pytest
@@ -214,6 +215,83 @@ def test_fields_and_units_spark_does_not_know_are_refused_at_sql(expr, named):
     flow.new_collection("t", schema={"d": "date", "s": "string"})
     with pytest.raises(SchemaError, match=named):
         flow.sql(f"SELECT {expr} AS v FROM t")
+
+
+#: Zones as users write them: regions (with gaps, overlaps, abolished DST, half-hour and LMT offsets), offsets in
+#: Java's forms and Spark's one-digit ones, UTC and GMT prefixes, Java's short IDs.
+ZONES = ("America/New_York", "Europe/Paris", "Asia/Kolkata", "Australia/Sydney", "America/Sao_Paulo",
+         "Pacific/Apia", "Asia/Kathmandu", "UTC", "GMT", "Z", "+05:30", "-8", "+8:00", "-03:3", "+0930", "UTC+8",
+         "GMT-03:00", "UT+1", "PST", "IST", "EST", "Etc/GMT+5")
+
+
+def _transitions(zone: str, year: int) -> list[tuple[datetime.datetime, datetime.timedelta]]:
+    """The UTC instants in ``year`` where ``zone``'s offset changes, each with the offset before it."""
+    import zoneinfo
+
+    z, utc = zoneinfo.ZoneInfo(zone), datetime.timezone.utc
+    t = datetime.datetime(year, 1, 1, tzinfo=utc)
+    out, last = [], t.astimezone(z).utcoffset()
+    while t.year == year:
+        nxt = t + datetime.timedelta(hours=1)
+        if nxt.astimezone(z).utcoffset() != last:
+            m = t
+            while m.astimezone(z).utcoffset() == last:
+                m += datetime.timedelta(minutes=15)
+            out.append((m.replace(tzinfo=None), last))
+            last = nxt.astimezone(z).utcoffset()
+        t = nxt
+    return out
+
+
+def _zoned_rows(seed: int, count: int) -> list[tuple]:
+    """Random timestamps, and around each DST change of the region zones: the instants, and the wall times of
+    their gaps and overlaps (every 15 minutes from an hour and a half before to an hour and a half after)."""
+    rng = random.Random(seed)
+    out = []
+    for z in ("America/New_York", "Europe/Paris", "Australia/Sydney", "America/Sao_Paulo", "Pacific/Apia"):
+        for year in (1995, 2020):
+            for instant, before in _transitions(z, year):
+                for k in range(-6, 7):
+                    step = datetime.timedelta(minutes=15 * k)
+                    out.append((instant + step, z, instant.date()))
+                    out.append((instant + before + step, z, instant.date()))  # wall times about the change
+    for _ in range(count):
+        base = datetime.datetime(rng.choice([1850, 1901, 1970, 1995, 2020, 2030]), 1, 1)
+        if rng.random() < 0.5:  # near a DST change: March to April, October to November, every 15 minutes
+            ts = base.replace(month=rng.choice([3, 4, 10, 11]), day=rng.randrange(1, 29), hour=rng.randrange(24),
+                              minute=rng.choice([0, 15, 30, 45]))
+        else:
+            ts = base + datetime.timedelta(seconds=rng.randrange(365 * 86400), microseconds=rng.randrange(10**6))
+        out.append((None if rng.random() < 0.05 else ts, None if rng.random() < 0.05 else rng.choice(ZONES),
+                    ts.date()))
+    return out
+
+
+def test_time_zone_functions_equal_spark(spark):
+    zs = ", ".join(f"from_utc_timestamp(ts, '{z}') AS f{i}, to_utc_timestamp(ts, '{z}') AS t{i}"
+                   for i, z in enumerate(ZONES))
+    q = (f"SELECT ts, z, {zs}, from_utc_timestamp(ts, z) AS fz, to_utc_timestamp(ts, z) AS tz, "
+         "from_utc_timestamp(d, 'Asia/Tokyo') AS fd, convert_timezone('America/New_York', 'Asia/Tokyo', ts) AS c1, "
+         "convert_timezone(z, 'Europe/Paris', ts) AS c2, convert_timezone('Australia/Sydney', ts) AS c3, "
+         "to_utc_timestamp(from_utc_timestamp(ts, z), z) AS rt FROM t")
+    _compare(spark, _zoned_rows(17, 300), q, schema={"ts": "timestamp", "z": "string", "d": "date"},
+             spark_schema="ts timestamp, z string, d date")
+
+
+@pytest.mark.parametrize("zone", ["Mars/Base", "+19:00", "UTC+", "america/new_york"])
+def test_a_zone_spark_cannot_read_is_refused_as_a_constant_and_raises_in_a_column(spark, zone):
+    spark.createDataFrame([(datetime.datetime(2020, 1, 1), zone)], "ts timestamp, z string").createOrReplaceTempView("t")
+    with pytest.raises(Exception, match="INVALID_TIMEZONE|Invalid ID|invalid|not in valid range"):
+        spark.sql("SELECT from_utc_timestamp(ts, z) AS v FROM t").collect()
+    flow = ddflow.Dataflow()
+    handle = flow.new_collection("t", schema={"ts": "timestamp", "z": "string"})[0]
+    with pytest.raises(SchemaError, match=re.escape(f"the time zone {zone!r} is not one Spark reads")):
+        flow.sql(f"SELECT from_utc_timestamp(ts, '{zone}') AS v FROM t")
+    flow.sql("SELECT from_utc_timestamp(ts, z) AS v FROM t").capture()
+    handle.update([(datetime.datetime(2020, 1, 1), zone)], times=0)
+    flow.advance_to(1)
+    with pytest.raises(SchemaError, match=re.escape(f"from_utc_timestamp: the time zone {zone!r} is not one Spark reads")):
+        flow.run()
 
 
 def test_incrementally_at_every_time():
