@@ -268,6 +268,8 @@ def _sums(f: WinFunc, vals, live, lo, hi, none) -> list[tuple]:
     odd = [(0, 0, 0)] * (n + 1)  # doubles: counts of NaN, +inf, -inf
     for i in range(n):
         count[i + 1] = count[i] + live[i]
+        if f.func == "count":  # of any type: a string or a date is counted, never added
+            continue
         v = vals[i] if live[i] else 0
         if double:
             nan, pinf, ninf = odd[i]

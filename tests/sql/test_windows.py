@@ -82,6 +82,10 @@ QUERIES = [
      "MIN(v) OVER (PARTITION BY p ORDER BY o RANGE BETWEEN CURRENT ROW AND CURRENT ROW) m FROM t", None),
     ("SELECT p, o, v, d, AVG(v) OVER (ORDER BY o DESC RANGE BETWEEN 2 PRECEDING AND 1 PRECEDING) a, "
      f"COUNT(*) OVER (ORDER BY o DESC RANGE BETWEEN 1 FOLLOWING AND 1 FOLLOWING) c FROM t", None),
+    # COUNT of a string over an ordered frame counts it (the fuzzer's seed 2: it was added to the count)
+    ("SELECT p, o, COUNT(p) OVER (PARTITION BY v ORDER BY o) c, COUNT(lower(p)) OVER (ORDER BY o DESC) c2 FROM t",
+     "SELECT p, o, COUNT(p) OVER (PARTITION BY v ORDER BY o NULLS FIRST) c, "
+     "COUNT(lower(p)) OVER (ORDER BY o DESC NULLS LAST) c2 FROM t"),
 ]
 
 rows = st.tuples(st.sampled_from(["a", "b", None]), st.one_of(st.none(), st.integers(0, 4)),
