@@ -36,12 +36,13 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
     for key in ("qualify", "order", "limit", "offset", "distinct", "with_"):
         inner.set(key, None)
     inner.append("expressions", exp.alias_(qualify.this.copy(), FLAG))
+    inner = rewritten(inner)  # a rewritten node's subtree is not visited again: a QUALIFY inside it is done here
     outer = exp.Select(expressions=[exp.Star(except_=[exp.column(FLAG)])],
                        from_=exp.From(this=exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(QUALIFIED)))),
                        where=exp.Where(this=exp.column(FLAG)))
     for key in ("order", "limit", "offset", "distinct", "with_"):
         if node.args.get(key) is not None:
-            outer.set(key, node.args[key])
+            outer.set(key, rewritten(node.args[key]))
     return outer
 
 

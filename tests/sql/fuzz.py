@@ -82,7 +82,9 @@ FEATURES = ("exprs", "like", "decimal", "date", "joins", "aggregates", "distinct
 #: Feature groups off by default (``--features`` names them): their options would change every seed's queries.
 OPT_IN = ("library",  # Spark library functions DuckDB agrees on: lpad, rpad, repeat, left, right, nvl, instr
           "limits",  # ORDER BY ... LIMIT [OFFSET] on expressions, unselected columns and aggregates
-          "setops_all")  # INTERSECT ALL and EXCEPT ALL
+          "setops_all",  # INTERSECT ALL and EXCEPT ALL
+          "windows",  # window functions in SELECT (rankings, LAG / LEAD, aggregates OVER frames) and QUALIFY
+          "correlated_in")  # x IN (SELECT y FROM ... WHERE y2 = outer) as a WHERE conjunct
 
 DUCK_TYPE = {"bigint": "BIGINT", "double": "DOUBLE", "string": "VARCHAR", "boolean": "BOOLEAN", "date": "DATE"}
 BIGINTS = [-2, -1, 0, 1, 2, 3, 5]
@@ -222,6 +224,7 @@ class QueryGen:
         self._alias = 0
         self._view_ids = view_ids
         self.in_setop = False
+        self._row_window = False  # this SELECT has a window function that reads rows one by one
 
     def on(self, feature: str, p: float = 1.0) -> bool:
         return feature in self.features and self.rng.random() < p
@@ -501,6 +504,11 @@ class QueryGen:
             if not pairs:
                 return None
             x, y = r.choice(pairs)
+            if self.on("correlated_in", 0.5):  # correlated by another pair: p (outer) = q (inner)
+                p, q = r.choice(pairs)
+                self.tags.add("in_correlated")
+                conds = [f"{q} = {p}"] + inner_where
+                return f"{x} IN (SELECT {y} FROM {src.text} {b} WHERE {' AND '.join(conds)})"
             neg = r.random() < 0.4
             self.tags.add("not_in_subquery" if neg else "in_subquery")
             if base_type(dict(scope)[x]) == "decimal":
@@ -579,6 +587,16 @@ class QueryGen:
                         self.tags.add("scalar_subquery_select")
                     types.append("bigint")
             tail = ""
+            if "windows" in self.features and not self.in_setop and r.random() < 0.6:
+                self._row_window = False
+                for _ in range(r.randint(1, 2)):
+                    text, t = self.window(scope)
+                    items.append(text)
+                    types.append(t)
+                if r.random() < 0.3:
+                    text, t = self.window(scope, ranking=True)
+                    tail = f" QUALIFY {text} {r.choice(['<=', '=', '>'])} {r.choice([1, 2])}"
+                    self.tags.add("qualify")
         distinct = ""
         if self.on("distinct", 0.2) and "inexact" not in types:
             distinct = "DISTINCT "
@@ -587,6 +605,56 @@ class QueryGen:
         if depth == 0 and not self.in_setop and self.on("limits", 0.5):
             tail += self.order_limit(scope, types, aggregated, distinct=bool(distinct))
         return f"SELECT {distinct}{sel} FROM {from_text}{where_text}{tail}", types
+
+    def window(self, scope, ranking: bool = False) -> tuple[str, str]:
+        """A window function and its type class.  Its answer is one bag whatever order ties take: a ranking or an
+        aggregate over a RANGE frame (peers together) may order by any keys; anything that reads rows one by one
+        (ROW_NUMBER, LAG, LEAD, FIRST_VALUE, NTILE, a ROWS frame) orders by every column of the FROM, so rows
+        tied on all keys are equal rows.  Equal rows still differ in such a function's value (one is first), so
+        a SELECT has at most one of them, its QUALIFY included: two would pair their values across equal rows
+        in any order.  NULLS FIRST / LAST always written (Spark and DuckDB differ)."""
+        r = self.rng
+        nulls = lambda: r.choice([" NULLS FIRST", " NULLS LAST"])  # noqa: E731
+        way = lambda: r.choice(["", " DESC"])  # noqa: E731
+        keyed = [c for c, t in scope if base_type(t) not in ("double", "boolean")]
+        part = r.sample(keyed, min(len(keyed), r.choice([0, 1, 1, 2])))
+        over_part = f"PARTITION BY {', '.join(part)} " if part else ""
+        some = ", ".join(f"{k}{way()}{nulls()}" for k in r.sample([c for c, _ in scope], r.randint(1, min(2, len(scope)))))
+        every = ", ".join(f"{c}{way()}{nulls()}" for c, _ in scope)
+        by_row = ["row_number", "lag", "lead", "first_value", "ntile", "sum_rows"]
+        kinds = ["rank", "dense_rank", "row_number"] if ranking else \
+            ["rank", "dense_rank", "agg_range", "agg_partition"] + by_row
+        if self._row_window:
+            kinds = [k for k in kinds if k not in by_row]
+        k = r.choice(kinds)
+        self._row_window = self._row_window or k in by_row
+        self.tags.add(f"window_{k}")
+        if k in ("rank", "dense_rank"):
+            return f"{k.upper()}() OVER ({over_part}ORDER BY {some})", "bigint"
+        if k == "row_number":
+            return f"ROW_NUMBER() OVER ({over_part}ORDER BY {every})", "bigint"
+        if k == "ntile":
+            return f"NTILE({r.choice([1, 2, 3])}) OVER ({over_part}ORDER BY {every})", "bigint"
+        t = r.choice(sorted({base_type(ct) for _, ct in scope} - {"boolean"}) or ["bigint"])
+        if k in ("lag", "lead"):
+            arg = self.expr(scope, t, 1)
+            extra = r.choice(["", f", {r.choice([1, 2])}", f", {r.choice([1, 2])}, {self.literal(t)}"])
+            return f"{k.upper()}({arg}{extra}) OVER ({over_part}ORDER BY {every})", t
+        if k == "first_value":
+            return f"FIRST_VALUE({self.expr(scope, t, 1)}) OVER ({over_part}ORDER BY {every})", t
+        numeric = [x for x in ("bigint", "double") if self.cols_of(scope, x)]
+        agg = r.choice(["COUNT", "MIN", "MAX"] + (["SUM"] if numeric else []))
+        if agg == "SUM":  # no decimal SUM: Spark's type is DECIMAL(p + 10, s), DuckDB's DECIMAL(38, s)
+            t = r.choice(numeric)
+        arg = self.expr(scope, t, 1)
+        out = "bigint" if agg == "COUNT" else t
+        if k == "sum_rows":
+            lo, hi = r.choice([("1 PRECEDING", "CURRENT ROW"), ("UNBOUNDED PRECEDING", "CURRENT ROW"),
+                               ("CURRENT ROW", "2 FOLLOWING"), ("1 PRECEDING", "1 FOLLOWING")])
+            return f"{agg}({arg}) OVER ({over_part}ORDER BY {every} ROWS BETWEEN {lo} AND {hi})", out
+        if k == "agg_range":
+            return f"{agg}({arg}) OVER ({over_part}ORDER BY {some})", out
+        return f"{agg}({arg}) OVER ({over_part.strip()})", out
 
     def order_limit(self, scope, types: list[str], aggregated: bool, distinct: bool) -> str:
         """ORDER BY ... LIMIT k [OFFSET m]: a first key that is an expression over the FROM's columns (not

@@ -55,3 +55,12 @@ def test_random_top_k_queries_and_multiset_operations_equal_duckdb():
     summary = _run(range(4000, 4016), set(fuzz.FEATURES) | {"limits", "setops_all"}, n_queries=8)
     assert summary.tried == 16 * 10
     assert summary.statuses["pass"] > summary.tried * 0.9, summary.text()
+
+
+def test_random_window_queries_qualify_and_correlated_in_equal_duckdb():
+    """Window functions (rankings, LAG / LEAD, NTILE, aggregates over ROWS and RANGE frames), QUALIFY and correlated
+    IN in random queries (the opt-in features ``windows`` and ``correlated_in``)."""
+    summary = _run(range(5000, 5024), set(fuzz.FEATURES) | {"windows", "correlated_in"}, n_queries=8)
+    assert summary.tried == 24 * 10
+    assert summary.statuses["pass"] > summary.tried * 0.9, summary.text()
+    assert {"qualify", "window_lag", "window_sum_rows", "in_correlated"} <= set(summary.tag_counts), summary.text()
