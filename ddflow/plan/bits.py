@@ -1,6 +1,6 @@
 """Spark's bitwise operators and functions on bigints: ``&``, ``|``, ``^``, ``~``, ``shiftleft``,
-``shiftright``, ``shiftrightunsigned`` and ``bit_count``, as Java's ``long`` computes them (two's complement;
-a shift count is taken modulo 64).  NULL in, NULL out.
+``shiftright``, ``shiftrightunsigned``, ``bit_count`` and ``getbit``, as Java's ``long`` computes them (two's
+complement; a shift count is taken modulo 64; a bit position outside 0..63 raises).  NULL in, NULL out.
 
 Cost: O(n) numpy operations per call.  An ``int`` column is a bigint here, so a shift of one wraps at 64
 bits where Spark's ``int`` wraps at 32 (docs/sql.md: the stated int difference).
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ddflow.errors import SchemaError
 from ddflow.plan.expr import filled
 from ddflow.plan.functions import TypeMismatch, _names, function
 
@@ -61,3 +62,19 @@ for _name, _fn in _BINARY.items():
     function(_name, int64_typer(2, _name))(int64_kernel(_fn))
 function("bitnot", int64_typer(1, "~"))(int64_kernel(lambda x: ~x))
 function("bit_count", int64_typer(1, "bit_count"))(int64_kernel(_popcount))
+
+
+@function("getbit", int64_typer(2, "getbit"))
+def _getbit(args, e, n):
+    """getbit(x, pos) (bit_get): bit ``pos`` of ``x``, 0 the lowest; a position outside 0..63 raises, as Spark's
+    INVALID_PARAMETER_VALUE.BIT_POSITION_RANGE does.  O(n)."""
+    (x, xn), (p, pn) = args
+    null = xn | pn
+    pos = np.where(null, 0, np.asarray(p, dtype=np.int64))
+    bad = (pos < 0) | (pos > 63)
+    if bad.any():
+        raise SchemaError(f"getbit: the bit position {int(pos[bad][0])} is outside 0..63 (Spark's "
+                          "INVALID_PARAMETER_VALUE.BIT_POSITION_RANGE)")
+    out = (np.asarray(x, dtype=np.int64) >> pos) & 1
+    return filled(out, null, "bigint"), null
+

@@ -171,6 +171,7 @@ _NODES = {
     exp.BitwiseAnd: _binary("bitand"), exp.BitwiseOr: _binary("bitor"), exp.BitwiseXor: _binary("bitxor"),
     exp.BitwiseNot: _unary("bitnot"), exp.BitwiseLeftShift: _binary("shiftleft"),
     exp.BitwiseRightShift: _binary("shiftright"), exp.BitwiseCount: _unary("bit_count"),
+    exp.Getbit: _binary("getbit"),
     exp.Reverse: _unary("reverse", True), exp.Soundex: _unary("soundex", True), exp.ToBase64: _unary("base64", True),
     exp.Factorial: _unary("factorial"),
     exp.Elt: lambda n, e, ex: _call("elt", [e(n.this)] + [_string(e(a)) for a in n.expressions], n),  # as strings

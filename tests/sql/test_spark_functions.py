@@ -149,7 +149,8 @@ STATS = ("SELECT n, COUNT(*) AS c, stddev(f) AS s1, stddev_samp(k) AS s2, stddev
 TRIES = ("SELECT k, try_sum(n) AS t1, try_avg(n) AS t2, COUNT(*) AS c FROM t GROUP BY k")
 BITS = ("SELECT n, k, n & k AS b1, n | k AS b2, n ^ k AS b3, ~n AS b4, shiftleft(n, 3) AS b5, shiftright(n, 2) AS b6, "
         "shiftrightunsigned(n, 2) AS b7, bit_count(n) AS b8, n << 63 AS b9, isnull(s) AS u1, isnotnull(n) AS u2, "
-        "equal_null(n, k) AS u3, zeroifnull(n) AS u4, nullifzero(k) AS u5 FROM t")
+        "equal_null(n, k) AS u3, zeroifnull(n) AS u4, nullifzero(k) AS u5, getbit(n, 63) AS g1, bit_get(n, 0) AS g2, "
+        "getbit(k, pmod(n, 64)) AS g3 FROM t")
 
 PATTERNS = ("SELECT s, t, n, reverse(s) AS r1, find_in_set(t, s) AS r2, find_in_set(s, 'abc,,ABBA,banana') AS r3, "
             "regexp_count(s, 'a') AS r4, regexp_count(s, '[0-9]+') AS r5, regexp_substr(s, '[0-9]+') AS r6, "
@@ -408,6 +409,16 @@ def test_elt_soundex_base64_luhn_check_and_factorial_equal_spark(spark):
                                                                                    None, None, None, None)]
     rows += extra
     assert _ddflow(rows, query) == _spark(spark, rows, query)
+
+
+@pytest.mark.parametrize("pos", [64, -1])
+def test_getbit_outside_its_positions_raises_as_spark_does(spark, pos):
+    q = f"SELECT getbit(n, {pos}) AS g FROM t"
+    rows = [(None, None, 5, None, None, None, None, None)]
+    with pytest.raises(Exception, match="BIT_POSITION_RANGE"):
+        _spark(spark, rows, q)
+    with pytest.raises(SchemaError, match=f"getbit: the bit position {pos} is outside 0..63"):
+        _ddflow(rows, q)
 
 
 def test_elt_past_its_strings_raises_as_spark_does():
