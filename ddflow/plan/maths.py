@@ -319,3 +319,57 @@ def _factorial(args, e, n):
     null = an | (v < 0) | (v > 20)
     table = np.array([math.factorial(k) for k in range(21)], dtype=np.int64)
     return filled(table[np.clip(v, 0, 20)], null, "bigint"), null
+
+
+def _format_number_typer(args):
+    if len(args) != 2 or not (args[0].type in ("bigint", "double", "null") or is_decimal(args[0].type)):
+        raise TypeMismatch(f"format_number takes a number and a count of decimal places, got ({_names(args)})")
+    if args[1].type == "string":
+        raise TypeMismatch("format_number with a DecimalFormat pattern (a string) is not supported (give the "
+                           "count of decimal places)")
+    if args[1].type not in ("bigint", "null"):
+        raise TypeMismatch(f"format_number's decimal places must be an integer, got ({_names(args)})")
+    return "string"
+
+
+def _number_text(v, typ: str, places: int) -> str:
+    """Java's DecimalFormat("#,##0.00..", HALF_EVEN) of one value, as Spark's format_number writes it."""
+    if typ == "double":
+        if v != v:
+            return "NaN"
+        if v in (math.inf, -math.inf):
+            return "-\u221e" if v < 0 else "\u221e"
+        shortest = decimal.Decimal(repr(float(v)))
+        # Java rounds the double's exact value, and writes the digits of its shortest text past them (zeros)
+        d = shortest if shortest.as_tuple().exponent >= -places else decimal.Decimal(float(v))
+        if v == 0 and math.copysign(1.0, v) < 0:
+            d = decimal.Decimal("-0")
+    elif typ == "bigint":
+        d = decimal.Decimal(int(v))
+    else:
+        d = decimal.Decimal(int(v)).scaleb(-decimal_ps(typ)[1])
+    if typ == "double":
+        places = min(places, 340)  # DecimalFormat's most fraction digits of a double
+    wide = decimal.Context(prec=max(d.adjusted(), 0) + places + 2, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+    q = d.quantize(decimal.Decimal(1).scaleb(-places), rounding=decimal.ROUND_HALF_EVEN, context=wide)
+    return format(q, ",f")
+
+
+@function("format_number", _format_number_typer)
+def _format_number(args, e, n):
+    """format_number(x, d): ``x`` rounded HALF_EVEN to ``d`` places (a double by its exact value), with
+    thousands separators: Spark's DecimalFormat.  A negative ``d`` gives NULL, as in Spark; -0.0 keeps its sign.
+    O(n), Python per row."""
+    (x, xn), (d, dn) = args
+    typ = e.args[0].type
+    places = np.asarray(d, dtype=np.int64)
+    past = ~dn & ((places < -(1 << 31)) | (places >= (1 << 31)))
+    if past.any():
+        raise SchemaError(f"format_number: {int(places[past][0])} decimal places is past int (Spark casts it to "
+                          "int and raises CAST_OVERFLOW)")
+    null = xn | dn | (places < 0)
+    out = np.full(n, None, dtype=object)
+    for i in np.flatnonzero(~null).tolist():
+        out[i] = _number_text(x[i], typ, int(places[i]))
+    return out, null
+

@@ -47,7 +47,7 @@ LIBRARY = ("SIN", "COS", "TAN", "ASIN", "ACOS", "ATAN", "SINH", "COSH", "TANH", 
            "SEC", "CSC", "DEGREES", "RADIANS", "EXPM1", "LOG1P", "RINT", "ATAN2", "HYPOT", "E", "PI", "ISNAN",
            "NANVL", "POSITIVE", "NEGATIVE", "OCTET_LENGTH", "BIT_LENGTH", "SPACE", "SUBSTRING_INDEX", "BTRIM",
            "MD5", "SHA1", "SHA", "SHA2", "CRC32", "HEX", "BIN", "SHIFTRIGHTUNSIGNED", "FIND_IN_SET",
-           "GET_JSON_OBJECT", "LUHN_CHECK")
+           "GET_JSON_OBJECT", "LUHN_CHECK", "FORMAT_NUMBER")
 #: Functions read as plain calls of their arguments as written: sqlglot would turn their datetime patterns into
 #: its own strftime forms, or rewrite them into other functions (ddflow.plan.datetimes reads Spark's patterns).
 AS_WRITTEN = ("DATE_FORMAT", "FROM_UNIXTIME", "UNIX_TIMESTAMP", "TO_UNIX_TIMESTAMP", "LAST_DAY", "NEXT_DAY",

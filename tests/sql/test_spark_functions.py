@@ -411,6 +411,19 @@ def test_elt_soundex_base64_luhn_check_and_factorial_equal_spark(spark):
     assert _ddflow(rows, query) == _spark(spark, rows, query)
 
 
+def test_format_number_equals_spark(spark):
+    """Doubles rounded HALF_EVEN by their exact value (0.125 and 0.285 to 0.12 and 0.28, 0.265 to 0.27), written
+    with their shortest digits where no rounding is needed (1e20), -0.0, NaN and infinities, decimals, int64's
+    edges, and a negative count of places."""
+    rows = _edge_rows(21, 150) + [(None, None, v, 2, x, None, None, None) for v, x in
+                                  [(1, 0.125), (2, 0.285), (3, 0.265), (4, 2.5), (5, 3.5), (6, 1e20), (7, -0.001),
+                                   (8, 1.7976931348623157e308), (9, 1e-7), (10, -1234567.891)]]
+    q = ("SELECT n, k, d, m, format_number(d, 2) AS f1, format_number(f, 0) AS f2, format_number(m, 1) AS f3, "
+         "format_number(n, 3) AS f4, format_number(d, CAST(pmod(k, 7) - 1 AS INT)) AS f5, format_number(e, 10) AS f6, "
+         "format_number(m, 4) AS f7 FROM t")
+    assert _ddflow(rows, q) == _spark(spark, rows, q)
+
+
 @pytest.mark.parametrize("pos", [64, -1])
 def test_getbit_outside_its_positions_raises_as_spark_does(spark, pos):
     q = f"SELECT getbit(n, {pos}) AS g FROM t"
