@@ -59,8 +59,8 @@ def test_random_top_k_queries_and_multiset_operations_equal_duckdb():
 
 def test_random_window_queries_qualify_and_correlated_in_equal_duckdb():
     """Window functions (rankings, LAG / LEAD, NTILE, aggregates over ROWS and RANGE frames), QUALIFY and correlated
-    IN in random queries (the opt-in features ``windows`` and ``correlated_in``)."""
-    summary = _run(range(5000, 5024), set(fuzz.FEATURES) | {"windows", "correlated_in"}, n_queries=8)
+    IN in random queries, ordered and limited too (the opt-in features ``windows``, ``correlated_in``, ``limits``)."""
+    summary = _run(range(5000, 5024), set(fuzz.FEATURES) | {"windows", "correlated_in", "limits"}, n_queries=8)
     assert summary.tried == 24 * 10
     assert summary.statuses["pass"] > summary.tried * 0.9, summary.text()
     assert {"qualify", "window_lag", "window_sum_rows", "in_correlated"} <= set(summary.tag_counts), summary.text()
