@@ -153,14 +153,18 @@ class Join(Rel):
 
 @dataclass(frozen=True)
 class Agg:
-    """An aggregate: ``func`` of ``arg`` (and ``other``: COVAR's and CORR's y, MAX_BY's ordering) over a group
-    (``distinct``: its distinct non-NULL values); ``fraction`` is PERCENTILE's (MEDIAN is PERCENTILE 0.5)."""
+    """An aggregate: ``func`` of ``arg`` (and ``other``: COVAR's and CORR's y, MAX_BY's and LISTAGG's ordering)
+    over a group (``distinct``: its distinct non-NULL values); ``fraction`` is PERCENTILE's (MEDIAN is PERCENTILE
+    0.5); ``separator``, ``desc`` and ``nulls_first``: LISTAGG's delimiter and its WITHIN GROUP order."""
 
     func: str
     arg: Expr | None
     distinct: bool = False
     fraction: float | None = None
     other: Expr | None = None
+    separator: str = ""
+    desc: bool = False
+    nulls_first: bool = True
 
     def operands(self) -> tuple[Expr, ...]:
         return tuple(x for x in (self.arg, self.other) if x is not None)

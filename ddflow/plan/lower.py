@@ -45,7 +45,7 @@ from ddflow.collection import Collection, Variable
 from ddflow.errors import DataflowError, SchemaError
 from ddflow.graph.scope import IterativeScope, Scope
 from ddflow.plan import setops
-from ddflow.plan.groupwise import ONE_OPERAND, arg_by, covariance, decimal_total
+from ddflow.plan.groupwise import ONE_OPERAND, arg_by, covariance, decimal_total, listagg
 from ddflow.plan.expr import Call, Col, Column, Expr, as_type, evaluate, filled, null_values
 from ddflow.plan.ir import (Agg, Aggregate, CloseAt, Distinct, Filter, Join, OneRow, Order, Project, RecRef, Recursive,
                             Rel, Scan, Sessionized, SemiJoin, SetOp, TemporalFilter, TopK, Union, Values, Windowed)
@@ -563,6 +563,8 @@ def _one_aggregate(a: Agg, p: int | None, rows: list) -> tuple:
         other = nullmask.bit(p + 1)
         if a.func in ("max_by", "min_by"):
             return arg_by(a, [(r[p], r[p + 1], bool(r[-1] & null), m) for r, m in rows if not r[-1] & other])
+        if a.func == "listagg":
+            return listagg(a, [(r[p], r[p + 1], bool(r[-1] & other), m) for r, m in rows if not r[-1] & null])
         return covariance(a, [(r[p], r[p + 1], m) for r, m in rows if not r[-1] & (null | other)])
     live = [(r[p], m) for r, m in rows if not r[-1] & null]
     if a.distinct:

@@ -855,6 +855,8 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
             raise _unsupported(node)
         if isinstance(node, (exp.ApproxDistinct, exp.ApproxQuantile)):
             self.accuracy(node)
+        if func == "listagg":
+            return self.listagg(node, scope)
         arg = node.this
         distinct = isinstance(arg, exp.Distinct) or isinstance(node, exp.ApproxDistinct)
         if isinstance(arg, exp.Distinct):
@@ -882,6 +884,33 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
                                   f"(in `{node.sql(dialect='spark')}`)")
             return Agg(func, e, other=other)
         return Agg(func, e, distinct)
+
+    def listagg(self, node: exp.GroupConcat, scope: _Scope) -> Agg:
+        """LISTAGG / STRING_AGG(x[, separator]) WITHIN GROUP (ORDER BY k): the order is needed (Spark's is the
+        rows' arrival otherwise, which a view's answer must not depend on); the separator is a constant string."""
+        body = node.this
+        if not isinstance(body, exp.Order) or len(body.expressions) != 1:
+            raise _unsupported(node, "LISTAGG without WITHIN GROUP (ORDER BY one key) (the order of its values is "
+                                     "not determined)")
+        x, (o,) = body.this, body.expressions
+        distinct = isinstance(x, exp.Distinct)
+        if distinct:
+            if len(x.expressions) != 1 or x.expressions[0] != o.this:
+                raise _unsupported(node, "LISTAGG(DISTINCT x) ordered by a key other than x")
+            x = x.expressions[0]
+        separator = ""
+        if node.args.get("separator") is not None:
+            sep = self.expr(node.args["separator"], scope)
+            if not isinstance(sep, Lit) or sep.type != "string":
+                raise _unsupported(node, "LISTAGG's separator other than a constant string")
+            separator = sep.value
+        e, k = self.expr(x, scope), self.expr(o.this, scope)
+        if e.type not in ("string", "null"):
+            raise SchemaError(f"SQL: LISTAGG needs a string, got {e.type} in `{node.sql(dialect='spark')}`")
+        desc = bool(o.args.get("desc"))
+        nulls_first = o.args.get("nulls_first")
+        return Agg("listagg", e, distinct, other=k, separator=separator, desc=desc,
+                   nulls_first=(not desc) if nulls_first is None else bool(nulls_first))
 
     def tuple_key(self, parts: list[exp.Expression], scope: _Scope, node: exp.Expression) -> exp.Expression:
         """COUNT(DISTINCT a, b, ...)'s one argument: a string per row, NULL when any part is NULL (Spark counts

@@ -39,7 +39,7 @@ AGGREGATES = {exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg", ex
               exp.ArgMax: "max_by", exp.ArgMin: "min_by", TrySum: "try_sum", TryAvg: "try_avg",
               exp.Skewness: "skewness", exp.Kurtosis: "kurtosis",
               exp.RegrSxx: "regr_sxx", exp.RegrSyy: "regr_syy", exp.RegrSxy: "regr_sxy", exp.RegrSlope: "regr_slope",
-              exp.RegrIntercept: "regr_intercept", exp.RegrR2: "regr_r2", exp.Mode: "mode",
+              exp.RegrIntercept: "regr_intercept", exp.RegrR2: "regr_r2", exp.Mode: "mode", exp.GroupConcat: "listagg",
               exp.BitwiseAndAgg: "bit_and", exp.BitwiseOrAgg: "bit_or", exp.BitwiseXorAgg: "bit_xor",
               # Spark's answer depends on the rows' order, which a view's must not: ddflow gives the least
               # non-NULL value (one of the answers Spark may give; NULL only where every value is NULL).

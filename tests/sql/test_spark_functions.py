@@ -263,6 +263,9 @@ def _at_every_time(spark, query: str, seed: int, group_by: str | None = None, po
     ("SELECT regexp_replace(s, t, 'x') AS y FROM t", "regexp_replace's argument 2 must be a constant"),
     ("SELECT format_string(s, n) AS y FROM t", "format_string's format must be a constant"),
     ("SELECT regexp_extract(s, t, 1) AS y FROM t", "regexp_extract's pattern and group must be constants"),
+    ("SELECT listagg(s, ',') AS y FROM t", "LISTAGG without WITHIN GROUP (ORDER BY one key)"),
+    ("SELECT listagg(s, t) WITHIN GROUP (ORDER BY s) AS y FROM t", "LISTAGG's separator other than a constant"),
+    ("SELECT listagg(DISTINCT s) WITHIN GROUP (ORDER BY t) AS y FROM t", "LISTAGG(DISTINCT x) ordered by"),
     ("SELECT bround(d, n) AS y FROM t", "bround's scale must be a constant"),
     ("SELECT regexp_replace(s, '\\\\p{L}+', 'x') AS y FROM t", "the Unicode class \\p{...}"),
     ("SELECT regexp_replace(s, 'a\\\\Qb', 'x') AS y FROM t", "\\Q...\\E quoting"),
@@ -396,6 +399,28 @@ def test_mode_is_sparks_deterministic_mode(spark):
     assert _ddflow(rows, query) == _spark(spark, rows, query)
     plain = query.replace(", true)", ")")
     assert _ddflow(rows, plain) == _ddflow(rows, query)
+
+
+#: Each ordered by a key that decides its value (the value itself, or one it is made from), so Spark's order of
+#: ties cannot show; NULL keys first and last, DISTINCT, the default separator (none).
+LISTAGG = ("SELECT k, listagg(s, '|') WITHIN GROUP (ORDER BY s) AS l1, "
+           "listagg(t, ',') WITHIN GROUP (ORDER BY t DESC NULLS FIRST) AS l2, "
+           "string_agg(DISTINCT s, '') WITHIN GROUP (ORDER BY s DESC) AS l3, "
+           "listagg(CAST(n AS STRING), ';') WITHIN GROUP (ORDER BY n) AS l4, "
+           "listagg(coalesce(s, 'none'), ' ') WITHIN GROUP (ORDER BY s NULLS LAST) AS l5, "
+           "listagg(coalesce(t, '?')) WITHIN GROUP (ORDER BY t DESC) AS l6, "
+           "listagg(coalesce(s, '-'), '/') WITHIN GROUP (ORDER BY s) AS l7, "
+           "listagg(coalesce(t, '?'), '') WITHIN GROUP (ORDER BY t DESC NULLS FIRST) AS l8, COUNT(*) AS c "
+           "FROM t GROUP BY k")
+
+
+def test_listagg_within_group_equals_spark(spark):
+    rows = _rows(22, 150)
+    assert _ddflow(rows, LISTAGG) == _spark(spark, rows, LISTAGG)
+
+
+def test_listagg_under_updates_equals_spark_at_every_time(spark):
+    _at_every_time(spark, LISTAGG, seed=23, group_by="k")
 
 
 def test_elt_soundex_base64_luhn_check_and_factorial_equal_spark(spark):
