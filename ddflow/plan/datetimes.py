@@ -535,3 +535,33 @@ NAMES = ("date_format", "from_unixtime", "to_date", "to_timestamp", "unix_timest
          "date_from_unix_date", "timestamp_seconds", "timestamp_millis", "timestamp_micros")
 
 __all__ = ["NAMES", "Pattern", "compile_pattern", "format_micros", "parse_micros"]
+
+
+_DAY_NAMES = np.array(["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"], dtype=object)
+_MONTH_NAMES = np.array(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"],
+                        dtype=object)
+
+
+def _calendar_typer(name: str, result: str):
+    def typer(args):
+        if len(args) != 1 or not timelike(args[0].type):
+            raise TypeMismatch(f"{name} takes a date or timestamp, got ({_names(args)})")
+        return result
+    return typer
+
+
+def _calendar_kernel(part: str):
+    """weekday (0 = Monday), dayname (``'Mon'``) and monthname (``'Jan'``) of a date or timestamp.  O(n)."""
+    def kernel(args, e, n):
+        (v, vn), = args
+        days = np.floor_divide(micros(np.where(vn, 0, v), e.args[0].type), _US_PER_DAY)
+        if part == "monthname":
+            return filled(_MONTH_NAMES[civil(days)[1] - 1], vn, "string"), vn
+        wd = (days + 3) % 7  # 1970-01-01 was a Thursday
+        return (filled(wd, vn, "bigint"), vn) if part == "weekday" else (filled(_DAY_NAMES[wd], vn, "string"), vn)
+    return kernel
+
+
+for _part, _result in (("weekday", "bigint"), ("dayname", "string"), ("monthname", "string")):
+    function(_part, _calendar_typer(_part, _result))(_calendar_kernel(_part))
+

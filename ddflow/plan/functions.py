@@ -529,15 +529,20 @@ def _div(args, e, n):
     return filled(q.astype(np.int64), null, "bigint"), null
 
 
-@function("try_divide", lambda args: arithmetic_type("/", *args))
-def _try_divide(args, e, n):
-    (a, an), (b, bn) = args
-    zero = ~(an | bn) & (np.asarray(b) == 0)
-    one = np.ones(n, dtype=np.asarray(b).dtype)
-    if is_decimal(e.args[1].type):
-        one = one * (10 ** _scale_of(e.args[1].type))
-    vals, null = KERNELS["/"]([(a, an | zero), (np.where(zero, one, b), bn | zero)], e, n)
-    return vals, null
+def _nonzero_divisor(op: str) -> Kernel:
+    """``op`` (``/`` or ``%``) NULL where the divisor is zero: try_divide's and try_mod's rule."""
+    def kernel(args, e, n):
+        (a, an), (b, bn) = args
+        zero = ~(an | bn) & (np.asarray(b) == 0)
+        one = np.ones(n, dtype=np.asarray(b).dtype)
+        if is_decimal(e.args[1].type):
+            one = one * (10 ** _scale_of(e.args[1].type))
+        return KERNELS[op]([(a, an | zero), (np.where(zero, one, b), bn | zero)], Call(op, e.args, e.type), n)
+    return kernel
+
+
+function("try_divide", lambda args: arithmetic_type("/", *args))(_nonzero_divisor("/"))
+function("try_mod", lambda args: arithmetic_type("%", *args))(_nonzero_divisor("%"))
 
 
 # -- comparisons ---------------------------------------------------------------------------------------

@@ -349,6 +349,35 @@ def _btrim(s: str, chars: str = " ") -> str:
     return s.strip(chars) if chars else s
 
 
+_reg("trim_leading", "ss", "string")(lambda s, chars: s.lstrip(chars) if chars else s)  # ltrim(chars, s)
+_reg("trim_trailing", "ss", "string")(lambda s, chars: s.rstrip(chars) if chars else s)
+
+
+_MASKS = ("X", "x", "n", None)  # Spark's defaults: upper case, lower case, digit, other (NULL: kept)
+
+
+def _mask_typer(args):
+    if not 1 <= len(args) <= 5 or any(a.type not in ("string", "null") for a in args):
+        raise TypeMismatch(f"mask takes a string and up to four replacement characters, got ({_names(args)})")
+    for a in args[1:]:
+        if not isinstance(a, Lit) or (a.value is not None and len(a.value) != 1):
+            raise TypeMismatch(f"mask's replacements must be constant single characters or NULL, got ({_names(args)})")
+    return "string"
+
+
+@function("mask", _mask_typer)
+def _mask(args, e, n):
+    """mask(s[, upper, lower, digit, other]): each upper-case letter, lower-case letter and decimal digit of ``s``
+    replaced (Java's Character classes: Unicode's Lu / Other_Uppercase, Ll / Other_Lowercase, Nd), anything else by
+    ``other``; a NULL replacement keeps its class as it is.  O(total characters)."""
+    upper, lower, digit, other = (e.args[1 + i].value if 1 + i < len(e.args) else d for i, d in enumerate(_MASKS))
+
+    def one(ch: str) -> str:
+        got = upper if ch.isupper() else lower if ch.islower() else digit if ch.isdecimal() else other
+        return ch if got is None else got
+    return _rowwise(lambda text: "".join(one(ch) for ch in text), "string")(args[:1], e, n)
+
+
 def _elt_typer(args):
     if len(args) < 2 or args[0].type not in ("bigint", "null") or any(a.type not in ("string", "null")
                                                                        for a in args[1:]):

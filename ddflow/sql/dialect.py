@@ -47,7 +47,7 @@ LIBRARY = ("SIN", "COS", "TAN", "ASIN", "ACOS", "ATAN", "SINH", "COSH", "TANH", 
            "SEC", "CSC", "DEGREES", "RADIANS", "EXPM1", "LOG1P", "RINT", "ATAN2", "HYPOT", "E", "PI", "ISNAN",
            "NANVL", "POSITIVE", "NEGATIVE", "OCTET_LENGTH", "BIT_LENGTH", "SPACE", "SUBSTRING_INDEX", "BTRIM",
            "MD5", "SHA1", "SHA", "SHA2", "CRC32", "HEX", "BIN", "SHIFTRIGHTUNSIGNED", "FIND_IN_SET",
-           "GET_JSON_OBJECT", "LUHN_CHECK", "FORMAT_NUMBER")
+           "GET_JSON_OBJECT", "LUHN_CHECK", "FORMAT_NUMBER", "TRY_MOD", "MASK", "WEEKDAY")
 #: Functions read as plain calls of their arguments as written: sqlglot would turn their datetime patterns into
 #: its own strftime forms, or rewrite them into other functions (ddflow.plan.datetimes reads Spark's patterns).
 AS_WRITTEN = ("DATE_FORMAT", "FROM_UNIXTIME", "UNIX_TIMESTAMP", "TO_UNIX_TIMESTAMP", "LAST_DAY", "NEXT_DAY",
@@ -73,6 +73,16 @@ class TryAvg(exp.Expression, exp.AggFunc):
     """Spark's ``try_avg(x)``: AVG, NULL where its sum overflows."""
 
 
+def _one_side_trim(position: str):
+    """``ltrim(str)`` / ``rtrim(str)``, and Spark's two-argument ``ltrim(trimStr, str)`` (sqlglot reads rtrim's two
+    arguments the other way round)."""
+    def build(args: list) -> exp.Expression:
+        if len(args) == 2:
+            return exp.Trim(this=args[1], expression=args[0], position=position)
+        return exp.Trim(this=seq_get(args, 0), position=position)
+    return build
+
+
 class DdflowSpark(Spark):
     """Spark's dialect with the unit-keeping TRUNC and DATE_TRUNC, and datetime patterns as written (see the
     module docstring)."""
@@ -81,6 +91,7 @@ class DdflowSpark(Spark):
         FUNCTIONS = {**Spark.Parser.FUNCTIONS, "TRUNC": _trunc, "DATE_TRUNC": _date_trunc,
                      **{n: _as_written(n) for n in AS_WRITTEN},
                      "STD": lambda args: exp.Stddev(this=seq_get(args, 0)),
+                     "LTRIM": _one_side_trim("LEADING"), "RTRIM": _one_side_trim("TRAILING"),
                      "TRY_SUM": lambda args: TrySum(this=seq_get(args, 0)),
                      "TRY_AVG": lambda args: TryAvg(this=seq_get(args, 0)),
                      "TO_DATE": _with_pattern("TO_DATE", Spark.Parser.FUNCTIONS["TO_DATE"]),

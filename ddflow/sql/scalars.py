@@ -50,7 +50,7 @@ AGGREGATES = {exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg", ex
 _UNARY = {exp.Lower: "lower", exp.Upper: "upper", exp.Length: "length", exp.Quarter: "quarter",
           exp.Hour: "hour", exp.Minute: "minute", exp.Second: "second", exp.Year: "year", exp.Month: "month",
           exp.Day: "day", exp.DayOfMonth: "day", exp.DayOfWeek: "dayofweek", exp.DayOfYear: "dayofyear",
-          exp.WeekOfYear: "week"}
+          exp.WeekOfYear: "week", exp.Dayname: "dayname", exp.Monthname: "monthname"}
 _BINARY_FN = {exp.StartsWith: "starts_with", exp.EndsWith: "ends_with", exp.Contains: "contains",
               exp.AddMonths: "add_months"}
 #: EXTRACT's (and date_part's) fields as Spark names them (DatePart.parseExtractField), and the function of each.
@@ -356,9 +356,10 @@ class Expressions:
                 return self._call("date_trunc", (unit, e(node.this)), node)
             return self._call("trunc", (e(node.this), unit), node)
         if isinstance(node, exp.Trim):
-            if node.args.get("expression") is not None:
-                raise unsupported(node, "TRIM of characters other than spaces")
             pos = (node.args.get("position") or "").upper()
+            if node.args.get("expression") is not None:  # TRIM([BOTH | LEADING | TRAILING] chars FROM s)
+                name = {"LEADING": "trim_leading", "TRAILING": "trim_trailing"}.get(pos, "btrim")
+                return self._call(name, (_as_string(e(node.this)), _as_string(e(node.expression))), node)
             return self._call({"LEADING": "ltrim", "TRAILING": "rtrim"}.get(pos, "trim"), (_as_string(e(node.this)),),
                               node)
         if isinstance(node, exp.Replace):

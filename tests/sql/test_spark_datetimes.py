@@ -123,7 +123,8 @@ UNITS = ("SELECT d, ts, n, extract(YEAR FROM d) AS u1, date_part('Y', ts) AS u2,
          "timestampdiff(MONTH, d, ts) AS u20, timestampdiff(DAY, ts, d) AS u21, timestampdiff(QUARTER, ts, d) AS u22, "
          "timestampdiff(YEAR, d, timestampadd(SECOND, n, ts)) AS u23, timestampdiff(MILLISECOND, ts, d) AS u24, "
          "timestampdiff(WEEK, d, ts) AS u25, datediff(DAY, ts, d) AS u26, timestampdiff(HOUR, d, ts) AS u27, "
-         "timestampdiff(MONTH, ts, timestampadd(DAY, n % 1000, d)) AS u28, datediff(ts, d) AS u29 "
+         "timestampdiff(MONTH, ts, timestampadd(DAY, n % 1000, d)) AS u28, datediff(ts, d) AS u29, "
+         "weekday(d) AS u30, weekday(ts) AS u31, dayname(ts) AS u32, monthname(d) AS u33 "
          "FROM t WHERE d IS NULL OR year(d) BETWEEN 60 AND 9940")
 
 

@@ -436,6 +436,16 @@ def test_elt_soundex_base64_luhn_check_and_factorial_equal_spark(spark):
     assert _ddflow(rows, query) == _spark(spark, rows, query)
 
 
+MASKS = ("SELECT s, t, n, k, mask(s) AS k1, mask(s, 'U', NULL, '#', '.') AS k2, ltrim('a', s) AS k3, rtrim(t, s) AS k4, "
+         "trim(BOTH t FROM s) AS k5, trim(LEADING 'ab' FROM s) AS k6, trim(TRAILING t FROM s) AS k7, "
+         "try_mod(n, k) AS k8, try_mod(d, e) AS k9, try_mod(m, k) AS k10, ltrim(s) AS k11, rtrim(s) AS k12 FROM t")
+
+
+def test_mask_trim_of_characters_and_try_mod_equal_spark(spark):
+    rows = _edge_rows(24, 150)
+    assert _ddflow(rows, MASKS) == _spark(spark, rows, MASKS)
+
+
 def test_format_number_equals_spark(spark):
     """Doubles rounded HALF_EVEN by their exact value (0.125 and 0.285 to 0.12 and 0.28, 0.265 to 0.27), written
     with their shortest digits where no rounding is needed (1e20), -0.0, NaN and infinities, decimals, int64's
