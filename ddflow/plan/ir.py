@@ -174,8 +174,8 @@ class Agg:
         """Spark's result type: SUM widens a decimal by 10 digits, AVG of a decimal adds 4 places."""
         if self.func in ("count", "count_star"):
             return "bigint"
-        if self.func.startswith(("var_", "stddev_", "covar_", "regr_")) or self.func in ("percentile", "corr",
-                                                                                         "skewness", "kurtosis"):
+        if self.func.startswith(("var_", "stddev_", "covar_", "regr_")) or self.func in (
+                "percentile", "percentile_disc", "corr", "skewness", "kurtosis"):
             return "double"  # the spread and the others of aggregate.STATISTICS
         t = self.arg.type if self.arg is not None and self.arg.type != "null" else "bigint"
         ps, func = decimal_ps(t), self.func.removeprefix("try_")  # TRY_SUM, TRY_AVG: NULL past the type

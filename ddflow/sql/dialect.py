@@ -73,6 +73,14 @@ class TryAvg(exp.Expression, exp.AggFunc):
     """Spark's ``try_avg(x)``: AVG, NULL where its sum overflows."""
 
 
+class PercentileDisc(exp.Expression, exp.AggFunc):
+    """``PERCENTILE_DISC(quantile) WITHIN GROUP (ORDER BY this [DESC])`` (:mod:`ddflow.sql.sugar` makes it): a node
+    of its own, so its text tells it from PERCENTILE_CONT and from its other order (sqlglot writes both as
+    PERCENTILE_APPROX)."""
+
+    arg_types = {"this": True, "quantile": True, "desc": False}
+
+
 def _one_side_trim(position: str):
     """``ltrim(str)`` / ``rtrim(str)``, and Spark's two-argument ``ltrim(trimStr, str)`` (sqlglot reads rtrim's two
     arguments the other way round)."""

@@ -853,6 +853,11 @@ class _Planner(Expressions, eventtime.EventTime, WindowPlanning):
         func = _AGGS.get(type(node))
         if func is None:  # a subclass of a known one
             raise _unsupported(node)
+        if func == "percentile_disc":  # ddflow.sql.sugar's reading of PERCENTILE_DISC(f) WITHIN GROUP (ORDER BY x)
+            e = self.expr(node.this, scope)
+            if not numeric(e.type):
+                raise SchemaError(f"SQL: PERCENTILE_DISC needs a number, got {e.type} in `{node.sql(dialect='spark')}`")
+            return Agg(func, e, fraction=self.fraction(node), desc=node.args["desc"] is not None)
         if isinstance(node, (exp.ApproxDistinct, exp.ApproxQuantile)):
             self.accuracy(node)
         if func == "listagg":

@@ -26,7 +26,7 @@ from ddflow.base.schema import decimal_type, sql_type
 from ddflow.errors import SchemaError
 from ddflow.plan import functions as F
 from ddflow.plan.expr import Call, Col, Expr, Held, Lit, evaluate
-from ddflow.sql.dialect import TryAvg, TrySum
+from ddflow.sql.dialect import PercentileDisc, TryAvg, TrySum
 from ddflow.sql.library import library_call
 from ddflow.sql.nesting import chain_parts, list_of
 
@@ -40,6 +40,7 @@ AGGREGATES = {exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg", ex
               exp.Skewness: "skewness", exp.Kurtosis: "kurtosis",
               exp.RegrSxx: "regr_sxx", exp.RegrSyy: "regr_syy", exp.RegrSxy: "regr_sxy", exp.RegrSlope: "regr_slope",
               exp.RegrIntercept: "regr_intercept", exp.RegrR2: "regr_r2", exp.Mode: "mode", exp.GroupConcat: "listagg",
+              PercentileDisc: "percentile_disc",
               exp.BitwiseAndAgg: "bit_and", exp.BitwiseOrAgg: "bit_or", exp.BitwiseXorAgg: "bit_xor",
               # Spark's answer depends on the rows' order, which a view's must not: ddflow gives the least
               # non-NULL value (one of the answers Spark may give; NULL only where every value is NULL).

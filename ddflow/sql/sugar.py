@@ -10,6 +10,9 @@ THEN r1 ... ELSE default END`` (a NULL ``x`` finds a NULL search, as in
 Spark).  Aggregates (COUNTs: O(1) state per group, diff-weighted
 sums):
 
+- ``PERCENTILE_CONT(f) WITHIN GROUP (ORDER BY x)`` is ``PERCENTILE(x, f)``
+  (``1 - f`` in descending order), and ``PERCENTILE_DISC`` a node of its own;
+
 - ``count_if(c)`` is ``COUNT(CASE WHEN c THEN 1 END)``: the rows where ``c``
   is true (0 when none);
 - ``regr_count(y, x)`` is ``COUNT(CASE WHEN y IS NOT NULL THEN x END)``
@@ -29,6 +32,8 @@ Inside an OVER (a window function) they are left as written.
 from __future__ import annotations
 
 from sqlglot import exp
+
+from ddflow.sql.dialect import PercentileDisc
 
 
 def _count_when(cond: exp.Expression) -> exp.Expression:
@@ -76,7 +81,26 @@ def _scalar(name: str | None, node: exp.Expression) -> exp.Expression | None:
     return exp.Nullif(this=x, expression=exp.Literal.number(0))
 
 
+def _within_group(node: exp.WithinGroup) -> exp.Expression:
+    """PERCENTILE_CONT(f) WITHIN GROUP (ORDER BY x) is PERCENTILE(x, f) (descending: 1 - f, the same
+    interpolation from the other end); PERCENTILE_DISC(f) its own node (:class:`ddflow.sql.dialect.PercentileDisc`)."""
+    fn, order = node.this, node.expression
+    if not isinstance(fn, (exp.PercentileCont, exp.PercentileDisc)) or not isinstance(order, exp.Order) \
+            or len(order.expressions) != 1:
+        return node
+    o = order.expressions[0]
+    desc = bool(o.args.get("desc"))
+    if isinstance(fn, exp.PercentileDisc):
+        return PercentileDisc(this=o.this, quantile=fn.this, desc=exp.true() if desc else None)
+    f = fn.this
+    if desc:
+        f = exp.Sub(this=exp.Literal.number(1), expression=exp.Paren(this=f.copy()))
+    return exp.Quantile(this=o.this, quantile=f)
+
+
 def _rewrite(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.WithinGroup):
+        return _within_group(node)
     name = node.name.lower() if isinstance(node, exp.Anonymous) else None
     scalar = _scalar(name, node)
     if scalar is not None:

@@ -414,6 +414,22 @@ LISTAGG = ("SELECT k, listagg(s, '|') WITHIN GROUP (ORDER BY s) AS l1, "
            "FROM t GROUP BY k")
 
 
+#: -0.0 is made 0.0 (+ 0.0) where it could tie with 0.0: which of the two Spark's sort puts first is not fixed.
+PERCENTILES = ("SELECT k, percentile_cont(0.5) WITHIN GROUP (ORDER BY n) AS p1, "
+               "percentile_cont(0.25) WITHIN GROUP (ORDER BY d + 0.0 DESC) AS p2, "
+               "percentile_disc(0.5) WITHIN GROUP (ORDER BY n) AS p3, "
+               "percentile_disc(0.3) WITHIN GROUP (ORDER BY m DESC) AS p4, "
+               "percentile_disc(0.0) WITHIN GROUP (ORDER BY f + 0.0) AS p5, "
+               "percentile_disc(1.0) WITHIN GROUP (ORDER BY n DESC) AS p6, "
+               "percentile_disc(0.75) WITHIN GROUP (ORDER BY d + 0.0) AS p7, COUNT(*) AS c FROM t GROUP BY k")
+
+
+def test_percentile_cont_and_disc_within_group_equal_spark(spark):
+    rows = _rows(25, 200)
+    assert _ddflow(rows, PERCENTILES) == _spark(spark, rows, PERCENTILES)
+    _at_every_time(spark, PERCENTILES, seed=26, group_by="k")
+
+
 def test_listagg_within_group_equals_spark(spark):
     rows = _rows(22, 150)
     assert _ddflow(rows, LISTAGG) == _spark(spark, rows, LISTAGG)
