@@ -32,8 +32,8 @@ from __future__ import annotations
 import numpy as np
 
 from ddflow.errors import SchemaError
-from ddflow.plan.expr import Lit, filled
 from ddflow.plan import datetimes
+from ddflow.plan.expr import Lit, filled
 from ddflow.plan.functions import _US_PER_DAY, TypeMismatch, _names, add_months, civil, function
 
 #: Microseconds in each unit that is a fixed length; the calendar units count months or days instead.
@@ -42,6 +42,8 @@ _FIXED = {"MICROSECOND": 1, "MILLISECOND": 1_000, "SECOND": 1_000_000, "MINUTE":
 _ADD_DAYS = {"DAY": 1, "DAYOFYEAR": 1, "WEEK": 7}
 _MONTHS = {"MONTH": 1, "QUARTER": 3, "YEAR": 12}
 _DIFF_DAYS = {"DAY": 1, "WEEK": 7}
+_ADD_UNITS = _FIXED.keys() | _ADD_DAYS.keys() | _MONTHS.keys()
+_DIFF_UNITS = _FIXED.keys() | _DIFF_DAYS.keys() | _MONTHS.keys()
 #: The timestamps ddflow holds: 0001-01-01 to 9999-12-31 23:59:59.999999.
 _TS_RANGE = (-62135596800 * 1_000_000, 253402300800 * 1_000_000 - 1)
 
@@ -60,13 +62,13 @@ def _overflow(q: int, unit: str):
 def _add_typer(args):
     if len(args) != 3 or args[1].type not in ("bigint", "null") or not datetimes.timelike(args[2].type):
         raise TypeMismatch(f"timestampadd(unit, bigint, timestamp), got ({_names(args)})")
-    _unit(args, "timestampadd", _FIXED.keys() | _ADD_DAYS.keys() | _MONTHS.keys())
+    _unit(args, "timestampadd", _ADD_UNITS)
     return "timestamp"
 
 
 @function("timestampadd", _add_typer)
 def _timestampadd(args, e, n):
-    unit = _unit(e.args, "timestampadd", _FIXED.keys() | _ADD_DAYS.keys() | _MONTHS.keys())
+    unit = _unit(e.args, "timestampadd", _ADD_UNITS)
     _, (q, qn), (ts, tn) = args
     null = qn | tn
     q = np.where(null, 0, np.asarray(q, dtype=np.int64))
@@ -79,7 +81,7 @@ def _timestampadd(args, e, n):
         days = np.floor_divide(ts, _US_PER_DAY)
         out = add_months(days, months.astype(np.int64)).astype(object) * _US_PER_DAY + (ts - days * _US_PER_DAY)
     else:
-        out = ts.astype(object) + q.astype(object) * (_FIXED.get(unit) or _ADD_DAYS.get(unit, 0) * _US_PER_DAY)
+        out = ts.astype(object) + q.astype(object) * (_FIXED.get(unit) or _ADD_DAYS[unit] * _US_PER_DAY)
     lo, hi = _TS_RANGE
     for i, v in enumerate(out.tolist()):
         if not null[i] and not lo <= v <= hi:
@@ -90,7 +92,7 @@ def _timestampadd(args, e, n):
 def _diff_typer(args):
     if len(args) != 3 or not (datetimes.timelike(args[1].type) and datetimes.timelike(args[2].type)):
         raise TypeMismatch(f"timestampdiff(unit, timestamp, timestamp), got ({_names(args)})")
-    _unit(args, "timestampdiff", _FIXED.keys() | _DIFF_DAYS.keys() | _MONTHS.keys())
+    _unit(args, "timestampdiff", _DIFF_UNITS)
     return "bigint"
 
 
@@ -100,7 +102,7 @@ def _toward_zero(a: np.ndarray, b: int) -> np.ndarray:
 
 @function("timestampdiff", _diff_typer)
 def _timestampdiff(args, e, n):
-    unit = _unit(e.args, "timestampdiff", _FIXED.keys() | _DIFF_DAYS.keys() | _MONTHS.keys())
+    unit = _unit(e.args, "timestampdiff", _DIFF_UNITS)
     _, (s, sn), (t, tn) = args
     null = sn | tn
     s = np.where(null, 0, datetimes.micros(s, e.args[1].type))

@@ -28,7 +28,8 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
     if not isinstance(node, exp.Select):
         return node
     limit = node.args.get("limit")
-    if isinstance(limit, exp.Limit) and isinstance(limit.expression, exp.Var) and limit.expression.name.upper() == "ALL":
+    if isinstance(limit, exp.Limit) and isinstance(limit.expression, exp.Var) \
+            and limit.expression.name.upper() == "ALL":
         node.set("limit", None)
     qualify = node.args.get("qualify")
     if qualify is None:
@@ -51,9 +52,9 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
             inner.append("expressions", exp.alias_(k.copy(), hidden[-1]))
             o.set("this", exp.column(hidden[-1]))
     inner = rewritten(inner)  # a rewritten node's subtree is not visited again: a QUALIFY inside it is done here
+    qualified = exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(QUALIFIED)))
     outer = exp.Select(expressions=[exp.Star(except_=[exp.column(h) for h in hidden])],
-                       from_=exp.From(this=exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(QUALIFIED)))),
-                       where=exp.Where(this=exp.column(FLAG)))
+                       from_=exp.From(this=qualified), where=exp.Where(this=exp.column(FLAG)))
     if order is not None:
         outer.set("order", order)
     for key in ("limit", "offset", "distinct", "with_"):
