@@ -358,8 +358,9 @@ def _from_unixtime(args, e, n):
     return format_micros(np.where(an, 0, secs) * _US_PER_S, an, pattern), an
 
 
-def _parser(name: str, result: str):
-    """to_date / to_timestamp / unix_timestamp: a string read by its pattern, or a date or timestamp as is."""
+def _parser(name: str, result: str, nulling: bool = False):
+    """to_date / to_timestamp / unix_timestamp: a string read by its pattern, or a date or timestamp as is;
+    ``nulling`` (try_to_date, try_to_timestamp): NULL where the text does not match, instead of the error."""
     def typer(args):
         if not 1 <= len(args) <= 2 or args[0].type not in ("string", "date", "timestamp", "null"):
             raise TypeMismatch(f"{name}(text[, pattern]), got ({_names(args)})")
@@ -378,8 +379,14 @@ def _parser(name: str, result: str):
             us = micros(a, src)
         else:
             us = np.zeros(n, dtype=np.int64)
+            an = np.array(an, dtype=bool)
             for i in np.flatnonzero(~an).tolist():
-                us[i] = parse_micros(a[i], pattern, name)
+                try:
+                    us[i] = parse_micros(a[i], pattern, name)
+                except SchemaError:
+                    if not nulling:
+                        raise
+                    an[i] = True
         if result == "date":
             out = np.floor_divide(us, _US_PER_DAY)
         elif result == "bigint":  # Spark divides toward zero here (unix_seconds floors)
@@ -390,8 +397,9 @@ def _parser(name: str, result: str):
     return typer, kernel
 
 
-for _name, _result in (("to_date", "date"), ("to_timestamp", "timestamp"), ("unix_timestamp", "bigint")):
-    _t, _k = _parser(_name, _result)
+for _name, _result in (("to_date", "date"), ("to_timestamp", "timestamp"), ("unix_timestamp", "bigint"),
+                       ("try_to_date", "date"), ("try_to_timestamp", "timestamp")):
+    _t, _k = _parser(_name, _result, nulling=_name.startswith("try_"))
     function(_name, _t)(_k)
 
 
@@ -530,11 +538,6 @@ _epoch_out("timestamp_millis", "timestamp", 1_000)
 _epoch_out("timestamp_micros", "timestamp", 1)
 
 #: The functions of this module, by name: the planner calls them with their arguments as written.
-NAMES = ("date_format", "from_unixtime", "to_date", "to_timestamp", "unix_timestamp", "last_day", "next_day",
-         "months_between", "make_date", "unix_date", "unix_seconds", "unix_millis", "unix_micros",
-         "date_from_unix_date", "timestamp_seconds", "timestamp_millis", "timestamp_micros")
-
-__all__ = ["NAMES", "Pattern", "compile_pattern", "format_micros", "parse_micros"]
 
 
 _DAY_NAMES = np.array(["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"], dtype=object)
@@ -565,3 +568,10 @@ def _calendar_kernel(part: str):
 for _part, _result in (("weekday", "bigint"), ("dayname", "string"), ("monthname", "string")):
     function(_part, _calendar_typer(_part, _result))(_calendar_kernel(_part))
 
+
+NAMES = ("date_format", "from_unixtime", "to_date", "to_timestamp", "unix_timestamp", "last_day", "next_day",
+         "months_between", "make_date", "unix_date", "unix_seconds", "unix_millis", "unix_micros",
+         "date_from_unix_date", "timestamp_seconds", "timestamp_millis", "timestamp_micros", "try_to_date",
+         "try_to_timestamp")
+
+__all__ = ["NAMES", "Pattern", "compile_pattern", "format_micros", "parse_micros"]

@@ -52,7 +52,8 @@ LIBRARY = ("SIN", "COS", "TAN", "ASIN", "ACOS", "ATAN", "SINH", "COSH", "TANH", 
 #: its own strftime forms, or rewrite them into other functions (ddflow.plan.datetimes reads Spark's patterns).
 AS_WRITTEN = ("DATE_FORMAT", "FROM_UNIXTIME", "UNIX_TIMESTAMP", "TO_UNIX_TIMESTAMP", "LAST_DAY", "NEXT_DAY",
               "MONTHS_BETWEEN", "MAKE_DATE", "UNIX_DATE", "UNIX_SECONDS", "UNIX_MILLIS", "UNIX_MICROS",
-              "DATE_FROM_UNIX_DATE", "TIMESTAMP_SECONDS", "TIMESTAMP_MILLIS", "TIMESTAMP_MICROS",
+              "DATE_FROM_UNIX_DATE", "TIMESTAMP_SECONDS", "TIMESTAMP_MILLIS", "TIMESTAMP_MICROS", "TRY_TO_DATE",
+              "TRY_TO_TIMESTAMP",
               *LIBRARY)
 
 

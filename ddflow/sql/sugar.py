@@ -5,7 +5,8 @@ Each is exact, and costs what its rewrite costs.  Scalars: ``isnull(x)`` is
 ``a <=> b``, ``zeroifnull(x)`` is ``coalesce(x, 0)`` and ``nullifzero(x)``
 ``nullif(x, 0)``; ``date_part(field, x)`` and ``datepart`` are
 ``EXTRACT(field FROM x)`` (the field a constant string, as Spark
-requires); ``decode(x, s1, r1, ..., [default])`` is ``CASE WHEN x <=> s1
+requires); ``try_to_date(x)`` and ``try_to_timestamp(x)`` without a
+pattern are ``TRY_CAST``; ``decode(x, s1, r1, ..., [default])`` is ``CASE WHEN x <=> s1
 THEN r1 ... ELSE default END`` (a NULL ``x`` finds a NULL search, as in
 Spark).  Aggregates (COUNTs: O(1) state per group, diff-weighted
 sums):
@@ -66,6 +67,8 @@ def _scalar(name: str | None, node: exp.Expression) -> exp.Expression | None:
         pairs, default = (rest, None) if len(rest) % 2 == 0 else (rest[:-1], rest[-1])
         return exp.Case(ifs=[exp.If(this=exp.NullSafeEQ(this=x.copy(), expression=pairs[i]), true=pairs[i + 1])
                              for i in range(0, len(pairs), 2)], default=default)
+    if name in ("try_to_date", "try_to_timestamp") and len(node.expressions) == 1:  # no pattern: a TRY_CAST
+        return exp.TryCast(this=node.expressions[0], to=exp.DataType.build(name.removeprefix("try_to_")), safe=True)
     if name in ("date_part", "datepart") and len(node.expressions) == 2 and node.expressions[0].is_string:
         field, source = node.expressions
         return exp.Extract(this=exp.Var(this=field.name), expression=source)

@@ -151,6 +151,17 @@ def test_texts_read_by_their_patterns_equal_spark(spark):
              schema={"k": "bigint", "s": "string"}, spark_schema="k bigint, s string")
 
 
+def test_try_to_timestamp_and_try_to_date_are_null_where_the_text_does_not_read_as_in_spark(spark):
+    rng = random.Random(14)
+    texts = ["bad", "2024-13-01", "2024-02-30", "02/01/2020", "31/12/1999", "2020-01-02", "2020-01-02 03:04:05",
+             "2020-1-2", " 2020-01-02", "", None]
+    rows = [(t,) for t in texts] + [(_write(ts or datetime.datetime(2001, 2, 3), rng.choice(PARSED[:2]), rng),)
+                                    for _, ts, _, _ in _rows(15, 60)]
+    q = ("SELECT s, try_to_timestamp(s) AS a, try_to_timestamp(s, 'dd/MM/yyyy') AS b, try_to_date(s) AS c, "
+         "try_to_date(s, 'yyyy-MM-dd') AS d, try_to_timestamp(s, 'yyyy-MM-dd HH:mm:ss') AS e FROM t")
+    _compare(spark, rows, q, schema={"s": "string"}, spark_schema="s string")
+
+
 @pytest.mark.parametrize("text, pattern", [("2024-13-01", "yyyy-MM-dd"), ("2024-02-30", "yyyy-MM-dd"),
                                            ("2024-2-3", "yyyy-MM-dd"), ("x", "yyyy")])
 def test_a_text_its_pattern_cannot_read_raises_as_in_spark(spark, text, pattern):
