@@ -1,5 +1,6 @@
 """Spark's hashes and encodings of a string: ``md5``, ``sha1``, ``sha2``, ``crc32``, ``hex``, ``bin``, ``base64``,
-``soundex`` and ``luhn_check``, each of the string's UTF-8 bytes as Spark casts a string to binary.
+``soundex`` and ``luhn_check``, each of the string's UTF-8 bytes as Spark casts a string to binary; and ``conv``,
+a number's digits from one base to another.
 
 Registered in the one function table by :mod:`ddflow.plan.strings`'s helpers; NULL in, NULL out.  Cost: O(total
 characters) per call, one Python pass over the column's strings (hashlib and zlib do the bytes).
@@ -17,6 +18,7 @@ import base64
 import hashlib
 import zlib
 
+from ddflow.errors import SchemaError
 from ddflow.plan.functions import TypeMismatch, _names, function
 from ddflow.plan.strings import _reg, _rowwise
 
@@ -102,6 +104,49 @@ def _luhn_check(s: str) -> bool:
         d = int(c) * (2 if i % 2 else 1)
         total += d - 9 if d > 9 else d
     return total % 10 == 0
+
+
+_U64 = 1 << 64
+_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@_reg("conv", "sii", "string")
+def _conv(text: str, from_base: int, to_base: int) -> str | None:
+    """Spark's conv(num, from_base, to_base): the digits of ``num`` (spaces trimmed, a leading ``-``, read up to
+    the first character that is not a digit of ``from_base``) as an unsigned 64-bit number, written in
+    ``to_base`` (upper case); a negative ``to_base`` writes it signed, Spark's NumberConverter's way (``-0``
+    included).  NULL for a base outside 2..36 or an empty text; past 64 bits raises, as Spark's ANSI mode does
+    (ARITHMETIC_OVERFLOW)."""
+    if not (2 <= from_base <= 36 and 2 <= abs(to_base) <= 36):
+        return None
+    text = text.strip(" ")
+    if not text:
+        return None
+    negative = text.startswith("-")
+    v = 0
+    for ch in text[1:] if negative else text:
+        d = _DIGITS.find(ch.upper()) if ch.isascii() else -1
+        if not 0 <= d < from_base:
+            break
+        v = v * from_base + d
+        if v >= _U64:
+            raise SchemaError(f"conv({text!r}, {from_base}, {to_base}): the number is past 64 bits (Spark's "
+                              "ARITHMETIC_OVERFLOW)")
+    if to_base > 0:  # unsigned: a negative number is its two's complement; one past int64's magnitude, all ones
+        sign = ""
+        if negative:
+            v = _U64 - 1 if v >= _U64 >> 1 else -v % _U64
+    else:  # signed: the magnitude read as an int64, behind a sign that a '-' in the text keeps (even "-0")
+        sign = "-" if negative else ""
+        if v >= _U64 >> 1:
+            v, sign = _U64 - v, "-"
+    base, out = abs(to_base), []
+    while True:
+        v, d = divmod(v, base)
+        out.append(_DIGITS[d])
+        if not v:
+            break
+    return sign + "".join(reversed(out))
 
 
 __all__: list[str] = []

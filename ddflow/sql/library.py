@@ -226,6 +226,8 @@ def _anonymous(node: exp.Anonymous, e: Eval, ex):
         return _call(name, [e(a) for a in args], node)
     if name == "printf":
         return _format(node, e, ex)
+    if name == "conv" and len(args) == 3:  # a number's text, as Spark casts it
+        return _call("conv", [_string(e(args[0])), e(args[1]), e(args[2])], node)
     if name == "pmod":
         if len(args) != 2:
             raise refusal(node, "pmod takes two arguments")

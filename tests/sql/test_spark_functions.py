@@ -462,6 +462,41 @@ def test_mask_trim_of_characters_and_try_mod_equal_spark(spark):
     assert _ddflow(rows, MASKS) == _spark(spark, rows, MASKS)
 
 
+def _conv_rows(seed: int, count: int) -> list[tuple]:
+    """Texts of digits in several bases (signs, spaces, invalid characters, 64-bit edges) with random bases."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        text = "".join(rng.choice("0123456789abcdefxyzXYZ") for _ in range(rng.randint(0, 14)))
+        text = rng.choice(["", "-", " ", "+"]) + text + rng.choice(["", " ", "!"])
+        text = rng.choice([text, text, None])
+        out.append((text, None, rng.choice([None, 2, 8, 10, 16, 36, 1, 37]), rng.choice([None, 2, 10, 16, -10, -16, 36, -36, 0]),
+                    None, None, None, None))
+    return out
+
+
+def test_conv_equals_spark(spark):
+    q = ("SELECT s, n, k, conv(s, n, k) AS c1, conv(s, 16, -10) AS c2, conv(s, 36, 2) AS c3, conv(k, 10, 16) AS c4 "
+         "FROM t")
+    rows = [r for r in _conv_rows(27, 300) if r[0] is None or len(r[0].strip(" ").lstrip("-")) <= 12]  # 36^12 < 2^64
+    assert _ddflow(rows, q) == _spark(spark, rows, q)
+    edges = [(t, None, 16, k, None, None, None, None) for t in ("ffffffffffffffff", "7fffffffffffffff",
+                                                                "-8000000000000000", "8000000000000000", "-1",
+                                                                "-ffffffffffffffff", "-0", "-7fffffffffffffff")
+             for k in (10, -10, 2, -16)]
+    q = "SELECT s, k, conv(s, n, k) AS c FROM t"
+    assert _ddflow(edges, q) == _spark(spark, edges, q)
+
+
+def test_conv_past_64_bits_raises_as_spark_does(spark):
+    rows = [("1ffffffffffffffff", None, 16, 10, None, None, None, None)]
+    q = "SELECT conv(s, n, k) AS c FROM t"
+    with pytest.raises(Exception, match="ARITHMETIC_OVERFLOW"):
+        _spark(spark, rows, q)
+    with pytest.raises(SchemaError, match="past 64 bits"):
+        _ddflow(rows, q)
+
+
 def test_format_number_equals_spark(spark):
     """Doubles rounded HALF_EVEN by their exact value (0.125 and 0.285 to 0.12 and 0.28, 0.265 to 0.27), written
     with their shortest digits where no rounding is needed (1e20), -0.0, NaN and infinities, decimals, int64's
