@@ -349,6 +349,23 @@ def _btrim(s: str, chars: str = " ") -> str:
     return s.strip(chars) if chars else s
 
 
+def _substring_sql(s: str, pos: int, length: int) -> str:
+    """Spark's UTF8String.substringSQL: 1-based, 0 is the first character, a negative position counts from the
+    end; code points."""
+    start = pos - 1 if pos > 0 else len(s) + pos if pos < 0 else 0
+    end = start + length
+    start = max(start, 0)
+    return "" if start >= end else s[start:end]
+
+
+@_reg("overlay", "ssii?", "string")
+def _overlay(s: str, replace: str, pos: int, length: int = -1) -> str:
+    """OVERLAY(s PLACING replace FROM pos [FOR length]): ``s`` with ``length`` characters from ``pos`` (the
+    length of ``replace`` when omitted or negative) replaced by ``replace``, as Spark's Overlay."""
+    length = length if length >= 0 else len(replace)
+    return _substring_sql(s, 1, pos - 1) + replace + _substring_sql(s, pos + length, (1 << 31) - 1)
+
+
 _reg("trim_leading", "ss", "string")(lambda s, chars: s.lstrip(chars) if chars else s)  # ltrim(chars, s)
 _reg("trim_trailing", "ss", "string")(lambda s, chars: s.rstrip(chars) if chars else s)
 

@@ -172,6 +172,8 @@ _NODES = {
     exp.BitwiseNot: _unary("bitnot"), exp.BitwiseLeftShift: _binary("shiftleft"),
     exp.BitwiseRightShift: _binary("shiftright"), exp.BitwiseCount: _unary("bit_count"),
     exp.Getbit: _binary("getbit"),
+    exp.Overlay: lambda n, e, ex: _call("overlay", [_string(e(n.this)), _string(e(n.expression)), e(n.args["from_"])]
+                                        + ([e(n.args["for_"])] if n.args.get("for_") is not None else []), n),
     exp.Reverse: _unary("reverse", True), exp.Soundex: _unary("soundex", True), exp.ToBase64: _unary("base64", True),
     exp.Factorial: _unary("factorial"),
     exp.Elt: lambda n, e, ex: _call("elt", [e(n.this)] + [_string(e(a)) for a in n.expressions], n),  # as strings

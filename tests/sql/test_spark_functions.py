@@ -457,6 +457,13 @@ MASKS = ("SELECT s, t, n, k, mask(s) AS k1, mask(s, 'U', NULL, '#', '.') AS k2, 
          "try_mod(n, k) AS k8, try_mod(d, e) AS k9, try_mod(m, k) AS k10, ltrim(s) AS k11, rtrim(s) AS k12 FROM t")
 
 
+def test_overlay_equals_spark(spark):
+    q = ("SELECT s, t, n, k, overlay(s PLACING t FROM n) AS o1, overlay(s PLACING t FROM k FOR n) AS o2, "
+         "overlay(s PLACING 'xy' FROM n FOR 1) AS o3, overlay(s PLACING '' FROM 2 FOR k) AS o4 FROM t")
+    rows = _rows(28, 200)
+    assert _ddflow(rows, q) == _spark(spark, rows, q)
+
+
 def test_mask_trim_of_characters_and_try_mod_equal_spark(spark):
     rows = _edge_rows(24, 150)
     assert _ddflow(rows, MASKS) == _spark(spark, rows, MASKS)
