@@ -244,3 +244,30 @@ def test_every_package_folder_is_installed():
     found = {name + "".join("." + p for p in init.parent.relative_to(folder).parts)
              for name, folder in FOLDERS.items() for init in folder.rglob("__init__.py")}
     assert found == set(setuptools["packages"])
+
+
+_IMPORT_EACH_FIRST = """
+import importlib, sys
+failed = []
+for name in sys.argv[1:]:
+    for m in [m for m in sys.modules if m.split(".")[0] in ("ddflow", "traces") and m != "ddflow._native"]:
+        del sys.modules[m]
+    try:
+        importlib.import_module(name)
+    except Exception as err:  # noqa: BLE001
+        failed.append(f"{name}: {type(err).__name__}: {err}")
+print("\\n".join(failed))
+"""
+
+
+def test_every_plan_and_sql_module_imports_first():
+    """Each module of the function table's layers imports as the first ddflow module of a process: the modules that
+    register functions import one another in cycles, which hold only where each reads the others late."""
+    import subprocess
+    import sys
+
+    names = sorted(m for m in _modules() if m.startswith(("ddflow.plan.", "ddflow.sql.")))
+    out = subprocess.run([sys.executable, "-c", _IMPORT_EACH_FIRST, *names], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert not out.stdout.strip(), out.stdout

@@ -1551,4 +1551,4 @@ def interval(amount: str | int, unit: str) -> Lit:
 
 
 # The rest of the table lives in modules of their own, which register their entries into it on import.
-from ddflow.plan import bits, datetimes, encodings, maths, nulls, strings, units, zones  # noqa: E402,F401
+from ddflow.plan import bits, datetimes, maths, nulls, strings, units, zones  # noqa: E402,F401

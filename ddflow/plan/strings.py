@@ -1,6 +1,7 @@
 """Spark's string functions past the basic ones of :mod:`ddflow.plan.functions`: padding, repetition, case,
 translation, Java regular expressions, edit distance, ``format_string``, character codes, byte lengths,
-``substring_index``, ``btrim``, ``elt`` and ``get_json_object`` (hashes and encodings: :mod:`ddflow.plan.encodings`).
+``substring_index``, ``btrim``, ``overlay``, ``mask``, ``elt`` (hashes and encodings: :mod:`ddflow.plan.encodings`;
+``get_json_object``: :mod:`ddflow.plan.json_path`).
 
 Each is registered in the one function table (:func:`ddflow.plan.functions.function`), typed and evaluated there;
 :mod:`ddflow.sql.library` maps Spark SQL's names to them.  Semantics are Spark 4's: a NULL argument gives NULL,
@@ -20,7 +21,6 @@ kernel for these with Spark's rules); regexp_replace compiles its pattern once p
 from __future__ import annotations
 
 import decimal
-import json
 import re
 from typing import Callable, Sequence
 
@@ -30,7 +30,7 @@ from ddflow.base.schema import decimal_ps, from_days, from_unscaled, is_decimal
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import Column, Lit, filled, null_values
 from ddflow.plan.functions import TypeMismatch, _double_text, _names, _ts_text, function
-from ddflow.plan.java_regex import compiled, python_replacement
+from ddflow.plan import java_regex  # read when called: java_regex imports functions, which imports this module
 
 
 _INT = (-(1 << 31), (1 << 31) - 1)
@@ -205,9 +205,9 @@ def _locate_kernel(args, e, n):
 def _regexp_replace_typer(args):
     _kinds("sssi?", "string", "regexp_replace", constant=(1, 2, 3))(args)
     if args[1].value is not None:
-        rx = compiled(args[1].value)  # Java-only syntax refused here, at planning
+        rx = java_regex.compiled(args[1].value)  # Java-only syntax refused here, at planning
         if args[2].value is not None:
-            python_replacement(args[2].value, rx.groups)
+            java_regex.python_replacement(args[2].value, rx.groups)
     if len(args) > 3 and args[3].value is not None and args[3].value < 1:
         raise TypeMismatch(f"regexp_replace's position must be at least 1, got {args[3].value}")
     return "string"
@@ -220,8 +220,8 @@ def _regexp_replace(args, e, n):
     pos = e.args[3].value if len(e.args) > 3 else 1
     if pat is None or rep is None or pos is None:
         return null_values("string", n), np.ones(n, dtype=bool)
-    rx = compiled(pat)
-    sub = python_replacement(rep, rx.groups)
+    rx = java_regex.compiled(pat)
+    sub = java_regex.python_replacement(rep, rx.groups)
 
     def replace(s, *_):
         return s[:pos - 1] + rx.sub(sub, s[pos - 1:]) if pos == 1 or pos - 1 < len(s) else s
@@ -442,7 +442,7 @@ def _regexp_typer(name: str, kinds: str, result: str) -> Callable:
     def typer(args):
         _kinds(kinds, result, name, constant=tuple(range(1, len(kinds.rstrip("?")))))(args)
         if args[1].value is not None:
-            rx = compiled(args[1].value)  # Java-only syntax refused here, at planning
+            rx = java_regex.compiled(args[1].value)  # Java-only syntax refused here, at planning
             if len(args) > 2 and args[2].value is not None and not 0 <= args[2].value <= rx.groups:
                 raise TypeMismatch(f"{name}: the pattern has {rx.groups} group(s), asked for group {args[2].value}")
         return result
@@ -462,7 +462,7 @@ def _regexp_kernel(result: str, per_row: Callable) -> Callable:
         consts = [a.value for a in e.args[2:]]
         if pat is None or any(c is None for c in consts):
             return null_values(result, n), np.ones(n, dtype=bool)
-        rx = compiled(pat)
+        rx = java_regex.compiled(pat)
         return _rowwise(lambda v: per_row(rx, v, *consts), result)(args[:1], e, n)
     return kernel
 
@@ -514,95 +514,8 @@ def _width_bucket_kernel(args, e, n):
         cols.append((x, vn))
     return _rowwise(_width_bucket, "bigint")(cols + [args[3]], e, n)
 
-# -- get_json_object ---------------------------------------------------------------------------------------------
-
-class _Pairs(list):
-    """A JSON object as its ``(key, value)`` pairs in order, duplicates kept: Jackson's streaming reads them so."""
-
-
-#: A JSONPath Spark reads: ``$`` then ``.name`` and ``[index]`` steps.  What Spark reads as well and ddflow does
-#: not (wildcards, quoted names) is refused at planning; anything else is NULL in Spark, and here.
-_PATH_STEP = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]")
-
-
-def _json_path(path: str) -> list | None:
-    """The steps of a JSONPath (``("key", name)`` or ``("index", i)``), or None where Spark finds no value."""
-    if not path.startswith("$"):
-        return None
-    steps, i = [], 1
-    while i < len(path):
-        m = _PATH_STEP.match(path, i)
-        if m is None:
-            return None
-        steps.append(("key", m.group(1)) if m.group(1) is not None else ("index", int(m.group(2))))
-        i = m.end()
-    return steps
-
-
-def _json_text(v) -> str:
-    """Jackson's compact text of a parsed value: numbers as Java prints them (a double as Double.toString)."""
-    if isinstance(v, _Pairs):
-        return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{_json_text(x)}" for k, x in v) + "}"
-    if isinstance(v, list):
-        return "[" + ",".join(_json_text(x) for x in v) + "]"
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return _double_text(v)
-    if isinstance(v, int):
-        return str(v)
-    return json.dumps(v, ensure_ascii=False)
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not JSON")  # NaN, Infinity: Jackson refuses them by default
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=_Pairs, parse_constant=_reject_constant)
-
-
-def _get_json_object_typer(args):
-    _kinds("ss", "string", "get_json_object", constant=(1,))(args)
-    path = args[1].value
-    if path is not None and ("[*]" in path or "['" in path or '["' in path):
-        raise TypeMismatch(f"get_json_object's path {path!r}: wildcards and quoted names are not supported "
-                           "(ddflow reads $, .name and [index])")
-    return "string"
-
-
-@function("get_json_object", _get_json_object_typer)
-def _get_json_object(args, e, n):
-    """Spark's get_json_object(json, path): the value at ``path`` of the JSON text's first value (what follows it
-    is ignored, as Jackson does), a string as itself, anything else as compact JSON; NULL for a JSON null, a
-    missing step, text that does not parse, or a path Spark does not read.  The first of duplicate keys."""
-    path = e.args[1].value
-    steps = _json_path(path) if path is not None else None
-    if steps is None:
-        return null_values("string", n), np.ones(n, dtype=bool)
-
-    def extract(text: str) -> str | None:
-        try:
-            v, _ = _DECODER.raw_decode(text.lstrip(" \t\n\r"))
-        except ValueError:
-            return None
-        for kind, step in steps:
-            if kind == "key":
-                if not isinstance(v, _Pairs):
-                    return None
-                v = next((x for k, x in v if k == step), _MISSING)
-            else:
-                v = v[step] if isinstance(v, list) and not isinstance(v, _Pairs) and step < len(v) else _MISSING
-            if v is _MISSING:
-                return None
-        if v is None:
-            return None
-        return v if isinstance(v, str) else _json_text(v)
-
-    return _rowwise(extract, "string")(args[:1], e, n)
-
-
-_MISSING = object()
+# The functions built on this module's helpers register when it is whole (so any of these modules may be
+# imported first).
+from ddflow.plan import encodings, json_path  # noqa: E402,F401
 
 __all__: list[str] = []
