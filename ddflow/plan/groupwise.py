@@ -289,11 +289,18 @@ def nearest_rank(a: Agg, live: list) -> tuple:
     >>> nearest_rank(Agg("percentile_approx", Col(0, "bigint"), fraction=0.5), [(1, 1), (2, 1), (3, 1), (4, 1)])
     (2, False)
     """
-    # NaN last, and -0.0 before 0.0 (Java's Double.compare), so equal doubles give one answer whatever the order.
-    vals = sorted(((v, m) for v, m in live if m),
-                  key=lambda vm: (vm[0] != vm[0], vm[0], math.copysign(1.0, vm[0]) if isinstance(vm[0], float) else 0))
-    n = sum(m for _, m in vals)
-    rank = max(math.ceil(a.fraction * n), 1)
+    return _at_rank(sorted(((v, m) for v, m in live if m), key=_java_order), a.fraction)
+
+
+def _java_order(vm: tuple) -> tuple:
+    """NaN last, and -0.0 before 0.0 (Java's Double.compare), so equal doubles give one answer whatever the order."""
+    v = vm[0]
+    return v != v, v, math.copysign(1.0, v) if isinstance(v, float) else 0
+
+
+def _at_rank(vals: list, fraction: float) -> tuple:
+    """The value at rank ``ceil(fraction * n)`` (the first for 0) of ordered ``(value, multiplicity)`` pairs."""
+    rank = max(math.ceil(fraction * sum(m for _, m in vals)), 1)
     seen = 0
     for v, m in vals:
         seen += m
@@ -313,14 +320,7 @@ def discrete_percentile(a: Agg, live: list) -> tuple:
     """
     ps = decimal_ps(a.arg.type)
     vals = [(float(Fraction(int(v), 10 ** ps[1])) if ps else float(v), m) for v, m in live if m]
-    vals.sort(key=lambda vm: (vm[0] != vm[0], vm[0], math.copysign(1.0, vm[0])), reverse=a.desc)  # NaN largest
-    rank = max(math.ceil(a.fraction * sum(m for _, m in vals)), 1)
-    seen = 0
-    for v, m in vals:
-        seen += m
-        if seen >= rank:
-            return v, False
-    return vals[-1][0], False
+    return _at_rank(sorted(vals, key=_java_order, reverse=a.desc), a.fraction)
 
 
 def mode(a: Agg, live: list) -> tuple:
