@@ -79,6 +79,17 @@ def spark():
     session.stop()
 
 
+def _raises_at_run(query: str, schema: dict, rows: list, match: str) -> None:
+    """``query`` is accepted, and its run over ``rows`` raises a SchemaError matching ``match``."""
+    flow = ddflow.Dataflow()
+    handle = flow.new_collection("t", schema=schema)[0]
+    flow.sql(query).capture()
+    handle.update(rows, times=0)
+    flow.advance_to(1)
+    with pytest.raises(SchemaError, match=match):
+        flow.run()
+
+
 def _compare(spark, rows, query: str, schema=SCHEMA, spark_schema=SPARK_SCHEMA):
     spark.createDataFrame(rows, spark_schema).createOrReplaceTempView("t")
     want = _bag(tuple(r) for r in spark.sql(query).collect())
@@ -169,13 +180,7 @@ def test_a_text_its_pattern_cannot_read_raises_as_in_spark(spark, text, pattern)
     spark.createDataFrame([(text,)], "s string").createOrReplaceTempView("t")
     with pytest.raises(Exception, match="CANNOT_PARSE_TIMESTAMP|DATETIME|Invalid|parse|could not be parsed"):
         spark.sql(q).collect()
-    flow = ddflow.Dataflow()
-    handle = flow.new_collection("t", schema={"s": "string"})[0]
-    flow.sql(q).capture()
-    handle.update([(text,)], times=0)
-    flow.advance_to(1)
-    with pytest.raises(SchemaError, match=f"{text!r}.*{pattern!r}"):
-        flow.run()
+    _raises_at_run(q, {"s": "string"}, [(text,)], f"{text!r}.*{pattern!r}")
 
 
 @pytest.mark.parametrize("expr, named", [
@@ -183,22 +188,17 @@ def test_a_text_its_pattern_cannot_read_raises_as_in_spark(spark, text, pattern)
     ("to_timestamp(s, '[yyyy]')", "optional sections"), ("to_date(s, 'yyyy-MM-dd Q')", "cannot be parsed"),
     ("to_date(s, 'EEE dd MMM yyyy')", "'E'.*cannot be parsed"),
     ("next_day(ts, 'Mond')", "not a day of the week"), ("unix_timestamp()", "wall clock"),
-    ('date_format(ts, "yyyy\'")', "unclosed quote")])
-def test_patterns_spark_does_not_allow_are_refused_at_sql(expr, named):
+    ('date_format(ts, "yyyy\'")', "unclosed quote"), ("extract(yyyy FROM d)", r"EXTRACT\(YYYY\) is not supported"),
+    ("date_part(s, d)", r"date_part\(\)"), ("timestampadd(FORTNIGHT, 1, d)", "timestampadd's unit must be one of")])
+def test_patterns_fields_and_units_spark_does_not_allow_are_refused_at_sql(expr, named):
     flow = ddflow.Dataflow()
-    flow.new_collection("t", schema={"ts": "timestamp", "s": "string"})
+    flow.new_collection("t", schema={"ts": "timestamp", "s": "string", "d": "date"})
     with pytest.raises(SchemaError, match=named):
         flow.sql(f"SELECT {expr} AS v FROM t")
 
 
 def test_results_past_year_9999_raise():
-    flow = ddflow.Dataflow()
-    handle = flow.new_collection("t", schema={"n": "bigint"})[0]
-    flow.sql("SELECT date_from_unix_date(n) AS v FROM t").capture()
-    handle.update([(10**8,)], times=0)
-    flow.advance_to(1)
-    with pytest.raises(SchemaError, match="years 1 to 9999"):
-        flow.run()
+    _raises_at_run("SELECT date_from_unix_date(n) AS v FROM t", {"n": "bigint"}, [(10**8,)], "years 1 to 9999")
 
 
 @pytest.mark.parametrize("n, unit", [(9223372036854775807, "MICROSECOND"), (-8000, "YEAR")])
@@ -209,24 +209,8 @@ def test_timestampadd_past_int64_raises_as_spark_does_and_past_year_9999_raises(
         spark.createDataFrame(rows, "ts timestamp, n bigint").createOrReplaceTempView("t")
         with pytest.raises(Exception, match="DATETIME_OVERFLOW"):
             spark.sql(q).collect()
-    flow = ddflow.Dataflow()
-    handle = flow.new_collection("t", schema={"ts": "timestamp", "n": "bigint"})[0]
-    flow.sql(q).capture()
-    handle.update(rows, times=0)
-    flow.advance_to(1)
-    with pytest.raises(SchemaError, match=f"timestampadd: adding {n} {unit} to a timestamp is past the years 1 to "
-                                          "9999 that ddflow holds"):
-        flow.run()
-
-
-@pytest.mark.parametrize("expr, named", [("extract(yyyy FROM d)", r"EXTRACT\(YYYY\) is not supported"),
-                                         ("date_part(s, d)", r"date_part\(\)"),
-                                         ("timestampadd(FORTNIGHT, 1, d)", "timestampadd's unit must be one of")])
-def test_fields_and_units_spark_does_not_know_are_refused_at_sql(expr, named):
-    flow = ddflow.Dataflow()
-    flow.new_collection("t", schema={"d": "date", "s": "string"})
-    with pytest.raises(SchemaError, match=named):
-        flow.sql(f"SELECT {expr} AS v FROM t")
+    _raises_at_run(q, {"ts": "timestamp", "n": "bigint"}, rows,
+                   f"timestampadd: adding {n} {unit} to a timestamp is past the years 1 to 9999 that ddflow holds")
 
 
 #: Zones as users write them: regions (with gaps, overlaps, abolished DST, half-hour and LMT offsets), offsets in
@@ -295,15 +279,13 @@ def test_a_zone_spark_cannot_read_is_refused_as_a_constant_and_raises_in_a_colum
     spark.createDataFrame([(datetime.datetime(2020, 1, 1), zone)], "ts timestamp, z string").createOrReplaceTempView("t")
     with pytest.raises(Exception, match="INVALID_TIMEZONE|Invalid ID|invalid|not in valid range"):
         spark.sql("SELECT from_utc_timestamp(ts, z) AS v FROM t").collect()
+    schema = {"ts": "timestamp", "z": "string"}
     flow = ddflow.Dataflow()
-    handle = flow.new_collection("t", schema={"ts": "timestamp", "z": "string"})[0]
+    flow.new_collection("t", schema=schema)
     with pytest.raises(SchemaError, match=re.escape(f"the time zone {zone!r} is not one Spark reads")):
         flow.sql(f"SELECT from_utc_timestamp(ts, '{zone}') AS v FROM t")
-    flow.sql("SELECT from_utc_timestamp(ts, z) AS v FROM t").capture()
-    handle.update([(datetime.datetime(2020, 1, 1), zone)], times=0)
-    flow.advance_to(1)
-    with pytest.raises(SchemaError, match=re.escape(f"from_utc_timestamp: the time zone {zone!r} is not one Spark reads")):
-        flow.run()
+    _raises_at_run("SELECT from_utc_timestamp(ts, z) AS v FROM t", schema, [(datetime.datetime(2020, 1, 1), zone)],
+                   re.escape(f"from_utc_timestamp: the time zone {zone!r} is not one Spark reads"))
 
 
 def test_incrementally_at_every_time():
