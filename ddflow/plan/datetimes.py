@@ -554,18 +554,22 @@ def _calendar_typer(name: str, result: str):
 
 
 def _calendar_kernel(part: str):
-    """weekday (0 = Monday), dayname (``'Mon'``) and monthname (``'Jan'``) of a date or timestamp.  O(n)."""
+    """weekday (0 = Monday), dayofweek_iso (EXTRACT's DAYOFWEEK_ISO: 1 = Monday), dayname (``'Mon'``) and
+    monthname (``'Jan'``) of a date or timestamp.  O(n)."""
     def kernel(args, e, n):
         (v, vn), = args
         days = np.floor_divide(micros(np.where(vn, 0, v), e.args[0].type), _US_PER_DAY)
         if part == "monthname":
             return filled(_MONTH_NAMES[civil(days)[1] - 1], vn, "string"), vn
         wd = (days + 3) % 7  # 1970-01-01 was a Thursday
-        return (filled(wd, vn, "bigint"), vn) if part == "weekday" else (filled(_DAY_NAMES[wd], vn, "string"), vn)
+        if part == "dayname":
+            return filled(_DAY_NAMES[wd], vn, "string"), vn
+        return filled(wd + (part == "dayofweek_iso"), vn, "bigint"), vn
     return kernel
 
 
-for _part, _result in (("weekday", "bigint"), ("dayname", "string"), ("monthname", "string")):
+for _part, _result in (("weekday", "bigint"), ("dayofweek_iso", "bigint"), ("dayname", "string"),
+                       ("monthname", "string")):
     function(_part, _calendar_typer(_part, _result))(_calendar_kernel(_part))
 
 

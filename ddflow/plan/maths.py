@@ -31,7 +31,7 @@ import math
 
 import numpy as np
 
-from ddflow.base.schema import decimal_ps, decimal_type, is_decimal
+from ddflow.base.schema import decimal_ps, decimal_type, from_unscaled, is_decimal
 from ddflow.errors import SchemaError
 from ddflow.plan.expr import KERNELS, Call, Lit, filled, unscaled
 from ddflow.plan.functions import (TypeMismatch, _names, arithmetic_type, as_decimal, decimal_to_float, fitted,
@@ -300,6 +300,16 @@ def _negative(args, e, n):
 __all__: list[str] = []
 
 
+def _int_argument(vals: np.ndarray, null: np.ndarray, what: str) -> np.ndarray:
+    """An argument Spark casts to int, as int64: a value past int raises (``what`` with the value), as Spark's
+    CAST_OVERFLOW does.  O(n)."""
+    v = np.asarray(vals, dtype=np.int64)
+    past = ~null & ((v < -(1 << 31)) | (v >= (1 << 31)))
+    if past.any():
+        raise SchemaError(what.format(int(v[past][0])) + " (Spark casts it to int and raises CAST_OVERFLOW)")
+    return v
+
+
 def _factorial_typer(args):
     if len(args) != 1 or args[0].type not in ("bigint", "null"):
         raise TypeMismatch(f"factorial takes an integer, got ({_names(args)})")
@@ -311,11 +321,7 @@ def _factorial(args, e, n):
     """factorial(k) of 0..20 (what fits bigint); NULL outside that, as Spark's; a k past int raises, as Spark's
     CAST of its argument to int does.  O(n)."""
     (a, an), = args
-    v = np.asarray(a, dtype=np.int64)
-    live = v[~an]
-    if ((live < -(1 << 31)) | (live >= (1 << 31))).any():
-        raise SchemaError(f"factorial: {int(live[(live < -(1 << 31)) | (live >= (1 << 31))][0])} is past int "
-                          "(Spark casts it to int and raises CAST_OVERFLOW)")
+    v = _int_argument(a, an, "factorial: {} is past int")
     null = an | (v < 0) | (v > 20)
     table = np.array([math.factorial(k) for k in range(21)], dtype=np.int64)
     return filled(table[np.clip(v, 0, 20)], null, "bigint"), null
@@ -347,7 +353,7 @@ def _number_text(v, typ: str, places: int) -> str:
     elif typ == "bigint":
         d = decimal.Decimal(int(v))
     else:
-        d = decimal.Decimal(int(v)).scaleb(-decimal_ps(typ)[1])
+        d = from_unscaled(v, decimal_ps(typ)[1])
     if typ == "double":
         places = min(places, 340)  # DecimalFormat's most fraction digits of a double
     wide = decimal.Context(prec=max(d.adjusted(), 0) + places + 2, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
@@ -362,11 +368,7 @@ def _format_number(args, e, n):
     O(n), Python per row."""
     (x, xn), (d, dn) = args
     typ = e.args[0].type
-    places = np.asarray(d, dtype=np.int64)
-    past = ~dn & ((places < -(1 << 31)) | (places >= (1 << 31)))
-    if past.any():
-        raise SchemaError(f"format_number: {int(places[past][0])} decimal places is past int (Spark casts it to "
-                          "int and raises CAST_OVERFLOW)")
+    places = _int_argument(d, dn, "format_number: {} decimal places is past int")
     null = xn | dn | (places < 0)
     out = np.full(n, None, dtype=object)
     for i in np.flatnonzero(~null).tolist():

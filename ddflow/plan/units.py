@@ -1,5 +1,5 @@
-"""Spark's datetime arithmetic in named units: ``timestampadd``, ``timestampdiff``, and EXTRACT's fields that are
-not a plain function (SECOND with its fraction, DAYOFWEEK_ISO).
+"""Spark's datetime arithmetic in named units: ``timestampadd``, ``timestampdiff``, and EXTRACT's SECOND with its
+fraction (DAYOFWEEK_ISO is :mod:`ddflow.plan.datetimes`' weekday, one up).
 
 Spark reads a timestamp as a local date-time in the session's time zone, which ddflow's SQL takes to be UTC (as
 its tests run Spark); a date is a timestamp at midnight.  Semantics are ``java.time``'s, as Spark calls them:
@@ -135,20 +135,6 @@ def _second_of_minute(args, e, n):
     (ts, tn), = args
     out = np.mod(np.asarray(ts, dtype=np.int64), 60_000_000)
     return filled(out, tn, "decimal(8,6)"), tn
-
-
-def _iso_typer(args):
-    if len(args) != 1 or not datetimes.timelike(args[0].type):
-        raise TypeMismatch(f"EXTRACT(DAYOFWEEK_ISO) needs a date or timestamp, got ({_names(args)})")
-    return "bigint"
-
-
-@function("dayofweek_iso", _iso_typer)
-def _dayofweek_iso(args, e, n):
-    """1 = Monday .. 7 = Sunday (1970-01-01 was a Thursday)."""
-    (v, vn), = args
-    days = np.floor_divide(datetimes.micros(v, e.args[0].type), _US_PER_DAY)
-    return filled((days + 3) % 7 + 1, vn, "bigint"), vn
 
 
 __all__: list[str] = []
