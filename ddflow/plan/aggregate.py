@@ -63,8 +63,9 @@ if TYPE_CHECKING:
 
 #: The aggregates computed from each changed group's rows (:mod:`ddflow.plan.groupwise`).
 STATISTICS = ("var_samp", "var_pop", "stddev_samp", "stddev_pop", "percentile", "covar_pop", "covar_samp", "corr",
-              "max_by", "min_by", "try_sum", "try_avg", "skewness", "kurtosis", "bit_and", "bit_or", "bit_xor", "percentile_approx",
-              "regr_sxx", "regr_syy", "regr_sxy", "regr_slope", "regr_intercept", "regr_r2", "mode", "listagg", "percentile_disc")
+              "max_by", "min_by", "try_sum", "try_avg", "skewness", "kurtosis", "bit_and", "bit_or", "bit_xor",
+              "percentile_approx", "regr_sxx", "regr_syy", "regr_sxy", "regr_slope", "regr_intercept", "regr_r2",
+              "mode", "listagg", "percentile_disc")
 #: Lower every aggregate through the former per-key reduce (the bench's "before"); tests and bench only.
 GENERIC = False
 

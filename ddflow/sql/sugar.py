@@ -6,9 +6,9 @@ Each is exact, and costs what its rewrite costs.  Scalars: ``isnull(x)`` is
 ``nullif(x, 0)``; ``date_part(field, x)`` and ``datepart`` are
 ``EXTRACT(field FROM x)`` (the field a constant string, as Spark
 requires); ``try_to_date(x)`` and ``try_to_timestamp(x)`` without a
-pattern are ``TRY_CAST``; ``decode(x, s1, r1, ..., [default])`` is ``CASE WHEN x <=> s1
-THEN r1 ... ELSE default END`` (a NULL ``x`` finds a NULL search, as in
-Spark).  Aggregates (COUNTs: O(1) state per group, diff-weighted
+pattern are ``TRY_CAST``; ``decode(x, s1, r1, ..., [default])`` is
+``CASE WHEN x <=> s1 THEN r1 ... ELSE default END`` (a NULL ``x`` finds a
+NULL search, as in Spark).  Aggregates (COUNTs: O(1) state per group, diff-weighted
 sums):
 
 - ``PERCENTILE_CONT(f) WITHIN GROUP (ORDER BY x)`` is ``PERCENTILE(x, f)``
